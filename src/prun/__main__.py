@@ -1,0 +1,3 @@
+from prun.cli import entry
+
+entry()

@@ -1,0 +1,516 @@
+"""The dispatcher: run one unit on one executor and never lose or fake its result.
+
+The life of one attempt, readable on one screen:
+
+    prepared = prepare(request)        # validate everything; nothing is created (UsageError: exit 2)
+    d = Dispatch(prepared)             # the state dir exists from here on (STATE-DIR line)
+    d.begin()                          # prompt copy, result-file, dispatch-pid, unit.json, gate
+    d.launch()                         # spawn in its own process group, stdin closed
+    d.wait()                           # until exit or deadline (then the group is ended)
+    outcome = d.finish(...)            # judge, publish result or FALLBACK, outcome.json last
+
+``run_sync`` strings these together for ``prun dispatch``; the run supervisor drives the same
+steps from its event loop. Exit codes: 0 succeeded, 1 failed, 2 refused before a state dir
+existed, 75 quota gate refused, 124 timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from . import statedir
+from .errors import EXIT_FAILED, EXIT_OK, EXIT_QUOTA, EXIT_TIMEOUT, QuotaExhausted, UsageError
+from .executors.base import MODES, Executor, Settings, StreamResult, Unit
+
+MIN_RESPONSE_BYTES = 20
+MAX_PROMPT_BYTES = 120_000  # a prompt travels in argv for agy; Linux caps one argument at 128 KiB
+TAIL_LINES = 60
+
+
+@dataclass
+class Request:
+    """What the caller asked for (the dispatch command line, or a packet in a run)."""
+
+    executor: str
+    prompt_file: str
+    result_file: str
+    unit_id: str
+    mode: str | None = None
+    add_dirs: Sequence[str] = ()
+    continue_from: str | None = None
+    command: str | Sequence[str] | None = None
+    model: str | None = None
+    effort: str | None = None
+    timeout_s: float | None = None
+    workspace: str | None = None     # a caller-supplied workspace (else $PRUN_SCRATCH_CWD)
+    state_root: str | None = None
+    env: Mapping[str, str] | None = None
+    attempt_id: str | None = None
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Prepared:
+    """A validated request: every check passed, nothing created yet."""
+
+    request: Request
+    executor: Executor
+    settings: Settings
+    prompt: str
+    result_file: str
+    mode: str
+    workspace: str | None            # None: the dispatcher makes a scratch dir
+    add_dirs: tuple[str, ...]
+    resume_id: str | None
+    command: tuple[str, ...]
+    env: dict[str, str]
+
+
+@dataclass
+class Outcome:
+    outcome: str                     # succeeded, failed, timeout, quota, cancelled
+    exit_code: int
+    reason: str
+    error: str | None = None
+    published: str | None = None     # response, fallback, worker
+    info: dict = field(default_factory=dict)
+
+
+def prepare(req: Request) -> Prepared:
+    """Validate a request without creating anything. Raises UsageError (exit 2)."""
+    from . import executors
+
+    env = dict(os.environ if req.env is None else req.env)
+    executor = executors.get(req.executor)
+    statedir.check_unit_id(req.unit_id)
+    prompt = _read_prompt(req.prompt_file)
+    result_file = _fresh_result_path(req.result_file)
+    add_dirs = tuple(_existing_dir(d, "--add-dir") for d in req.add_dirs)
+    workspace = req.workspace or env.get("PRUN_SCRATCH_CWD", "").strip() or None
+    if workspace:
+        workspace = _existing_dir(workspace, "PRUN_SCRATCH_CWD")
+    mode = req.mode
+    if mode is not None and mode not in MODES:
+        raise UsageError(f"bad --mode {mode!r}", hint="use --mode accept-edits or --mode plan")
+    if mode is None:
+        if workspace or add_dirs:
+            what = "PRUN_SCRATCH_CWD" if workspace else "--add-dir"
+            raise UsageError(
+                f"{what} supplies a workspace the dispatcher did not create, so --mode is required",
+                hint="add --mode accept-edits (write-capable) or --mode plan (read-only)")
+        mode = "accept-edits"
+    if mode == "plan" and not executor.read_only_mode and executor.launches_process:
+        raise UsageError(f"the {executor.name} executor has no read-only mode",
+                         hint="use --mode accept-edits in a scratch dir or clone")
+    resume_id = _resume_id(req.continue_from, executor)
+    command: tuple[str, ...] = ()
+    if executor.name == "command":
+        from .executors.command import parse_command
+
+        command = parse_command(req.command)
+    elif req.command:
+        raise UsageError("--command is only for --executor command")
+    settings = executor.settings(env, model=req.model, effort=req.effort, timeout_s=req.timeout_s)
+    if executor.name == "agy" and len(prompt.encode()) > MAX_PROMPT_BYTES:
+        raise UsageError(f"prompt is {len(prompt.encode())} bytes; agy takes it as one argument "
+                         f"(at most {MAX_PROMPT_BYTES})",
+                         hint="paste what defines the task and point at files for the rest")
+    return Prepared(req, executor, settings, prompt, result_file, mode, workspace, add_dirs,
+                    resume_id, command, env)
+
+
+def _read_prompt(path: str) -> str:
+    if not path:
+        raise UsageError("no prompt file given", hint="pass --prompt-file <path>")
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise UsageError(f"prompt file not found: {path}", hint="write the unit's prompt there first")
+    except IsADirectoryError:
+        raise UsageError(f"prompt file is a directory: {path}")
+    except OSError as e:
+        raise UsageError(f"cannot read prompt file {path}: {e.strerror}",
+                         hint="check its permissions")
+    text = data.decode("utf-8", "replace")
+    if not text.strip():
+        raise UsageError(f"prompt file is empty: {path}", hint="write the unit's prompt there")
+    return text
+
+
+def _fresh_result_path(path: str) -> str:
+    if not path or not path.strip():
+        raise UsageError("no result file given", hint="pass --result-file <fresh path>")
+    path = os.path.abspath(os.path.expanduser(path))
+    if os.path.lexists(path):
+        raise UsageError(f"result file already exists: {path}",
+                         hint="use a fresh result path per unit per run (delete a stale one first)")
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent):
+        raise UsageError(f"result file's folder does not exist: {parent}",
+                         hint="create the folder first")
+    return path
+
+
+def _existing_dir(path: str, what: str) -> str:
+    if not path or not str(path).strip():
+        raise UsageError(f"empty {what} path", hint=f"give {what} an existing directory")
+    full = os.path.abspath(os.path.expanduser(str(path)))
+    if not os.path.isdir(full):
+        raise UsageError(f"{what} is not an existing directory: {path}",
+                         hint="create it first, or point it at a clone or read-only snapshot")
+    return os.path.realpath(full)
+
+
+def _resume_id(continue_from: str | None, executor: Executor) -> str | None:
+    if continue_from is None:
+        return None
+    if not continue_from.strip():
+        raise UsageError("empty --continue-from", hint="pass the STATE-DIR of the earlier unit")
+    if not executor.can_resume:
+        raise UsageError(f"the {executor.name} executor cannot resume a conversation",
+                         hint="start a fresh unit with the earlier result in its prompt")
+    sd = statedir.open_existing(continue_from)
+    conv = sd.read(statedir.CONVERSATION_ID)
+    if not conv:
+        raise UsageError(f"no conversation id in {sd.file(statedir.CONVERSATION_ID)}",
+                         hint="the earlier unit never reported one; start a fresh unit instead")
+    return conv
+
+
+class Cancelled(Exception):
+    """Raised in the waiting dispatcher by SIGTERM/SIGINT/SIGHUP."""
+
+
+class Dispatch:
+    """One attempt of one unit, from its state dir to its outcome."""
+
+    def __init__(self, prepared: Prepared, state: statedir.StateDir | None = None,
+                 dispatcher_pid: int | None = None):
+        self.p = prepared
+        self.state = state or statedir.create(prepared.request.unit_id,
+                                              prepared.request.state_root)
+        self.dispatcher_pid = dispatcher_pid or os.getpid()
+        self.settings = prepared.settings
+        self.requested_model = prepared.settings.model
+        self.worker = None
+        self.started = time.time()
+        self.launched_at: float | None = None
+        self.workspace = prepared.workspace
+        self.reader = prepared.executor.reader()
+        self._tail_offset = 0
+        self._tail_rest = b""
+        self._session_written = False
+        self.quota_note: str | None = None
+
+    # 1. the state dir's opening files ------------------------------------------------------------
+    def begin(self) -> None:
+        sd, p = self.state, self.p
+        with open(sd.file(statedir.PROMPT), "w", encoding="utf-8") as f:
+            f.write(p.prompt)
+        sd.write(statedir.RESULT_FILE, p.result_file)
+        sd.write(statedir.DISPATCH_PID, str(self.dispatcher_pid))
+        open(sd.file(statedir.TAIL), "ab").close()
+        open(sd.file(statedir.STDERR), "ab").close()
+        self._gate()
+        sd.write(statedir.MODEL, self.settings.model or p.executor.name)
+        sd.write_json(statedir.UNIT, self._unit_record())
+
+    def _gate(self) -> None:
+        """The quota gate: may swap the model (MODEL-FALLBACK) or raise QuotaExhausted."""
+        from . import quota
+
+        decision = quota.gate(self.p.executor, self.settings, self.p.env)
+        if decision is None:
+            return
+        if decision.note:
+            self.quota_note = decision.note
+            self.state.write(statedir.QUOTA_NOTE, decision.note)
+        if decision.settings is not None:
+            self.settings = decision.settings
+
+    def _unit_record(self) -> dict:
+        from .process import create_time
+
+        p = self.p
+        return {
+            "unit_id": p.request.unit_id, "attempt_id": p.request.attempt_id,
+            "executor": p.executor.name, "requested_model": self.requested_model,
+            "model": self.settings.model, "effort": self.settings.effort, "mode": p.mode,
+            "workspace": self.workspace, "add_dirs": list(p.add_dirs),
+            "resume_id": p.resume_id, "continue_from": p.request.continue_from,
+            "timeout_s": self.settings.timeout_s, "result_file": p.result_file,
+            "dispatcher": {"pid": self.dispatcher_pid,
+                           "create_time": create_time(self.dispatcher_pid)},
+            "started_at": _iso(self.started),
+        }
+
+    # 2. launch -----------------------------------------------------------------------------------
+    def launch(self) -> bool:
+        """Start the worker. False (with the reason kept for ``finish``) if it cannot start."""
+        from .errors import LaunchError
+        from .process import create_time, spawn
+
+        p, sd = self.p, self.state
+        if self.workspace is None:
+            self.workspace = sd.file("work")
+            os.makedirs(self.workspace, exist_ok=True)
+        unit = Unit(unit_id=p.request.unit_id, prompt=p.prompt, prompt_file=sd.file(statedir.PROMPT),
+                    settings=self.settings, mode=p.mode, workspace=self.workspace,
+                    add_dirs=p.add_dirs, resume_id=p.resume_id, command=p.command,
+                    state_dir=sd.path, result_file=p.result_file)
+        env = dict(p.env)
+        env.update(p.request.extra_env)
+        env.update({"PRUN_UNIT_ID": p.request.unit_id, "PRUN_STATE_DIR": sd.path,
+                    "PRUN_RESULT_FILE": p.result_file})
+        try:
+            launch = p.executor.build(unit, env)
+            self.worker = spawn(launch.argv, cwd=self.workspace, env=launch.env,
+                                stdout_path=sd.file(statedir.TAIL),
+                                stderr_path=sd.file(statedir.STDERR),
+                                stdin_path=launch.stdin_path)
+        except LaunchError as e:
+            self.launch_error = e.line()
+            return False
+        except OSError as e:
+            self.launch_error = f"cannot start {p.executor.name}: {e}"
+            return False
+        self.launched_at = time.time()
+        record = self.state.unit
+        record["workspace"] = self.workspace
+        record["argv"] = _redact_prompt(launch.argv, p.prompt)
+        sd.write_json(statedir.UNIT, record)
+        sd.write_json(statedir.WORKER, {"pid": self.worker.pid, "pgid": self.worker.pid,
+                                        "create_time": create_time(self.worker.pid),
+                                        "started_at": _iso(self.launched_at)})
+        return True
+
+    @property
+    def deadline(self) -> float:
+        grace = float(self.p.env.get("PRUN_TIMEOUT_GRACE_SECONDS", "")
+                      or self.p.executor.timeout_grace_s)
+        return (self.launched_at or time.time()) + self.settings.timeout_s + grace
+
+    # 3. wait (synchronous form; the supervisor awaits the same exit) ----------------------------
+    def wait(self) -> tuple[int, bool]:
+        """Wait for the worker to exit or its deadline. Returns (exit code, timed out)."""
+        from .process import end_group, reap, sweep_group, wait_exit
+
+        w = self.worker
+        while True:
+            remaining = self.deadline - time.time()
+            if remaining <= 0:
+                end_group(w)
+                self.pump()
+                return reap(w), True
+            # Short slices only until the conversation id is known, then long ones.
+            if wait_exit(w, min(remaining, 5.0 if self._session_written else 0.25)):
+                break
+            self.pump()
+        sweep_group(w)
+        return reap(w), False
+
+    def pump(self) -> None:
+        """Feed the stream's new complete lines to the reader; record the session id early."""
+        try:
+            with open(self.state.file(statedir.TAIL), "rb") as f:
+                f.seek(self._tail_offset)
+                chunk = f.read()
+        except OSError:
+            return
+        self._tail_offset += len(chunk)
+        data = self._tail_rest + chunk
+        lines = data.split(b"\n")
+        self._tail_rest = lines.pop()
+        if self.p.executor.name != "command":
+            for line in lines:
+                self.reader.feed(line.decode("utf-8", "replace"))
+        self._record_session()
+
+    def _record_session(self) -> None:
+        sid = self.reader.result.session_id
+        if sid and not self._session_written:
+            self.state.write(statedir.CONVERSATION_ID, sid)
+            self._session_written = True
+
+    # 4. finish -----------------------------------------------------------------------------------
+    def finish(self, exit_code: int | None, *, timed_out: bool = False, cancelled: bool = False,
+               refused: QuotaExhausted | None = None) -> Outcome:
+        """Judge the run, publish the result (or FALLBACK), write outcome.json last."""
+        from .fsutil import atomic_write, publish_new, read_text
+
+        p, sd = self.p, self.state
+        stream = self._final_stream()
+        launch_error = getattr(self, "launch_error", None)
+        if refused is not None:
+            verdict, error = "quota", refused.line()
+        elif launch_error:
+            verdict, error = "launch-failed", launch_error
+        elif timed_out:
+            verdict = "timeout"
+            error = f"no exit within the {int(self.settings.timeout_s)} s timeout; process group ended"
+        elif cancelled:
+            verdict, error = "cancelled", "the dispatcher was stopped; the worker's group was ended"
+        else:
+            j = p.executor.judge(exit_code if exit_code is not None else 1, stream)
+            verdict, error = j.reason, j.error
+            if j.ok:
+                verdict, error = "ok", None
+            elif self.launched_at and time.time() - self.launched_at >= self.settings.timeout_s:
+                verdict = "timeout"  # the CLI's own bounded timeout stopped it
+        response = stream.response
+        if response is None and stream.response_file:
+            response = read_text(stream.response_file, "")
+        hit = None
+        if verdict not in ("ok", "quota", "launch-failed"):
+            stderr_text = read_text(sd.file(statedir.STDERR), "") or ""
+            hit = p.executor.quota_hit(stream, exit_code or 0, stderr_text[-20000:])
+            if hit is not None:
+                hit.group = hit.group or p.executor.quota_group(self.settings.model)
+                from . import quota
+
+                quota.record_hit(hit, self.p.env)
+        if verdict != "ok" and verdict not in ("quota",) and launch_error is None:
+            from . import quota
+
+            quota.after_backend_failure(p.executor, self.p.env)
+        worker_result = _nonempty(p.result_file)
+        published = None
+        sibling = None
+        if worker_result:
+            published = "worker"
+            if response and response.strip():
+                sibling = _sibling_path(p.result_file)
+                publish_new(sibling, response)
+        else:
+            if verdict == "ok" and len((response or "").strip().encode()) < MIN_RESPONSE_BYTES:
+                verdict = "short-response"
+                error = (f"final response is {len((response or '').strip().encode())} bytes "
+                         f"(fewer than {MIN_RESPONSE_BYTES})")
+            text = response if verdict == "ok" else self._fallback_text(verdict, error, exit_code,
+                                                                        stream)
+            if os.path.lexists(p.result_file) and not _nonempty(p.result_file):
+                atomic_write(p.result_file, text)  # the worker left an empty file: replace it
+                published = "response" if verdict == "ok" else "fallback"
+            elif publish_new(p.result_file, text):
+                published = "response" if verdict == "ok" else "fallback"
+            else:  # the worker wrote it at the last moment
+                published = "worker"
+                if response and response.strip():
+                    sibling = _sibling_path(p.result_file)
+                    publish_new(sibling, response)
+        kind = {"ok": "succeeded", "timeout": "timeout", "quota": "quota",
+                "cancelled": "cancelled"}.get(verdict, "failed")
+        code = {"succeeded": EXIT_OK, "timeout": EXIT_TIMEOUT, "quota": EXIT_QUOTA}.get(
+            kind, EXIT_FAILED)
+        finished = time.time()
+        info = {
+            "outcome": kind, "exit_code": code, "reason": verdict, "error": error,
+            "worker_exit": exit_code, "backend_status": stream.status,
+            "published": published, "result_file": p.result_file, "response_file": sibling,
+            "unit_id": p.request.unit_id, "attempt_id": p.request.attempt_id,
+            "executor": p.executor.name, "model": self.settings.model,
+            "requested_model": self.requested_model, "session_id": stream.session_id,
+            "tool_uses": stream.tool_uses, "tool_errors": stream.tool_errors,
+            "usage": stream.usage, "quota_note": self.quota_note,
+            "quota": ({"group": hit.group, "resets_at": hit.resets_at, "message": hit.message}
+                      if hit else None),
+            "started_at": _iso(self.started), "finished_at": _iso(finished),
+            "duration_s": round(finished - self.started, 3),
+        }
+        sd.write_json(statedir.OUTCOME, info)
+        return Outcome(kind, code, verdict, error, published, info)
+
+    def _final_stream(self) -> StreamResult:
+        if self.worker is not None or self._tail_offset:
+            self.pump()
+            if self._tail_rest and self.p.executor.name != "command":
+                self.reader.feed(self._tail_rest.decode("utf-8", "replace"))
+                self._tail_rest = b""
+        stream = self.reader.finish(self.state.file(statedir.TAIL))
+        self._record_session()
+        return stream
+
+    def _fallback_text(self, reason: str, error: str | None, exit_code: int | None,
+                       stream: StreamResult) -> str:
+        from .fsutil import tail_bytes
+
+        sd, p = self.state, self.p
+        head = (f"FALLBACK reason={reason} unit={p.request.unit_id} executor={p.executor.name} "
+                f"exit={'none' if exit_code is None else exit_code}")
+        parts = [head, "", "The unit did not produce a usable result; this file was written by "
+                 "the dispatcher with what it captured.", "", "## Backend error", "",
+                 (error or "(none reported)").strip()]
+        if stream.text.strip():
+            parts += ["", "## Salvaged response text", "", stream.text[-16000:].strip()]
+        for title, name in (("Stream tail", statedir.TAIL), ("Stderr tail", statedir.STDERR)):
+            raw = tail_bytes(sd.file(name), 24000).decode("utf-8", "replace")
+            lines = raw.splitlines()[-TAIL_LINES:]
+            parts += ["", f"## {title} (last {len(lines)} lines of {sd.file(name)})", "",
+                      "\n".join(lines) if lines else "(empty)"]
+        return "\n".join(parts) + "\n"
+
+
+def run_sync(req: Request, on_state_dir: Callable[[str], None] | None = None) -> Outcome:
+    """``prun dispatch``: prepare, then run the whole attempt in this process."""
+    import signal
+
+    prepared = prepare(req)
+    d = Dispatch(prepared)
+    if on_state_dir:
+        on_state_dir(d.state.path)
+
+    def _cancel(signum, frame):
+        raise Cancelled()
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _cancel)
+    try:
+        try:
+            d.begin()
+        except QuotaExhausted as e:
+            return d.finish(None, refused=e)
+        if not d.launch():
+            return d.finish(None)
+        try:
+            code, timed_out = d.wait()
+        except Cancelled:
+            from .process import end_group, reap
+
+            end_group(d.worker)
+            return d.finish(reap(d.worker), cancelled=True)
+        return d.finish(code, timed_out=timed_out)
+    except Cancelled:
+        return d.finish(None, cancelled=True)
+
+
+def _nonempty(path: str) -> bool:
+    try:
+        return os.path.getsize(path) > 0
+    except OSError:
+        return False
+
+
+def _sibling_path(result_file: str) -> str:
+    """``notes.md`` -> ``notes.response.md``; ``notes`` -> ``notes.response``; never clobbers."""
+    folder, name = os.path.split(result_file)
+    stem, dot, ext = name.rpartition(".")
+    base = f"{stem}.response.{ext}" if dot and stem else f"{name}.response"
+    candidate = os.path.join(folder, base)
+    n = 1
+    while os.path.lexists(candidate):
+        n += 1
+        b = f"{stem}.response-{n}.{ext}" if dot and stem else f"{name}.response-{n}"
+        candidate = os.path.join(folder, b)
+    return candidate
+
+
+def _redact_prompt(argv: list[str], prompt: str) -> list[str]:
+    return ["<prompt>" if a == prompt else a for a in argv]
+
+
+def _iso(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))

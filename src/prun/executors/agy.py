@@ -1,0 +1,155 @@
+"""Antigravity CLI (``agy``): Gemini by default, a second quota group for Claude and GPT models.
+
+argv:  agy -p <prompt> --output-format stream-json --model <m> [--effort <e>]
+           --print-timeout <N>s [--dangerously-skip-permissions] [--sandbox]
+           [--add-dir <d>]... [--conversation <id>]
+
+stream-json (one object per line):
+  {"event":"init","conversation_id":...}
+  {"event":"step_update","step_update":{"step_type":"agent_response","text_delta":...}}
+  {"event":"step_update","step_update":{"step_type":"tool","tool_name":...}}
+  {"event":"result","result":{"conversation_id","status":"SUCCESS|ERROR","response","error",
+                              "num_turns","duration_seconds","usage"}}
+agy exits 0 even when the final status is ERROR (a quota stop carries the opening narration in
+``response``), so the final status is consulted after exit 0. ``--continue`` resumes the most
+recent conversation globally and is never used; ``--conversation <id>`` names one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+
+from ..errors import UsageError
+from .base import Executor, Launch, QuotaHit, Settings, StreamReader, StreamResult, Unit
+
+DEFAULT_MODEL = "gemini-3.8-flash-high"
+DEFAULT_EFFORT = "high"
+# Agy Ultra's second quota group: metered apart from Gemini, and --effort is rejected for them.
+CLAUDE_GPT_MODELS = ("claude-sonnet-4-6", "claude-opus-4-6-thinking", "gpt-oss-120b-medium")
+
+GROUP_GEMINI = "agy-gemini"
+GROUP_CLAUDE_GPT = "agy-claude-gpt"
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def is_gemini(model: str) -> bool:
+    return model.strip().lower().startswith("gemini")
+
+
+def parse_sandbox(raw: str | None) -> bool:
+    """PRUN_AGY_SANDBOX: 1/true/yes/on adds --sandbox; 0/false/no/off, empty or unset omit it."""
+    value = (raw or "").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise UsageError(f"bad PRUN_AGY_SANDBOX value {raw!r}",
+                     hint="use 1/true/yes/on to add --sandbox, or 0/false/no/off/empty to omit it")
+
+
+_RESETS_RE = re.compile(
+    r"resets?\s+in\s+((?:\d+\s*(?:d|h|m|s)[a-z]*\s*)+)", re.IGNORECASE)
+_RESET_PART = re.compile(r"(\d+)\s*(d|h|m|s)", re.IGNORECASE)
+_QUOTA_RE = re.compile(r"quota (?:reached|exceeded|exhausted)|rate.?limit|resource.?exhausted",
+                       re.IGNORECASE)
+
+
+def resets_at_from_text(text: str, now: datetime | None = None) -> str | None:
+    """``... Resets in 1h 34m.`` -> an ISO time, or None when the text names no reset."""
+    m = _RESETS_RE.search(text or "")
+    if not m:
+        return None
+    scale = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+    seconds = sum(int(n) * scale[u.lower()] for n, u in _RESET_PART.findall(m.group(1)))
+    now = now or datetime.now(UTC)
+    return (now + timedelta(seconds=seconds)).isoformat(timespec="seconds")
+
+
+class AgyReader(StreamReader):
+    def event(self, obj: dict) -> None:
+        r = self.result
+        kind = obj.get("event")
+        if kind == "init":
+            r.session_id = _str(obj.get("conversation_id")) or r.session_id
+            r.model = _str(obj.get("model")) or r.model
+        elif kind == "step_update":
+            step = obj.get("step_update")
+            if not isinstance(step, dict):
+                return
+            stype = step.get("step_type")
+            if stype == "agent_response" and isinstance(step.get("text_delta"), str):
+                r.text += step["text_delta"]
+            elif stype == "tool":
+                r.tool_uses += 1
+            if isinstance(step.get("error"), str) and step["error"]:
+                r.error = step["error"]
+        elif kind == "result":
+            res = obj.get("result")
+            if not isinstance(res, dict):
+                res = {}
+            r.final_seen = True
+            r.status = _str(res.get("status"))
+            r.response = res.get("response") if isinstance(res.get("response"), str) else None
+            r.error = _str(res.get("error")) or r.error
+            r.usage = res.get("usage") if isinstance(res.get("usage"), dict) else None
+            r.session_id = _str(res.get("conversation_id")) or r.session_id
+
+
+def _str(value) -> str | None:
+    return value if isinstance(value, str) and value.strip() else None
+
+
+class Agy(Executor):
+    name = "agy"
+    program = "agy"
+    bin_env = "PRUN_AGY_BIN"
+    can_resume = True
+    supports_effort = True
+    read_only_mode = True
+    reports_tool_use = True
+    timeout_env = "ANTIGRAVITY_DISPATCH_TIMEOUT_SECONDS"
+    timeout_grace_s = 30.0
+
+    def settings(self, env: Mapping[str, str], *, model=None, effort=None,
+                 timeout_s=None) -> Settings:
+        model = (model or env.get("ANTIGRAVITY_DISPATCH_MODEL", "").strip() or DEFAULT_MODEL)
+        effort = (effort or env.get("ANTIGRAVITY_DISPATCH_EFFORT", "").strip() or DEFAULT_EFFORT)
+        sandbox = parse_sandbox(env.get("PRUN_AGY_SANDBOX"))
+        return Settings(model=model, effort=effort if is_gemini(model) else None,
+                        timeout_s=self.timeout(env, timeout_s), extra={"sandbox": sandbox})
+
+    def quota_group(self, model: str | None) -> str | None:
+        if not model or is_gemini(model):
+            return GROUP_GEMINI
+        return GROUP_CLAUDE_GPT
+
+    def build(self, unit: Unit, env: Mapping[str, str]) -> Launch:
+        s = unit.settings
+        argv = [self.binary(env), "-p", unit.prompt, "--output-format", "stream-json",
+                "--model", s.model or DEFAULT_MODEL]
+        if s.effort and is_gemini(s.model or DEFAULT_MODEL):
+            argv += ["--effort", s.effort]
+        argv += ["--print-timeout", f"{int(s.timeout_s)}s"]
+        if unit.mode == "accept-edits":
+            argv.append("--dangerously-skip-permissions")
+        if s.extra.get("sandbox"):
+            argv.append("--sandbox")
+        for d in unit.add_dirs:
+            argv += ["--add-dir", d]
+        if unit.resume_id:
+            argv += ["--conversation", unit.resume_id]
+        return Launch(argv=argv, env=dict(env))
+
+    def reader(self) -> StreamReader:
+        return AgyReader()
+
+    def quota_hit(self, stream: StreamResult, exit_code: int, stderr: str) -> QuotaHit | None:
+        text = stream.error or ""
+        if (stream.status or "").upper() == "SUCCESS" or not _QUOTA_RE.search(text):
+            return None
+        return QuotaHit(group=None, resets_at=resets_at_from_text(text),
+                        message=text.strip().splitlines()[0] if text.strip() else text)

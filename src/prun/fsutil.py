@@ -1,0 +1,108 @@
+"""Durable file writes: a temp file in the destination's folder, fsync, then rename or link.
+
+``atomic_write`` replaces its destination; ``publish_new`` never does (it links the temp file
+into place, which fails if the destination appeared meanwhile), so a result a worker wrote at
+the last moment is never overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+
+def _temp_beside(dest: str | os.PathLike, data: bytes) -> str:
+    folder = os.path.dirname(os.path.abspath(dest)) or "."
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(dest)}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        _unlink_quietly(tmp)
+        raise
+    return tmp
+
+
+def _as_bytes(data: bytes | str) -> bytes:
+    return data.encode("utf-8", "replace") if isinstance(data, str) else data
+
+
+def atomic_write(dest: str | os.PathLike, data: bytes | str) -> None:
+    """Write ``data`` to ``dest`` so that readers see the old file or the whole new one."""
+    tmp = _temp_beside(dest, _as_bytes(data))
+    try:
+        os.replace(tmp, dest)
+    except BaseException:
+        _unlink_quietly(tmp)
+        raise
+
+
+def atomic_write_json(dest: str | os.PathLike, obj) -> None:
+    atomic_write(dest, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def publish_new(dest: str | os.PathLike, data: bytes | str) -> bool:
+    """Publish ``data`` at ``dest`` atomically unless ``dest`` exists. Returns False if it did."""
+    tmp = _temp_beside(dest, _as_bytes(data))
+    try:
+        os.link(tmp, dest)
+        return True
+    except FileExistsError:
+        return False
+    except OSError:
+        # File systems without hard links: rename is still atomic, the check is best effort.
+        if os.path.lexists(dest):
+            return False
+        os.replace(tmp, dest)
+        return True
+    finally:
+        _unlink_quietly(tmp)
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def read_text(path: str | os.PathLike, default: str | None = None) -> str | None:
+    """The file's text (undecodable bytes replaced), or ``default`` if it cannot be read."""
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return default
+
+
+def read_json(path: str | os.PathLike):
+    """The file's JSON, or None when it is missing, unreadable or not JSON."""
+    text = read_text(path)
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def tail_bytes(path: str | os.PathLike, limit: int) -> bytes:
+    """The last ``limit`` bytes of a file (empty if it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - limit))
+            return f.read()
+    except OSError:
+        return b""
+
+
+def file_size(path: str | os.PathLike) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0

@@ -1,0 +1,189 @@
+"""Worker processes: each in its own session and process group, waited on without polling,
+ended group-wide, and never confused with a process prun did not start.
+
+A worker's exit is observed *without reaping it* (pidfd, or ``waitid(WNOWAIT)``), so its PID and
+process group id cannot be reused while prun still sends signals to the group. Only then is it
+reaped. prun signals only the process groups it created, and checks a recorded PID's start
+time before trusting it.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+
+# How long a worker gets between SIGTERM and SIGKILL.
+KILL_GRACE_SECONDS = float(os.environ.get("PRUN_KILL_GRACE_SECONDS", "5") or 5)
+
+
+@dataclass
+class Worker:
+    """A started worker: the Popen handle plus its pidfd when the platform has one."""
+
+    proc: subprocess.Popen
+    pidfd: int | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def close(self) -> None:
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+
+
+def spawn(argv: list[str], *, cwd: str, env: dict[str, str], stdout_path: str,
+          stderr_path: str, stdin_path: str | None = None) -> Worker:
+    """Start ``argv`` in a new session, stdin closed (or a file), output appended to files.
+
+    Raises ``OSError`` (FileNotFoundError, PermissionError) when it cannot be started.
+    """
+    stdin = open(stdin_path, "rb") if stdin_path else subprocess.DEVNULL
+    out = open(stdout_path, "ab")
+    err = open(stderr_path, "ab")
+    try:
+        proc = subprocess.Popen(
+            argv, cwd=cwd, env=env, stdin=stdin, stdout=out, stderr=err,
+            start_new_session=True, close_fds=True,
+        )
+    finally:
+        out.close()
+        err.close()
+        if stdin_path:
+            stdin.close()
+    pidfd = None
+    if hasattr(os, "pidfd_open"):
+        try:
+            pidfd = os.pidfd_open(proc.pid)
+        except OSError:
+            pidfd = None
+    return Worker(proc, pidfd)
+
+
+def exited(worker: Worker) -> bool:
+    """True once the worker has exited (it may still be unreaped)."""
+    if worker.proc.returncode is not None:
+        return True
+    if worker.pidfd is not None:
+        r, _, _ = select.select([worker.pidfd], [], [], 0)
+        return bool(r)
+    try:
+        info = os.waitid(os.P_PID, worker.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    return info is not None
+
+
+def wait_exit(worker: Worker, timeout: float | None) -> bool:
+    """Block until the worker exits or ``timeout`` passes; does not reap. True if it exited."""
+    if worker.proc.returncode is not None:
+        return True
+    if worker.pidfd is not None:
+        r, _, _ = select.select([worker.pidfd], [], [], timeout)
+        return bool(r)
+    done = threading.Event()
+
+    def _wait() -> None:
+        try:
+            os.waitid(os.P_PID, worker.pid, os.WEXITED | os.WNOWAIT)
+        except ChildProcessError:
+            pass
+        done.set()
+
+    threading.Thread(target=_wait, daemon=True).start()
+    return done.wait(timeout)
+
+
+async def await_exit(worker: Worker) -> None:
+    """Wait in the event loop until the worker exits; does not reap."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    if worker.proc.returncode is not None:
+        return
+    fut = loop.create_future()
+    if worker.pidfd is not None:
+        fd = worker.pidfd
+
+        def _ready() -> None:
+            loop.remove_reader(fd)
+            if not fut.done():
+                fut.set_result(None)
+
+        loop.add_reader(fd, _ready)
+        try:
+            await fut
+        finally:
+            loop.remove_reader(fd)
+        return
+    await loop.run_in_executor(None, wait_exit, worker, None)
+
+
+def signal_group(worker: Worker, sig: int) -> None:
+    """Signal the worker's process group (created by ``spawn``); a gone group is fine."""
+    try:
+        os.killpg(worker.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def reap(worker: Worker) -> int:
+    """Collect the worker's exit status (after it exited). Death by signal N gives 128+N."""
+    code = worker.proc.wait()
+    worker.close()
+    return 128 - code if code < 0 else code
+
+
+def end_group(worker: Worker, grace: float = KILL_GRACE_SECONDS) -> None:
+    """SIGTERM the group, give the leader ``grace`` seconds, then SIGKILL whatever is left.
+
+    Called while the leader is unreaped, so the group id cannot have been reused.
+    """
+    signal_group(worker, signal.SIGTERM)
+    wait_exit(worker, grace)
+    signal_group(worker, signal.SIGKILL)
+    wait_exit(worker, grace)
+
+
+def sweep_group(worker: Worker) -> None:
+    """After the leader exited on its own: end any descendants it left in its group."""
+    signal_group(worker, signal.SIGTERM)
+    signal_group(worker, signal.SIGKILL)
+
+
+# Identity of processes recorded in state dirs ---------------------------------------------------
+
+def create_time(pid: int) -> float | None:
+    """The process's start time (seconds since the epoch), or None if it does not exist."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).create_time()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+        return None
+
+
+def same_process_alive(pid: int | None, started: float | None) -> bool:
+    """True when ``pid`` runs and, if ``started`` is known, is the process that started then
+    (a reused PID has another start time). A zombie counts as gone."""
+    if not pid:
+        return False
+    import psutil
+
+    try:
+        p = psutil.Process(pid)
+        if p.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return started is None or abs(p.create_time() - started) < 0.05
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+        return False
+
+
+def now() -> float:
+    return time.time()

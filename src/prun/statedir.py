@@ -1,0 +1,146 @@
+"""The state dir: one folder per attempt, the file protocol of the seed's dispatcher.
+
+Files (all optional until written; ``outcome.json`` is written last and means "finished"):
+
+    tail             the worker's stdout as it ran (the agent's event stream, or a command's output)
+    stderr           the worker's stderr
+    dispatch-pid     PID of the process that dispatched the unit (dispatcher or supervisor)
+    result-file      absolute path of the unit's result file
+    conversation-id  the backend's conversation or session id (agy init event, claude/gemini init)
+    model            the model that actually ran
+    quota-note       the MODEL-FALLBACK line or quota refusal, when the quota gate acted
+    prompt           a copy of the unit's prompt (for follow-ups, reassignment and recovery)
+    unit.json        what was launched: unit id, executor, models, mode, workspace, argv, timeout,
+                     dispatcher pid and start time
+    worker.json      the worker's pid, process group and start time, once it runs
+    outcome.json     outcome, exit code, backend status, error, timestamps (written last)
+
+Everything here is plain files so that any later prun command, and any person, can rebuild
+the attempt's state after the process that made it is gone.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import UsageError
+from .fsutil import atomic_write, atomic_write_json, file_size, read_json, read_text
+
+TAIL = "tail"
+STDERR = "stderr"
+DISPATCH_PID = "dispatch-pid"
+RESULT_FILE = "result-file"
+CONVERSATION_ID = "conversation-id"
+MODEL = "model"
+QUOTA_NOTE = "quota-note"
+PROMPT = "prompt"
+UNIT = "unit.json"
+WORKER = "worker.json"
+OUTCOME = "outcome.json"
+
+UNIT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
+
+
+def check_unit_id(unit_id: str) -> str:
+    if not unit_id or not UNIT_ID_RE.match(unit_id) or ".." in unit_id:
+        raise UsageError(
+            f"bad unit id {unit_id!r}",
+            hint="use letters, digits, '.', '_' and '-', starting with a letter or digit",
+        )
+    return unit_id
+
+
+def default_root() -> str:
+    """Where standalone dispatches keep their state dirs: $PRUN_STATE_ROOT, else the user's
+    state folder ($XDG_STATE_HOME/prun/units or ~/.local/state/prun/units)."""
+    root = os.environ.get("PRUN_STATE_ROOT", "").strip()
+    if root:
+        return os.path.abspath(root)
+    base = os.environ.get("XDG_STATE_HOME", "").strip() or os.path.expanduser("~/.local/state")
+    return os.path.join(base, "prun", "units")
+
+
+def create(unit_id: str, root: str | None = None) -> StateDir:
+    """Make a fresh, uniquely named state dir for one attempt of ``unit_id``."""
+    root = root or default_root()
+    os.makedirs(root, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    for _ in range(100):
+        path = os.path.join(root, f"{unit_id}-{stamp}-{os.urandom(3).hex()}")
+        try:
+            os.mkdir(path)
+            return StateDir(path)
+        except FileExistsError:
+            continue
+    raise OSError(f"could not make a unique state dir under {root}")
+
+
+@dataclass(frozen=True)
+class StateDir:
+    path: str
+
+    def file(self, name: str) -> str:
+        return os.path.join(self.path, name)
+
+    # writing ------------------------------------------------------------------------------
+    def write(self, name: str, text: str) -> None:
+        atomic_write(self.file(name), text if text.endswith("\n") else text + "\n")
+
+    def write_json(self, name: str, obj) -> None:
+        atomic_write_json(self.file(name), obj)
+
+    # reading ------------------------------------------------------------------------------
+    def read(self, name: str) -> str | None:
+        """A one-value file's stripped text, or None when it is missing or empty."""
+        text = read_text(self.file(name))
+        return text.strip() or None if text is not None else None
+
+    def read_json(self, name: str):
+        return read_json(self.file(name))
+
+    def exists(self, name: str) -> bool:
+        return os.path.exists(self.file(name))
+
+    @property
+    def unit(self) -> dict:
+        return self.read_json(UNIT) or {}
+
+    @property
+    def outcome(self) -> dict | None:
+        return self.read_json(OUTCOME)
+
+    @property
+    def result_file(self) -> str | None:
+        return self.read(RESULT_FILE)
+
+    @property
+    def dispatch_pid(self) -> int | None:
+        text = self.read(DISPATCH_PID)
+        try:
+            return int(text.split()[0]) if text else None
+        except ValueError:
+            return None
+
+    @property
+    def tail_size(self) -> int:
+        return file_size(self.file(TAIL))
+
+    def tail_mtime(self) -> float | None:
+        try:
+            return os.stat(self.file(TAIL)).st_mtime
+        except OSError:
+            return None
+
+
+def open_existing(path: str) -> StateDir:
+    """A state dir given by a person or a coordinator; refused when it is not one."""
+    if not path:
+        raise UsageError("empty state dir argument", hint="pass the path printed as STATE-DIR")
+    p = Path(path).expanduser()
+    if not p.is_dir():
+        raise UsageError(f"not a state dir: {path}", hint="pass the path printed as STATE-DIR")
+    return StateDir(str(p.resolve()))

@@ -1,0 +1,29 @@
+"""Shared fixtures: fake agent CLIs started with this interpreter, isolated state locations."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import FAKES, make_fake_cli
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path, monkeypatch):
+    """Every test gets its own state root, quota snapshot and config; no real agent CLI."""
+    monkeypatch.setenv("PRUN_STATE_ROOT", str(tmp_path / "state"))
+    monkeypatch.setenv("PRUN_QUOTA_SNAPSHOT", str(tmp_path / "quota.json"))
+    monkeypatch.setenv("PRUN_CONFIG", str(tmp_path / "config.toml"))
+    monkeypatch.setenv("PRUN_LEDGER", str(tmp_path / "ledger.sqlite"))
+    monkeypatch.setenv("PRUN_KILL_GRACE_SECONDS", "1")
+    for var in ("ANTIGRAVITY_DISPATCH_MODEL", "ANTIGRAVITY_DISPATCH_EFFORT",
+                "ANTIGRAVITY_DISPATCH_TIMEOUT_SECONDS", "PRUN_AGY_SANDBOX", "PRUN_SCRATCH_CWD",
+                "PRUN_AGY_QUOTA_GATE", "PRUN_AGY_BIN", "PRUN_CLAUDE_BIN", "PRUN_GEMINI_BIN"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture
+def fake_agy(tmp_path, monkeypatch):
+    """Install the fake agy at PRUN_AGY_BIN; returns the path of its call log."""
+    path = make_fake_cli(tmp_path / "bin", "agy", FAKES / "fake_agy.py")
+    monkeypatch.setenv("PRUN_AGY_BIN", str(path))
+    log = tmp_path / "agy-calls.jsonl"
+    monkeypatch.setenv("FAKE_AGY_LOG", str(log))
+    return log
