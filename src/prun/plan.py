@@ -1,0 +1,73 @@
+"""Packets and plans: what a coordinator hands prun.
+
+A packet is a Markdown file whose YAML front matter holds the machine fields and whose body is
+the unit's prompt. A plan is a YAML file with run settings and its packets (inline mappings, or
+paths and globs of packet files, relative to the plan). Field names are fixed (see
+docs/plans.md and the JSON Schemas in ``prun/schemas``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+KINDS = ("read-only", "code")
+EXECUTORS = ("auto", "agy", "claude", "gemini", "session", "command")
+
+
+@dataclass(frozen=True)
+class DataBoundary:
+    reachable: tuple[str, ...] = ()
+    may_go_to: tuple[str, ...] = ()
+    prohibited: tuple[str, ...] = ()
+    retention: str | None = None
+
+
+@dataclass(frozen=True)
+class Packet:
+    id: str
+    prompt: str
+    kind: str = "read-only"                 # read-only | code
+    executor: str = "auto"
+    command: tuple[str, ...] | str | None = None
+    model: str | None = None
+    effort: str | None = None
+    mode: str | None = None                 # accept-edits | plan (default from kind)
+    owns: tuple[str, ...] = ()              # globs, relative to the repository root
+    shared: dict[str, str] = field(default_factory=dict)  # path -> integration owner id
+    state: tuple[str, ...] = ()             # e.g. port:8080, db:orders, fixture:users
+    after: tuple[str, ...] = ()             # packet ids this one comes after
+    base: str | None = None                 # base revision (defaults to the plan's)
+    timeout_s: float | None = None
+    data: DataBoundary = field(default_factory=DataBoundary)
+    requires: tuple[str, ...] = ()          # result sections the result must carry
+    session_tools: bool = False
+    subdispatch: bool = False
+    source: str | None = None               # file the packet came from
+    line: int | None = None                 # line of its front matter / mapping
+
+    @property
+    def writes_code(self) -> bool:
+        return self.kind == "code"
+
+
+@dataclass(frozen=True)
+class Plan:
+    packets: tuple[Packet, ...]
+    path: str | None = None
+    name: str | None = None
+    deadline: str | None = None             # a duration ("2h") or an ISO time
+    cancel_owner: str | None = None
+    cancel_action: str = "cancel"
+    check: str | None = None                # the combined check command
+    parallel: int | None = None
+    on_event: str | None = None
+    setup: str | None = None                # runs in each fresh workspace before its unit
+    base: str | None = None                 # default base revision
+
+    def packet(self, packet_id: str) -> Packet | None:
+        return next((p for p in self.packets if p.id == packet_id), None)
+
+    @property
+    def root(self) -> Path:
+        return Path(self.path).parent if self.path else Path.cwd()
