@@ -26,7 +26,7 @@ from .errors import EXIT_FAILED, EXIT_OK, EXIT_QUOTA, EXIT_TIMEOUT, QuotaExhaust
 from .executors.base import MODES, Executor, Settings, StreamResult, Unit
 
 MIN_RESPONSE_BYTES = 20
-MAX_PROMPT_BYTES = 120_000  # a prompt travels in argv for agy; Linux caps one argument at 128 KiB
+MAX_PROMPT_BYTES = 120_000  # a prompt travels in argv for agy, claude, gemini; Linux caps one argument at 128 KiB
 TAIL_LINES = 60
 
 
@@ -49,6 +49,7 @@ class Request:
     state_root: str | None = None
     env: Mapping[str, str] | None = None
     attempt_id: str | None = None
+    route_reason: str | None = None  # why the router chose this executor (kept in unit.json)
     extra_env: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -114,8 +115,10 @@ def prepare(req: Request) -> Prepared:
     elif req.command:
         raise UsageError("--command is only for --executor command")
     settings = executor.settings(env, model=req.model, effort=req.effort, timeout_s=req.timeout_s)
-    if executor.name == "agy" and len(prompt.encode()) > MAX_PROMPT_BYTES:
-        raise UsageError(f"prompt is {len(prompt.encode())} bytes; agy takes it as one argument "
+    executor.preflight(mode, settings, env)
+    if executor.prompt_in_argv and len(prompt.encode()) > MAX_PROMPT_BYTES:
+        raise UsageError(f"prompt is {len(prompt.encode())} bytes; {executor.name} takes it as "
+                         f"one argument "
                          f"(at most {MAX_PROMPT_BYTES})",
                          hint="paste what defines the task and point at files for the rest")
     return Prepared(req, executor, settings, prompt, result_file, mode, workspace, add_dirs,
@@ -212,9 +215,10 @@ class Dispatch:
         with open(sd.file(statedir.PROMPT), "w", encoding="utf-8") as f:
             f.write(p.prompt)
         sd.write(statedir.RESULT_FILE, p.result_file)
-        sd.write(statedir.DISPATCH_PID, str(self.dispatcher_pid))
-        open(sd.file(statedir.TAIL), "ab").close()
-        open(sd.file(statedir.STDERR), "ab").close()
+        if p.executor.launches_process:  # a session unit has no process, pid or stream
+            sd.write(statedir.DISPATCH_PID, str(self.dispatcher_pid))
+            open(sd.file(statedir.TAIL), "ab").close()
+            open(sd.file(statedir.STDERR), "ab").close()
         self._gate()
         sd.write(statedir.MODEL, self.settings.model or p.executor.name)
         sd.write_json(statedir.UNIT, self._unit_record())
@@ -245,7 +249,7 @@ class Dispatch:
             "timeout_s": self.settings.timeout_s, "result_file": p.result_file,
             "dispatcher": {"pid": self.dispatcher_pid,
                            "create_time": create_time(self.dispatcher_pid)},
-            "started_at": _iso(self.started),
+            "route_reason": p.request.route_reason, "started_at": _iso(self.started),
         }
 
     # 2. launch -----------------------------------------------------------------------------------
@@ -255,13 +259,7 @@ class Dispatch:
         from .process import create_time, spawn
 
         p, sd = self.p, self.state
-        if self.workspace is None:
-            self.workspace = sd.file("work")
-            os.makedirs(self.workspace, exist_ok=True)
-        unit = Unit(unit_id=p.request.unit_id, prompt=p.prompt, prompt_file=sd.file(statedir.PROMPT),
-                    settings=self.settings, mode=p.mode, workspace=self.workspace,
-                    add_dirs=p.add_dirs, resume_id=p.resume_id, command=p.command,
-                    state_dir=sd.path, result_file=p.result_file)
+        unit = self._unit()
         env = dict(p.env)
         env.update(p.request.extra_env)
         env.update({"PRUN_UNIT_ID": p.request.unit_id, "PRUN_STATE_DIR": sd.path,
@@ -287,6 +285,27 @@ class Dispatch:
                                         "create_time": create_time(self.worker.pid),
                                         "started_at": _iso(self.launched_at)})
         return True
+
+    def _unit(self) -> Unit:
+        p, sd = self.p, self.state
+        if self.workspace is None:
+            self.workspace = sd.file("work")
+            os.makedirs(self.workspace, exist_ok=True)
+        return Unit(unit_id=p.request.unit_id, prompt=p.prompt, prompt_file=sd.file(statedir.PROMPT),
+                    settings=self.settings, mode=p.mode, workspace=self.workspace,
+                    add_dirs=p.add_dirs, resume_id=p.resume_id, command=p.command,
+                    state_dir=sd.path, result_file=p.result_file)
+
+    # 2b. or hand off: an executor that launches no process (the coordinator runs the unit) ----
+    def hand_off(self) -> Outcome:
+        """Write what the coordinator hands its subagent; nothing is launched or waited for."""
+        unit = self._unit()
+        text, lines = self.p.executor.hand_off(unit)
+        self.state.write(statedir.HANDOFF, text)
+        record = self.state.unit
+        record["workspace"] = self.workspace
+        self.state.write_json(statedir.UNIT, record)
+        return Outcome("handed-off", EXIT_OK, "handed-off", info={"lines": lines})
 
     @property
     def deadline(self) -> float:
@@ -415,6 +434,7 @@ class Dispatch:
             "executor": p.executor.name, "model": self.settings.model,
             "requested_model": self.requested_model, "session_id": stream.session_id,
             "tool_uses": stream.tool_uses, "tool_errors": stream.tool_errors,
+            "denials": stream.denials,
             "usage": stream.usage, "quota_note": self.quota_note,
             "quota": ({"group": hit.group, "resets_at": hit.resets_at, "message": hit.message}
                       if hit else None),
@@ -473,6 +493,8 @@ def run_sync(req: Request, on_state_dir: Callable[[str], None] | None = None) ->
             d.begin()
         except QuotaExhausted as e:
             return d.finish(None, refused=e)
+        if not prepared.executor.launches_process:
+            return d.hand_off()
         if not d.launch():
             return d.finish(None)
         try:

@@ -18,6 +18,8 @@ import sys
 # name -> (module, one-line summary). Order is the order of `prun --help`.
 COMMANDS: dict[str, tuple[str, str]] = {
     "dispatch": ("prun.cli.dispatch", "run one unit on one executor (the seed's dispatch-task)"),
+    "receipt": ("prun.cli.receipt", "attach a subagent's identifier to a session unit"),
+    "route": ("prun.cli.route", "choose the executor of each packet, with a reason"),
 }
 
 

@@ -85,6 +85,7 @@ class StreamResult:
     model: str | None = None        # the model the CLI reported
     tool_uses: int = 0
     tool_errors: int = 0
+    denials: list[dict] = field(default_factory=list)  # tools refused (permission, guard hook)
     text: str = ""                  # assistant text seen so far (salvage for FALLBACK)
     events: int = 0
     bad_lines: int = 0              # lines that were not JSON objects
@@ -134,6 +135,7 @@ class Executor:
     program: ClassVar[str] = ""          # the CLI's name on PATH
     bin_env: ClassVar[str | None] = None  # environment variable naming the binary
     launches_process: ClassVar[bool] = True
+    prompt_in_argv: ClassVar[bool] = False  # the prompt travels as one argument (size-capped)
     can_resume: ClassVar[bool] = False
     supports_effort: ClassVar[bool] = False
     read_only_mode: ClassVar[bool] = False
@@ -160,6 +162,9 @@ class Executor:
             return self.default_timeout_s
         return parse_duration(raw, what=self.timeout_env)
 
+    def preflight(self, mode: str, settings: Settings, env: Mapping[str, str]) -> None:
+        """Refuse (UsageError) a unit this CLI would refuse at start-up; nothing exists yet."""
+
     def quota_group(self, model: str | None) -> str | None:
         """The quota pool a unit on ``model`` draws from (None when prun does not meter it)."""
         return None
@@ -184,6 +189,10 @@ class Executor:
 
     # reading --------------------------------------------------------------------------------
     def reader(self) -> StreamReader:
+        raise NotImplementedError
+
+    def hand_off(self, unit: Unit) -> tuple[str, list[str]]:
+        """Executors that launch no process: the hand-off text and the stdout lines."""
         raise NotImplementedError
 
     def judge(self, exit_code: int, stream: StreamResult) -> Judgement:
