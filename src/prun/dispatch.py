@@ -26,7 +26,8 @@ from .errors import EXIT_FAILED, EXIT_OK, EXIT_QUOTA, EXIT_TIMEOUT, QuotaExhaust
 from .executors.base import MODES, Executor, Settings, StreamResult, Unit
 
 MIN_RESPONSE_BYTES = 20
-MAX_PROMPT_BYTES = 120_000  # a prompt travels in argv for agy, claude, gemini; Linux caps one argument at 128 KiB
+# A prompt travels in argv for agy, claude and gemini; Linux caps one argument at 128 KiB.
+MAX_PROMPT_BYTES = 120_000
 TAIL_LINES = 60
 
 
@@ -291,9 +292,9 @@ class Dispatch:
         if self.workspace is None:
             self.workspace = sd.file("work")
             os.makedirs(self.workspace, exist_ok=True)
-        return Unit(unit_id=p.request.unit_id, prompt=p.prompt, prompt_file=sd.file(statedir.PROMPT),
-                    settings=self.settings, mode=p.mode, workspace=self.workspace,
-                    add_dirs=p.add_dirs, resume_id=p.resume_id, command=p.command,
+        return Unit(unit_id=p.request.unit_id, prompt=p.prompt,
+                    prompt_file=sd.file(statedir.PROMPT), settings=self.settings, mode=p.mode,
+                    workspace=self.workspace, add_dirs=p.add_dirs, resume_id=p.resume_id, command=p.command,
                     state_dir=sd.path, result_file=p.result_file)
 
     # 2b. or hand off: an executor that launches no process (the coordinator runs the unit) ----
@@ -480,15 +481,16 @@ def run_sync(req: Request, on_state_dir: Callable[[str], None] | None = None) ->
 
     prepared = prepare(req)
     d = Dispatch(prepared)
-    if on_state_dir:
-        on_state_dir(d.state.path)
 
     def _cancel(signum, frame):
         raise Cancelled()
 
+    # Handlers first: a signal that arrives just after the STATE-DIR line still gets a FALLBACK.
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _cancel)
     try:
+        if on_state_dir:
+            on_state_dir(d.state.path)
         try:
             d.begin()
         except QuotaExhausted as e:
@@ -497,16 +499,15 @@ def run_sync(req: Request, on_state_dir: Callable[[str], None] | None = None) ->
             return d.hand_off()
         if not d.launch():
             return d.finish(None)
-        try:
-            code, timed_out = d.wait()
-        except Cancelled:
-            from .process import end_group, reap
-
-            end_group(d.worker)
-            return d.finish(reap(d.worker), cancelled=True)
+        code, timed_out = d.wait()
         return d.finish(code, timed_out=timed_out)
     except Cancelled:
-        return d.finish(None, cancelled=True)
+        if d.worker is None:
+            return d.finish(None, cancelled=True)
+        from .process import end_group, reap
+
+        end_group(d.worker)
+        return d.finish(reap(d.worker), cancelled=True)
 
 
 def _nonempty(path: str) -> bool:

@@ -157,7 +157,10 @@ def run_hooks(tool_name, tool_input):
     raw = opt("--settings")
     if not raw:
         return None
-    settings = json.loads(raw) if raw.lstrip().startswith("{") else json.load(open(raw))
+    if not raw.lstrip().startswith("{"):
+        with open(raw) as f:
+            raw = f.read()
+    settings = json.loads(raw)
     for entry in settings.get("hooks", {}).get("PreToolUse", []):
         if entry.get("matcher") not in (None, "", "*", tool_name):
             continue

@@ -43,8 +43,16 @@ import sys
 from collections.abc import Mapping
 
 from ..errors import UsageError
-from .base import (Executor, Judgement, Launch, QuotaHit, Settings, StreamReader, StreamResult,
-                   Unit)
+from .base import (
+    Executor,
+    Judgement,
+    Launch,
+    QuotaHit,
+    Settings,
+    StreamReader,
+    StreamResult,
+    Unit,
+)
 
 DEFAULT_MODEL = "sonnet"
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
@@ -108,13 +116,13 @@ class ClaudeReader(StreamReader):
         if mid and mid not in self._messages:  # one turn may arrive as several events
             self._messages.add(mid)
             r.turns += 1
-            if r.text and not r.text.endswith("\n"):
-                r.text += "\n"
+            if r.text_parts and not r.text_parts[-1].endswith("\n"):
+                r.add_text("\n")
         for block in msg.get("content") or ():
             if not isinstance(block, dict):
                 continue
             if block.get("type") == "text" and isinstance(block.get("text"), str):
-                r.text += block["text"]
+                r.add_text(block["text"])
             elif block.get("type") == "tool_use":
                 tid = _str(block.get("id")) or f"tool-{r.tool_uses}"
                 if tid not in self._tools:

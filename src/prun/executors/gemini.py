@@ -35,8 +35,16 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from .base import (Executor, Judgement, Launch, QuotaHit, Settings, StreamReader, StreamResult,
-                   Unit)
+from .base import (
+    Executor,
+    Judgement,
+    Launch,
+    QuotaHit,
+    Settings,
+    StreamReader,
+    StreamResult,
+    Unit,
+)
 
 DEFAULT_MODEL = "gemini-3.8-flash"
 GROUP = "gemini"
@@ -66,7 +74,7 @@ class GeminiReader(StreamReader):
             r.model = _str(obj.get("model")) or r.model
         elif kind == "message" and obj.get("role") == "assistant":
             if isinstance(obj.get("content"), str):
-                r.text += obj["content"]
+                r.add_text(obj["content"])
         elif kind == "tool_use":
             r.tool_uses += 1
             self._tools[str(obj.get("tool_id"))] = _str(obj.get("tool_name")) or "?"
@@ -146,10 +154,9 @@ class Gemini(Executor):
         if not (exit_code == EXIT_QUOTA or _QUOTA_RE.search(text)
                 or re.search(r"(?:Terminal|Retryable)QuotaError", stderr or "")):
             return None
-        if "daily quota" in text.lower():
-            resets = None  # the server's RetryInfo is dropped: no reset time is known
-        else:
-            resets = reset_from_text(text) or reset_from_text(stderr)
+        # the daily quota's reset (the server's RetryInfo) is dropped by the CLI: unknown
+        daily = "daily quota" in text.lower()
+        resets = None if daily else reset_from_text(text) or reset_from_text(stderr)
         first = text.splitlines()[0] if text else "gemini: quota or rate limit (exit 173)"
         return QuotaHit(group=GROUP, resets_at=resets, message=first)
 

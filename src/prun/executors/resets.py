@@ -17,8 +17,8 @@ _RELATIVE = re.compile(
     rf"(?:resets?|retry|try again)\s+(?:in|after)\s+({_AMOUNT})", re.IGNORECASE)
 _PART = re.compile(rf"(\d+(?:\.\d+)?)\s*({_UNIT})\b", re.IGNORECASE)
 _ABSOLUTE = re.compile(
-    r"resets?\s+at\s+(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)",
-    re.IGNORECASE)
+    r"resets?\s+at\s+(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?"
+    r"(?:Z|[+-]\d{2}:?\d{2})?)", re.IGNORECASE)
 
 
 def _seconds(unit: str) -> float:
