@@ -42,6 +42,7 @@ GIT_OPTS_WITH_VALUE = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "-
 SHELLS = {"sh", "bash", "zsh", "dash", "ksh"}
 WRAPPER_OPTS_WITH_VALUE = {"-u", "--user", "-g", "--group", "-n", "-s", "--signal", "-k"}
 WRAPPERS = {"command", "exec", "env", "sudo", "nice", "nohup", "time", "xargs", "timeout"}
+_PUNCT = ";&|()`"
 _SPLIT = re.compile(r"\|\||&&|[;|&\n()`]|\$\(")
 _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _NUMBER = re.compile(r"^\d+(?:\.\d+)?[smhd]?$")
@@ -51,15 +52,28 @@ def refusal(command: str, depth: int = 0) -> str | None:
     """Why ``command`` is refused, or None when it is allowed."""
     if depth > 3:
         return None
-    for segment in _SPLIT.split(command):
-        try:
-            words = shlex.split(segment, comments=True)
-        except ValueError:
-            words = segment.split()
+    for words in _segments(command):
         why = _segment_refusal(words, depth)
         if why:
             return why
     return None
+
+
+def _segments(command: str) -> list[list[str]]:
+    """Simple commands of a shell line, split at ; & | ( ) ` and $( outside quotes."""
+    lex = shlex.shlex(command, posix=True, punctuation_chars=_PUNCT)
+    lex.whitespace_split = True
+    try:
+        words = list(lex)
+    except ValueError:  # unbalanced quotes: split crudely rather than give up
+        return [segment.split() for segment in _SPLIT.split(command)]
+    segments: list[list[str]] = [[]]
+    for word in words:
+        if word == "$" or (word and all(c in _PUNCT for c in word)):
+            segments.append([])
+        else:
+            segments[-1].append(word)
+    return segments
 
 
 def _segment_refusal(words: list[str], depth: int) -> str | None:
