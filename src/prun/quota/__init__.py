@@ -37,7 +37,8 @@ __all__ = [
 def warn(text: str) -> None:
     """One warning line on stderr."""
     try:
-        print(f"prun: warning: {text}", file=sys.stderr, flush=True)
+        line = " ".join(text.splitlines())
+        print(f"prun: warning: {line}", file=sys.stderr, flush=True)
     except (OSError, ValueError):
         pass
 

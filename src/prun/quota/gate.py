@@ -87,13 +87,12 @@ def gate(executor, settings, env: Mapping[str, str]) -> GateDecision | None:
                   f"resets={_when(gem)},{_when(other)}"))
     if requested == GROUP_GEMINI and gem.empty:
         raise GateRefusal(
-            f"the agy Gemini quota group ({GROUP_GEMINI}) is empty until {_when(gem)}; {model} "
-            "was not launched, and prun does not move a unit into the metered Claude-and-GPT "
-            "group on its own: set ANTIGRAVITY_DISPATCH_MODEL to one of its models "
-            "(e.g. claude-sonnet-4-6) to spend that group",
+            f"the agy Gemini quota group ({GROUP_GEMINI}) is empty until {_when(gem)}; "
+            f"{model} was not launched. prun never moves a unit into the metered "
+            "Claude-and-GPT group on its own: to spend that group, set "
+            "ANTIGRAVITY_DISPATCH_MODEL to one of its models (e.g. claude-sonnet-4-6)",
             group=GROUP_GEMINI, resets_at=None if _when(gem) == "unknown" else _when(gem),
-            hint="wait for the reset, route the unit to another executor, or set "
-                 "ANTIGRAVITY_DISPATCH_MODEL",
+            hint="or wait for the reset, or route the unit to another executor",
             note=f"QUOTA-EXHAUSTED model={model} groups={GROUP_GEMINI} resets={_when(gem)}")
     if requested == GROUP_CLAUDE_GPT and other.empty:
         effort = env.get("ANTIGRAVITY_DISPATCH_EFFORT", "").strip() or DEFAULT_EFFORT
