@@ -381,7 +381,7 @@ class Dispatch:
                 from . import quota
 
                 quota.record_hit(hit, self.p.env)
-        if verdict != "ok" and verdict not in ("quota",) and launch_error is None:
+        if verdict not in ("ok", "quota", "cancelled") and launch_error is None:
             from . import quota
 
             quota.after_backend_failure(p.executor, self.p.env)

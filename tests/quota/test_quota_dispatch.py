@@ -137,3 +137,45 @@ def test_unreadable_snapshot_launches_with_one_warning(q, fake_agy, tmp_path, ra
     warnings = [ln for ln in proc.stderr.splitlines() if ln.startswith("prun: warning:")]
     assert len(warnings) == 1 and "quota gate skipped" in warnings[0]
     assert (state / "model").read_text().strip() == DEFAULT_MODEL
+
+
+def test_cancel_while_the_gate_probes_ends_the_probe_and_launches_nothing(q, fake_agy,
+                                                                          tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    pidfile = tmp_path / "probe-grandchild.pid"
+    q.set("probe_timeout", "60s")
+    count = q.probe("agy-gemini", hang=True, grandchild=str(pidfile))
+    prompt = tmp_path / "c.prompt"
+    prompt.write_text("Summarise.\n")
+    proc = subprocess.Popen([sys.executable, "-m", "prun", "dispatch", "--prompt-file",
+                             str(prompt), "--result-file", str(tmp_path / "c.md"),
+                             "--unit-id", "c1"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while not pidfile.exists() or not pidfile.read_text().strip():
+        assert time.monotonic() < deadline, "the probe never started"
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGTERM)
+    out, _ = proc.communicate(timeout=20)  # far less than the 60 s probe timeout
+    state = Path(out.split(" ", 1)[1].strip())
+    outcome = json.loads((state / "outcome.json").read_text())
+    assert outcome["outcome"] == "cancelled"
+    assert calls(fake_agy) == []
+    assert runs(count) == 1  # no forced refresh after a cancel
+    grandchild = int(pidfile.read_text())
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            if psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        assert time.monotonic() < deadline, "the probe's process group survived the cancel"
+        time.sleep(0.02)

@@ -63,7 +63,11 @@ def gate(executor, settings, env: Mapping[str, str]) -> GateDecision | None:
         return None
     try:
         snap = current(env, (GROUP_GEMINI, GROUP_CLAUDE_GPT))
-    except Exception as e:  # the gate must never stop a dispatch by breaking
+    except Exception as e:  # the gate must never stop a dispatch by breaking...
+        from ..dispatch import Cancelled
+
+        if isinstance(e, Cancelled):  # ...but a cancel is not a breakage
+            raise
         warn(f"quota snapshot not read ({e}); quota gate skipped")
         return None
     bad = [f"{g}: {snap.bad[g]}" for g in (GROUP_GEMINI, GROUP_CLAUDE_GPT) if g in snap.bad]
