@@ -20,8 +20,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import QuotaExhausted
+
+if TYPE_CHECKING:
+    from ..executors.base import Settings
 
 OFF = {"off", "0", "false", "no"}
 ON = {"on", "1", "true", "yes", ""}
@@ -32,7 +36,7 @@ FALLBACK_REASON = "claude-and-gpt-quota-exhausted"
 class GateDecision:
     """Launch with ``settings`` (None: as asked); ``note`` goes to stderr and quota-note."""
 
-    settings: object | None  # executors.base.Settings
+    settings: Settings | None
     note: str | None
 
 
@@ -47,7 +51,13 @@ class GateRefusal(QuotaExhausted):
 
 def gate(executor, settings, env: Mapping[str, str]) -> GateDecision | None:
     """None: launch as asked; a GateDecision: launch with its settings; or raise GateRefusal."""
-    from ..executors.agy import DEFAULT_EFFORT, DEFAULT_MODEL, GROUP_CLAUDE_GPT, GROUP_GEMINI
+    from ..executors.agy import (
+        CLAUDE_GPT_MODELS,
+        DEFAULT_EFFORT,
+        DEFAULT_MODEL,
+        GROUP_CLAUDE_GPT,
+        GROUP_GEMINI,
+    )
     from . import current, warn
 
     if getattr(executor, "name", None) != "agy":
@@ -94,7 +104,7 @@ def gate(executor, settings, env: Mapping[str, str]) -> GateDecision | None:
             f"the agy Gemini quota group ({GROUP_GEMINI}) is empty until {_when(gem)}; "
             f"{model} was not launched. prun never moves a unit into the metered "
             "Claude-and-GPT group on its own: to spend that group, set "
-            "ANTIGRAVITY_DISPATCH_MODEL to one of its models (e.g. claude-sonnet-4-6)",
+            f"ANTIGRAVITY_DISPATCH_MODEL to one of its models ({', '.join(CLAUDE_GPT_MODELS)})",
             group=GROUP_GEMINI, resets_at=None if _when(gem) == "unknown" else _when(gem),
             hint="or wait for the reset, or route the unit to another executor",
             note=f"QUOTA-EXHAUSTED model={model} groups={GROUP_GEMINI} resets={_when(gem)}")
