@@ -246,11 +246,19 @@ class Dispatch:
         """The quota gate: may swap the model (MODEL-FALLBACK) or raise QuotaExhausted."""
         from . import quota
 
-        decision = quota.gate(self.p.executor, self.settings, self.p.env)
+        try:
+            decision = quota.gate(self.p.executor, self.settings, self.p.env)
+        except QuotaExhausted as e:  # exit 75: the refusal is recorded before finish() runs
+            self.quota_note = getattr(e, "note", None) or e.line()
+            self.state.write(statedir.QUOTA_NOTE, self.quota_note)
+            raise
         if decision is None:
             return
         if decision.note:
+            import sys
+
             self.quota_note = decision.note
+            print(decision.note, file=sys.stderr, flush=True)
             self.state.write(statedir.QUOTA_NOTE, decision.note)
         if decision.settings is not None:
             self.settings = decision.settings
@@ -397,7 +405,7 @@ class Dispatch:
                 from . import quota
 
                 quota.record_hit(hit, self.p.env)
-        if verdict != "ok" and verdict not in ("quota",) and launch_error is None:
+        if verdict not in ("ok", "quota", "cancelled") and launch_error is None:
             from . import quota
 
             quota.after_backend_failure(p.executor, self.p.env)
