@@ -111,7 +111,7 @@ def gate(executor, settings, env: Mapping[str, str]) -> GateDecision | None:
     if requested == GROUP_CLAUDE_GPT and other.empty:
         effort = env.get("ANTIGRAVITY_DISPATCH_EFFORT", "").strip() or DEFAULT_EFFORT
         return GateDecision(
-            dataclasses.replace(settings, model=DEFAULT_MODEL, effort=effort),
+            settings.replace(model=DEFAULT_MODEL, effort=effort),
             f"MODEL-FALLBACK from={model} to={DEFAULT_MODEL} reason={FALLBACK_REASON} "
             f"resets={_when(other)}")
     return None
