@@ -17,7 +17,6 @@ Anything else: None (launch as asked).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
