@@ -18,6 +18,7 @@ import sys
 # name -> (module, one-line summary). Order is the order of `prun --help`.
 COMMANDS: dict[str, tuple[str, str]] = {
     "dispatch": ("prun.cli.dispatch", "run one unit on one executor (the seed's dispatch-task)"),
+    "packet": ("prun.cli.packet", "write a packet template (packet new ID)"),
     "check": ("prun.cli.check", "the independence test: may a plan's packets run side by side"),
 }
 
