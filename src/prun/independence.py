@@ -123,6 +123,7 @@ def ancestors(plan: Plan) -> dict[str, set[str]]:
 class _Write:
     glob: str
     how: str            # "owns", "generates", "integration owner", "lockfile of X", ...
+    implied: bool = False
 
 
 def writes(packet: Packet, shared: list[tuple[str, str, str]]) -> list[_Write]:
@@ -139,7 +140,7 @@ def writes(packet: Packet, shared: list[tuple[str, str, str]]) -> list[_Write]:
         head, _, name = norm.rpartition("/")
         for lock in LOCKFILES.get(name, ()):
             implied.append(_Write(f"{head}/{lock}" if head else lock,
-                                  f"regenerates (with {norm})"))
+                                  f"regenerates (with {norm})", implied=True))
     return out + implied
 
 
@@ -244,6 +245,8 @@ def _files(a: Packet, b: Packet, wr, shared) -> list[Failure]:
     out: list[Failure] = []
     for wa in wr[a.id]:
         for wb in wr[b.id]:
+            if wa.implied and wb.implied:
+                continue    # their manifests overlap too, and that is reported
             path = globs.common(wa.glob, wb.glob)
             if path is None:
                 continue

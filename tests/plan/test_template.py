@@ -7,7 +7,6 @@ import re
 from importlib.resources import files
 
 from helpers import prun
-
 from prun.plan import load_packet, load_plan
 
 
