@@ -126,11 +126,20 @@ class _Write:
     implied: bool = False
 
 
-def writes(packet: Packet, shared: list[tuple[str, str, str]]) -> list[_Write]:
-    """What ``packet`` may write, each glob with the reason it counts."""
-    out = [_Write(g, "owns") for g in packet.owns]
-    out += [_Write(g, "generates") for g in packet.generates]
-    out += [_Write(s, "is the integration owner of") for s, owner, _by in shared
+def writes(packet: Packet, shared: list[tuple[str, str, str]],
+           root: str | os.PathLike | None = None) -> list[_Write]:
+    """What ``packet`` may write, each glob with the reason it counts. A dotted name that is
+    an existing folder under ``root`` (``conf.d``) counts as that whole folder."""
+    def real(g: str) -> str:
+        norm = globs.normalize(g)
+        if root is not None and not any(c in norm for c in "*?[\\") and "." in norm \
+                and os.path.isdir(os.path.join(root, norm)):
+            return norm + "/**"
+        return g
+
+    out = [_Write(real(g), "owns") for g in packet.owns]
+    out += [_Write(real(g), "generates") for g in packet.generates]
+    out += [_Write(real(s), "is the integration owner of") for s, owner, _by in shared
             if owner == packet.id]
     if packet.writes_code and not out:
         out.append(_Write("**", "declares no owns, so may write"))
@@ -168,7 +177,8 @@ def check(plan: Plan, *, repo: str | os.PathLike | None = None,
     bases = {p.id: _resolve(plan, p, git_root) for p in packets if p.writes_code}
     report = Report(packets=len(packets), pairs=len(packets) * (len(packets) - 1) // 2,
                     bases=bases)
-    wr = {p.id: writes(p, shared) for p in packets}
+    root = git_root or (repo if repo is not None else plan.root)
+    wr = {p.id: writes(p, shared, root) for p in packets}
     for a, b in combinations(packets, 2):
         if a.id in before[b.id] or b.id in before[a.id]:
             report.sequenced.append((a.id, b.id))

@@ -100,6 +100,9 @@ def _explain(error, doc: yamldoc.Doc, where: list, schema_root) -> tuple[str, st
     if v == "anyOf" and all("required" in s for s in error.validator_value):
         names = " or ".join(s["required"][0] for s in error.validator_value)
         return f"{field}: needs {names}", f"add {names}", line
+    if v == "enum" and error.instance == "codex":
+        return (f"{field}: codex is not a prun executor",
+                "its quota is kept for review; use agy, claude, gemini, session or command", line)
     if v == "enum":
         choices = ", ".join(str(c) for c in error.validator_value)
         return f"{field}: {error.instance!r} is not allowed", f"use one of: {choices}", line
@@ -185,6 +188,11 @@ def _packet(doc: yamldoc.Doc, where: Sequence[str | int], raw: Mapping[str, Any]
                              hint=e.hint)
     data = fields.get("data") or {}
     command = fields.get("command")
+    if fields.get("session_tools") and fields.get("executor") in ("agy", "gemini", "command"):
+        raise UsageError(f"{doc.source}:{doc.line_of([*where, 'session_tools'])}: packet "
+                         f"{fields['id']!r} needs session tools but runs on "
+                         f"{fields['executor']!r}, an outside process that cannot reach them",
+                         hint="use executor: session (or auto), or drop session_tools")
     if fields.get("executor") == "command" and not command:
         raise UsageError(f"{where_s}: packet {fields['id']!r} has executor: command but no command",
                          hint="add command: [program, arg, ...] (the prompt file's path is "

@@ -25,6 +25,8 @@ OVERLAP = [
     ("./pyproject.toml", "/pyproject.toml"),
     ("docs/**/*.md", "docs/*/index.*"),
     ("src/\\*literal", "src/*"),
+    ("conf.d/", "conf.d/x.conf"),             # a trailing '/' makes a dotted name a folder
+    (".github", ".github/workflows/ci.yml"),
 ]
 
 DISJOINT = [
@@ -38,6 +40,8 @@ DISJOINT = [
     ("src/api", "src/apiv2/**"),
     ("src/\\*literal", "src/xliteral"),
     ("web/**", "src/web/**"),
+    ("pyproject.toml", "**/mod/*.py"),        # a file name is not a folder
+    ("conf.d", "conf.d/x.conf"),
 ]
 
 
@@ -75,7 +79,8 @@ def test_covers():
 
 
 def test_normalize():
-    assert normalize("./src//api/") == "src/api"
+    assert normalize("./src//api/") == "src/api/**"
+    assert normalize("./src//api") == "src/api"
     assert normalize("/") == "**"
 
 

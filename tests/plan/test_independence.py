@@ -317,3 +317,24 @@ def test_cli_bad_input_exit_2_names_file_and_line(write, tmp_path):
     assert r.stderr.startswith("prun: plan.yaml:3: packets[1].kind: 'coder' is not allowed")
     r = prun("check", "missing.yaml", cwd=tmp_path)
     assert r.returncode == 2 and "no such file" in r.stderr
+
+
+def test_a_dotted_name_that_is_a_folder_counts_as_the_folder(plan_of, tmp_path):
+    text = """
+        packets:
+          - {id: a, kind: code, owns: [conf.d], prompt: x}
+          - {id: b, kind: code, owns: [conf.d/app.conf], prompt: x}
+        """
+    assert failures(plan_of(text)) == []          # 'conf.d' read as a file name
+    (tmp_path / "conf.d").mkdir()
+    assert failures(plan_of(text)) == [("files", "a", "b", "conf.d/app.conf")]
+
+
+def test_may_write_is_what_a_diff_may_touch(plan_of):
+    plan = plan_of("""
+        packets:
+          - {id: a, kind: code, owns: [src/a/**], generates: [gen/a.json], prompt: x}
+          - {id: b, kind: code, owns: [src/b/**], shared: {pyproject.toml: a}, prompt: x}
+        """)
+    assert plan.may_write(plan.packet("a")) == ("src/a/**", "gen/a.json", "pyproject.toml")
+    assert plan.may_write(plan.packet("b")) == ("src/b/**",)
