@@ -346,12 +346,27 @@ def covers(wide: str, narrow: str) -> bool:
 
 def common(a: str, b: str) -> str | None:
     """How to name the paths two globs share: the narrower glob when one covers the other,
-    else an example path; None when they share none."""
+    else a glob that both cover (``src/api/**`` and ``src/**/*.py`` share
+    ``src/api/**/*.py``), else the shortest shared path; None when they share none."""
     example = overlap(a, b)
     if example is None:
         return None
-    if covers(a, b):
-        return normalize(b)
-    if covers(b, a):
-        return normalize(a)
+    na, nb = normalize(a), normalize(b)
+    if covers(na, nb):
+        return nb
+    if covers(nb, na):
+        return na
+    for cand in _candidates(na, nb):
+        if covers(na, cand) and covers(nb, cand) and overlap(cand, cand) is not None:
+            return cand
     return example
+
+
+def _candidates(a: str, b: str):
+    """Globs that may name the shared part of ``a`` and ``b``: a folder of one with the file
+    pattern of the other."""
+    for x, y in ((a, b), (b, a)):
+        if x.endswith("/**") and "/" in y:
+            folder, name = x[:-3], y.rsplit("/", 1)[1]
+            yield f"{folder}/**/{name}"
+            yield f"{folder}/{name}"

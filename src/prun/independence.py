@@ -265,11 +265,11 @@ def _files(a: Packet, b: Packet, wr, shared) -> list[Failure]:
                           if o in (a.id, b.id) and globs.covers(s, path)), None)
             if owner is not None:
                 other = b.id if owner == a.id else a.id
-                fix = (f"drop {path} from {other}'s owns: its integration owner is {owner} "
+                fix = (f"drop {path} from the owns of {other}: its integration owner is {owner} "
                        f"(let {other} report the change it needs), or {_sequence_or_group(a, b)}")
             else:
                 fix = (f"{_sequence_or_group(a, b)}, or name one integration owner "
-                       f"(shared: {{{path}: {a.id}}}) and drop it from {b.id}'s owns")
+                       f"(shared: {{{path}: {a.id}}}) and drop it from the owns of {b.id}")
             out.append(_fail("files", a, b, "path", path, why, fix, "owns", "owns"))
     # One integration owner per shared path.
     for s1, o1, by1 in shared:
@@ -350,7 +350,7 @@ def _order(a: Packet, b: Packet, wr) -> list[Failure]:
                 if path is None:
                     continue
                 why = (f"{reader.id} reads {r}, which {writer.id} {w.how} {w.glob}: "
-                       f"{reader.id} consumes {writer.id}'s output")
+                       f"{reader.id} consumes the output of {writer.id}")
                 fix = (f"sequence them (after: [{writer.id}] in {reader.id}), or group them "
                        "into one packet")
                 out.append(_fail("order", a, b, "path", path, why, fix,

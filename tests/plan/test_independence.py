@@ -115,7 +115,7 @@ def test_files_shared_path_also_owned_by_a_non_owner_fails(plan_of):
         """)
     assert failures(plan) == [("files", "a", "b", "pyproject.toml")]
     fix = check(plan, use_git=False).failures[0].fix
-    assert fix.startswith("drop pyproject.toml from b's owns: its integration owner is a")
+    assert fix.startswith("drop pyproject.toml from the owns of b: its integration owner is a")
 
 
 def test_files_two_integration_owners_fail(plan_of):
@@ -169,7 +169,7 @@ def test_order_reader_of_another_packets_output_fails(plan_of):
         """)
     assert failures(plan) == [("order", "gen", "client", "api/openapi.yaml")]
     f = check(plan, use_git=False).failures[0]
-    assert "client consumes gen's output" in f.why
+    assert "client consumes the output of gen" in f.why
     assert f.fix.startswith("sequence them (after: [gen] in client)")
 
 
@@ -338,3 +338,19 @@ def test_may_write_is_what_a_diff_may_touch(plan_of):
         """)
     assert plan.may_write(plan.packet("a")) == ("src/a/**", "gen/a.json", "pyproject.toml")
     assert plan.may_write(plan.packet("b")) == ("src/b/**",)
+
+
+def test_the_documented_example(tmp_path):
+    """examples/independence/plan.yaml fails as docs/plans.md shows."""
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "independence" / "plan.yaml"
+    r = prun("check", "--no-git", str(example), cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    heads = [" ".join(line.split()[:5]) for line in r.stdout.splitlines()[:-1]]
+    assert heads == ["FAIL files api models path=src/api/**/*.py",
+                     "FAIL files api models path=pyproject.toml",
+                     "FAIL state api models resource=port:8000",
+                     "FAIL order api docs path=src/api/**",
+                     "FAIL order models docs path=src/api/**/*.py"]
+    assert r.stdout.splitlines()[-1] == "FAILED failures=5 pairs=3 packets=3 sequenced=0"
