@@ -124,6 +124,7 @@ class _Write:
     glob: str
     how: str            # "owns", "generates", "integration owner", "lockfile of X", ...
     implied: bool = False
+    field: str = "owns"  # the packet field it comes from
 
 
 def writes(packet: Packet, shared: list[tuple[str, str, str]],
@@ -138,9 +139,9 @@ def writes(packet: Packet, shared: list[tuple[str, str, str]],
         return g
 
     out = [_Write(real(g), "owns") for g in packet.owns]
-    out += [_Write(real(g), "generates") for g in packet.generates]
-    out += [_Write(real(s), "is the integration owner of") for s, owner, _by in shared
-            if owner == packet.id]
+    out += [_Write(real(g), "generates", field="generates") for g in packet.generates]
+    out += [_Write(real(s), "is the integration owner of", field="shared")
+            for s, owner, _by in shared if owner == packet.id]
     if packet.writes_code and not out:
         out.append(_Write("**", "declares no owns, so may write"))
     implied = []
@@ -149,7 +150,8 @@ def writes(packet: Packet, shared: list[tuple[str, str, str]],
         head, _, name = norm.rpartition("/")
         for lock in LOCKFILES.get(name, ()):
             implied.append(_Write(f"{head}/{lock}" if head else lock,
-                                  f"regenerates (with {norm})", implied=True))
+                                  f"regenerates (with {norm})", implied=True,
+                                  field=w.field))
     return out + implied
 
 
@@ -270,7 +272,7 @@ def _files(a: Packet, b: Packet, wr, shared) -> list[Failure]:
             else:
                 fix = (f"{_sequence_or_group(a, b)}, or name one integration owner "
                        f"(shared: {{{path}: {a.id}}}) and drop it from the owns of {b.id}")
-            out.append(_fail("files", a, b, "path", path, why, fix, "owns", "owns"))
+            out.append(_fail("files", a, b, "path", path, why, fix, wa.field, wb.field))
     # One integration owner per shared path.
     for s1, o1, by1 in shared:
         for s2, o2, by2 in shared:
@@ -354,6 +356,6 @@ def _order(a: Packet, b: Packet, wr) -> list[Failure]:
                 fix = (f"sequence them (after: [{writer.id}] in {reader.id}), or group them "
                        "into one packet")
                 out.append(_fail("order", a, b, "path", path, why, fix,
-                                 "reads" if reader is a else "owns",
-                                 "reads" if reader is b else "owns"))
+                                 "reads" if reader is a else w.field,
+                                 "reads" if reader is b else w.field))
     return out

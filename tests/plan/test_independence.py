@@ -354,3 +354,18 @@ def test_the_documented_example(tmp_path):
                      "FAIL order api docs path=src/api/**",
                      "FAIL order models docs path=src/api/**/*.py"]
     assert r.stdout.splitlines()[-1] == "FAILED failures=5 pairs=3 packets=3 sequenced=0"
+
+    # The fix the docs describe.
+    import shutil
+
+    fixed = tmp_path / "fixed"
+    shutil.copytree(example.parent, fixed)
+    models = fixed / "packets" / "models.md"
+    models.write_text(models.read_text()
+                      .replace('owns: ["src/**/*.py", pyproject.toml]', 'owns: ["src/models/**"]')
+                      .replace("port:8000-8010", "port:8001-8010"))
+    plan = fixed / "plan.yaml"
+    plan.write_text(plan.read_text().replace("    reads: [src/api/**]\n",
+                                             "    reads: [src/api/**]\n    after: [api, models]\n"))
+    r = prun("check", "--no-git", str(plan), cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (0, "OK pairs=3 packets=3 sequenced=2\n"), r.stdout
