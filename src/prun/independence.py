@@ -176,7 +176,8 @@ def check(plan: Plan, *, repo: str | os.PathLike | None = None,
     before = ancestors(plan)
     shared = _shared(plan)
     git_root = _git_root(repo if repo is not None else plan.root) if use_git else None
-    bases = {p.id: _resolve(plan, p, git_root) for p in packets if p.writes_code}
+    resolved: dict[str, str] = {}
+    bases = {p.id: _resolve(plan, p, git_root, resolved) for p in packets if p.writes_code}
     report = Report(packets=len(packets), pairs=len(packets) * (len(packets) - 1) // 2,
                     bases=bases)
     root = git_root or (repo if repo is not None else plan.root)
@@ -216,11 +217,13 @@ def _git_root(folder) -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
-def _resolve(plan: Plan, p: Packet, git_root: str | None) -> str | None:
+def _resolve(plan: Plan, p: Packet, git_root: str | None, cache: dict) -> str | None:
     rev = plan.base_of(p)
     if git_root is None:
         return rev
     name = rev or HEAD
+    if name in cache:
+        return cache[name]
     try:
         out = subprocess.run(["git", "-C", git_root, "rev-parse", "--verify", "--quiet",
                               f"{name}^{{commit}}"], capture_output=True, text=True, timeout=30)
@@ -228,11 +231,12 @@ def _resolve(plan: Plan, p: Packet, git_root: str | None) -> str | None:
         raise UsageError(f"cannot run git to resolve base {name!r}: {e}",
                          hint="install git, or run prun check outside a repository")
     if out.returncode != 0 or not out.stdout.strip():
-        where = p.where("base") if p.base else (f"{plan.path}" if plan.path else p.where())
+        where = p.where("base") if p.base else plan.where("base")
         raise UsageError(f"{where}: base {name!r} of packet {p.id!r} is not a commit in "
                          f"{git_root}", hint="give a commit id, tag or branch that exists "
                          "(git log --oneline shows them)")
-    return out.stdout.strip()
+    cache[name] = out.stdout.strip()
+    return cache[name]
 
 
 def _base(plan: Plan, a: Packet, b: Packet, bases) -> list[Failure]:

@@ -84,6 +84,12 @@ class Plan:
     on_event: str | None = None
     setup: str | None = None                # runs in each fresh workspace before its unit
     base: str | None = None                 # default base revision
+    lines: dict[str, int] = field(default_factory=dict, compare=False, repr=False)  # key -> line
+
+    def where(self, key: str | None = None) -> str:
+        """``file:line`` of the plan, or of one of its keys."""
+        line = self.lines.get(key, 1) if key else 1
+        return f"{self.path}:{line}" if self.path else "the plan"
 
     def packet(self, packet_id: str) -> Packet | None:
         return next((p for p in self.packets if p.id == packet_id), None)

@@ -296,6 +296,7 @@ def load_plan(path: str | os.PathLike) -> Plan:
         on_event=_join_argv(data.get("on_event")),
         setup=_join_argv(data.get("setup")),
         base=data.get("base"),
+        lines={k: doc.key_line((), k) for k in data},
     )
     check_plan(plan)
     return plan

@@ -369,3 +369,15 @@ def test_the_documented_example(tmp_path):
                                              "    reads: [src/api/**]\n    after: [api, models]\n"))
     r = prun("check", "--no-git", str(plan), cwd=tmp_path)
     assert (r.returncode, r.stdout) == (0, "OK pairs=3 packets=3 sequenced=2\n"), r.stdout
+
+
+def test_plan_base_that_is_not_a_commit_names_the_plan_line(repo, write):
+    path = write("plan.yaml", """
+        name: x
+        base: gone
+        packets:
+          - {id: a, kind: code, owns: [a/**], prompt: x}
+        """)
+    with pytest.raises(UsageError) as info:
+        check(load_plan(path))
+    assert info.value.message.startswith(f"{path}:2: base 'gone' of packet 'a'")
