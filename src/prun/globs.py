@@ -17,7 +17,7 @@ A pattern is compiled to a small nondeterministic automaton over characters. Two
 overlap when the product of their automata reaches a pair of accepting states; the search runs
 over a finite alphabet of representatives (every character the patterns name, '/', and one
 character they do not name, which stands for all the others), so it is exact, and it returns
-the shortest path both patterns match as the example. Containment (``covers``) is the same
+a short path both patterns match as the example. Containment (``covers``) is the same
 search over sets of states.
 """
 
@@ -244,13 +244,13 @@ def _literal_prefix(pattern: str) -> str:
 
 @lru_cache(maxsize=65536)
 def overlap(a: str, b: str) -> str | None:
-    """The shortest path both globs cover, or None when no path can match both."""
+    """A short path both globs cover, or None when no path can match both."""
     pa, pb = _literal_prefix(normalize(a)), _literal_prefix(normalize(b))
     if not (pa.startswith(pb) or pb.startswith(pa)):
         return None     # anchored patterns with diverging fixed beginnings never meet
     ma, mb = compile_glob(a), compile_glob(b)
     # Breadth-first over pairs of states of the two automata (their product), epsilon moves
-    # first, so the example found is a shortest one.
+    # first, so the example found is short.
     start = (0, 0)
     parent: dict[tuple[int, int], tuple[tuple[int, int], str] | None] = {start: None}
     todo = deque([start])
