@@ -109,8 +109,11 @@ def _explain(error, doc: yamldoc.Doc, where: list, schema_root) -> tuple[str, st
     if v == "type" or (v == "anyOf" and not isinstance(error.instance, dict)):
         desc = error.schema.get("description", "") if isinstance(error.schema, dict) else ""
         want = _kinds(error.schema)
-        return (f"{field}: {error.instance!r} is not {want}",
-                desc or "quote it if YAML read it as a number, date or boolean", line)
+        hint = desc
+        if "a string" in want and isinstance(error.instance, int | float | bool):
+            hint = "quote it: YAML read it as a number or a boolean" + (f"; {desc}" if desc
+                                                                         else "")
+        return f"{field}: {error.instance!r} is not {want}", hint or "see docs/plans.md", line
     if v == "pattern":
         desc = error.schema.get("description", "")
         return (f"{field}: {error.instance!r} is not valid",

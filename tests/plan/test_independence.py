@@ -251,7 +251,7 @@ def test_base_resolved_with_git(repo, write):
         packets:
           - {{id: a, kind: code, owns: [a/**], prompt: x}}
           - {{id: b, kind: code, owns: [b/**], base: main, prompt: x}}
-          - {{id: c, kind: code, owns: [c/**], base: {head[:10]}, prompt: x}}
+          - {{id: c, kind: code, owns: [c/**], base: '{head[:10]}', prompt: x}}
           - {{id: d, kind: code, owns: [d/**], base: v1, prompt: x}}
         """))
     report = check(plan)

@@ -322,3 +322,10 @@ def test_deadline_at(write):
                            "packets: [{id: a, prompt: x}]\n"))
     assert plan.deadline_at(0) == 1796148000.0
     assert load_plan(write("p3.yaml", "packets: [{id: a, prompt: x}]\n")).deadline_at(5) is None
+
+
+def test_a_commit_id_that_yaml_reads_as_a_number_must_be_quoted(write):
+    e = refused(load_packet, write("a.md", "---\nid: a\nbase: 1234567\n---\nx\n"))
+    assert e.message.endswith("a.md:3: base: 1234567 is not a string")
+    assert "quote it" in e.hint
+    assert load_packet(write("b.md", "---\nid: b\nbase: '0123456'\n---\nx\n")).base == "0123456"
