@@ -347,7 +347,7 @@ def covers(wide: str, narrow: str) -> bool:
 def common(a: str, b: str) -> str | None:
     """How to name the paths two globs share: the narrower glob when one covers the other,
     else a glob that both cover (``src/api/**`` and ``src/**/*.py`` share
-    ``src/api/**/*.py``), else the shortest shared path; None when they share none."""
+    ``src/api/**/*.py``), else a short shared path; None when they share none."""
     example = overlap(a, b)
     if example is None:
         return None
