@@ -48,8 +48,8 @@ TOOLS = Need("t1", session_tools=True)
 # (case, needs, readings, policy, expected [(executor, action, words in the reason)])
 CASES = [
     ("ordinary unit goes to agy while its group is healthy",
-     [ORD], states(agy_gemini=80, claude=50), Policy(),
-     [("agy", "assign", "larger share; agy-gemini healthy (left 80")]),
+     [ORD], states(agy_gemini=0.8, claude=0.5), Policy(),
+     [("agy", "assign", "larger share; agy-gemini healthy (left 80%)")]),
     ("an unread group is unknown, never empty",
      [ORD], {}, Policy(),
      [("agy", "assign", "agy-gemini not read (unknown is never empty)")]),
@@ -57,7 +57,7 @@ CASES = [
      [ORD], {"agy-gemini": State("agy-gemini", None, error="probe failed")}, Policy(),
      [("agy", "assign", "unknown")]),
     ("agy's group empty: ordinary units go to Sonnet (in-session)",
-     [ORD, ORD2], states(agy_gemini=0, claude=50), Policy(),
+     [ORD, ORD2], states(agy_gemini=0, claude=0.5), Policy(),
      [("session", "reroute", "agy-gemini reads empty (resets 2026-11-30T13:00:00+00:00)"),
       ("session", "reroute", "goes to session instead")]),
     ("agy empty, Sonnet headless by policy",
@@ -67,10 +67,10 @@ CASES = [
      [ORD, TOOLS], states(agy_gemini=0, claude=0), Policy(),
      [("agy", "wait", "and claude reads empty"), ("session", "wait", "only Sonnet has")]),
     ("session tools go to Sonnet in-session even when agy is healthy",
-     [TOOLS], states(agy_gemini=90), Policy(),
+     [TOOLS], states(agy_gemini=0.9), Policy(),
      [("session", "assign", "needs session tools: Sonnet in-session")]),
     ("session tools never cross to agy when Claude is empty",
-     [TOOLS], states(agy_gemini=90, claude=0), Policy(),
+     [TOOLS], states(agy_gemini=0.9, claude=0), Policy(),
      [("session", "wait", "claude reads empty (resets")]),
     ("session tools with headless claude named in the packet",
      [Need("t2", session_tools=True, executor="claude")], {}, Policy(),
@@ -80,15 +80,20 @@ CASES = [
      [("claude", "assign", "headless claude, by policy")]),
     ("an executor named in the packet wins over the rule",
      [Need("n1", executor="gemini"), Need("n2", executor="claude"),
-      Need("n3", executor="command")], states(agy_gemini=90), Policy(),
+      Need("n3", executor="command")], states(agy_gemini=0.9), Policy(),
      [("gemini", "assign", "named in the packet"), ("claude", "assign", "named in the packet"),
       ("command", "assign", "named in the packet")]),
     ("a named executor whose pool is empty waits rather than moving",
-     [Need("n1", executor="agy")], states(agy_gemini=0, claude=90), Policy(),
+     [Need("n1", executor="agy")], states(agy_gemini=0, claude=0.9), Policy(),
      [("agy", "wait", "named in the packet, but agy-gemini reads empty")]),
-    ("agy's second quota group is its own pool",
-     [Need("m1", model="claude-opus-4-6-thinking")], states(agy_claude_gpt=0, agy_gemini=50),
-     Policy(), [("session", "reroute", "agy-claude-gpt reads empty")]),
+    ("agy's second group empty: agy still takes it, the dispatcher falls back to Gemini",
+     [Need("m1", model="claude-opus-4-6-thinking")], states(agy_claude_gpt=0, agy_gemini=0.5),
+     Policy(), [("agy", "assign", "runs the Gemini default instead (MODEL-FALLBACK); "
+                                  "agy-gemini healthy (left 50%)")]),
+    ("agy's two groups both empty: the second group's unit goes to Sonnet",
+     [Need("m1", model="claude-opus-4-6-thinking")], states(agy_claude_gpt=0, agy_gemini=0),
+     Policy(), [("session", "reroute", "agy-claude-gpt reads empty (resets 2026-11-30T13:00:00"
+                                       "+00:00), and so does agy-gemini reads empty")]),
     ("capacity: the pool's overflow goes to the other pool",
      [Need("c1"), Need("c2"), Need("c3")], {}, Policy(capacity={"agy": 2}),
      [("agy", "assign", ""), ("agy", "assign", ""),
@@ -112,7 +117,7 @@ CASES = [
      [ORD], states(claude=0), Policy(ordinary_share=0),
      [("agy", "reroute", "so it goes to agy instead")]),
     ("policy: Gemini CLI carries the ordinary share",
-     [ORD], states(gemini=10), Policy(ordinary="gemini"),
+     [ORD], states(gemini=0.1), Policy(ordinary="gemini"),
      [("gemini", "assign", "gemini takes the larger share; gemini healthy")]),
 ]
 
@@ -213,7 +218,7 @@ def packet(folder, name, front: str) -> str:
 def test_route_command_on_packet_files(tmp_path):
     a = packet(tmp_path, "a.md", "id: a\nkind: code")
     b = packet(tmp_path, "b.md", "id: b\nsession_tools: true")
-    c = packet(tmp_path, "c.md", "executor: gemini")  # id from the file name
+    c = packet(tmp_path, "c.md", "id: c\nexecutor: gemini")
     p = prun("route", a, b, c, "--no-quota", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
@@ -227,7 +232,8 @@ def test_route_command_on_a_plan_with_policy_and_json(tmp_path):
     packet(tmp_path, "p1.md", "id: p1")
     packet(tmp_path, "p2.md", "id: p2")
     plan = tmp_path / "plan.yaml"
-    plan.write_text("packets:\n  - \"p*.md\"\n  - {id: inline, executor: command}\n")
+    plan.write_text("packets:\n  - \"p*.md\"\n  - {id: inline, executor: command, "
+                    "command: [echo, hi], prompt: Say hi.}\n")
     policy = tmp_path / "policy.toml"
     policy.write_text("[capacity]\nagy = 1\nsonnet = 0\n")
     p = prun("route", str(plan), "--policy", str(policy), "--json", "--no-quota", cwd=tmp_path)
@@ -259,7 +265,7 @@ def test_route_command_uses_the_repository_policy(tmp_path):
 
 @pytest.mark.parametrize("args,words", [
     (["--executor", "codex"], "codex is not a prun executor"),
-    (["missing.md"], "cannot read packet file"),
+    (["missing.md"], "missing.md: no such file"),
     (["--policy", "nope.toml"], "policy file not found"),
 ])
 def test_route_command_refusals(tmp_path, args, words):

@@ -19,11 +19,15 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 
 from . import statedir
 from .errors import EXIT_FAILED, EXIT_OK, EXIT_QUOTA, EXIT_TIMEOUT, QuotaExhausted, UsageError
-from .executors.base import MODES, Executor, Settings, StreamResult, Unit
+from .executors.base import MODES
+
+TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
+if TYPE_CHECKING:
+    from .executors.base import Executor, Settings
+    from .executors.records import StreamResult
 
 MIN_RESPONSE_BYTES = 20
 # A prompt travels in argv for agy, claude and gemini; Linux caps one argument at 128 KiB.
@@ -31,54 +35,73 @@ MAX_PROMPT_BYTES = 120_000
 TAIL_LINES = 60
 
 
-@dataclass
 class Request:
-    """What the caller asked for (the dispatch command line, or a packet in a run)."""
+    """What the caller asked for (the dispatch command line, or a packet in a run).
 
-    executor: str
-    prompt_file: str
-    result_file: str
-    unit_id: str
-    mode: str | None = None
-    add_dirs: Sequence[str] = ()
-    continue_from: str | None = None
-    command: str | Sequence[str] | None = None
-    model: str | None = None
-    effort: str | None = None
-    timeout_s: float | None = None
-    workspace: str | None = None     # a caller-supplied workspace (else $PRUN_SCRATCH_CWD)
-    state_root: str | None = None
-    env: Mapping[str, str] | None = None
-    attempt_id: str | None = None
-    route_reason: str | None = None  # why the router chose this executor (kept in unit.json)
-    extra_env: Mapping[str, str] = field(default_factory=dict)
+    Plain classes here and below: they are built before the STATE-DIR line, where importing
+    ``dataclasses`` would cost more than everything else the dispatcher does by then.
+    """
+
+    def __init__(self, executor: str, prompt_file: str, result_file: str, unit_id: str, *,
+                 mode: str | None = None, add_dirs: Sequence[str] = (),
+                 continue_from: str | None = None, command: str | Sequence[str] | None = None,
+                 model: str | None = None, effort: str | None = None,
+                 timeout_s: float | None = None, workspace: str | None = None,
+                 state_root: str | None = None, env: Mapping[str, str] | None = None,
+                 attempt_id: str | None = None, extra_env: Mapping[str, str] | None = None,
+                 route_reason: str | None = None):
+        self.executor = executor
+        self.prompt_file = prompt_file
+        self.result_file = result_file
+        self.unit_id = unit_id
+        self.mode = mode
+        self.add_dirs = tuple(add_dirs)
+        self.continue_from = continue_from
+        self.command = command
+        self.model = model
+        self.effort = effort
+        self.timeout_s = timeout_s
+        self.workspace = workspace          # a caller-supplied workspace (else $PRUN_SCRATCH_CWD)
+        self.state_root = state_root
+        self.env = env
+        self.attempt_id = attempt_id
+        self.route_reason = route_reason    # why the router chose this executor (unit.json)
+        self.extra_env = dict(extra_env or {})
 
 
-@dataclass
 class Prepared:
     """A validated request: every check passed, nothing created yet."""
 
-    request: Request
-    executor: Executor
-    settings: Settings
-    prompt: str
-    result_file: str
-    mode: str
-    workspace: str | None            # None: the dispatcher makes a scratch dir
-    add_dirs: tuple[str, ...]
-    resume_id: str | None
-    command: tuple[str, ...]
-    env: dict[str, str]
+    def __init__(self, request: Request, executor: Executor, settings: Settings, prompt: str,
+                 result_file: str, mode: str, workspace: str | None, add_dirs: tuple[str, ...],
+                 resume_id: str | None, command: tuple[str, ...], env: dict[str, str]):
+        self.request = request
+        self.executor = executor
+        self.settings = settings
+        self.prompt = prompt
+        self.result_file = result_file
+        self.mode = mode
+        self.workspace = workspace          # None: the dispatcher makes a scratch dir
+        self.add_dirs = add_dirs
+        self.resume_id = resume_id
+        self.command = command
+        self.env = env
 
 
-@dataclass
 class Outcome:
-    outcome: str                     # succeeded, failed, timeout, quota, cancelled
-    exit_code: int
-    reason: str
-    error: str | None = None
-    published: str | None = None     # response, fallback, worker
-    info: dict = field(default_factory=dict)
+    """How an attempt ended: succeeded, failed, timeout, quota or cancelled, and its exit code."""
+
+    def __init__(self, outcome: str, exit_code: int, reason: str, error: str | None = None,
+                 published: str | None = None, info: dict | None = None):
+        self.outcome = outcome
+        self.exit_code = exit_code
+        self.reason = reason
+        self.error = error
+        self.published = published          # response, fallback or worker
+        self.info = info or {}
+
+    def __repr__(self) -> str:
+        return f"Outcome({self.outcome!r}, exit_code={self.exit_code}, reason={self.reason!r})"
 
 
 def prepare(req: Request) -> Prepared:
@@ -204,7 +227,7 @@ class Dispatch:
         self.started = time.time()
         self.launched_at: float | None = None
         self.workspace = prepared.workspace
-        self.reader = prepared.executor.reader()
+        self.reader = None  # made in begin(): its records are not needed before STATE-DIR
         self._tail_offset = 0
         self._tail_rest = b""
         self._session_written = False
@@ -213,6 +236,7 @@ class Dispatch:
     # 1. the state dir's opening files ------------------------------------------------------------
     def begin(self) -> None:
         sd, p = self.state, self.p
+        self.reader = p.executor.reader()
         with open(sd.file(statedir.PROMPT), "w", encoding="utf-8") as f:
             f.write(p.prompt)
         sd.write(statedir.RESULT_FILE, p.result_file)
@@ -228,11 +252,19 @@ class Dispatch:
         """The quota gate: may swap the model (MODEL-FALLBACK) or raise QuotaExhausted."""
         from . import quota
 
-        decision = quota.gate(self.p.executor, self.settings, self.p.env)
+        try:
+            decision = quota.gate(self.p.executor, self.settings, self.p.env)
+        except QuotaExhausted as e:  # exit 75: the refusal is recorded before finish() runs
+            self.quota_note = getattr(e, "note", None) or e.line()
+            self.state.write(statedir.QUOTA_NOTE, self.quota_note)
+            raise
         if decision is None:
             return
         if decision.note:
+            import sys
+
             self.quota_note = decision.note
+            print(decision.note, file=sys.stderr, flush=True)
             self.state.write(statedir.QUOTA_NOTE, decision.note)
         if decision.settings is not None:
             self.settings = decision.settings
@@ -253,7 +285,28 @@ class Dispatch:
             "route_reason": p.request.route_reason, "started_at": _iso(self.started),
         }
 
-    # 2. launch -----------------------------------------------------------------------------------
+    def _unit(self):
+        from .executors.records import Unit
+
+        p, sd = self.p, self.state
+        if self.workspace is None:
+            self.workspace = sd.file("work")
+            os.makedirs(self.workspace, exist_ok=True)
+        return Unit(unit_id=p.request.unit_id, prompt=p.prompt,
+                    prompt_file=sd.file(statedir.PROMPT), settings=self.settings, mode=p.mode,
+                    workspace=self.workspace, add_dirs=p.add_dirs, resume_id=p.resume_id,
+                    command=p.command, state_dir=sd.path, result_file=p.result_file)
+
+    # 2. launch, or hand off when the executor launches no process ----------------------------
+    def hand_off(self) -> Outcome:
+        """Write what the coordinator hands its subagent; nothing is launched or waited for."""
+        text, lines = self.p.executor.hand_off(self._unit())
+        self.state.write(statedir.HANDOFF, text)
+        record = self.state.unit
+        record["workspace"] = self.workspace
+        self.state.write_json(statedir.UNIT, record)
+        return Outcome("handed-off", EXIT_OK, "handed-off", info={"lines": lines})
+
     def launch(self) -> bool:
         """Start the worker. False (with the reason kept for ``finish``) if it cannot start."""
         from .errors import LaunchError
@@ -286,27 +339,6 @@ class Dispatch:
                                         "create_time": create_time(self.worker.pid),
                                         "started_at": _iso(self.launched_at)})
         return True
-
-    def _unit(self) -> Unit:
-        p, sd = self.p, self.state
-        if self.workspace is None:
-            self.workspace = sd.file("work")
-            os.makedirs(self.workspace, exist_ok=True)
-        return Unit(unit_id=p.request.unit_id, prompt=p.prompt,
-                    prompt_file=sd.file(statedir.PROMPT), settings=self.settings, mode=p.mode,
-                    workspace=self.workspace, add_dirs=p.add_dirs, resume_id=p.resume_id, command=p.command,
-                    state_dir=sd.path, result_file=p.result_file)
-
-    # 2b. or hand off: an executor that launches no process (the coordinator runs the unit) ----
-    def hand_off(self) -> Outcome:
-        """Write what the coordinator hands its subagent; nothing is launched or waited for."""
-        unit = self._unit()
-        text, lines = self.p.executor.hand_off(unit)
-        self.state.write(statedir.HANDOFF, text)
-        record = self.state.unit
-        record["workspace"] = self.workspace
-        self.state.write_json(statedir.UNIT, record)
-        return Outcome("handed-off", EXIT_OK, "handed-off", info={"lines": lines})
 
     @property
     def deadline(self) -> float:
@@ -393,7 +425,7 @@ class Dispatch:
                 from . import quota
 
                 quota.record_hit(hit, self.p.env)
-        if verdict != "ok" and verdict not in ("quota",) and launch_error is None:
+        if verdict not in ("ok", "quota", "cancelled") and launch_error is None:
             from . import quota
 
             quota.after_backend_failure(p.executor, self.p.env)
@@ -446,6 +478,8 @@ class Dispatch:
         return Outcome(kind, code, verdict, error, published, info)
 
     def _final_stream(self) -> StreamResult:
+        if self.reader is None:
+            self.reader = self.p.executor.reader()
         if self.worker is not None or self._tail_offset:
             self.pump()
             if self._tail_rest and self.p.executor.name != "command":
@@ -479,35 +513,38 @@ def run_sync(req: Request, on_state_dir: Callable[[str], None] | None = None) ->
     """``prun dispatch``: prepare, then run the whole attempt in this process."""
     import signal
 
-    prepared = prepare(req)
-    d = Dispatch(prepared)
-
     def _cancel(signum, frame):
         raise Cancelled()
 
-    # Handlers first: a signal that arrives just after the STATE-DIR line still gets a FALLBACK.
+    prepared = prepare(req)
+    d = Dispatch(prepared)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _cancel)
+    refused = handed = None
+    code, timed_out, cancelled = None, False, False
     try:
         if on_state_dir:
             on_state_dir(d.state.path)
         try:
             d.begin()
         except QuotaExhausted as e:
-            return d.finish(None, refused=e)
-        if not prepared.executor.launches_process:
-            return d.hand_off()
-        if not d.launch():
-            return d.finish(None)
-        code, timed_out = d.wait()
-        return d.finish(code, timed_out=timed_out)
+            refused = e
+        if refused is None and not prepared.executor.launches_process:
+            handed = d.hand_off()  # a session unit: the coordinator runs it, nothing to wait for
+        elif refused is None and d.launch():
+            code, timed_out = d.wait()
     except Cancelled:
-        if d.worker is None:
-            return d.finish(None, cancelled=True)
-        from .process import end_group, reap
+        cancelled = True
+        if d.worker is not None and d.worker.proc.returncode is None:
+            from .process import end_group, reap
 
-        end_group(d.worker)
-        return d.finish(reap(d.worker), cancelled=True)
+            end_group(d.worker)
+            code = reap(d.worker)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)  # publishing the outcome must not be interrupted
+    if handed is not None:
+        return handed
+    return d.finish(code, timed_out=timed_out, cancelled=cancelled, refused=refused)
 
 
 def _nonempty(path: str) -> bool:

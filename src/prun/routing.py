@@ -30,6 +30,9 @@ POOLS = {"agy": "agy", "gemini": "gemini", "claude": "sonnet", "session": "sonne
 ORDINARY = ("agy", "gemini")        # executors that may carry the ordinary share
 SONNET = ("session", "claude")      # executors that run Sonnet units
 POLICY_FILE = os.path.join(".prun", "policy.toml")
+# agy's dispatcher runs a unit aimed at its empty Claude-and-GPT group on the Gemini default
+# instead (MODEL-FALLBACK), so that group alone being empty does not close the agy pool.
+MODEL_FALLBACK = {"agy-claude-gpt": "agy-gemini"}
 
 
 @dataclass(frozen=True)
@@ -98,15 +101,24 @@ class _Pools:
         self.capacity = dict(policy.capacity)
         self.used: dict[str, int] = {}
 
+    def _empty(self, group: str | None) -> str | None:
+        state = self.states.get(group) if group else None
+        if state is None or not _known(state) or not getattr(state, "empty", False):
+            return None
+        resets = getattr(state, "resets_at", None)
+        return f"{group} reads empty" + (f" (resets {resets})" if resets else
+                                         " (reset time unknown)")
+
     def why_not(self, pool: str | None, group: str | None) -> str | None:
         """Why ``pool`` cannot take one more unit now, or None when it can."""
         if pool is None:
             return None
-        state = self.states.get(group) if group else None
-        if state is not None and _known(state) and getattr(state, "empty", False):
-            resets = getattr(state, "resets_at", None)
-            return f"{group} reads empty" + (f" (resets {resets})" if resets else
-                                             " (reset time unknown)")
+        why = self._empty(group)
+        if why and group in MODEL_FALLBACK:
+            other = self._empty(MODEL_FALLBACK[group])
+            why = f"{why}, and so does {other}" if other else None
+        if why:
+            return why
         cap = self.capacity.get(pool)
         if cap is not None and self.used.get(pool, 0) >= cap:
             return f"the {pool} pool's batch capacity of {cap} is taken"
@@ -117,10 +129,15 @@ class _Pools:
             self.used[pool] = self.used.get(pool, 0) + 1
 
     def health(self, group: str | None) -> str:
+        if group in MODEL_FALLBACK and self._empty(group):
+            return (f"{self._empty(group)}, so the dispatcher runs the Gemini default instead "
+                    f"(MODEL-FALLBACK); {self.health(MODEL_FALLBACK[group])}")
         state = self.states.get(group) if group else None
         if state is None or not _known(state):
             return f"{group} not read (unknown is never empty)"
         left = getattr(state, "left", None)
+        if isinstance(left, int | float) and 0 <= left <= 1:
+            left = f"{left:.0%}"  # the snapshot's fraction
         return f"{group} healthy" + (f" (left {left})" if left is not None else "")
 
     def resets(self, group: str | None) -> str | None:

@@ -19,6 +19,9 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "dispatch": ("prun.cli.dispatch", "run one unit on one executor (the seed's dispatch-task)"),
     "receipt": ("prun.cli.receipt", "attach a subagent's identifier to a session unit"),
+    "quota": ("prun.cli.quota", "what each quota group has left (the seed's agent-quota)"),
+    "packet": ("prun.cli.packet", "write a packet template (packet new ID)"),
+    "check": ("prun.cli.check", "the independence test: may a plan's packets run side by side"),
     "route": ("prun.cli.route", "choose the executor of each packet, with a reason"),
 }
 

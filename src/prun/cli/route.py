@@ -1,7 +1,8 @@
 """Choose the executor of each unit, and say why (the seed's Executors rule).
 
-Give packet files (Markdown with YAML front matter), plan files (YAML with `packets:`), or no
-file and one unit's needs by flags (--session-tools, --kind, --executor, --model, --id).
+Give packet files (Markdown with YAML front matter) or plan files (YAML with `packets:`), both
+loaded and checked as `prun check` does, or no file and one unit's needs by flags
+(--session-tools, --kind, --executor, --model, --id).
 Quota readings come from `prun quota`'s snapshot (unknown groups count as healthy); the split
 can be changed by a policy file: --policy, else $PRUN_POLICY, else `.prun/policy.toml` at the
 repository root (see docs/routing.md).
@@ -90,68 +91,9 @@ def _group_states(env) -> dict:
 
 
 def _needs_from_file(path: str):
-    """Routing needs from a packet or plan file (prun.plan's loader when it is there)."""
+    """Routing needs from a plan file (.yaml/.yml) or a packet file, loaded and validated."""
     from .. import plan, routing
 
-    loader = getattr(plan, "load_plan" if path.endswith((".yaml", ".yml")) else "load_packet",
-                     None)
-    if loader is not None:
-        loaded = loader(path)
-        packets = loaded.packets if hasattr(loaded, "packets") else [loaded]
-        return [routing.Need.of(p) for p in packets]
-    return [routing.Need(**fields) for fields in _minimal_fields(path)]
-
-
-def _minimal_fields(path: str):
-    """Front matter or plan YAML, read just far enough for routing (id, executor,
-    session_tools, kind, model); used until the full plan loader is present."""
-    import glob
-    import os
-
-    import yaml
-
-    from ..errors import UsageError
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise UsageError(f"cannot read packet file {path}: {e.strerror}")
-    stem = os.path.splitext(os.path.basename(path))[0]
-    try:
-        if path.endswith((".yaml", ".yml")):
-            data = yaml.safe_load(text) or {}
-            if not isinstance(data, dict) or not isinstance(data.get("packets"), list):
-                raise UsageError(f"{path}: a plan needs a `packets:` list")
-            folder = os.path.dirname(os.path.abspath(path))
-            for item in data["packets"]:
-                if isinstance(item, dict):
-                    yield _fields(item, None, path)
-                elif isinstance(item, str):
-                    matches = sorted(glob.glob(os.path.join(folder, item))) or [
-                        os.path.join(folder, item)]
-                    for m in matches:
-                        yield from _minimal_fields(m)
-                else:
-                    raise UsageError(f"{path}: each packet is a mapping or a file path")
-            return
-        if not text.startswith("---"):
-            raise UsageError(f"{path}: no front matter", hint="start the file with a --- block")
-        end = text.find("\n---", 3)
-        front = yaml.safe_load(text[3:end] if end > 0 else "") or {}
-    except yaml.YAMLError as e:
-        raise UsageError(f"{path}: bad YAML: {str(e).splitlines()[0]}")
-    if not isinstance(front, dict):
-        raise UsageError(f"{path}: front matter must be a mapping")
-    yield _fields(front, stem, path)
-
-
-def _fields(data: dict, default_id: str | None, path: str) -> dict:
-    from ..errors import UsageError
-
-    pid = data.get("id", default_id)
-    if not pid:
-        raise UsageError(f"{path}: a packet without an id")
-    return {"id": str(pid), "executor": str(data.get("executor") or "auto"),
-            "session_tools": bool(data.get("session_tools", False)),
-            "kind": str(data.get("kind") or "read-only"), "model": data.get("model")}
+    if path.endswith((".yaml", ".yml")):
+        return [routing.Need.of(p) for p in plan.load_plan(path).packets]
+    return [routing.Need.of(plan.load_packet(path))]

@@ -43,16 +43,11 @@ import sys
 from collections.abc import Mapping
 
 from ..errors import UsageError
-from .base import (
-    Executor,
-    Judgement,
-    Launch,
-    QuotaHit,
-    Settings,
-    StreamReader,
-    StreamResult,
-    Unit,
-)
+from .base import Executor, Settings, StreamReader
+
+TYPE_CHECKING = False  # the records are imported where used (the dispatcher's fast path)
+if TYPE_CHECKING:
+    from .records import Judgement, Launch, QuotaHit, StreamResult, Unit
 
 DEFAULT_MODEL = "sonnet"
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
@@ -70,20 +65,14 @@ def guard_settings(python: str | None = None) -> str:
         separators=(",", ":"))
 
 
-class ClaudeResult(StreamResult):
-    """Claude's stream adds the HTTP status of an API error and the turn count."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.api_error_status: int | None = None
-        self.api_error_type: str | None = None
-        self.turns: int = 0
-        self.retries: int = 0
-
-
 class ClaudeReader(StreamReader):
     def __init__(self) -> None:
-        self.result = ClaudeResult()
+        super().__init__()
+        # Claude's stream adds the HTTP status of an API error, turns and announced retries
+        self.result.api_error_status = None
+        self.result.api_error_type = None
+        self.result.turns = 0
+        self.result.retries = 0
         self._messages: set[str] = set()
         self._tools: dict[str, str] = {}      # tool_use id -> tool name
         self._denied: set[str] = set()        # tool_use ids already in denials
@@ -221,6 +210,8 @@ class Claude(Executor):
 
     def build(self, unit: Unit, env: Mapping[str, str]) -> Launch:
         s = unit.settings
+        from .records import Launch
+
         argv = [self.binary(env), "-p", unit.prompt, "--output-format", "stream-json",
                 "--verbose", "--model", s.model or DEFAULT_MODEL]
         if s.effort:
@@ -238,6 +229,8 @@ class Claude(Executor):
         return ClaudeReader()
 
     def judge(self, exit_code: int, stream: StreamResult) -> Judgement:
+        from .records import Judgement
+
         if stream.final_seen and stream.is_error:
             return Judgement(False, "api-error" if getattr(stream, "api_error_status", None)
                              else "status-error", stream.error)
@@ -249,6 +242,7 @@ class Claude(Executor):
         return Judgement(True, "ok")
 
     def quota_hit(self, stream: StreamResult, exit_code: int, stderr: str) -> QuotaHit | None:
+        from .records import QuotaHit
         from .resets import reset_from_text
 
         status = getattr(stream, "api_error_status", None)

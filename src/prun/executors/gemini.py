@@ -35,16 +35,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from .base import (
-    Executor,
-    Judgement,
-    Launch,
-    QuotaHit,
-    Settings,
-    StreamReader,
-    StreamResult,
-    Unit,
-)
+from .base import Executor, Settings, StreamReader
+
+TYPE_CHECKING = False  # the records are imported where used (the dispatcher's fast path)
+if TYPE_CHECKING:
+    from .records import Judgement, Launch, QuotaHit, StreamResult, Unit
 
 DEFAULT_MODEL = "gemini-3.8-flash"
 GROUP = "gemini"
@@ -115,6 +110,8 @@ class Gemini(Executor):
         return GROUP
 
     def build(self, unit: Unit, env: Mapping[str, str]) -> Launch:
+        from .records import Launch
+
         argv = [self.binary(env), "-p", unit.prompt, "--output-format", "stream-json",
                 "-m", unit.settings.model or DEFAULT_MODEL]
         argv += ["--approval-mode", "plan"] if unit.mode == "plan" else ["--yolo"]
@@ -131,6 +128,8 @@ class Gemini(Executor):
         return GeminiReader()
 
     def judge(self, exit_code: int, stream: StreamResult) -> Judgement:
+        from .records import Judgement
+
         if exit_code in STARTUP_REFUSALS:
             return Judgement(False, "startup-refused",
                              f"{STARTUP_REFUSALS[exit_code]} (exit {exit_code})")
@@ -148,6 +147,7 @@ class Gemini(Executor):
         return Judgement(True, "ok")
 
     def quota_hit(self, stream: StreamResult, exit_code: int, stderr: str) -> QuotaHit | None:
+        from .records import QuotaHit
         from .resets import reset_from_text
 
         text = (stream.error or "").strip()

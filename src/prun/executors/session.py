@@ -25,7 +25,11 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
-from .base import Executor, Settings, StreamReader, Unit
+from .base import Executor, Settings, StreamReader
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .records import Unit
 
 DEFAULT_MODEL = "sonnet"
 

@@ -1,0 +1,372 @@
+"""Owned-path globs as languages: match a path, and decide whether two globs can ever match
+the same path (even one that does not exist yet) or whether one covers the other.
+
+Syntax (git's wildmatch, anchored at the repository root):
+
+    *        any run of characters inside one path segment (not '/')
+    ?        one character other than '/'
+    [a-z]    one character of a class ('[!...]' or '[^...]' negates); never '/'
+    **       as a whole segment: any number of segments (``a/**/b``, ``**/x``, ``dir/**``)
+    \\x       the character x itself
+    dir      a plain name without an extension also covers everything below it
+             (``src/api`` = the path itself and ``src/api/**``); ``dir.d/`` (trailing '/')
+             is always a folder; ``pyproject.toml`` is one file; ``src/*`` is only the
+             entries directly in ``src``, write ``src/**`` for the whole tree
+
+A pattern is compiled to a small nondeterministic automaton over characters. Two patterns
+overlap when the product of their automata reaches a pair of accepting states; the search runs
+over a finite alphabet of representatives (every character the patterns name, '/', and one
+character they do not name, which stands for all the others), so it is exact, and it returns
+a short path both patterns match as the example. Containment (``covers``) is the same
+search over sets of states.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+# A character set: ("lit", c) | ("seg",) any but '/' | ("any",) | ("cls", chars, negated)
+CharSet = tuple
+
+
+def _in(cs: CharSet, ch: str) -> bool:
+    kind = cs[0]
+    if kind == "lit":
+        return cs[1] == ch
+    if kind == "seg":
+        return ch != "/"
+    if kind == "any":
+        return True
+    return ch != "/" and ((ch in cs[1]) != cs[2])
+
+
+@dataclass
+class Automaton:
+    """An NFA: ``edges[i]`` lists (charset, j); ``eps[i]`` lists j; ``accept`` the final states."""
+
+    pattern: str
+    edges: list[list[tuple[CharSet, int]]] = field(default_factory=list)
+    eps: list[list[int]] = field(default_factory=list)
+    accept: set[int] = field(default_factory=set)
+    chars: set[str] = field(default_factory=set)   # every character the pattern names
+    _steps: dict = field(default_factory=dict, repr=False)  # (states, ch) -> states
+
+    def state(self) -> int:
+        self.edges.append([])
+        self.eps.append([])
+        return len(self.edges) - 1
+
+    def edge(self, a: int, cs: CharSet, b: int) -> None:
+        self.edges[a].append((cs, b))
+        if cs[0] == "lit":
+            self.chars.add(cs[1])
+        elif cs[0] == "cls":
+            self.chars.update(cs[1])
+
+    def closure(self, states) -> frozenset[int]:
+        out = set(states)
+        todo = list(states)
+        while todo:
+            s = todo.pop()
+            for t in self.eps[s]:
+                if t not in out:
+                    out.add(t)
+                    todo.append(t)
+        return frozenset(out)
+
+    def step(self, states: frozenset[int], ch: str) -> frozenset[int]:
+        key = (states, ch)
+        out = self._steps.get(key)
+        if out is None:
+            out = self.closure({t for s in states for cs, t in self.edges[s] if _in(cs, ch)})
+            self._steps[key] = out
+        return out
+
+    def start(self) -> frozenset[int]:
+        return self.closure({0})
+
+    def accepts(self, states) -> bool:
+        return not self.accept.isdisjoint(states)
+
+
+def normalize(pattern: str) -> str:
+    """The canonical spelling: no leading './' or '/', no doubled '/', 'dir/' as 'dir/**'."""
+    p = pattern.strip()
+    while p.startswith("./"):
+        p = p[2:]
+    p = p.lstrip("/")
+    while "//" in p:
+        p = p.replace("//", "/")
+    if p.endswith("/"):             # an explicit folder: everything below it
+        p = p.rstrip("/") + "/**" if p.rstrip("/") else "**"
+    return p or "**"
+
+
+def _parse_class(seg: str, i: int) -> tuple[CharSet, int] | None:
+    """The class starting at seg[i] == '[' and the index after it, or None if unclosed."""
+    j = i + 1
+    negated = j < len(seg) and seg[j] in "!^"
+    if negated:
+        j += 1
+    members: set[str] = set()
+    first = True
+    while j < len(seg):
+        c = seg[j]
+        if c == "]" and not first:
+            return ("cls", frozenset(members), negated), j + 1
+        if c == "\\" and j + 1 < len(seg):
+            j += 1
+            c = seg[j]
+        if j + 2 < len(seg) and seg[j + 1] == "-" and seg[j + 2] != "]":
+            lo, hi = ord(c), ord(seg[j + 2])
+            if hi - lo > 2000:
+                hi = lo + 2000  # bound the alphabet; wider ranges are not used for paths
+            members.update(chr(k) for k in range(lo, hi + 1))
+            j += 3
+        else:
+            members.add(c)
+            j += 1
+        first = False
+    return None
+
+
+@lru_cache(maxsize=4096)
+def compile_glob(pattern: str) -> Automaton:
+    """The automaton of ``pattern`` (normalized), with directory-prefix coverage."""
+    pat = normalize(pattern)
+    a = Automaton(pat)
+    cur = a.state()
+    segments = pat.split("/")
+    need_sep = False
+    for k, seg in enumerate(segments):
+        last = k == len(segments) - 1
+        if seg == "**":
+            if need_sep:
+                n = a.state()
+                a.edge(cur, ("lit", "/"), n)
+                cur = n
+            if last:            # everything below (or everything, for a lone '**')
+                f = a.state()
+                a.edge(cur, ("any",), f)
+                a.edge(f, ("any",), f)
+                cur = f
+                need_sep = False
+            else:               # zero or more whole segments, each followed by '/'
+                t, u = a.state(), a.state()
+                a.eps[cur].append(t)
+                a.edge(cur, ("seg",), u)
+                a.edge(u, ("any",), u)
+                a.edge(u, ("lit", "/"), t)
+                cur = t
+                need_sep = False
+            continue
+        if need_sep:
+            n = a.state()
+            a.edge(cur, ("lit", "/"), n)
+            cur = n
+        i = 0
+        while i < len(seg):
+            c = seg[i]
+            if c == "*":
+                loop = a.state()
+                a.eps[cur].append(loop)
+                a.edge(loop, ("seg",), loop)
+                cur = loop
+                while i < len(seg) and seg[i] == "*":
+                    i += 1
+                continue
+            if c == "?":
+                n = a.state()
+                a.edge(cur, ("seg",), n)
+                cur = n
+                i += 1
+                continue
+            if c == "[":
+                parsed = _parse_class(seg, i)
+                if parsed:
+                    cs, i = parsed
+                    n = a.state()
+                    a.edge(cur, cs, n)
+                    cur = n
+                    continue
+            if c == "\\" and i + 1 < len(seg):
+                i += 1
+                c = seg[i]
+            n = a.state()
+            a.edge(cur, ("lit", c), n)
+            cur = n
+            i += 1
+        need_sep = True
+    a.accept.add(cur)
+    if _folder_like(segments[-1]):
+        # A pattern that names a folder covers everything below it. Only a literal name
+        # without an extension is taken as a folder: 'src/*.js' is about files, and
+        # 'pyproject.toml' is a file, not a folder that '**/x.py' could reach into.
+        d, e = a.state(), a.state()
+        a.edge(cur, ("lit", "/"), d)
+        a.edge(d, ("any",), e)
+        a.edge(e, ("any",), e)
+        a.accept.add(e)
+    return a
+
+
+def _folder_like(segment: str) -> bool:
+    if any(c in segment for c in "*?["):
+        return False
+    return "." not in segment.lstrip(".")   # 'src', '.github' yes; 'pyproject.toml' no
+
+
+def matches(pattern: str, path: str) -> bool:
+    """Does ``pattern`` cover ``path`` (relative to the repository root, '/' separated)?"""
+    a = compile_glob(pattern)
+    states = a.start()
+    for ch in normalize(path):
+        states = a.step(states, ch)
+        if not states:
+            return False
+    return a.accepts(states)
+
+
+def _alphabet(*automata: Automaton) -> list[str]:
+    named = frozenset(set().union(*(a.chars for a in automata)) | {"/"})
+    return [_outside(named), *sorted(named)]
+
+
+def _literal_prefix(pattern: str) -> str:
+    """The characters before the first wildcard or escape: every match starts with them."""
+    for i, c in enumerate(pattern):
+        if c in "*?[\\":
+            return pattern[:i]
+    return pattern
+
+
+@lru_cache(maxsize=65536)
+def overlap(a: str, b: str) -> str | None:
+    """A short path both globs cover, or None when no path can match both."""
+    pa, pb = _literal_prefix(normalize(a)), _literal_prefix(normalize(b))
+    if not (pa.startswith(pb) or pb.startswith(pa)):
+        return None     # anchored patterns with diverging fixed beginnings never meet
+    ma, mb = compile_glob(a), compile_glob(b)
+    # Breadth-first over pairs of states of the two automata (their product), epsilon moves
+    # first, so the example found is short.
+    start = (0, 0)
+    parent: dict[tuple[int, int], tuple[tuple[int, int], str] | None] = {start: None}
+    todo = deque([start])
+    while todo:
+        node = todo.popleft()
+        qa, qb = node
+        if qa in ma.accept and qb in mb.accept:
+            out = []
+            while parent[node] is not None:
+                node, ch = parent[node]
+                out.append(ch)
+            return "".join(reversed(out))
+        moves = [((t, qb), "") for t in ma.eps[qa]] + [((qa, t), "") for t in mb.eps[qb]]
+        for csa, ta in ma.edges[qa]:
+            for csb, tb in mb.edges[qb]:
+                ch = _meet(csa, csb)
+                if ch is not None:
+                    moves.append(((ta, tb), ch))
+        for nxt, ch in moves:
+            if nxt not in parent:
+                parent[nxt] = (node, ch)
+                if ch:
+                    todo.append(nxt)
+                else:
+                    todo.appendleft(nxt)
+    return None
+
+
+def _outside(*excluded: frozenset[str]) -> str:
+    """A character (not '/') outside every set in ``excluded``."""
+    for c in "xyzqjkw_0123456789":
+        if not any(c in e for e in excluded):
+            return c
+    k = 0x100
+    while any(chr(k) in e for e in excluded):
+        k += 1
+    return chr(k)
+
+
+_NONE: frozenset[str] = frozenset()
+
+
+def _meet(x: CharSet, y: CharSet) -> str | None:
+    """A character in both sets, or None."""
+    if x[0] == "lit":
+        return x[1] if _in(y, x[1]) else None
+    if y[0] == "lit":
+        return y[1] if _in(x, y[1]) else None
+    if x[0] == "any" and y[0] == "any":
+        return "x"
+    if x[0] in ("any", "seg") and y[0] in ("any", "seg"):
+        return "x"
+    cx = x if x[0] == "cls" else None
+    cy = y if y[0] == "cls" else None
+    if cx and cy:
+        if not cx[2] and not cy[2]:
+            both = sorted(cx[1] & cy[1] - {"/"})
+            return both[0] if both else None
+        if not cx[2] or not cy[2]:
+            pos, neg = (cx, cy) if not cx[2] else (cy, cx)
+            left = sorted(pos[1] - neg[1] - {"/"})
+            return left[0] if left else None
+        return _outside(cx[1], cy[1])
+    cls = cx or cy
+    if not cls[2]:
+        members = sorted(cls[1] - {"/"})
+        return members[0] if members else None
+    return _outside(cls[1])
+
+
+@lru_cache(maxsize=65536)
+def covers(wide: str, narrow: str) -> bool:
+    """Does ``wide`` match every path ``narrow`` matches?"""
+    mw, mn = compile_glob(wide), compile_glob(narrow)
+    alphabet = _alphabet(mw, mn)
+    start = (mn.start(), mw.start())
+    seen = {start}
+    todo = deque([start])
+    while todo:
+        sn, sw = todo.popleft()
+        if mn.accepts(sn) and not mw.accepts(sw):
+            return False
+        for ch in alphabet:
+            nn = mn.step(sn, ch)
+            if not nn:
+                continue
+            nxt = (nn, mw.step(sw, ch))
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return True
+
+
+def common(a: str, b: str) -> str | None:
+    """How to name the paths two globs share: the narrower glob when one covers the other,
+    else a glob that both cover (``src/api/**`` and ``src/**/*.py`` share
+    ``src/api/**/*.py``), else a short shared path; None when they share none."""
+    example = overlap(a, b)
+    if example is None:
+        return None
+    na, nb = normalize(a), normalize(b)
+    if covers(na, nb):
+        return nb
+    if covers(nb, na):
+        return na
+    for cand in _candidates(na, nb):
+        if covers(na, cand) and covers(nb, cand) and overlap(cand, cand) is not None:
+            return cand
+    return example
+
+
+def _candidates(a: str, b: str):
+    """Globs that may name the shared part of ``a`` and ``b``: a folder of one with the file
+    pattern of the other."""
+    for x, y in ((a, b), (b, a)):
+        if x.endswith("/**") and "/" in y:
+            folder, name = x[:-3], y.rsplit("/", 1)[1]
+            yield f"{folder}/**/{name}"
+            yield f"{folder}/{name}"
