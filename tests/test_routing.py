@@ -278,3 +278,23 @@ def test_flags_and_files_do_not_mix(tmp_path):
     a = packet(tmp_path, "a.md", "id: a")
     p = prun("route", a, "--session-tools", "--no-quota", cwd=tmp_path)
     assert p.returncode == 2 and "unit flags" in p.stderr
+
+
+def test_route_command_reads_the_quota_snapshot(tmp_path):
+    """The CLI glue: pool health comes from prun.quota.group_states (the snapshot file)."""
+    import datetime
+    import os
+
+    now = datetime.datetime.now(datetime.UTC)
+    later = (now + datetime.timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    read = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    snapshot = {"version": 1, "updated_at": read, "groups": {
+        "agy-gemini": {"left": 0.0, "resets_at": later, "read_at": read, "source": "probe"},
+        "claude": {"left": 0.4, "resets_at": None, "read_at": read, "source": "probe"}}}
+    with open(os.environ["PRUN_QUOTA_SNAPSHOT"], "w") as f:
+        json.dump(snapshot, f)
+    p = prun("route", "--id", "u", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    first = p.stdout.splitlines()[0]
+    assert first.startswith("ROUTE u executor=session model=sonnet action=reroute")
+    assert "agy-gemini reads empty (resets" in first and "claude healthy (left 40%)" in first
