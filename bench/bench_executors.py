@@ -2,7 +2,7 @@
 
 Each executor runs its test fake (the real stream format, answering at once), so the difference
 between the two columns is prun's own cost: interpreter start-up, validation, state dir, reading
-and judging the stream, publishing the result, outcome.json. Run: python bench/executors.py [N]
+and judging the stream, publishing the result, outcome.json. Run: python bench/bench_executors.py [N]
 """
 
 from __future__ import annotations
