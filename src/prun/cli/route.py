@@ -77,17 +77,11 @@ def run(args) -> int:
 
 
 def _group_states(env) -> dict:
-    """The quota readings per group; none (all unknown) when they cannot be read."""
-    try:
-        from ..quota import group_states
-    except ImportError:
-        return {}
-    try:
-        return dict(group_states(env))
-    except Exception as e:  # an unreadable snapshot skips the check, as the quota gate does
-        print(f"prun: quota readings unavailable ({e}); every pool counts as unknown",
-              file=sys.stderr)
-        return {}
+    """The quota readings per group (stale ones refreshed where probes exist; never raises:
+    an unreadable snapshot leaves every group unknown, with the reason in its ``error``)."""
+    from ..quota import group_states
+
+    return dict(group_states(env))
 
 
 def _needs_from_file(path: str):
