@@ -187,13 +187,13 @@ def route(needs: Iterable[Need], states: Mapping[str, object] | None = None,
             continue
         pool, group, _ = target(n.executor, n)
         why = pools.why_not(pool, group)
-        lead = "named in the packet"
+        opening = "named in the packet"
         if n.session_tools and n.executor == "claude":
-            lead = "needs session tools; the packet allows headless claude"
+            opening = "needs session tools; the packet allows headless claude"
         if why:
-            decide(i, n.executor, "wait", f"{lead}, but {why}: waits")
+            decide(i, n.executor, "wait", f"{opening}, but {why}: waits")
         else:
-            decide(i, n.executor, "assign", lead if pool is None else f"{lead}; {pools.health(group)}")
+            decide(i, n.executor, "assign", opening if pool is None else f"{opening}; {pools.health(group)}")
 
     # 2. session tools: Sonnet only
     for i, n in enumerate(needs):

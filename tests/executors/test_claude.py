@@ -77,8 +77,11 @@ def test_bypass_as_root_without_is_sandbox_is_refused_up_front(claude_unit, fake
     assert p.returncode == 2 and p.stdout == ""
     assert "IS_SANDBOX=1" in p.stderr and len(p.stderr.strip().splitlines()) == 1
     assert calls(fake_claude) == []
-    # plan mode needs no bypass, so it runs
+    # plan mode needs no bypass, so it runs; so does the narrower edit mode
     p = claude_unit.dispatch("--mode", "plan", unset=["IS_SANDBOX"])
+    assert p.returncode == 0, p.stderr
+    p = claude_unit.dispatch(unset=["IS_SANDBOX"],
+                             env={"PRUN_CLAUDE_PERMISSION_MODE": "acceptEdits"})
     assert p.returncode == 0, p.stderr
 
 
