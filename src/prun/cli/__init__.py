@@ -18,6 +18,8 @@ import sys
 # name -> (module, one-line summary). Order is the order of `prun --help`.
 COMMANDS: dict[str, tuple[str, str]] = {
     "dispatch": ("prun.cli.dispatch", "run one unit on one executor (the seed's dispatch-task)"),
+    "monitor": ("prun.cli.monitor", "wait for the first actionable event among running units"),
+    "gather": ("prun.cli.gather", "wait until result files land, printing each as it does"),
 }
 
 
