@@ -50,8 +50,9 @@ def make_unit(tmp_path):
     """Write a state dir the way a dispatcher does (or a session unit's record)."""
     counter = iter(range(100000))
 
-    def make(dispatcher=None, *, executor: str = "agy", tail: bytes = b'{"event":"init"}\n',
-             result: Path | None = None, unit_id: str | None = None) -> tuple[Path, Path]:
+    def make(dispatcher: subprocess.Popen | None = None, *, executor: str = "agy",
+             tail: bytes = b'{"event":"init"}\n', result: Path | None = None,
+             unit_id: str | None = None) -> tuple[Path, Path]:
         n = next(counter)
         unit_id = unit_id or f"u{n}"
         root = Path(os.environ["PRUN_STATE_ROOT"])
@@ -64,12 +65,15 @@ def make_unit(tmp_path):
         record = {"unit_id": unit_id, "executor": executor, "result_file": str(result),
                   "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         if executor != "session":
-            pid = dispatcher.pid if dispatcher else 0
+            if dispatcher is None:  # a dispatcher that has already gone
+                dispatcher = subprocess.Popen([sys.executable, "-c", "pass"])
+                dispatcher.wait()
+            pid = dispatcher.pid
             (sd / "dispatch-pid").write_text(f"{pid}\n")
             (sd / "tail").write_bytes(tail)
             (sd / "stderr").write_bytes(b"")
             (sd / "model").write_text("gemini-test\n")
-            record["dispatcher"] = {"pid": pid, "create_time": create_time(pid) if pid else None}
+            record["dispatcher"] = {"pid": pid, "create_time": create_time(pid)}
         (sd / "unit.json").write_text(json.dumps(record))
         return sd, result
 
