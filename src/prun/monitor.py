@@ -370,10 +370,10 @@ def digest_line(u: UnitReport) -> str:
             f"result={quote(u.result_file or '-')} dir={quote(u.state_dir)} note={u.note or '-'}")
 
 
-def relaunch_argv(report: Report, prefix: Sequence[str], options: Sequence[str] = ()) -> list[str]:
-    """The command that watches the units still running; stalled ones are passed with
+def relaunch_argv(report: Report, options: Sequence[str] = ()) -> list[str]:
+    """The arguments that watch the units still running; stalled ones are passed with
     ``--seen-stalled`` so that the same stall does not wake the next monitor at once."""
-    argv = [*prefix, *options]
+    argv = list(options)
     for u in report.still_running:
         if u.state == "stalled":
             argv += ["--seen-stalled", u.state_dir]

@@ -15,7 +15,8 @@ events and exit codes:
 
 environment: PRUN_STALL_THRESHOLD (seconds or 10m; default 10m), PRUN_STABLE_WINDOW (default
 10s), PRUN_WATCH=native|poll, PRUN_WATCH_POLL_INTERVAL, PRUN_MONITOR_COMMAND (how the
-re-launch line starts; default `prun monitor`).
+re-launch line starts, verbatim, in the caller's shell syntax; default `prun monitor`; the
+skill's monitor scripts set it to themselves).
 """
 
 from __future__ import annotations
@@ -74,8 +75,8 @@ def run(args) -> int:
             options += [flag, value]
     if args.poll:
         options.append("--poll")
-    prefix = shlex.split(os.environ.get("PRUN_MONITOR_COMMAND", "").strip() or "prun monitor")
-    relaunch = (shlex.join(relaunch_argv(report, prefix, options))
+    prefix = os.environ.get("PRUN_MONITOR_COMMAND", "").strip() or "prun monitor"
+    relaunch = (f"{prefix} {shlex.join(relaunch_argv(report, options))}"
                 if report.still_running else None)
     if args.json:
         obj = report.as_dict()
