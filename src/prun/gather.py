@@ -96,7 +96,8 @@ def gather(paths: Iterable[str], *, emit: Callable[[str], None],
     rule = LandingRule(window)
     by_entry = {published.entry_name(p): p for p in pending}
     started = time.monotonic()
-    with Watch(mode, interval) as watch:
+    watch = Watch(mode, interval)
+    try:
         try:
             os.makedirs(rule.index_folder, exist_ok=True)
             watch.add_dir(rule.index_folder)
@@ -152,6 +153,8 @@ def gather(paths: Iterable[str], *, emit: Callable[[str], None],
                                 watch.add_dir(watched[p])
                                 due.add(p)
             todo = due
+    finally:
+        watch.close(wait=False)  # the answer is out: do not delay the exit
 
 
 def _seconds(value: float) -> str:

@@ -147,8 +147,8 @@ class Monitor:
         from .watch import Watch
 
         started = time.monotonic()
-        with Watch(self.mode, self.interval) as watch:
-            self.watch = watch
+        watch = self.watch = Watch(self.mode, self.interval)
+        try:
             try:
                 os.makedirs(self.rule.index_folder, exist_ok=True)
                 watch.add_dir(self.rule.index_folder)
@@ -185,6 +185,8 @@ class Monitor:
                 for u in self.units:
                     if id(u) in due or self._touched(u, changes):
                         self._look(u)
+        finally:
+            watch.close(wait=False)  # the answer is ready: do not make the caller wait
 
     def _touched(self, u: _Unit, changes) -> bool:
         if changes.exited and u.dispatcher()[0] in changes.exited:

@@ -196,10 +196,19 @@ class Watch:
                     pass
 
     # tear-down ------------------------------------------------------------------------------
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        """Stop watching and release everything. ``wait=False`` does it in a background
+        (daemon) thread, for a caller that has its answer and must not spend ~10 ms on
+        stopping observer threads before it can exit."""
         if self._closed:
             return
         self._closed = True
+        if wait:
+            self._shutdown()
+        else:
+            threading.Thread(target=self._shutdown, name="prun-watch-close", daemon=True).start()
+
+    def _shutdown(self) -> None:
         for observer in self._observers.values():
             observer.stop()
         for observer in self._observers.values():
