@@ -38,6 +38,7 @@ from prun import published
 from prun.fsutil import publish_new
 from prun.process import create_time
 
+WAKE = "monitor wake-up (exit)"
 TEXT = "# Result\n\nEverything the unit was asked for, in one write.\n"
 
 
@@ -149,7 +150,8 @@ def gather_staggered(root: Path, runs: int, env: dict, write, tag: str,
 def monitor_runs(root: Path, runs: int, env: dict, write, tag: str,
                  concurrent: bool = False) -> list[float]:
     """A monitor per run on one running unit (dispatcher: this process); ms from the result's
-    write to the monitor's exit, its summary printed. ``concurrent``: all monitors at once, writes staggered."""
+    write to the monitor's exit, its summary printed. ``concurrent``: all monitors at once,
+    writes staggered."""
     me = os.getpid()
     units = [make_unit(root, f"m-{tag}-{i}", me) for i in range(runs)]
     if not concurrent:
@@ -191,7 +193,7 @@ def monitor_runs(root: Path, runs: int, env: dict, write, tag: str,
     return results
 
 
-# 2. CPU --------------------------------------------------------------------------------------------
+# 2. CPU -------------------------------------------------------------------------------------------
 
 def monitor_cpu(root: Path, units: int, seconds: float, env: dict, tag: str) -> tuple[float, float]:
     """(start-up CPU seconds, steady CPU % of one core) of a monitor on ``units`` running units."""
@@ -262,12 +264,12 @@ def main() -> None:
                      gather_staggered(root, n, native, worker_write, "stable")))
         rows.append(("gather `DONE`", "polling watcher (1 s)", "published by the dispatcher",
                      gather_staggered(root, n, poll, lambda p: publish(p, root), "poll")))
-        rows.append(("monitor wake-up (exit)", "prun, inotify", "published by the dispatcher",
+        rows.append((WAKE, "prun, inotify", "published by the dispatcher",
                      monitor_runs(root, n, native, publish, "native")))
-        rows.append(("monitor wake-up (exit)", "prun, inotify", "worker-written, stable window 10 s",
+        rows.append((WAKE, "prun, inotify", "worker-written, stable window 10 s",
                      monitor_runs(root, n, native, lambda r, sd: worker_write(r), "stable",
                                   concurrent=True)))
-        rows.append(("monitor wake-up (exit)", "polling watcher (1 s)", "published by the dispatcher",
+        rows.append((WAKE, "polling watcher (1 s)", "published by the dispatcher",
                      monitor_runs(root, n, poll, publish, "poll", concurrent=True)))
         cpu = [("prun, inotify", *monitor_cpu(root, args.units, args.cpu_seconds, native, "n")),
                ("polling watcher (1 s)",
