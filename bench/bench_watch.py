@@ -148,10 +148,11 @@ def gather_staggered(root: Path, runs: int, env: dict, write, tag: str,
 
 
 def monitor_runs(root: Path, runs: int, env: dict, write, tag: str,
-                 concurrent: bool = False) -> list[float]:
+                 concurrent: bool = False, printed: list | None = None) -> list[float]:
     """A monitor per run on one running unit (dispatcher: this process); ms from the result's
-    write to the monitor's exit, its summary printed. ``concurrent``: all monitors at once,
-    writes staggered."""
+    write to the monitor's exit, its summary printed (and to the summary line, into
+    ``printed``). ``concurrent``: all monitors at once, writes staggered."""
+    printed = [] if printed is None else printed
     me = os.getpid()
     units = [make_unit(root, f"m-{tag}-{i}", me) for i in range(runs)]
     if not concurrent:
@@ -162,8 +163,10 @@ def monitor_runs(root: Path, runs: int, env: dict, write, tag: str,
             t0 = time.perf_counter()
             write(result, sd)
             line = m.stdout.readline()
+            t1 = time.perf_counter()
             m.wait()  # a background task wakes its caller when it exits
             out.append((time.perf_counter() - t0) * 1000)
+            printed.append((t1 - t0) * 1000)
             assert line.startswith("ALL-DONE"), line
             stop(m)
         return out
@@ -264,8 +267,11 @@ def main() -> None:
                      gather_staggered(root, n, native, worker_write, "stable")))
         rows.append(("gather `DONE`", "polling watcher (1 s)", "published by the dispatcher",
                      gather_staggered(root, n, poll, lambda p: publish(p, root), "poll")))
+        printed: list[float] = []
         rows.append((WAKE, "prun, inotify", "published by the dispatcher",
-                     monitor_runs(root, n, native, publish, "native")))
+                     monitor_runs(root, n, native, publish, "native", printed=printed)))
+        rows.append(("monitor summary line", "prun, inotify", "published by the dispatcher",
+                     printed))
         rows.append((WAKE, "prun, inotify", "worker-written, stable window 10 s",
                      monitor_runs(root, n, native, lambda r, sd: worker_write(r), "stable",
                                   concurrent=True)))

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from . import published
+from .errors import UsageError
 
 DEFAULT_TIMEOUT_S = 3600.0
 DEFAULT_STABLE_WINDOW_S = 10.0
@@ -93,6 +94,9 @@ def gather(paths: Iterable[str], *, emit: Callable[[str], None],
     from .watch import Watch
 
     pending: dict[str, None] = dict.fromkeys(os.path.abspath(os.path.expanduser(p)) for p in paths)
+    for p in pending:
+        if os.path.isdir(p):
+            raise UsageError(f"a result file is a folder: {p}", hint="pass result file paths")
     rule = LandingRule(window)
     by_entry = {published.entry_name(p): p for p in pending}
     started = time.monotonic()

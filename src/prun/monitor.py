@@ -34,7 +34,7 @@ import calendar
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 from . import published, statedir
 from .gather import DEFAULT_STABLE_WINDOW_S, LandingRule
@@ -77,7 +77,6 @@ class Report:
     event: str
     units: list[UnitReport]
     watch: str
-    seen_stalled: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -130,12 +129,12 @@ class Monitor:
     def __init__(self, state_dirs: Sequence[str], *, stall_s: float = DEFAULT_STALL_S,
                  window: float = DEFAULT_STABLE_WINDOW_S, mode: str = "native",
                  interval: float = 1.0, seen_stalled: Sequence[str] = ()):
-        seen = {os.path.abspath(p) for p in seen_stalled}
+        seen = {os.path.realpath(os.path.expanduser(p)) for p in seen_stalled}
         now = time.time()
         dirs = list(dict.fromkeys([*state_dirs, *seen_stalled]))
         self.units = [_Unit(statedir.open_existing(p), False, now) for p in dirs]
         for u in self.units:
-            u.seen_stalled = u.sd.path in seen or os.path.abspath(u.sd.path) in seen
+            u.seen_stalled = u.sd.path in seen
         self.stall_s = stall_s
         self.rule = LandingRule(window)
         self.mode = mode
@@ -164,8 +163,7 @@ class Monitor:
                 if event is None and timeout is not None and time.monotonic() - started >= timeout:
                     event = "TIMEOUT"
                 if event:
-                    return Report(event, [u.report for u in self.units], self._watch_label(),
-                                  [u.sd.path for u in self.units if u.report.state == "stalled"])
+                    return Report(event, [u.report for u in self.units], self._watch_label())
                 now = time.time()
                 polled = "unsupported" in self._procs.values()
                 wake = [(PID_POLL_S if polled else RESCAN_S) - (time.monotonic() - last_full)]

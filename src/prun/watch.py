@@ -264,3 +264,13 @@ def _handler_class():
             self._callback(event)
 
     return _Handler
+
+
+def exit_quickly() -> None:
+    """For a command whose caller is woken by its exit: at interpreter exit, skip the final
+    garbage collection over every object (``gc.freeze`` in an atexit hook), which otherwise
+    adds 10-30 ms after the answer is printed. Does nothing until the process exits."""
+    import atexit
+    import gc
+
+    atexit.register(gc.freeze)

@@ -31,7 +31,7 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     from ..gather import DEFAULT_STABLE_WINDOW_S, DEFAULT_TIMEOUT_S, gather
-    from ..watch import poll_interval, resolve_mode
+    from ..watch import exit_quickly, poll_interval, resolve_mode
 
     timeout = _duration(args.timeout, "PRUN_GATHER_TIMEOUT", "--timeout", DEFAULT_TIMEOUT_S)
     window = _duration(args.stable_window, "PRUN_STABLE_WINDOW", "--stable-window",
@@ -43,6 +43,7 @@ def run(args) -> int:
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
 
+    exit_quickly()
     return gather(args.results, emit=emit, timeout=timeout, window=window, mode=mode,
                   interval=interval)
 

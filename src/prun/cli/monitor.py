@@ -53,7 +53,7 @@ def run(args) -> int:
         summary_line,
     )
     from ..timeparse import parse_duration
-    from ..watch import poll_interval, resolve_mode
+    from ..watch import exit_quickly, poll_interval, resolve_mode
     from .gather import _duration
 
     if not args.state_dirs and not args.seen_stalled:
@@ -67,6 +67,7 @@ def run(args) -> int:
     monitor = Monitor(args.state_dirs, stall_s=stall, window=window, mode=mode,
                       interval=poll_interval(), seen_stalled=args.seen_stalled)
     report = monitor.run(timeout)
+    exit_quickly()
 
     options = []
     for flag, value in (("--stall-threshold", args.stall_threshold),
