@@ -196,3 +196,15 @@ def test_the_dispatcher_records_what_it_published(tmp_path, fake_agy, scenario, 
     g = prun("gather", str(result), "--stable-window", "1h", "--timeout", "30")
     assert g.returncode == 0 and g.stdout.splitlines()[1] == f"DONE {result}"
 
+
+
+def test_a_folder_is_not_a_result(tmp_path):
+    r = prun("gather", str(tmp_path))
+    assert r.returncode == 2 and r.stdout == "" and "folder" in r.stderr
+
+
+def test_the_same_file_twice_counts_once(tmp_path):
+    result = tmp_path / "r.md"
+    publish(result, tmp_path)
+    r = prun("gather", str(result), str(result), "--timeout", "30")
+    assert r.stdout.splitlines() == ["GATHER-START count=1 timeout=30s", f"DONE {result}"]
