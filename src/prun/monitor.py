@@ -112,6 +112,7 @@ class _Unit:
         self.first_line: tuple[tuple, str] | None = None
         self.report: UnitReport | None = None
         self.next_check: float | None = None
+        self.key: tuple[int, float | None] | None = None   # the dispatcher: pid, start time
 
     @property
     def executor(self) -> str:
@@ -180,21 +181,21 @@ class Monitor:
                     due = {id(u) for u in self.units}
                 for key in [k for k in self._procs if k[0] in changes.exited]:
                     self._procs[key] = "exited"
+                due |= self._touched(changes)
                 for u in self.units:
-                    if id(u) in due or self._touched(u, changes):
+                    if id(u) in due:
                         self._look(u)
         finally:
             watch.close(wait=False)  # the answer is ready: do not make the caller wait
 
-    def _touched(self, u: _Unit, changes) -> bool:
-        if changes.exited and u.dispatcher()[0] in changes.exited:
-            return True
-        for p in changes.paths:
-            if p == u.result_file or os.path.dirname(p) == u.sd.path:
-                return True
-            if u.entry_name and os.path.basename(p) == u.entry_name:
-                return True
-        return False
+    def _touched(self, changes) -> set[int]:
+        """The units an event concerns: a file in its state dir, its result file or index
+        entry, or its dispatcher's exit."""
+        folders = {os.path.dirname(p) for p in changes.paths}
+        names = {os.path.basename(p) for p in changes.paths}
+        return {id(u) for u in self.units
+                if u.sd.path in folders or u.result_file in changes.paths
+                or u.entry_name in names or (u.key is not None and u.key[0] in changes.exited)}
 
     def _event(self) -> str | None:
         states = [u.report.state for u in self.units]
@@ -259,20 +260,17 @@ class Monitor:
                 u.next_check = now + (self.stall_s - idle)
             if fs is not None and fs.status == "settling":
                 note = "result-settling" if not note else f"{note},result-settling"
-            if self._procs.get(self._key(u)) is None and u.dispatcher()[0] is None:
+            if u.key is None:
                 note = "no-dispatch-pid" if not note else f"{note},no-dispatch-pid"
         if fs is not None and fs.ready_at is not None and state in STILL_RUNNING:
             u.next_check = min(u.next_check or fs.ready_at, fs.ready_at)
         u.report = self._report(u, state, note, exit_code, outcome, session, now)
 
-    def _key(self, u: _Unit) -> tuple[int, float | None] | None:
-        pid, ctime = u.dispatcher()
-        return (pid, ctime) if pid else None
-
     def _alive(self, u: _Unit) -> bool:
         from .process import same_process_alive
 
-        key = self._key(u)
+        pid, ctime = u.dispatcher()
+        key = u.key = (pid, ctime) if pid else None
         if key is None:
             return True  # no dispatch-pid yet: nothing to check
         state = self._procs.get(key)

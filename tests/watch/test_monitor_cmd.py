@@ -285,3 +285,22 @@ def test_not_a_state_dir_is_refused(tmp_path):
     r = prun("monitor", str(tmp_path / "nope"))
     assert r.returncode == 2 and r.stdout == ""
     assert "not a state dir" in r.stderr
+
+
+def test_a_unit_whose_dispatcher_has_not_written_its_pid_yet(tmp_path, background,
+                                                             live_dispatcher):
+    root = Path(os.environ["PRUN_STATE_ROOT"])
+    sd = root / "early-20260101T000000-abcdef"
+    sd.mkdir(parents=True)
+    result = tmp_path / "early.md"
+    (sd / "result-file").write_text(f"{result}\n")
+    r = prun("monitor", str(sd), "--timeout", "0.3")
+    assert r.returncode == 124
+    assert digest(r.stdout.splitlines())[sd.name]["note"] == "no-dispatch-pid"
+    m = background("monitor", str(sd))
+    d = live_dispatcher()
+    (sd / "dispatch-pid").write_text(f"{d.pid}\n")
+    publish(result, sd)
+    code, lines, err = m.finish()
+    assert code == 0, err
+    assert digest(lines)[sd.name]["state"] == "done"
