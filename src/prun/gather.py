@@ -102,11 +102,13 @@ def gather(paths: Iterable[str], *, emit: Callable[[str], None],
     started = time.monotonic()
     watch = Watch(mode, interval)
     try:
-        try:
-            os.makedirs(rule.index_folder, exist_ok=True)
-            watch.add_dir(rule.index_folder)
-        except OSError:
-            pass  # no index to watch: every file takes the stable window
+        polling = mode == "poll"
+        if not polling:  # polled, a busy index would cost a stat per entry per interval
+            try:
+                os.makedirs(rule.index_folder, exist_ok=True)
+                watch.add_dir(rule.index_folder)
+            except OSError:
+                pass  # no index to watch: files are looked up when they change or settle
         watched: dict[str, str] = {}
         for p in pending:
             watched[p] = watch_point(os.path.dirname(p))
@@ -135,10 +137,12 @@ def gather(paths: Iterable[str], *, emit: Callable[[str], None],
             if left <= 0:
                 emit(f"TIMEOUT remaining={len(pending)}")
                 return EXIT_TIMEOUT
-            wake = min([left, RESCAN_S, *(t - now for t in ready_at.values())])
-            changes = watch.wait(wake)
+            wake = [left, RESCAN_S, *(t - now for t in ready_at.values())]
+            if polling and ready_at:
+                wake.append(interval)  # a settling file's index entry may appear meanwhile
+            changes = watch.wait(min(wake))
             now = time.time()
-            due = {p for p, t in ready_at.items() if t <= now}
+            due = set(ready_at) if polling else {p for p, t in ready_at.items() if t <= now}
             if time.monotonic() - last_full >= RESCAN_S:
                 last_full = time.monotonic()
                 due.update(pending)

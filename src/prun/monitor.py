@@ -149,11 +149,12 @@ class Monitor:
         started = time.monotonic()
         watch = self.watch = Watch(self.mode, self.interval)
         try:
-            try:
-                os.makedirs(self.rule.index_folder, exist_ok=True)
-                watch.add_dir(self.rule.index_folder)
-            except OSError:
-                pass
+            if self.mode != "poll":  # polled, see the settling check in _look instead
+                try:
+                    os.makedirs(self.rule.index_folder, exist_ok=True)
+                    watch.add_dir(self.rule.index_folder)
+                except OSError:
+                    pass
             for u in self.units:
                 watch.add_dir(u.sd.path)
             for u in self.units:
@@ -263,7 +264,9 @@ class Monitor:
             if u.key is None:
                 note = "no-dispatch-pid" if not note else f"{note},no-dispatch-pid"
         if fs is not None and fs.ready_at is not None and state in STILL_RUNNING:
-            u.next_check = min(u.next_check or fs.ready_at, fs.ready_at)
+            # Polling does not watch the published-results index: look again each interval.
+            ready = min(fs.ready_at, now + self.interval) if self.mode == "poll" else fs.ready_at
+            u.next_check = min(u.next_check or ready, ready)
         u.report = self._report(u, state, note, exit_code, outcome, session, now)
 
     def _alive(self, u: _Unit) -> bool:

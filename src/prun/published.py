@@ -15,8 +15,9 @@ is no longer "published" and falls back to the stable-window rule.
 
 The entry is created by a hard link of a finished temp file (one create event, never a rename),
 written without fsync: it is a hint for speed; losing it in a crash costs a stable window.
-Entries are tiny and never needed after the gather that waits for them; deleting the folder is
-always safe.
+Entries are tiny and only needed while someone waits for their result: once a day, the
+dispatcher that records an entry removes those older than a week. Deleting the folder is always
+safe.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import json
 import os
 
 INDEX_DIRNAME = ".published"
+KEEP_S = 7 * 86400    # entries older than this are removed ...
+PRUNE_EVERY_S = 86400  # ... at most once a day, by the dispatcher that records one
 
 
 def index_dir() -> str:
@@ -80,9 +83,34 @@ def record(result_file: str, state_dir: str) -> bool:
                 os.unlink(tmp)
             except FileNotFoundError:
                 pass
+        _prune(folder)
         return True
     except OSError:
         return False
+
+
+def _prune(folder: str) -> None:
+    """Remove entries older than ``KEEP_S``, once a day (a marker file's age says when)."""
+    import time
+
+    marker = os.path.join(folder, ".pruned")
+    now = time.time()
+    try:
+        if now - os.stat(marker).st_mtime < PRUNE_EVERY_S:
+            return
+    except FileNotFoundError:
+        pass
+    with open(marker, "a"):
+        pass
+    os.utime(marker, (now, now))
+    with os.scandir(folder) as entries:
+        for e in entries:
+            if e.name.endswith(".json"):
+                try:
+                    if now - e.stat().st_mtime > KEEP_S:
+                        os.unlink(e.path)
+                except OSError:
+                    pass
 
 
 def lookup(result_file: str, st: os.stat_result | None = None,

@@ -208,3 +208,20 @@ def test_the_same_file_twice_counts_once(tmp_path):
     publish(result, tmp_path)
     r = prun("gather", str(result), str(result), "--timeout", "30")
     assert r.stdout.splitlines() == ["GATHER-START count=1 timeout=30s", f"DONE {result}"]
+
+
+def test_old_index_entries_are_pruned_once_a_day(tmp_path):
+    old = tmp_path / "old.md"
+    publish(old, tmp_path)
+    entry = Path(published.entry_path(str(old)))
+    marker = entry.parent / ".pruned"
+    age(entry, 8 * 86400)
+    age(marker, 2 * 86400)  # the last prune was two days ago
+    publish(tmp_path / "new.md", tmp_path)
+    assert not entry.exists()
+    assert Path(published.entry_path(str(tmp_path / "new.md"))).exists()
+    publish(tmp_path / "old2.md", tmp_path)
+    entry2 = Path(published.entry_path(str(tmp_path / "old2.md")))
+    age(entry2, 8 * 86400)
+    publish(tmp_path / "newer.md", tmp_path)
+    assert entry2.exists()  # pruned at most once a day
