@@ -117,6 +117,7 @@ def gather(paths: Iterable[str], *, emit: Callable[[str], None],
         ready_at: dict[str, float] = {}
         last_full = time.monotonic()
         todo: Iterable[str] = list(pending)
+        missing_folders = any(point != os.path.dirname(p) for p, point in watched.items())
         while True:
             now = time.time()
             for p in todo:
@@ -152,7 +153,7 @@ def gather(paths: Iterable[str], *, emit: Callable[[str], None],
                     due.add(changed)
                 elif name in by_entry:
                     due.add(by_entry[name])
-                elif os.path.isdir(changed):
+                elif missing_folders and os.path.isdir(changed):
                     # A folder appeared: results whose folder was missing may live there now.
                     for p, point in watched.items():
                         if p in pending and point != os.path.dirname(p):
@@ -160,6 +161,8 @@ def gather(paths: Iterable[str], *, emit: Callable[[str], None],
                             if watched[p] != point:
                                 watch.add_dir(watched[p])
                                 due.add(p)
+            missing_folders = any(point != os.path.dirname(p) for p, point in watched.items()
+                                  if p in pending)
             todo = due
     finally:
         watch.close(wait=False)  # the answer is out: do not delay the exit
