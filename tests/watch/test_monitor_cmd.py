@@ -304,3 +304,23 @@ def test_a_unit_whose_dispatcher_has_not_written_its_pid_yet(tmp_path, backgroun
     code, lines, err = m.finish()
     assert code == 0, err
     assert digest(lines)[sd.name]["state"] == "done"
+
+
+def test_a_real_dispatch_finishing_while_watched(tmp_path, fake_agy, background):
+    prompt = tmp_path / "prompt.md"
+    prompt.write_text("work a little\n")
+    result = tmp_path / "slow.md"
+    env = dict(os.environ, FAKE_AGY_SCENARIO="slow")
+    dispatcher = subprocess.Popen(
+        [sys.executable, "-m", "prun", "dispatch", "--prompt-file", str(prompt),
+         "--result-file", str(result), "--unit-id", "slow"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    state_dir = dispatcher.stdout.readline().split(" ", 1)[1].strip()
+    m = background("monitor", state_dir)
+    gather = background("gather", str(result), "--stable-window", "1h", "--timeout", "60")
+    code, lines, err = m.finish()
+    dispatcher.communicate(timeout=60)
+    assert code == 0, err
+    unit = digest(lines)["slow"]
+    assert unit["state"] == "done" and unit["note"] in ("published", "response")
+    assert gather.finish()[:2] == (0, ["GATHER-START count=1 timeout=60s", f"DONE {result}"])
