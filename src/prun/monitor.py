@@ -263,6 +263,9 @@ class Monitor:
                 note = "result-settling" if not note else f"{note},result-settling"
             if u.key is None:
                 note = "no-dispatch-pid" if not note else f"{note},no-dispatch-pid"
+        if u.report is not None and u.report.state == "done" and state != "done":
+            state, note = "done", u.report.note  # done stays done (say the result was moved)
+            u.next_check = None
         if fs is not None and fs.ready_at is not None and state in STILL_RUNNING:
             # Polling does not watch the published-results index: look again each interval.
             ready = min(fs.ready_at, now + self.interval) if self.mode == "poll" else fs.ready_at

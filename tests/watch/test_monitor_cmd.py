@@ -324,3 +324,18 @@ def test_a_real_dispatch_finishing_while_watched(tmp_path, fake_agy, background)
     unit = digest(lines)["slow"]
     assert unit["state"] == "done" and unit["note"] in ("published", "response")
     assert gather.finish()[:2] == (0, ["GATHER-START count=1 timeout=60s", f"DONE {result}"])
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="needs /proc to know the monitor looked")
+def test_done_stays_done_when_the_result_is_moved_away(live_dispatcher, make_unit, background):
+    first, second = live_dispatcher(), live_dispatcher()
+    a, a_result = make_unit(first, unit_id="a")
+    b, b_result = make_unit(second, unit_id="b")
+    publish(a_result, a)
+    m = background("monitor", str(a), str(b))
+    wait_for(lambda: watches_exit_of(m.proc.pid, second.pid), what="the monitor's first look")
+    a_result.rename(a_result.with_suffix(".integrated"))  # the coordinator took it
+    publish(b_result, b)
+    code, lines, err = m.finish()
+    assert code == 0, err
+    assert {u["state"] for u in digest(lines).values()} == {"done"}
