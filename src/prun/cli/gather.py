@@ -33,9 +33,10 @@ def run(args) -> int:
     from ..gather import DEFAULT_STABLE_WINDOW_S, DEFAULT_TIMEOUT_S, gather
     from ..watch import exit_quickly, poll_interval, resolve_mode
 
-    timeout = _duration(args.timeout, "PRUN_GATHER_TIMEOUT", "--timeout", DEFAULT_TIMEOUT_S)
-    window = _duration(args.stable_window, "PRUN_STABLE_WINDOW", "--stable-window",
-                       DEFAULT_STABLE_WINDOW_S)
+    timeout = duration_option(args.timeout, "PRUN_GATHER_TIMEOUT", "--timeout",
+                              DEFAULT_TIMEOUT_S)
+    window = duration_option(args.stable_window, "PRUN_STABLE_WINDOW", "--stable-window",
+                             DEFAULT_STABLE_WINDOW_S)
     mode = resolve_mode(args.poll)
     interval = poll_interval()
 
@@ -48,7 +49,8 @@ def run(args) -> int:
                   interval=interval)
 
 
-def _duration(option: str | None, env: str, what: str, default: float) -> float:
+def duration_option(option: str | None, env: str, what: str, default: float) -> float:
+    """An option's duration, else the environment variable's, else the default (seconds)."""
     from ..timeparse import parse_duration
 
     if option is not None:

@@ -54,14 +54,14 @@ def run(args) -> int:
     )
     from ..timeparse import parse_duration
     from ..watch import exit_quickly, poll_interval, resolve_mode
-    from .gather import _duration
+    from .gather import duration_option
 
     if not args.state_dirs and not args.seen_stalled:
         raise UsageError("no state dir given", hint="pass the STATE-DIR paths of the units")
-    stall = _duration(args.stall_threshold, "PRUN_STALL_THRESHOLD", "--stall-threshold",
-                      DEFAULT_STALL_S)
-    window = _duration(args.stable_window, "PRUN_STABLE_WINDOW", "--stable-window",
-                       DEFAULT_STABLE_WINDOW_S)
+    stall = duration_option(args.stall_threshold, "PRUN_STALL_THRESHOLD", "--stall-threshold",
+                            DEFAULT_STALL_S)
+    window = duration_option(args.stable_window, "PRUN_STABLE_WINDOW", "--stable-window",
+                             DEFAULT_STABLE_WINDOW_S)
     timeout = parse_duration(args.timeout, what="--timeout") if args.timeout else None
     mode = resolve_mode(args.poll)
     monitor = Monitor(args.state_dirs, stall_s=stall, window=window, mode=mode,
