@@ -23,6 +23,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "packet": ("prun.cli.packet", "write a packet template (packet new ID)"),
     "check": ("prun.cli.check", "the independence test: may a plan's packets run side by side"),
     "route": ("prun.cli.route", "choose the executor of each packet, with a reason"),
+    "monitor": ("prun.cli.monitor", "wait for the first actionable event among running units"),
+    "gather": ("prun.cli.gather", "wait until result files land, printing each as it does"),
 }
 
 
