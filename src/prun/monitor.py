@@ -247,9 +247,14 @@ class Monitor:
         elif fs is not None and fs.landed:
             state = "done"
             note = "published" if fs.status == "published" else "worker-result"
-        elif session:
+        elif session:  # no process: waiting for its receipt, then for its result
             state = "waiting"
-            note = "result-settling" if fs and fs.status == "settling" else "no-result-yet"
+            if fs and fs.status == "settling":
+                note = "result-settling"
+            elif not u.sd.exists(statedir.RECEIPT):
+                note = "no-receipt"
+            else:
+                note = "no-result-yet"
         elif not alive:
             state, note = "failed", "dispatcher-dead"
         else:

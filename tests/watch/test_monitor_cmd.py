@@ -254,7 +254,11 @@ def test_session_units_wait_and_are_never_stalled_or_dead(make_unit, background)
     assert r.stdout.splitlines()[0].startswith("TIMEOUT units=1 done=0 running=0 stalled=0 "
                                                "failed=0 waiting=1")
     unit = digest(r.stdout.splitlines())["sub"]
-    assert (unit["state"], unit["tail"], unit["note"]) == ("waiting", "-", "no-result-yet")
+    assert (unit["state"], unit["tail"], unit["note"]) == ("waiting", "-", "no-receipt")
+    assert prun("receipt", str(sd), "--attempt-id", "agent-42").returncode == 0
+    r = prun("monitor", str(sd), "--stall-threshold", "0", "--timeout", "0.3")
+    unit = digest(r.stdout.splitlines())["sub"]
+    assert (unit["state"], unit["note"]) == ("waiting", "no-result-yet")
     m = background("monitor", str(sd), "--stable-window", "0.2", "--stall-threshold", "0")
     result.write_text("# The subagent's result\n")
     code, lines, err = m.finish()
