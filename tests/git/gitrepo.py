@@ -30,3 +30,23 @@ def commit_all(root: Path, message: str = "c") -> str:
     g(root, "add", "-A")
     g(root, "commit", "-q", "-m", message)
     return gout(root, "rev-parse", "HEAD")
+
+
+def make_unit_state(root: Path, unit_id: str, *, outcome: str = "succeeded",
+                    result: str | None = "## Summary\n\nDid the work.\n", tool_uses: int = 3,
+                    executor: str = "command", tail: str = "") -> tuple[Path, Path]:
+    """A finished attempt's state dir (outcome.json, result-file, tail) and its result path."""
+    import json
+
+    sd = root / "state" / unit_id
+    sd.mkdir(parents=True)
+    result_path = root / "results" / f"{unit_id}.md"
+    result_path.parent.mkdir(parents=True, exist_ok=True)
+    if result is not None:
+        result_path.write_text(result)
+    (sd / "result-file").write_text(str(result_path) + "\n")
+    (sd / "tail").write_text(tail)
+    (sd / "outcome.json").write_text(json.dumps({
+        "outcome": outcome, "executor": executor, "tool_uses": tool_uses,
+        "result_file": str(result_path)}))
+    return sd, result_path
