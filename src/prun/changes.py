@@ -75,7 +75,10 @@ def private_index(clone: str) -> Iterator[dict[str, str]]:
     try:
         src = os.path.join(git_dir, "index")
         if os.path.exists(src):
-            shutil.copyfile(src, path)
+            # copy2 keeps the index's mtime, which git's racy-clean check compares file times
+            # with: a fresh mtime would make git trust stale stat data and miss a same-size
+            # edit made in the same second as the checkout.
+            shutil.copy2(src, path)
         else:
             os.unlink(path)
         env = {"GIT_INDEX_FILE": path}

@@ -56,6 +56,15 @@ def test_change_inside_owned_paths_is_accepted(unit):
                                                           "src/app/new.py": "added"}
 
 
+def test_same_size_edit_right_after_checkout_is_seen(unit):
+    # git trusts an index entry's stat data unless the file is as new as the index itself;
+    # an edit of the same size in the same second as the checkout must still be found.
+    u, clone = unit("p1")
+    write(clone_path(clone), {"src/app/main.py": "def main():\n    return 9\n"})
+    v = judge(u)
+    assert [f.path for f in v.change.files] == ["src/app/main.py"]
+
+
 def clone_path(clone):
     from pathlib import Path
 
