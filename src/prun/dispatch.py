@@ -232,11 +232,19 @@ class Dispatch:
         """The quota gate: may swap the model (MODEL-FALLBACK) or raise QuotaExhausted."""
         from . import quota
 
-        decision = quota.gate(self.p.executor, self.settings, self.p.env)
+        try:
+            decision = quota.gate(self.p.executor, self.settings, self.p.env)
+        except QuotaExhausted as e:  # exit 75: the refusal is recorded before finish() runs
+            self.quota_note = getattr(e, "note", None) or e.line()
+            self.state.write(statedir.QUOTA_NOTE, self.quota_note)
+            raise
         if decision is None:
             return
         if decision.note:
+            import sys
+
             self.quota_note = decision.note
+            print(decision.note, file=sys.stderr, flush=True)
             self.state.write(statedir.QUOTA_NOTE, decision.note)
         if decision.settings is not None:
             self.settings = decision.settings

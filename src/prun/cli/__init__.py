@@ -19,6 +19,7 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "dispatch": ("prun.cli.dispatch", "run one unit on one executor (the seed's dispatch-task)"),
     "ledger": ("prun.cli.ledger", "show the ledger of runs, packets, attempts and events"),
+    "quota": ("prun.cli.quota", "what each quota group has left (the seed's agent-quota)"),
 }
 
 
