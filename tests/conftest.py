@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+
 from helpers import FAKES, make_fake_cli
+
 
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path, monkeypatch):

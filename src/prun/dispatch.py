@@ -79,15 +79,18 @@ class Outcome:
     info: dict = field(default_factory=dict)
 
 
-def prepare(req: Request) -> Prepared:
-    """Validate a request without creating anything. Raises UsageError (exit 2)."""
+def prepare(req: Request, *, reopen: bool = False) -> Prepared:
+    """Validate a request without creating anything. Raises UsageError (exit 2).
+
+    ``reopen``: the attempt was launched earlier (resume), so its result path may exist."""
     from . import executors
 
     env = dict(os.environ if req.env is None else req.env)
     executor = executors.get(req.executor)
     statedir.check_unit_id(req.unit_id)
     prompt = _read_prompt(req.prompt_file)
-    result_file = _fresh_result_path(req.result_file)
+    result_file = (os.path.abspath(req.result_file) if reopen
+                   else _fresh_result_path(req.result_file))
     add_dirs = tuple(_existing_dir(d, "--add-dir") for d in req.add_dirs)
     workspace = req.workspace or env.get("PRUN_SCRATCH_CWD", "").strip() or None
     if workspace:
@@ -189,8 +192,13 @@ class Dispatch:
     """One attempt of one unit, from its state dir to its outcome."""
 
     def __init__(self, prepared: Prepared, state: statedir.StateDir | None = None,
-                 dispatcher_pid: int | None = None):
+                 dispatcher_pid: int | None = None, *, record: bool = True,
+                 record_exit: bool = False):
         self.p = prepared
+        self.record = record              # a standalone dispatch records itself in the ledger
+        self.record_exit = record_exit    # the worker's exit code goes to <state>/exit-code
+        self.receipt: str | None = None   # "pid:<pid>@<start time>" once the worker runs
+        self.outcome: Outcome | None = None
         self.state = state or statedir.create(prepared.request.unit_id,
                                               prepared.request.state_root)
         self.dispatcher_pid = dispatcher_pid or os.getpid()
@@ -215,6 +223,7 @@ class Dispatch:
         sd.write(statedir.DISPATCH_PID, str(self.dispatcher_pid))
         open(sd.file(statedir.TAIL), "ab").close()
         open(sd.file(statedir.STDERR), "ab").close()
+        self._ledger("begin")
         self._gate()
         sd.write(statedir.MODEL, self.settings.model or p.executor.name)
         sd.write_json(statedir.UNIT, self._unit_record())
@@ -223,11 +232,19 @@ class Dispatch:
         """The quota gate: may swap the model (MODEL-FALLBACK) or raise QuotaExhausted."""
         from . import quota
 
-        decision = quota.gate(self.p.executor, self.settings, self.p.env)
+        try:
+            decision = quota.gate(self.p.executor, self.settings, self.p.env)
+        except QuotaExhausted as e:  # exit 75: the refusal is recorded before finish() runs
+            self.quota_note = getattr(e, "note", None) or e.line()
+            self.state.write(statedir.QUOTA_NOTE, self.quota_note)
+            raise
         if decision is None:
             return
         if decision.note:
+            import sys
+
             self.quota_note = decision.note
+            print(decision.note, file=sys.stderr, flush=True)
             self.state.write(statedir.QUOTA_NOTE, decision.note)
         if decision.settings is not None:
             self.settings = decision.settings
@@ -268,7 +285,8 @@ class Dispatch:
                     "PRUN_RESULT_FILE": p.result_file})
         try:
             launch = p.executor.build(unit, env)
-            self.worker = spawn(launch.argv, cwd=self.workspace, env=launch.env,
+            argv = _exit_recording(launch, self.workspace, sd) if self.record_exit else launch.argv
+            self.worker = spawn(argv, cwd=self.workspace, env=launch.env,
                                 stdout_path=sd.file(statedir.TAIL),
                                 stderr_path=sd.file(statedir.STDERR),
                                 stdin_path=launch.stdin_path)
@@ -283,10 +301,19 @@ class Dispatch:
         record["workspace"] = self.workspace
         record["argv"] = _redact_prompt(launch.argv, p.prompt)
         sd.write_json(statedir.UNIT, record)
+        started = create_time(self.worker.pid)
         sd.write_json(statedir.WORKER, {"pid": self.worker.pid, "pgid": self.worker.pid,
-                                        "create_time": create_time(self.worker.pid),
+                                        "create_time": started,
                                         "started_at": _iso(self.launched_at)})
+        self.receipt = f"pid:{self.worker.pid}@{started or self.launched_at:.3f}"
+        self._ledger("launch")
         return True
+
+    def _ledger(self, step: str) -> None:
+        if self.record:
+            from .ledger import record_dispatch
+
+            record_dispatch(step, self)
 
     @property
     def deadline(self) -> float:
@@ -312,6 +339,43 @@ class Dispatch:
             self.pump()
         sweep_group(w)
         return reap(w), False
+
+    async def wait_async(self, stop=None, hard_deadline: float | None = None
+                         ) -> tuple[int, str | None]:
+        """The supervisor's wait, in its event loop: until the worker exits, the deadline
+        (the unit's, or ``hard_deadline`` if sooner) or ``stop`` (an asyncio.Event) is set.
+        Returns (exit code, why) with why None, "timeout" or "cancelled"."""
+        import asyncio
+
+        from .process import await_exit, end_group, sweep_group
+
+        w = self.worker
+        limit = min(self.deadline, hard_deadline or float("inf"))
+        exit_task = asyncio.ensure_future(await_exit(w))
+        stop_task = asyncio.ensure_future(stop.wait()) if stop is not None else None
+        waits = {t for t in (exit_task, stop_task) if t is not None}
+        why: str | None = "timeout"
+        try:
+            while (remaining := limit - time.time()) > 0:
+                if not self._session_written and self.p.executor.name != "command":
+                    remaining = min(remaining, 1.0)  # pick the conversation id up early
+                done, _ = await asyncio.wait(waits, timeout=remaining,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if exit_task in done:
+                    why = None
+                    break
+                if stop_task is not None and stop_task in done:
+                    why = "cancelled"
+                    break
+                self.pump()
+        finally:
+            for t in waits:
+                t.cancel()
+        if why is None:
+            sweep_group(w)
+        else:
+            await asyncio.to_thread(end_group, w)
+        return await asyncio.to_thread(_reap_or_recorded, w, self.state), why
 
     def pump(self) -> None:
         """Feed the stream's new complete lines to the reader; record the session id early."""
@@ -422,7 +486,9 @@ class Dispatch:
             "duration_s": round(finished - self.started, 3),
         }
         sd.write_json(statedir.OUTCOME, info)
-        return Outcome(kind, code, verdict, error, published, info)
+        self.outcome = Outcome(kind, code, verdict, error, published, info)
+        self._ledger("finish")
+        return self.outcome
 
     def _final_stream(self) -> StreamResult:
         if self.worker is not None or self._tail_offset:
@@ -485,6 +551,57 @@ def run_sync(req: Request, on_state_dir: Callable[[str], None] | None = None) ->
         return d.finish(code, timed_out=timed_out)
     except Cancelled:
         return d.finish(None, cancelled=True)
+
+
+def reopen(req: Request, state_path: str) -> Dispatch:
+    """The Dispatch of an attempt an earlier supervisor launched (``prun resume``)."""
+    d = Dispatch(prepare(req, reopen=True), statedir.StateDir(state_path),
+                 dispatcher_pid=os.getpid(), record=False, record_exit=True)
+    unit = d.state.unit
+    worker = d.state.read_json(statedir.WORKER) or {}
+    d.workspace = unit.get("workspace") or d.workspace
+    d.launched_at = worker.get("create_time") or d.started
+    d.receipt = f"pid:{worker.get('pid')}@{d.launched_at:.3f}" if worker.get("pid") else None
+    return d
+
+
+def _exit_recording(launch, workspace: str, sd: statedir.StateDir) -> list[str]:
+    """Wrap argv in ``sh`` so the exit code lands in ``<state>/exit-code`` even when no process
+    of prun's is left to reap the worker (a supervisor that died is resumed from files)."""
+    import shutil
+
+    from .errors import LaunchError
+
+    prog = launch.argv[0]
+    path = launch.env.get("PATH")
+    found = (shutil.which(os.path.join(workspace, prog), path=path) if "/" in prog
+             else shutil.which(prog, path=path))
+    if not found:
+        raise LaunchError(f"{prog} not found" + ("" if "/" in prog else " on PATH"),
+                          hint=f"install {prog} or give its full path")
+    return ["/bin/sh", "-c", '"$@"; echo $? > "$0"', sd.file(EXIT_CODE), found,
+            *launch.argv[1:]]
+
+
+def _reap_or_recorded(worker, sd: statedir.StateDir) -> int:
+    """The exit code: reaped from our child, or read from ``exit-code`` for an adopted one."""
+    from .process import reap
+
+    if hasattr(worker.proc, "poll"):
+        return reap(worker)
+    worker.close()
+    return recorded_exit(sd)
+
+
+def recorded_exit(sd: statedir.StateDir) -> int | None:
+    text = sd.read(EXIT_CODE)
+    try:
+        return int(text) if text else None
+    except ValueError:
+        return None
+
+
+EXIT_CODE = "exit-code"
 
 
 def _nonempty(path: str) -> bool:

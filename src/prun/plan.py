@@ -13,6 +13,13 @@ from pathlib import Path
 
 KINDS = ("read-only", "code")
 EXECUTORS = ("auto", "agy", "claude", "gemini", "session", "command")
+# The mode a packet gets when it names none, by kind. Both kinds work in a workspace prun made
+# for them (a scratch dir, a throwaway clone), where the seed's unattended default applies;
+# ``mode: plan`` is the strictly read-only opt-in.
+DEFAULT_MODE = {"read-only": "accept-edits", "code": "accept-edits"}
+
+__all__ = ["DEFAULT_MODE", "EXECUTORS", "KINDS", "DataBoundary", "Packet", "Plan",
+           "load_packet", "load_plan"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +34,7 @@ class DataBoundary:
 class Packet:
     id: str
     prompt: str
+    scope: str | None = None                # one line: what the unit does and where it stops
     kind: str = "read-only"                 # read-only | code
     executor: str = "auto"
     command: tuple[str, ...] | str | None = None
@@ -34,6 +42,8 @@ class Packet:
     effort: str | None = None
     mode: str | None = None                 # accept-edits | plan (default from kind)
     owns: tuple[str, ...] = ()              # globs, relative to the repository root
+    generates: tuple[str, ...] = ()         # outputs its commands regenerate (count as owned)
+    reads: tuple[str, ...] = ()             # paths whose content it consumes
     shared: dict[str, str] = field(default_factory=dict)  # path -> integration owner id
     state: tuple[str, ...] = ()             # e.g. port:8080, db:orders, fixture:users
     after: tuple[str, ...] = ()             # packet ids this one comes after
@@ -45,10 +55,27 @@ class Packet:
     subdispatch: bool = False
     source: str | None = None               # file the packet came from
     line: int | None = None                 # line of its front matter / mapping
+    lines: dict[str, int] = field(default_factory=dict, compare=False, repr=False)  # field -> line
+
+    def where(self, field_name: str | None = None) -> str:
+        """``file:line`` of the packet, or of one of its fields."""
+        line = self.lines.get(field_name, self.line) if field_name else self.line
+        return f"{self.source}:{line}" if self.source else f"packet {self.id}"
 
     @property
     def writes_code(self) -> bool:
         return self.kind == "code"
+
+    @property
+    def effective_mode(self) -> str:
+        return self.mode or DEFAULT_MODE.get(self.kind, "accept-edits")
+
+    @property
+    def writes(self) -> tuple[str, ...]:
+        """Every glob this packet may write: owned paths, generated outputs, and the shared
+        paths it is the integration owner of."""
+        mine = tuple(p for p, owner in self.shared.items() if owner == self.id)
+        return (*self.owns, *self.generates, *mine)
 
 
 @dataclass(frozen=True)
@@ -71,3 +98,25 @@ class Plan:
     @property
     def root(self) -> Path:
         return Path(self.path).parent if self.path else Path.cwd()
+
+    def base_of(self, packet: Packet) -> str | None:
+        """The revision ``packet`` starts from as written (its own, else the plan's)."""
+        return packet.base or self.base
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(p.id for p in self.packets)
+
+
+def load_packet(path, **kwargs) -> Packet:
+    """Read one packet file (YAML front matter, Markdown prompt). See ``prun.planload``."""
+    from .planload import load_packet as _load
+
+    return _load(path, **kwargs)
+
+
+def load_plan(path) -> Plan:
+    """Read a plan file and its packets, validated. See ``prun.planload``."""
+    from .planload import load_plan as _load
+
+    return _load(path)

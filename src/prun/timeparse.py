@@ -36,7 +36,7 @@ def parse_duration(text: str | int | float, *, what: str = "duration") -> float:
 
 def format_duration(seconds: float) -> str:
     """Compact and stable: ``42s``, ``3m05s``, ``2h10m``."""
-    s = int(round(max(0.0, seconds)))
+    s = round(max(0.0, seconds))
     if s < 60:
         return f"{s}s"
     if s < 3600:

@@ -18,6 +18,8 @@ import sys
 # name -> (module, one-line summary). Order is the order of `prun --help`.
 COMMANDS: dict[str, tuple[str, str]] = {
     "dispatch": ("prun.cli.dispatch", "run one unit on one executor (the seed's dispatch-task)"),
+    "ledger": ("prun.cli.ledger", "show the ledger of runs, packets, attempts and events"),
+    "quota": ("prun.cli.quota", "what each quota group has left (the seed's agent-quota)"),
 }
 
 

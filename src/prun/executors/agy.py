@@ -82,7 +82,7 @@ class AgyReader(StreamReader):
                 return
             stype = step.get("step_type")
             if stype == "agent_response" and isinstance(step.get("text_delta"), str):
-                r.text += step["text_delta"]
+                r.add_text(step["text_delta"])
             elif stype == "tool":
                 r.tool_uses += 1
             if isinstance(step.get("error"), str) and step["error"]:

@@ -85,9 +85,18 @@ class StreamResult:
     model: str | None = None        # the model the CLI reported
     tool_uses: int = 0
     tool_errors: int = 0
-    text: str = ""                  # assistant text seen so far (salvage for FALLBACK)
     events: int = 0
     bad_lines: int = 0              # lines that were not JSON objects
+    text_parts: list[str] = field(default_factory=list)
+
+    def add_text(self, chunk: str) -> None:
+        """Collect assistant text (salvage for FALLBACK); a list, since += on a long str copies."""
+        self.text_parts.append(chunk)
+
+    @property
+    def text(self) -> str:
+        """The assistant text seen so far."""
+        return "".join(self.text_parts)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,193 @@
+"""Quota: what each subscription pool has left, and the dispatcher's gate (docs/quota.md).
+
+    snapshot.py   the JSON snapshot file (schema, tolerant reading, locked atomic updates)
+    probes.py     the probe commands that read a group's meter, and their output contract
+    gate.py       the agy dispatcher's decision before launch (fallback, refusal, or go)
+
+Public surface:
+
+    group_states(env) -> {group: GroupState}   every group, stale readings refreshed first
+    current(env, groups, force) -> Snapshot     the snapshot, refreshed where due
+    record_hit(hit, env)                        a run just failed on a quota error: record empty
+    after_backend_failure(executor, env)        force a re-read of the executor's groups
+    gate(executor, settings, env)               see gate.py
+
+Nothing here raises into the dispatcher: a broken config, snapshot or probe becomes one
+``prun: warning:`` line on stderr and the dispatch goes on as asked.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterable, Mapping
+
+from .gate import GateDecision, GateRefusal, gate
+from .snapshot import KNOWN_GROUPS, FileLock, GroupState, Snapshot, iso, load, snapshot_path
+
+__all__ = [
+    "KNOWN_GROUPS", "GateDecision", "GateRefusal", "GroupState", "Snapshot",
+    "after_backend_failure", "current", "gate", "group_states", "group_states_of", "record_hit",
+    "snapshot_path",
+    "warn",
+]
+
+
+def warn(text: str) -> None:
+    """One warning line on stderr."""
+    try:
+        print(f"prun: warning: {text}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _config(env: Mapping[str, str], strict: bool):
+    from .. import config
+    from ..errors import PrunError
+
+    try:
+        return config.quota(env)
+    except PrunError as e:
+        if strict:
+            raise
+        warn(f"{e.line()}; quota probes not run")
+        return config.QuotaConfig()
+
+
+def current(env: Mapping[str, str] | None = None, groups: Iterable[str] | None = None,
+            force: bool = False, strict: bool = False) -> Snapshot:
+    """The snapshot, after re-reading ``groups`` (default: every group with a probe) whose
+    reading is older than the TTL, or all of them when ``force``. Bounded by the probe timeout.
+
+    ``strict``: a bad config file raises ConfigError instead of being warned about.
+    """
+    env = os.environ if env is None else env
+    cfg = _config(env, strict)
+    path = snapshot_path(env)
+    snap = load(path)
+    wanted = [g for g in (cfg.probes if groups is None else groups) if g in cfg.probes]
+    due = [g for g in wanted if force or _due(snap, g, cfg.ttl_s)]
+    if not due:
+        return snap
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    # One refresh at a time: a dispatch that finds another one running uses what is there
+    # (a forced refresh runs anyway: it carries newer evidence).
+    with FileLock(path + ".refresh", wait_s=0) as lock:
+        if not lock.acquired and not force:
+            return snap
+        if not force:
+            snap = load(path)
+            due = [g for g in due if _due(snap, g, cfg.ttl_s)]
+            if not due:
+                return snap
+        from .probes import run_all
+
+        readings = run_all({g: cfg.probes[g] for g in due}, cfg.probe_timeout_s, env)
+        return _merge(path, readings)
+
+
+def _due(snap: Snapshot, group: str, ttl_s: float) -> bool:
+    return snap.problem is not None or group in snap.bad or snap.state(group).stale(ttl_s)
+
+
+def _merge(path: str, readings: list[GroupState]) -> Snapshot:
+    from .snapshot import update
+
+    def change(groups: dict[str, GroupState]) -> None:
+        for reading in readings:
+            old = groups.get(reading.group)
+            if _hit_stands(old) and not reading.empty:
+                # The meter a run just hit is better evidence than a probe until it resets.
+                continue
+            groups[reading.group] = reading
+
+    return update(path, change)
+
+
+def _hit_stands(state: GroupState | None) -> bool:
+    return (state is not None and state.source == "hit" and state.empty
+            and not state.reset_estimated)
+
+
+def record_hit(hit, env: Mapping[str, str] | None = None) -> None:
+    """A run failed on a quota error: record its group as empty until it resets. Never raises.
+
+    ``hit`` is an ``executors.base.QuotaHit``; with no reset time in the error, the group
+    counts as empty for ``[quota] hit_reset`` (default 15 minutes), marked ``reset_estimated``.
+    """
+    env = os.environ if env is None else env
+    try:
+        group = (hit.group or "").strip()
+        if not group:
+            return
+        from .snapshot import normalise_time, update
+
+        resets_at = normalise_time(hit.resets_at)
+        estimated = resets_at is None
+        if estimated:
+            resets_at = iso(time.time() + _config(env, strict=False).hit_reset_s)
+        message = " ".join((hit.message or "").split())[:500] or None
+        entry = GroupState(group, 0.0, resets_at, iso(), "hit", None, message, estimated)
+
+        def change(groups: dict[str, GroupState]) -> None:
+            groups[group] = entry
+
+        update(snapshot_path(env), change)
+    except Exception as e:  # never break the dispatcher's finish
+        warn(f"could not record the quota error in the snapshot: {e}")
+
+
+def executor_groups(executor) -> list[str]:
+    """The quota groups a unit on ``executor`` can draw from."""
+    if getattr(executor, "name", None) == "agy":
+        from ..executors.agy import GROUP_CLAUDE_GPT, GROUP_GEMINI
+
+        return [GROUP_GEMINI, GROUP_CLAUDE_GPT]
+    group = executor.quota_group(None) if hasattr(executor, "quota_group") else None
+    return [group] if group else []
+
+
+def after_backend_failure(executor, env: Mapping[str, str] | None = None) -> None:
+    """Re-read the executor's groups now, past the TTL (bounded by the probe timeout).
+
+    Never raises; does nothing when no probe is configured for those groups.
+    """
+    env = os.environ if env is None else env
+    try:
+        groups = executor_groups(executor)
+        if groups:
+            current(env, groups, force=True)
+    except Exception as e:
+        warn(f"quota refresh after the failure did not complete: {e}")
+
+
+def group_states(env: Mapping[str, str] | None = None) -> dict[str, GroupState]:
+    """Every quota group (the known ones, and any the snapshot or config names), after
+    refreshing stale readings where probes exist. Never raises: trouble shows in ``error``."""
+    env = os.environ if env is None else env
+    try:
+        snap = current(env)
+    except Exception as e:
+        return {g: GroupState(g, error=f"quota snapshot not available: {e}") for g in KNOWN_GROUPS}
+    from .. import config
+
+    try:
+        cfg = config.quota(env)
+    except Exception:
+        cfg = config.QuotaConfig()
+    return group_states_of(snap, cfg)
+
+
+def group_states_of(snap: Snapshot, cfg) -> dict[str, GroupState]:
+    """The states of every group named by the known list, ``snap`` or ``cfg``'s probes."""
+    names = list(KNOWN_GROUPS)
+    names += sorted({*snap.groups, *snap.bad, *cfg.probes} - set(names))
+    states = {g: snap.state(g) for g in names}
+    if snap.problem and not snap.missing:
+        from dataclasses import replace
+
+        states = {g: s if s.known or s.error else
+                  replace(s, error=f"quota snapshot unreadable: {snap.problem}")
+                  for g, s in states.items()}
+    return states
