@@ -145,12 +145,15 @@ def owned_spec(globs: Iterable[str]):
 
 
 def scope_reasons(packet: Packet, paths: Iterable[str]) -> list[Reason]:
-    """Scope leaks (paths outside the owned globs) and shared files this packet does not own."""
-    spec = owned_spec(packet.owns)
-    shared = {_norm(k): v for k, v in packet.shared.items()}
+    """Scope leaks (paths outside the owned and generated globs) and shared files touched by a
+    packet that is not their integration owner."""
+    spec = owned_spec((*packet.owns, *getattr(packet, "generates", ())))
+    shared = [(_norm(k), owned_spec([k]) if set(k) & set("*?[") else None, owner)
+              for k, owner in packet.shared.items()]
     reasons = []
     for path in sorted(set(paths)):
-        owner = shared.get(_norm(path))
+        owner = next((o for key, sp, o in shared
+                      if (sp.match_file(path) if sp else key == _norm(path))), None)
         if owner is not None:
             if owner != packet.id:
                 reasons.append(Reason("shared-not-owner", {"path": path, "owner": owner}))
