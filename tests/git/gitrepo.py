@@ -50,3 +50,23 @@ def make_unit_state(root: Path, unit_id: str, *, outcome: str = "succeeded",
         "outcome": outcome, "executor": executor, "tool_uses": tool_uses,
         "result_file": str(result_path)}))
     return sd, result_path
+
+
+def gone(pid: int, timeout: float = 10.0) -> bool:
+    """True once ``pid`` has exited (a zombie counts), waiting at most ``timeout`` seconds: a
+    killed process can still show as running for a moment while the kernel tears it down."""
+    import time
+
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            p = psutil.Process(pid)
+            if p.status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        psutil.wait_procs([p], timeout=0.05)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from gitrepo import gout, make_unit_state, write
+from gitrepo import gone, gout, make_unit_state, write
 
 from helpers import prun
 from prun import process, workspace
@@ -154,7 +154,7 @@ def test_pause_saves_the_patch_and_stops_only_its_group(repo, recorded_run, tmp_
         assert r.returncode == 0, r.stderr
         assert r.stdout.startswith("PAUSED a attempt=a-1 stopped=stopped files=1 patch=")
         assert process.wait_exit(worker, 10)
-        assert not process.same_process_alive(child, None)
+        assert gone(child)
         assert not process.exited(bystander)          # another group is never touched
         patch = (sd / "paused.patch").read_text()
         assert "+half done" in patch
