@@ -66,10 +66,8 @@ class Change:
 
 
 @contextmanager
-def private_index(clone: str) -> Iterator[dict[str, str]]:
-    """An environment whose ``GIT_INDEX_FILE`` is a throwaway copy of the clone's index, with
-    every file of the working tree added to it (``git add -A``)."""
-    git_dir = gitcmd.out(["rev-parse", "--absolute-git-dir"], clone)
+def private_index(git_dir: str) -> Iterator[dict[str, str]]:
+    """An environment whose ``GIT_INDEX_FILE`` is a throwaway copy of the clone's index."""
     fd, path = tempfile.mkstemp(prefix="prun-index-", dir=git_dir)
     os.close(fd)
     try:
@@ -81,9 +79,7 @@ def private_index(clone: str) -> Iterator[dict[str, str]]:
             shutil.copy2(src, path)
         else:
             os.unlink(path)
-        env = {"GIT_INDEX_FILE": path}
-        gitcmd.git(["add", "-A", "--ignore-errors", "--", "."], clone, env=env, check=False)
-        yield env
+        yield {"GIT_INDEX_FILE": path}
     finally:
         for p in (path, path + ".lock"):
             try:
@@ -95,8 +91,15 @@ def private_index(clone: str) -> Iterator[dict[str, str]]:
 def read_change(clone: str | os.PathLike, base: str, *, with_patch: bool = False) -> Change:
     """The clone's change against ``base`` (a commit id or any revision the clone knows)."""
     clone = os.fspath(clone)
-    base = gitcmd.rev(clone, base)
-    head = gitcmd.out(["rev-parse", "--verify", "-q", "HEAD"], clone, check=False) or base
+    if not base or base.startswith("-"):
+        raise gitcmd.GitError(["rev-parse", base], 128, f"bad revision {base!r}")
+    proc = gitcmd.git(["rev-parse", "--absolute-git-dir", "HEAD", f"{base}^{{commit}}"], clone,
+                      check=False)
+    lines = proc.stdout.split("\n")
+    if proc.returncode != 0 or len(lines) < 3:
+        gitcmd.rev(clone, base)                      # raises the precise error
+        raise gitcmd.GitError(["rev-parse", "HEAD"], proc.returncode, proc.stderr)
+    git_dir, head, base = lines[0], lines[1], lines[2]
     commits: tuple[str, ...] = ()
     head_moved = False
     if head != base:
@@ -104,29 +107,27 @@ def read_change(clone: str | os.PathLike, base: str, *, with_patch: bool = False
         is_descendant = gitcmd.git(["merge-base", "--is-ancestor", base, head], clone,
                                    check=False).returncode == 0
         head_moved = not is_descendant
-    untracked = set(filter(None, gitcmd.git(
-        ["ls-files", "-z", "--others", "--exclude-standard"], clone).stdout.split("\0")))
-    with private_index(clone) as env:
-        status = gitcmd.git(["diff", "--cached", "-M", "-z", "--no-ext-diff", "--name-status",
-                             base], clone, env=env).stdout
-        numstat = gitcmd.git(["diff", "--cached", "-M", "-z", "--no-ext-diff", "--numstat",
-                              base], clone, env=env).stdout
+    diff = ["diff", "--cached", "-M", "-z", "--no-ext-diff", "--no-color"]
+    with private_index(git_dir) as env:
+        staged = set(gitcmd.git([*diff, "--name-only", "--diff-filter=A", base], clone,
+                                env=env).stdout.split("\0"))
+        gitcmd.git(["add", "-A", "--ignore-errors", "--", "."], clone, env=env, check=False)
+        listing = gitcmd.git([*diff, "--raw", "--numstat", base], clone, env=env).stdout
         patch = None
         if with_patch:
-            patch = gitcmd.git(["diff", "--cached", "-M", "--binary", "--full-index",
-                                "--no-ext-diff", "--no-color", base], clone, env=env,
+            patch = gitcmd.git(["diff", "--cached", "-M", "--no-ext-diff", "--no-color",
+                                "--binary", "--full-index", base], clone, env=env,
                                text=False).stdout
-    counts = _parse_numstat(numstat)
+    raw, counts = _parse_raw_numstat(listing)
     files = []
-    for code, old, new in _parse_name_status(status):
+    for code, old, new in raw:
         kind = STATUS_NAMES.get(code[0], "modified")
         path = new or old
         added, deleted = counts.get(path, (None, None))
-        binary = path in counts and added is None
         files.append(FileChange(path=path, status=kind,
                                 old_path=old if kind in ("renamed", "copied") else None,
-                                binary=binary, added=added, deleted=deleted,
-                                untracked=kind == "added" and path in untracked))
+                                binary=path in counts and added is None, added=added,
+                                deleted=deleted, untracked=kind == "added" and path not in staged))
     files.sort(key=lambda f: f.path)
     return Change(clone, base, head, tuple(files), commits, head_moved, patch)
 
@@ -136,30 +137,29 @@ def patch_of(clone: str | os.PathLike, base: str) -> bytes:
     return read_change(clone, base, with_patch=True).patch or b""
 
 
-def _parse_name_status(text: str) -> Iterator[tuple[str, str, str | None]]:
+def _parse_raw_numstat(text: str):
+    """``git diff --raw --numstat -z`` output: [(status, path, new path or None)] and
+    {path: (added, deleted)}, (None, None) for a binary file."""
     parts = text.split("\0")
+    raw: list[tuple[str, str, str | None]] = []
+    counts: dict[str, tuple[int | None, int | None]] = {}
     i = 0
     while i < len(parts) and parts[i]:
-        code = parts[i]
-        if code[0] in "RC":
-            yield code, parts[i + 1], parts[i + 2]
-            i += 3
-        else:
-            yield code, parts[i + 1], None
-            i += 2
-
-
-def _parse_numstat(text: str) -> dict[str, tuple[int | None, int | None]]:
-    """path -> (added, deleted); (None, None) for a binary file."""
-    out: dict[str, tuple[int | None, int | None]] = {}
-    parts = text.split("\0")
-    i = 0
-    while i < len(parts) and parts[i]:
-        added, deleted, path = parts[i].split("\t", 2)
-        if path == "":              # a rename: old and new paths follow
+        token = parts[i]
+        if token.startswith(":"):
+            code = token.rsplit(" ", 1)[-1]
+            if code[0] in "RC":
+                raw.append((code, parts[i + 1], parts[i + 2]))
+                i += 3
+            else:
+                raw.append((code, parts[i + 1], None))
+                i += 2
+            continue
+        added, deleted, path = token.split("\t", 2)
+        if path == "":              # a rename or copy: old and new paths follow
             path = parts[i + 2]
             i += 3
         else:
             i += 1
-        out[path] = ((int(added), int(deleted)) if added != "-" else (None, None))
-    return out
+        counts[path] = (int(added), int(deleted)) if added != "-" else (None, None)
+    return raw, counts

@@ -352,8 +352,15 @@ def judge(unit: UnitInput) -> Verdict:
 
 
 def reconcile(units: Iterable[UnitInput], run_id: str | None = None) -> Report:
-    """Verdicts for every packet, in packet id order."""
-    verdicts = [judge(u) for u in sorted(units, key=lambda u: u.packet.id)]
+    """Verdicts for every packet, in packet id order (units are judged concurrently)."""
+    ordered = sorted(units, key=lambda u: u.packet.id)
+    if len(ordered) < 2:
+        return Report([judge(u) for u in ordered], run_id)
+    from concurrent.futures import ThreadPoolExecutor
+
+    # Each verdict is mostly waiting on git; units are independent, so judge them at once.
+    with ThreadPoolExecutor(max_workers=min(len(ordered), 2 * (os.cpu_count() or 2), 16)) as ex:
+        verdicts = list(ex.map(judge, ordered))
     return Report(verdicts, run_id)
 
 
