@@ -109,15 +109,18 @@ def bench_reconcile(src: Path, out: Path, units: int) -> tuple[float, float, int
         inputs.append(UnitInput(packet=packet, attempt_id=f"a{u}", status="succeeded",
                                 state_dir=str(state), workspace=str(clone), base=base,
                                 result_file=str(state / "result.md"), executor="command"))
-    t = time.perf_counter()
-    report = reconcile(inputs)
-    prun_s = time.perf_counter() - t
-    assert report.count("accepted") == units, report.lines()[:5]
+    prun_runs, plain_runs = [], []
+    for _ in range(3):
+        t = time.perf_counter()
+        report = reconcile(inputs)
+        prun_runs.append(time.perf_counter() - t)
+        assert report.count("accepted") == units, report.lines()[:5]
+        t = time.perf_counter()
+        for u in inputs:
+            git("diff", "--stat", base, cwd=u.workspace)
+        plain_runs.append(time.perf_counter() - t)
     files = sum(len(v.change.files) for v in report.verdicts)
-    t = time.perf_counter()
-    for u in inputs:
-        git("diff", "--stat", base, cwd=u.workspace)
-    plain_s = time.perf_counter() - t
+    prun_s, plain_s = statistics.median(prun_runs), statistics.median(plain_runs)
     return prun_s, plain_s, files
 
 
@@ -143,7 +146,8 @@ def main() -> None:
             print(f"| {name} | {med * 1000:.0f} ms | {ratio:.2f}x |")
         shutil.rmtree(tmp / "clones", ignore_errors=True)
         prun_s, plain_s, files = bench_reconcile(src, tmp / "units", args.units)
-        print(f"\n### Reconciling {args.units} code units ({files} changed files)\n")
+        print(f"\n### Reconciling {args.units} code units ({files} changed files, median of 3)"
+              "\n")
         print("| method | total | per unit |")
         print("| --- | ---: | ---: |")
         print(f"| prun reconcile (change, scope, sections, verdict) | {prun_s * 1000:.0f} ms | "

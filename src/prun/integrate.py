@@ -181,7 +181,8 @@ def integrate(report: Report, packets: Sequence[Packet], target: str, *,
     for pid in ids:
         v = verdicts[pid]
         if (v.verdict == ACCEPTED or pid in include) and v.change is not None:
-            changes[pid] = read_change(v.change.clone, v.change.base, with_patch=True)
+            changes[pid] = (v.change if v.change.patch is not None
+                            else read_change(v.change.clone, v.change.base, with_patch=True))
     every_path = sorted({p for c in changes.values() for p in c.paths})
     dirty = set() if allow_dirty else set(_dirty(target, every_path))
     for pid in ids:

@@ -279,8 +279,9 @@ SUCCESS = ("succeeded",)
 LIVE = ("pending", "parked", "dispatched", "running", "cancel-requested")
 
 
-def judge(unit: UnitInput) -> Verdict:
-    """The verdict for one packet, with every reason found."""
+def judge(unit: UnitInput, *, with_patch: bool = False) -> Verdict:
+    """The verdict for one packet, with every reason found. ``with_patch`` keeps the clone's
+    binary patch in ``verdict.change.patch`` (for integration)."""
     p = unit.packet
     v = Verdict(p.id, ACCEPTED, attempt_id=unit.attempt_id, status=unit.status,
                 rescoped=unit.rescoped)
@@ -330,7 +331,7 @@ def judge(unit: UnitInput) -> Verdict:
             if not base:
                 rejected.append(Reason("no-base", {"path": unit.workspace}))
             else:
-                change = read_change(unit.workspace, base)
+                change = read_change(unit.workspace, base, with_patch=with_patch)
                 v.change = change
                 for c in change.commits:
                     rejected.append(Reason("worker-committed", {"commit": c[:12]}))
@@ -351,16 +352,17 @@ def judge(unit: UnitInput) -> Verdict:
     return v
 
 
-def reconcile(units: Iterable[UnitInput], run_id: str | None = None) -> Report:
+def reconcile(units: Iterable[UnitInput], run_id: str | None = None, *,
+              with_patch: bool = False) -> Report:
     """Verdicts for every packet, in packet id order (units are judged concurrently)."""
     ordered = sorted(units, key=lambda u: u.packet.id)
     if len(ordered) < 2:
-        return Report([judge(u) for u in ordered], run_id)
+        return Report([judge(u, with_patch=with_patch) for u in ordered], run_id)
     from concurrent.futures import ThreadPoolExecutor
 
     # Each verdict is mostly waiting on git; units are independent, so judge them at once.
     with ThreadPoolExecutor(max_workers=min(len(ordered), 2 * (os.cpu_count() or 2), 16)) as ex:
-        verdicts = list(ex.map(judge, ordered))
+        verdicts = list(ex.map(lambda u: judge(u, with_patch=with_patch), ordered))
     return Report(verdicts, run_id)
 
 

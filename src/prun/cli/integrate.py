@@ -54,7 +54,7 @@ def run(args) -> int:
     timeout = parse_duration(args.check_timeout, what="--check-timeout")
     with Ledger.open() as ledger:
         view = open_run(ledger, args.run_id)
-        report = reconcile(view.unit_inputs(), run_id=view.id)
+        report = reconcile(view.unit_inputs(), run_id=view.id, with_patch=True)
         root = view.repo_root or _toplevel()
         if not root:
             raise UsageError("the run records no repository and this is not one",
