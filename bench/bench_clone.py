@@ -129,6 +129,7 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=5000)
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--units", type=int, default=50)
+    ap.add_argument("--clones-only", action="store_true", help="skip the reconcile part")
     ap.add_argument("--loose", action="store_true",
                     help="leave the source's objects loose (each clone then hardlinks them all)")
     args = ap.parse_args()
@@ -145,6 +146,8 @@ def main() -> None:
         for name, med, ratio in rows:
             print(f"| {name} | {med * 1000:.0f} ms | {ratio:.2f}x |")
         shutil.rmtree(tmp / "clones", ignore_errors=True)
+        if args.clones_only:
+            return
         prun_s, plain_s, files = bench_reconcile(src, tmp / "units", args.units)
         print(f"\n### Reconciling {args.units} code units ({files} changed files, median of 3)"
               "\n")
