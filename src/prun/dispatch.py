@@ -340,11 +340,13 @@ class Dispatch:
         sweep_group(w)
         return reap(w), False
 
-    async def wait_async(self, stop=None, hard_deadline: float | None = None
-                         ) -> tuple[int, str | None]:
+    async def wait_async(self, stop=None, hard_deadline: float | None = None,
+                         on_end: Callable[[str], None] | None = None
+                         ) -> tuple[int | None, str | None]:
         """The supervisor's wait, in its event loop: until the worker exits, the deadline
         (the unit's, or ``hard_deadline`` if sooner) or ``stop`` (an asyncio.Event) is set.
-        Returns (exit code, why) with why None, "timeout" or "cancelled"."""
+        ``on_end(why)`` runs before the group is ended. Returns (exit code, why) with why
+        None, "timeout" or "cancelled"."""
         import asyncio
 
         from .process import await_exit, end_group, sweep_group
@@ -374,7 +376,10 @@ class Dispatch:
         if why is None:
             sweep_group(w)
         else:
+            if on_end is not None:
+                on_end(why)
             await asyncio.to_thread(end_group, w)
+            self.pump()
         return await asyncio.to_thread(_reap_or_recorded, w, self.state), why
 
     def pump(self) -> None:
@@ -579,7 +584,7 @@ def _exit_recording(launch, workspace: str, sd: statedir.StateDir) -> list[str]:
     if not found:
         raise LaunchError(f"{prog} not found" + ("" if "/" in prog else " on PATH"),
                           hint=f"install {prog} or give its full path")
-    return ["/bin/sh", "-c", '"$@"; echo $? > "$0"', sd.file(EXIT_CODE), found,
+    return ["/bin/sh", "-c", '"$@"; c=$?; echo $c > "$0"; exit $c', sd.file(EXIT_CODE), found,
             *launch.argv[1:]]
 
 

@@ -108,6 +108,7 @@ MIGRATIONS: list[str] = [
         run_dir TEXT,
         check_command TEXT,
         on_event TEXT,
+        setup TEXT,
         status TEXT NOT NULL,
         supervisor_pid INTEGER,
         supervisor_started REAL,
@@ -307,13 +308,13 @@ class Ledger:
             c.execute(
                 "INSERT INTO runs (id, repo_root, plan_path, base, packet_ids, packet_count,"
                 " deadline, cancel_action, cancel_owner, parallel, run_dir, check_command,"
-                " on_event, status, supervisor_pid, supervisor_started, created_at)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " on_event, setup, status, supervisor_pid, supervisor_started, created_at)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (run["id"], run.get("repo_root"), run.get("plan_path"), run.get("base"),
                  json.dumps([p["id"] for p in packets]), len(packets), run.get("deadline"),
                  run.get("cancel_action"), run.get("cancel_owner"), run.get("parallel"),
                  run.get("run_dir"), run.get("check_command"), run.get("on_event"),
-                 run.get("status", RunStatus.RUNNING), run.get("supervisor_pid"),
+                 run.get("setup"), run.get("status", RunStatus.RUNNING), run.get("supervisor_pid"),
                  run.get("supervisor_started"), at))
             for p in packets:
                 c.execute(
@@ -321,7 +322,8 @@ class Ledger:
                     " timeout_s, spec, status) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                     (run["id"], p["id"], p.get("kind"), p.get("executor"), p.get("model"),
                      p.get("mode"), p.get("base"), json.dumps(list(p.get("after") or ())),
-                     p.get("timeout_s"), json.dumps(p, default=str), PacketStatus.PENDING))
+                     p.get("timeout_s"), json.dumps(p.get("spec", p), default=str),
+                     PacketStatus.PENDING))
             self.record_event("run-frozen", run_id=run["id"], status=RunStatus.RUNNING,
                               cause=cause, data={"packets": len(packets)}, at=at)
 
