@@ -522,7 +522,7 @@ def record_dispatch(step: str, dispatch) -> None:
         return
     try:
         _record_dispatch(step, dispatch)
-    except Exception as e:  # the ledger must never fail a dispatch
+    except (sqlite3.Error, OSError, StateError, ValueError) as e:  # never fails a dispatch
         _warned = True
         print(f"prun: warning: the ledger was not updated ({e}); the dispatch goes on",
               file=sys.stderr)
