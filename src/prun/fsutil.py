@@ -7,13 +7,12 @@ the last moment is never overwritten.
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
-from pathlib import Path
 
 
 def _temp_beside(dest: str | os.PathLike, data: bytes) -> str:
+    import tempfile
+
     folder = os.path.dirname(os.path.abspath(dest)) or "."
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(dest)}.", suffix=".tmp", dir=folder)
     try:
@@ -42,6 +41,8 @@ def atomic_write(dest: str | os.PathLike, data: bytes | str) -> None:
 
 
 def atomic_write_json(dest: str | os.PathLike, obj) -> None:
+    import json
+
     atomic_write(dest, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
@@ -73,13 +74,16 @@ def _unlink_quietly(path: str) -> None:
 def read_text(path: str | os.PathLike, default: str | None = None) -> str | None:
     """The file's text (undecodable bytes replaced), or ``default`` if it cannot be read."""
     try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
     except OSError:
         return default
 
 
 def read_json(path: str | os.PathLike):
     """The file's JSON, or None when it is missing, unreadable or not JSON."""
+    import json
+
     text = read_text(path)
     if not text:
         return None

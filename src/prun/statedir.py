@@ -24,8 +24,6 @@ from __future__ import annotations
 import os
 import re
 import time
-from dataclasses import dataclass
-from pathlib import Path
 
 from .errors import UsageError
 from .fsutil import atomic_write, atomic_write_json, file_size, read_json, read_text
@@ -79,9 +77,22 @@ def create(unit_id: str, root: str | None = None) -> StateDir:
     raise OSError(f"could not make a unique state dir under {root}")
 
 
-@dataclass(frozen=True)
 class StateDir:
-    path: str
+    """One attempt's state dir (a plain class: it is made on the dispatcher's fast path)."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, StateDir) and other.path == self.path
+
+    def __hash__(self) -> int:
+        return hash(self.path)
+
+    def __repr__(self) -> str:
+        return f"StateDir({self.path!r})"
 
     def file(self, name: str) -> str:
         return os.path.join(self.path, name)
@@ -140,7 +151,7 @@ def open_existing(path: str) -> StateDir:
     """A state dir given by a person or a coordinator; refused when it is not one."""
     if not path:
         raise UsageError("empty state dir argument", hint="pass the path printed as STATE-DIR")
-    p = Path(path).expanduser()
-    if not p.is_dir():
+    p = os.path.expanduser(path)
+    if not os.path.isdir(p):
         raise UsageError(f"not a state dir: {path}", hint="pass the path printed as STATE-DIR")
-    return StateDir(str(p.resolve()))
+    return StateDir(os.path.realpath(p))
