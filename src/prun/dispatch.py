@@ -611,8 +611,13 @@ def _exit_recording(launch, workspace: str, sd: statedir.StateDir) -> list[str]:
     if not found:
         raise LaunchError(f"{prog} not found" + ("" if "/" in prog else " on PATH"),
                           hint=f"install {prog} or give its full path")
-    return ["/bin/sh", "-c", '"$@"; c=$?; echo $c > "$0"; exit $c', sd.file(EXIT_CODE), found,
+    return ["/bin/sh", "-c", _SHIM, sd.file(EXIT_CODE), found,
             *launch.argv[1:]]
+
+
+# sh outlives its child when the group is signalled (a trap with an action is not inherited),
+# so the worker keeps its grace period and its exit code is still recorded.
+_SHIM = 'trap : TERM INT HUP; "$@"; c=$?; echo $c > "$0"; exit $c'
 
 
 def _reap_or_recorded(worker, sd: statedir.StateDir) -> int:

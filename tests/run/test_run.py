@@ -12,7 +12,6 @@ from pathlib import Path
 
 from conftest import poll, py_unit, write_plan
 from helpers import prun
-
 from prun.ledger import Ledger
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
