@@ -284,7 +284,7 @@ class Dispatch:
             "resume_id": p.resume_id, "continue_from": p.request.continue_from,
             "timeout_s": self.settings.timeout_s, "result_file": p.result_file,
             "dispatcher": {"pid": self.dispatcher_pid,
-                           "create_time": create_time(self.dispatcher_pid)},
+                           "create_time": _own_start(self.dispatcher_pid, create_time)},
             "started_at": _iso(self.started),
         }
 
@@ -595,6 +595,17 @@ def reopen(req: Request, state_path: str) -> Dispatch:
     d.launched_at = worker.get("create_time") or d.started
     d.receipt = f"pid:{worker.get('pid')}@{d.launched_at:.3f}" if worker.get("pid") else None
     return d
+
+
+_OWN_START: dict[int, float | None] = {}
+
+
+def _own_start(pid: int, create_time) -> float | None:
+    """The dispatcher's start time, asked of the system once per process (a supervisor
+    dispatches hundreds of units)."""
+    if pid not in _OWN_START:
+        _OWN_START[pid] = create_time(pid)
+    return _OWN_START[pid]
 
 
 def _exit_recording(launch, workspace: str, sd: statedir.StateDir) -> list[str]:

@@ -224,6 +224,20 @@ def default_path(start: str | os.PathLike | None = None) -> Path:
     return Path(base) / "prun" / "ledger.sqlite"
 
 
+def _deferrable(fn):
+    """A writer that joins the queue while the ledger defers writes."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(self, *args, **kwargs):
+        if self._deferred is not None:
+            self._deferred.append((fn, args, kwargs))
+            return None
+        return fn(self, *args, **kwargs)
+
+    return wrapper
+
+
 class Ledger:
     """A connection to the ledger. Open with ``Ledger.open()``; close when done."""
 
@@ -231,6 +245,7 @@ class Ledger:
         self.conn = conn
         self.path = path
         self._depth = 0
+        self._deferred: list | None = None
 
     # opening -----------------------------------------------------------------------------
     @classmethod
@@ -279,6 +294,35 @@ class Ledger:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    # batching: a busy writer (the run supervisor) queues its writes and applies them in one
+    # short transaction per flush, so other writers are never shut out for long.
+    def defer_writes(self) -> None:
+        """Queue every write until ``flush()`` (call it often; a crash loses the queue)."""
+        if self._deferred is None:
+            self._deferred = []
+
+    def flush(self) -> int:
+        """Apply queued writes in one transaction; returns how many. Stops deferring
+        only when ``stop`` is given."""
+        queued, self._deferred = self._deferred, None
+        if not queued:
+            self._deferred = queued
+            return 0
+        try:
+            with self.transaction():
+                for fn, args, kwargs in queued:
+                    try:
+                        fn(self, *args, **kwargs)
+                    except (StateError, ValueError, sqlite3.IntegrityError) as e:
+                        print(f"prun: warning: ledger write skipped: {e}", file=sys.stderr)
+        finally:
+            self._deferred = []
+        return len(queued)
+
+    def stop_deferring(self) -> None:
+        self.flush()
+        self._deferred = None
+
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One write transaction (nested calls join the outer one)."""
@@ -301,6 +345,7 @@ class Ledger:
         self.conn.execute("COMMIT")
 
     # writers -----------------------------------------------------------------------------
+    @_deferrable
     def record_run(self, run: dict, packets: list[dict], cause: str = "run frozen") -> None:
         """Freeze a run and its packet set (one transaction)."""
         at = now_iso()
@@ -327,6 +372,7 @@ class Ledger:
             self.record_event("run-frozen", run_id=run["id"], status=RunStatus.RUNNING,
                               cause=cause, data={"packets": len(packets)}, at=at)
 
+    @_deferrable
     def set_run(self, run_id: str, cause: str, **fields) -> None:
         """Update a run's columns (status, supervisor_pid, finished_at ...) with an event."""
         if not fields:
@@ -337,6 +383,7 @@ class Ledger:
             if "status" in fields:
                 self.record_event("run", run_id=run_id, status=fields["status"], cause=cause)
 
+    @_deferrable
     def set_packet_status(self, run_id: str, packet_id: str, status: str, cause: str,
                           data: dict | None = None) -> None:
         with self.transaction() as c:
@@ -345,6 +392,7 @@ class Ledger:
             self.record_event("packet", run_id=run_id, packet_id=packet_id, status=status,
                               cause=cause, data=data)
 
+    @_deferrable
     def record_attempt(self, attempt_id: str, cause: str, **fields) -> None:
         """Insert an attempt (status defaults to pending) and log it."""
         fields.setdefault("status", Status.PENDING)
@@ -361,6 +409,7 @@ class Ledger:
                               packet_id=fields.get("packet_id"), attempt_id=attempt_id,
                               status=fields["status"], cause=cause, at=at)
 
+    @_deferrable
     def update_attempt(self, attempt_id: str, cause: str | None = None, **fields) -> None:
         """Change an attempt's columns; a status change is logged as an event."""
         unknown = set(fields) - set(_ATTEMPT_FIELDS)
@@ -385,7 +434,13 @@ class Ledger:
 
     set_status = update_attempt
 
-    def record_event(self, kind: str, *, run_id: str | None = None, packet_id: str | None = None,
+    def record_event(self, kind: str, **kwargs) -> int | None:
+        if self._deferred is not None:
+            self._deferred.append((Ledger._record_event, (kind,), kwargs))
+            return None
+        return self._record_event(kind, **kwargs)
+
+    def _record_event(self, kind: str, *, run_id: str | None = None, packet_id: str | None = None,
                      attempt_id: str | None = None, status: str | None = None, cause: str = "",
                      data: dict | None = None, at: str | None = None) -> int:
         with self.transaction() as c:
@@ -409,6 +464,10 @@ class Ledger:
 
     def take_requests(self, run_id: str) -> list[sqlite3.Row]:
         """The run's unhandled requests, marked handled (one transaction)."""
+        if self._deferred is not None and not self.conn.execute(
+                "SELECT 1 FROM requests WHERE run_id = ? AND handled_at IS NULL LIMIT 1",
+                (run_id,)).fetchone():
+            return []
         with self.transaction() as c:
             rows = c.execute("SELECT * FROM requests WHERE run_id = ? AND handled_at IS NULL"
                              " ORDER BY id", (run_id,)).fetchall()

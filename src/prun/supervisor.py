@@ -40,6 +40,9 @@ from .runstate import RunPaths, _epoch, packet_from_spec
 STALL_DEFAULT_S = 600.0
 QUIESCE_LIMIT_S = 5.0
 UNKNOWN_RESET_S = 300.0
+FLUSH_S = 0.05  # the ledger lags the supervisor by at most this (a crash loses no worker:
+                # resume finds every launched attempt through its state dir)
+THREADS = 8   # file writes, forks and fsyncs of units run here, off the event loop
 
 OUTCOME_STATUS = {"succeeded": Status.SUCCEEDED, "timeout": Status.TIMEOUT,
                   "quota": Status.QUOTA, "cancelled": Status.CANCELLED,
@@ -100,7 +103,9 @@ class Supervisor:
         self.stall_s = float(self.env.get("PRUN_STALL_THRESHOLD", "") or STALL_DEFAULT_S)
         self._wake: asyncio.Event | None = None
         self._last_stall_check = 0.0
+        self.index: dict[str, int] = {}
         for row in ledger.packets(run_id):
+            self.index[row["id"]] = len(self.index)
             spec = json.loads(row["spec"])
             self.units[row["id"]] = UnitState(
                 packet=packet_from_spec(spec), status=PacketStatus(row["status"]),
@@ -125,10 +130,13 @@ class Supervisor:
 
     # the loop ------------------------------------------------------------------------------
     async def run_until_done(self) -> str:
+        from concurrent.futures import ThreadPoolExecutor
+
         from .hooks_event import EventHooks
         from .process import create_time
 
         loop = asyncio.get_running_loop()
+        loop.set_default_executor(ThreadPoolExecutor(max_workers=THREADS))
         self._wake = asyncio.Event()
         self.hooks = EventHooks(self.run["on_event"], str(self.paths.hooks_log), self.env)
         self.paths.make()
@@ -139,8 +147,10 @@ class Supervisor:
             loop.add_signal_handler(sig, self._request_cancel_all, f"signal {sig.name}")
         loop.add_signal_handler(signal.SIGUSR1, self._wake.set)
         self.emit("run-started", cause=f"{len(self.units)} packets, parallel {self.parallel}")
+        self._recover()
+        self.ledger.defer_writes()
+        flusher = loop.create_task(self._flush_often())
         try:
-            self._recover()
             while True:
                 self._take_requests()
                 self._check_deadline()
@@ -150,6 +160,8 @@ class Supervisor:
                 await self._sleep()
                 self._check_stalls()
         finally:
+            flusher.cancel()
+            self.ledger.stop_deferring()
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
                 loop.remove_signal_handler(sig)
         status = self._final_status()
@@ -162,6 +174,12 @@ class Supervisor:
                   stopped=self.stopped)
         await self.hooks.drain()
         return status
+
+    async def _flush_often(self) -> None:
+        """Apply the queued ledger writes every FLUSH_S: one short transaction for many."""
+        while True:
+            await asyncio.sleep(FLUSH_S)
+            self.ledger.flush()
 
     async def _sleep(self) -> None:
         now = time.time()
@@ -242,7 +260,6 @@ class Supervisor:
     # one attempt -----------------------------------------------------------------------------
     async def _attempt(self, u: UnitState) -> None:
         from . import executors, unitprep
-        from .dispatch import Dispatch, prepare
 
         p = u.packet
         executor_name = u.executor
@@ -268,28 +285,22 @@ class Supervisor:
         if u.status != PacketStatus.RUNNING:
             self._set_packet(u, PacketStatus.RUNNING, "launching")
         try:
-            workspace, mode = await asyncio.to_thread(
-                unitprep.workspace, p, run_id=self.run_id, seq=u.seq,
-                repo_root=self.run["repo_root"], base=u.base, setup=self.run["setup"],
-                env=self.env)
-            req = self._request(u, executor_name, result, workspace, mode)
-            prepared = prepare(req)
+            d, mode, launched, refused = await asyncio.to_thread(
+                self._open_attempt, u, executor_name, result)
         except PrunError as e:
             return self._no_receipt(u, aid, f"prepare packet {p.id} for {executor_name}",
                                     e.line())
-        d = Dispatch(prepared, dispatcher_pid=os.getpid(), record=False, record_exit=True)
         u.state_dir = d.state.path
-        try:
-            d.begin()
-        except QuotaExhausted as e:
-            d.finish(None, refused=e)
+        if refused is not None:
+            await asyncio.to_thread(d.finish, None, refused=refused)
             self.ledger.update_attempt(aid, "quota gate refused", status=Status.QUOTA,
-                                       state_dir=d.state.path, reason="quota", error=e.line(),
-                                       resets_at=e.resets_at, finished_at=now_iso())
+                                       state_dir=d.state.path, reason="quota",
+                                       error=refused.line(), resets_at=refused.resets_at,
+                                       finished_at=now_iso())
             u.predecessor = aid
-            return self._park(u, _parse_time(e.resets_at), e.line())
-        if not d.launch():
-            d.finish(None)
+            return self._park(u, _parse_time(refused.resets_at), refused.line())
+        if not launched:
+            await asyncio.to_thread(d.finish, None)
             return self._no_receipt(u, aid, f"start {executor_name} for packet {p.id}",
                                     d.launch_error, state_dir=d.state.path)
         u.started = d.launched_at
@@ -301,6 +312,23 @@ class Supervisor:
         self.emit("dispatched", u, receipt=d.receipt)
         await self._watch(u, d)
 
+    def _open_attempt(self, u: UnitState, executor_name: str, result: str):
+        """Workspace, validation, state dir, launch: the file and process work of starting an
+        attempt, run in a worker thread. Returns (dispatch, mode, launched, quota refusal)."""
+        from . import unitprep
+        from .dispatch import Dispatch, prepare
+
+        workspace, mode = unitprep.workspace(
+            u.packet, run_id=self.run_id, seq=u.seq, repo_root=self.run["repo_root"],
+            base=u.base, setup=self.run["setup"], env=self.env)
+        prepared = prepare(self._request(u, executor_name, result, workspace, mode))
+        d = Dispatch(prepared, dispatcher_pid=os.getpid(), record=False, record_exit=True)
+        try:
+            d.begin()
+        except QuotaExhausted as e:
+            return d, mode, False, e
+        return d, mode, d.launch(), None
+
     async def _watch(self, u: UnitState, d) -> None:
         """Wait for the launched (or re-attached) attempt, end it when asked, then judge it."""
         u.stop = asyncio.Event()
@@ -311,7 +339,8 @@ class Supervisor:
         quiet = True
         if why is not None:
             quiet = await _quiesce(d.worker.pid)
-        outcome = d.finish(code, timed_out=why == "timeout", cancelled=why == "cancelled")
+        outcome = await asyncio.to_thread(d.finish, code, timed_out=why == "timeout",
+                                          cancelled=why == "cancelled")
         self._settle(u, d, outcome.outcome, outcome.info, why, quiet)
 
     def _ending(self, u: UnitState, why: str) -> None:
@@ -415,7 +444,7 @@ class Supervisor:
             follow.write_text("A quota limit stopped your earlier turn. Continue the same task "
                               "from where you stopped and finish it.\n", encoding="utf-8")
             prompt_file = str(follow)
-        index = list(self.units).index(p.id)
+        index = self.index[p.id]
         extra = {"PRUN_RUN_ID": self.run_id, "PRUN_ATTEMPT_ID": u.attempt_id or "",
                  **ws.workspace_env(index, self.env)}
         return Request(executor=executor, prompt_file=prompt_file, result_file=result,
@@ -511,6 +540,7 @@ class Supervisor:
     def _recover(self) -> None:
         """Pick the run up from the ledger: finished packets stay finished, attempts an
         earlier supervisor launched are re-attached or judged, nothing is launched twice."""
+        self._find_unrecorded()
         attempts: dict[str, list] = {}
         for a in self.ledger.attempts(self.run_id):
             attempts.setdefault(a["packet_id"], []).append(dict(a))
@@ -546,6 +576,35 @@ class Supervisor:
             u.status = PacketStatus.RUNNING
             u.cancel_requested = status == Status.CANCEL_REQUESTED
             self._start(self._adopt(u, last), u)
+
+    def _find_unrecorded(self) -> None:
+        """Attempts whose state dir exists but whose ledger rows a crash cut short (the
+        supervisor batches its writes): complete them from the state dir's unit.json."""
+        known = {a["id"]: dict(a) for a in self.ledger.attempts(self.run_id)}
+        try:
+            names = os.listdir(self.paths.state)
+        except OSError:
+            return
+        for name in sorted(names):
+            sd = statedir.StateDir(str(self.paths.state / name))
+            unit = sd.unit
+            aid = unit.get("attempt_id")
+            pid = unit.get("unit_id")
+            if not aid or pid not in self.units:
+                continue
+            row = known.get(aid)
+            if row is None:
+                self.ledger.record_attempt(
+                    aid, "found in its state dir after a crash", run_id=self.run_id,
+                    packet_id=pid, seq=int(aid.rsplit(":", 1)[-1]),
+                    executor=unit.get("executor"), requested_model=unit.get("requested_model"),
+                    model=unit.get("model"), mode=unit.get("mode"),
+                    workspace=unit.get("workspace"), state_dir=sd.path,
+                    result_path=unit.get("result_file"), continue_from=unit.get("continue_from"),
+                    status=Status.DISPATCHED)
+            elif not row["state_dir"]:
+                self.ledger.update_attempt(aid, "state dir found after a crash",
+                                           state_dir=sd.path)
 
     async def _adopt(self, u: UnitState, row: dict) -> None:
         from .dispatch import Request, reopen
