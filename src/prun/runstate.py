@@ -262,7 +262,21 @@ def spawn_supervisor(run_id: str, ledger_path: str | os.PathLike, log: str | os.
         proc = subprocess.Popen([sys.executable, "-m", "prun.supervisor", run_id],
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env,
                                 start_new_session=True, close_fds=True)
+
+    def registered():
+        if proc.poll() is not None:
+            return "exited"
+        with Ledger.open(ledger_path) as led:
+            return led.run(run_id)["supervisor_pid"] == proc.pid
+
+    # Return only once the supervisor holds the run, so a `prun wait` right after sees it.
+    if wait_for(registered, SUPERVISOR_START_S) != True:  # noqa: E712
+        raise StateError(f"the supervisor of run {run_id} did not start",
+                         hint=f"see {log}; then `prun resume {run_id}`")
     return proc.pid
+
+
+SUPERVISOR_START_S = 30.0
 
 
 def wake_supervisor(run) -> bool:

@@ -272,7 +272,8 @@ class Supervisor:
                                     e.line())
         reset = unitprep.pool_reset(ex, settings.model, self.env)
         if reset is not None and reset > time.time():
-            return self._park(u, reset, f"the {ex.quota_group(settings.model)} pool is empty")
+            return self._park(u, reset, f"the {ex.quota_group(settings.model)} quota pool is "
+                              "empty")
         u.seq += 1
         u.attempt_id = aid = f"{self.run_id}:{p.id}:{u.seq}"
         result = str(self.paths.results / f"{p.id}.{u.seq}.md")
@@ -359,6 +360,8 @@ class Supervisor:
             quarantine = self._quarantine(u, d, info, everything=u.superseded)
         if u.superseded:
             status = Status.QUARANTINED if outcome == "succeeded" else Status.CANCELLED
+        elif info.get("quota") and status == Status.FAILED and not u.cancel_requested:
+            status = Status.QUOTA  # a quota stop is never a failure: a follow-up is parked
         cause = info.get("reason") or outcome
         if not quiet:
             cause += "; its process group did not end within the bound"
@@ -415,8 +418,12 @@ class Supervisor:
         return str(dest) if moved else None
 
     def _park(self, u: UnitState, until: float | None, cause: str) -> None:
+        from . import unitprep
+
+        unitprep.forget_pool_states()
         until = until if until and until > time.time() else time.time() + UNKNOWN_RESET_S
         u.park_until = until
+        cause = f"{cause} (parked until {now_iso(until)})"
         self._set_packet(u, PacketStatus.PARKED, cause, resets_at=now_iso(until))
         self.emit("parked", u, cause, resets_at=now_iso(until))
 

@@ -82,3 +82,9 @@ def pool_reset(executor, model: str | None, env: Mapping[str, str]) -> float | N
         except (ValueError, OverflowError, OSError):
             pass
     return time.time() + 300
+
+
+def forget_pool_states() -> None:
+    """Read the quota snapshot afresh next time (a quota hit was just recorded)."""
+    global _cache
+    _cache = None

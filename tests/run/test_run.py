@@ -10,7 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from conftest import poll, py_unit, write_plan
+from runkit import poll, py_unit, write_plan
+
 from helpers import prun
 from prun.ledger import Ledger
 
@@ -238,3 +239,17 @@ def _alive(pid: int) -> bool:
             return f.read().split(")")[-1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_wait_wakes_on_a_stall(repo, monkeypatch):
+    monkeypatch.setenv("PRUN_STALL_THRESHOLD", "1")
+    plan = write_plan(repo / "plan.yaml", [py_unit("quiet", "import time; time.sleep(300)")])
+    run_id = prun("run", str(plan), "--detach").stdout.split()[1]
+    w = prun("wait", run_id, "--timeout", "60")
+    assert w.returncode == 5, w.stdout + w.stderr
+    assert any(line.startswith("EVENT ") and " stalled packet=quiet" in line
+               for line in w.stdout.splitlines())
+    cursor = w.stdout.splitlines()[-1].split()[1]
+    assert prun("cancel", run_id).returncode == 0
+    w2 = prun("wait", run_id, "--since", cursor, "--timeout", "60")
+    assert w2.returncode == 1 and "failed packet=quiet status=cancelled" in w2.stdout
