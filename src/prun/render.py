@@ -76,13 +76,18 @@ def unit_line(u, now: float) -> str:
     return " ".join(words)
 
 
+QUIET = ("succeeded", "running", "pending")  # counted on the RUN line, not listed
+
+
 def summary_lines(view, everything: bool = False) -> list[str]:
     """The run line, a line per unit that needs attention (every unit with ``everything``),
-    and where the results are."""
+    and where the results are. Running and pending units are listed once the run is over
+    (a pending unit then means the run stopped before it)."""
     now = time.time()
     lines = [run_line(view)]
+    over = view.run["status"] != "running"
     for u in view.units:
-        if everything or u.status != "succeeded":
+        if everything or u.status not in QUIET or (over and u.status != "succeeded"):
             lines.append(unit_line(u, now))
     lines.append(f"RESULTS {view.run['run_dir']}/results")
     return lines
@@ -122,6 +127,12 @@ class LineRenderer:
         pass
 
 
+MAX_ROWS = 40
+# The live table shows what needs attention first, finished successes last.
+ORDER = {"failed": 0, "timeout": 0, "blocked": 0, "parked": 1, "running": 2, "cancelled": 3,
+         "pending": 4, "succeeded": 5}
+
+
 class LiveRenderer:
     """A rich live table: unit, executor, model, state, elapsed, last activity."""
 
@@ -132,24 +143,14 @@ class LiveRenderer:
         self.ledger = ledger
         self.run_id = run_id
         self.console = Console()
-        self.rows: dict[str, dict] = {}
         self.notes: list[str] = []
         self.live = Live(self._table(), console=self.console, refresh_per_second=2,
                          transient=False, get_renderable=self._table)
         self.live.start()
 
     def handle(self, ev: Event) -> None:
-        if ev.packet_id:
-            row = self.rows.setdefault(ev.packet_id, {"started": None})
-            if ev.kind == "dispatched":
-                row["started"] = ev.at
-                row.pop("finished", None)
-            if ev.kind in ("succeeded", "failed", "timeout", "cancelled", "quarantined"):
-                row["finished"] = ev.at
-            row.update({"state": ev.kind, "executor": ev.executor, "attempt": ev.attempt_id,
-                        "activity": ev.at})
-            if ev.kind in NON_SUCCESS and ev.cause:
-                self.notes = ([*self.notes, f"{ev.packet_id}: {ev.kind}: {ev.cause}"])[-5:]
+        if ev.kind in NON_SUCCESS and ev.cause:
+            self.notes = [*self.notes, f"{ev.packet_id or 'run'}: {ev.kind}: {ev.cause}"][-5:]
 
     def _table(self):
         from rich.table import Table
@@ -164,13 +165,16 @@ class LiveRenderer:
             v = view(self.ledger, self.run_id)
         except Exception:
             return t
-        for u in v.units:
+        units = sorted(v.units, key=lambda u: ORDER.get(u.status, 0))
+        for u in units[:MAX_ROWS]:
             el = u.elapsed(now)
             act = u.last_activity
             t.add_row(u.packet_id, u.executor or "", u.model or "", u.status,
                       format_duration(el) if el is not None else "",
                       f"{format_duration(now - act)} ago" if act else "")
         t.caption = "  ".join(f"{k}={n}" for k, n in sorted(v.counts().items()))
+        if len(units) > MAX_ROWS:
+            t.caption += f"  ({len(units) - MAX_ROWS} more not shown)"
         if self.notes:
             t.caption += "\n" + "\n".join(self.notes)
         return t

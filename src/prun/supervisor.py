@@ -49,6 +49,12 @@ OUTCOME_STATUS = {"succeeded": Status.SUCCEEDED, "timeout": Status.TIMEOUT,
                   "failed": Status.FAILED}
 
 
+# An attempt's final status, as its packet's (quota, no receipt and superseded attempts are
+# followed by another attempt instead).
+FINAL_PACKET = {Status.SUCCEEDED: PacketStatus.SUCCEEDED, Status.FAILED: PacketStatus.FAILED,
+                Status.TIMEOUT: PacketStatus.TIMEOUT, Status.CANCELLED: PacketStatus.CANCELLED}
+
+
 @dataclass
 class UnitState:
     """One packet as the supervisor drives it."""
@@ -563,7 +569,11 @@ class Supervisor:
             u.executor = last["executor"] or u.executor
             status = Status(last["status"])
             if status.terminal:
-                if not u.status.terminal:
+                final = FINAL_PACKET.get(status)
+                if final is not None and not u.status.terminal:
+                    # judged, but the packet's own row missed it: settle the packet, run nothing
+                    self._set_packet(u, final, f"{last['id']} {status.value}")
+                elif not u.status.terminal:
                     u.predecessor = last["id"]
                     if status == Status.QUOTA and last["state_dir"]:
                         sd = statedir.StateDir(last["state_dir"])
