@@ -253,3 +253,14 @@ def test_wait_wakes_on_a_stall(repo, monkeypatch):
     assert prun("cancel", run_id).returncode == 0
     w2 = prun("wait", run_id, "--since", cursor, "--timeout", "60")
     assert w2.returncode == 1 and "failed packet=quiet status=cancelled" in w2.stdout
+
+
+def test_a_hanging_hook_is_ended_and_the_run_finishes(repo, tmp_path, monkeypatch):
+    monkeypatch.setenv("PRUN_HOOK_TIMEOUT", "1")
+    plan = write_plan(repo / "plan.yaml",
+                      [py_unit("ok", "print('a result that is long enough to count')")],
+                      on_event="sleep 120")
+    r = prun("run", str(plan), timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    run_dir = Path(r.stdout.splitlines()[-1].split()[1]).parent
+    assert "ended after 1 s" in (run_dir / "hooks.log").read_text()
