@@ -109,6 +109,8 @@ class Supervisor:
         self.stall_s = float(self.env.get("PRUN_STALL_THRESHOLD", "") or STALL_DEFAULT_S)
         self._wake: asyncio.Event | None = None
         self._last_stall_check = 0.0
+        self.parked: set[str] = set()
+        self._cursor = 0
         self.index: dict[str, int] = {}
         for row in ledger.packets(run_id):
             self.index[row["id"]] = len(self.index)
@@ -117,6 +119,7 @@ class Supervisor:
                 packet=packet_from_spec(spec), status=PacketStatus(row["status"]),
                 executor=row["executor"], reason=spec.get("routing_reason") or "",
                 base=row["base"])
+        self.order = list(self.units.values())
 
     # events --------------------------------------------------------------------------------
     def emit(self, kind: str, u: UnitState | None = None, cause: str = "", **data) -> None:
@@ -188,20 +191,20 @@ class Supervisor:
             self.ledger.flush()
 
     async def _sleep(self) -> None:
+        """Until a unit's task ends, a request or signal wakes us, a park ends, the deadline
+        comes, or a second passes (the request and stall checks)."""
         now = time.time()
-        timeout = 1.0 if self.units else 0.0
-        parked = [u.park_until for u in self.units.values()
-                  if u.status == PacketStatus.PARKED and u.park_until]
+        timeout = 1.0
+        parked = [self.units[p].park_until or now for p in self.parked]
         if parked:
             timeout = min(timeout, max(0.0, min(parked) - now))
         if self.deadline:
             timeout = min(timeout, max(0.0, self.deadline - now))
+        if not self._wake.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
         self._wake.clear()
-        waits = {*self.tasks, asyncio.ensure_future(self._wake.wait())}
-        done, _ = await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        for t in waits - self.tasks:
-            t.cancel()
-        for t in done & self.tasks:
+        for t in [t for t in self.tasks if t.done()]:
             self.tasks.discard(t)
             exc = t.exception()
             if exc is not None:
@@ -232,13 +235,16 @@ class Supervisor:
     def _schedule(self) -> None:
         if self.stopped or self.cancelled or self.timed_out:
             return
-        running = sum(1 for u in self.units.values() if u.status == PacketStatus.RUNNING)
         now = time.time()
-        for u in self.units.values():
-            if running >= self.parallel:
+        order = self.order
+        while self._cursor < len(order) and order[self._cursor].status.terminal:
+            self._cursor += 1  # everything before the cursor is finished
+        for u in order[self._cursor:]:
+            if len(self.tasks) >= self.parallel:
                 break
             if u.status == PacketStatus.PARKED and (u.park_until or 0) <= now:
                 u.status = PacketStatus.PENDING
+                self.parked.discard(u.packet.id)
             if u.status != PacketStatus.PENDING:
                 continue
             deps = [self.units[a].status for a in u.packet.after if a in self.units]
@@ -252,14 +258,20 @@ class Supervisor:
             if any(s != PacketStatus.SUCCEEDED for s in deps):
                 continue
             u.status = PacketStatus.RUNNING
-            running += 1
             self._start(self._attempt(u), u)
 
     def _start(self, coro, u: UnitState) -> None:
         task = asyncio.get_running_loop().create_task(coro, name=u.packet.id)
         self.tasks.add(task)
+        task.add_done_callback(lambda _t: self._wake.set())
 
     def _set_packet(self, u: UnitState, status: PacketStatus, cause: str, **data) -> None:
+        if status in (PacketStatus.PENDING, PacketStatus.PARKED):
+            self._cursor = 0  # it is open again: scan from the start
+        if status == PacketStatus.PARKED:
+            self.parked.add(u.packet.id)
+        else:
+            self.parked.discard(u.packet.id)
         u.status = status
         self.ledger.set_packet_status(self.run_id, u.packet.id, status, cause, data or None)
 
