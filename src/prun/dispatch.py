@@ -404,7 +404,7 @@ class Dispatch:
                 on_end(why)
             await asyncio.to_thread(end_group, w)
             self.pump()
-        return await asyncio.to_thread(_reap_or_recorded, w, self.state), why
+        return _reap_or_recorded(w, self.state), why  # it has exited: reaping does not block
 
     def pump(self) -> None:
         """Feed the stream's new complete lines to the reader; record the session id early."""

@@ -246,6 +246,7 @@ class Ledger:
         self.path = path
         self._depth = 0
         self._deferred: list | None = None
+        self._owners: dict[str, tuple] = {}  # attempt id -> (run id, packet id), to skip a read
 
     # opening -----------------------------------------------------------------------------
     @classmethod
@@ -257,15 +258,18 @@ class Ledger:
                                    check_same_thread=False)
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
             ledger = cls(conn, p)
-            ledger._migrate()
+            _retry_locked(ledger._setup)
         except sqlite3.Error as e:
             raise StateError(f"cannot open the ledger {p}: {e}",
                              hint="check the path and its permissions, or set PRUN_LEDGER")
         return ledger
+
+    def _setup(self) -> None:
+        if self.conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self._migrate()
 
     def _migrate(self) -> None:
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]
@@ -405,6 +409,7 @@ class Ledger:
         with self.transaction() as c:
             c.execute(f"INSERT INTO attempts ({', '.join(cols)}) VALUES "
                       f"({', '.join('?' * len(cols))})", values)
+            self._owners[attempt_id] = (fields.get("run_id"), fields.get("packet_id"))
             self.record_event("attempt", run_id=fields.get("run_id"),
                               packet_id=fields.get("packet_id"), attempt_id=attempt_id,
                               status=fields["status"], cause=cause, at=at)
@@ -424,11 +429,14 @@ class Ledger:
             if cur.rowcount == 0:
                 raise StateError(f"no attempt {attempt_id} in the ledger")
             if "status" in fields:
-                row = c.execute("SELECT run_id, packet_id FROM attempts WHERE id = ?",
-                                (attempt_id,)).fetchone()
+                owner = self._owners.get(attempt_id)
+                if owner is None:
+                    row = c.execute("SELECT run_id, packet_id FROM attempts WHERE id = ?",
+                                    (attempt_id,)).fetchone()
+                    owner = (row["run_id"], row["packet_id"])
                 data = {k: fields[k] for k in ("reason", "exit_code", "resets_at", "receipt")
                         if fields.get(k) is not None}
-                self.record_event("attempt", run_id=row["run_id"], packet_id=row["packet_id"],
+                self.record_event("attempt", run_id=owner[0], packet_id=owner[1],
                                   attempt_id=attempt_id, status=fields["status"],
                                   cause=cause or "", data=data or None, at=at)
 
@@ -537,6 +545,23 @@ class Ledger:
             row = self.conn.execute("SELECT max(seq) FROM events WHERE run_id = ?",
                                     (run_id,)).fetchone()
         return row[0] or 0
+
+
+def _retry_locked(fn, limit: float = BUSY_TIMEOUT_MS / 1000) -> None:
+    """Run ``fn``, retrying while another process holds a lock SQLite's busy handler does
+    not wait for (switching a new database to WAL while others open it)."""
+    end = time.monotonic() + limit
+    delay = 0.01
+    while True:
+        try:
+            return fn()
+        except sqlite3.OperationalError as e:
+            code = getattr(e, "sqlite_errorcode", 0) & 0xFF
+            if code not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or \
+                    time.monotonic() > end:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.25)
 
 
 def _statements(script: str) -> list[str]:
