@@ -19,64 +19,86 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 
 from . import statedir
 from .errors import EXIT_FAILED, EXIT_OK, EXIT_QUOTA, EXIT_TIMEOUT, QuotaExhausted, UsageError
-from .executors.base import MODES, Executor, Settings, StreamResult, Unit
+from .executors.base import MODES
+
+TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
+if TYPE_CHECKING:
+    from .executors.base import Executor, Settings
+    from .executors.records import StreamResult
 
 MIN_RESPONSE_BYTES = 20
 MAX_PROMPT_BYTES = 120_000  # a prompt travels in argv for agy; Linux caps one argument at 128 KiB
 TAIL_LINES = 60
 
 
-@dataclass
 class Request:
-    """What the caller asked for (the dispatch command line, or a packet in a run)."""
+    """What the caller asked for (the dispatch command line, or a packet in a run).
 
-    executor: str
-    prompt_file: str
-    result_file: str
-    unit_id: str
-    mode: str | None = None
-    add_dirs: Sequence[str] = ()
-    continue_from: str | None = None
-    command: str | Sequence[str] | None = None
-    model: str | None = None
-    effort: str | None = None
-    timeout_s: float | None = None
-    workspace: str | None = None     # a caller-supplied workspace (else $PRUN_SCRATCH_CWD)
-    state_root: str | None = None
-    env: Mapping[str, str] | None = None
-    attempt_id: str | None = None
-    extra_env: Mapping[str, str] = field(default_factory=dict)
+    Plain classes here and below: they are built before the STATE-DIR line, where importing
+    ``dataclasses`` would cost more than everything else the dispatcher does by then.
+    """
+
+    def __init__(self, executor: str, prompt_file: str, result_file: str, unit_id: str, *,
+                 mode: str | None = None, add_dirs: Sequence[str] = (),
+                 continue_from: str | None = None, command: str | Sequence[str] | None = None,
+                 model: str | None = None, effort: str | None = None,
+                 timeout_s: float | None = None, workspace: str | None = None,
+                 state_root: str | None = None, env: Mapping[str, str] | None = None,
+                 attempt_id: str | None = None, extra_env: Mapping[str, str] | None = None):
+        self.executor = executor
+        self.prompt_file = prompt_file
+        self.result_file = result_file
+        self.unit_id = unit_id
+        self.mode = mode
+        self.add_dirs = tuple(add_dirs)
+        self.continue_from = continue_from
+        self.command = command
+        self.model = model
+        self.effort = effort
+        self.timeout_s = timeout_s
+        self.workspace = workspace          # a caller-supplied workspace (else $PRUN_SCRATCH_CWD)
+        self.state_root = state_root
+        self.env = env
+        self.attempt_id = attempt_id
+        self.extra_env = dict(extra_env or {})
 
 
-@dataclass
 class Prepared:
     """A validated request: every check passed, nothing created yet."""
 
-    request: Request
-    executor: Executor
-    settings: Settings
-    prompt: str
-    result_file: str
-    mode: str
-    workspace: str | None            # None: the dispatcher makes a scratch dir
-    add_dirs: tuple[str, ...]
-    resume_id: str | None
-    command: tuple[str, ...]
-    env: dict[str, str]
+    def __init__(self, request: Request, executor: Executor, settings: Settings, prompt: str,
+                 result_file: str, mode: str, workspace: str | None, add_dirs: tuple[str, ...],
+                 resume_id: str | None, command: tuple[str, ...], env: dict[str, str]):
+        self.request = request
+        self.executor = executor
+        self.settings = settings
+        self.prompt = prompt
+        self.result_file = result_file
+        self.mode = mode
+        self.workspace = workspace          # None: the dispatcher makes a scratch dir
+        self.add_dirs = add_dirs
+        self.resume_id = resume_id
+        self.command = command
+        self.env = env
 
 
-@dataclass
 class Outcome:
-    outcome: str                     # succeeded, failed, timeout, quota, cancelled
-    exit_code: int
-    reason: str
-    error: str | None = None
-    published: str | None = None     # response, fallback, worker
-    info: dict = field(default_factory=dict)
+    """How an attempt ended: succeeded, failed, timeout, quota or cancelled, and its exit code."""
+
+    def __init__(self, outcome: str, exit_code: int, reason: str, error: str | None = None,
+                 published: str | None = None, info: dict | None = None):
+        self.outcome = outcome
+        self.exit_code = exit_code
+        self.reason = reason
+        self.error = error
+        self.published = published          # response, fallback or worker
+        self.info = info or {}
+
+    def __repr__(self) -> str:
+        return f"Outcome({self.outcome!r}, exit_code={self.exit_code}, reason={self.reason!r})"
 
 
 def prepare(req: Request, *, reopen: bool = False) -> Prepared:
@@ -208,7 +230,7 @@ class Dispatch:
         self.started = time.time()
         self.launched_at: float | None = None
         self.workspace = prepared.workspace
-        self.reader = prepared.executor.reader()
+        self.reader = None  # made in begin(): its records are not needed before STATE-DIR
         self._tail_offset = 0
         self._tail_rest = b""
         self._session_written = False
@@ -217,6 +239,7 @@ class Dispatch:
     # 1. the state dir's opening files ------------------------------------------------------------
     def begin(self) -> None:
         sd, p = self.state, self.p
+        self.reader = p.executor.reader()
         with open(sd.file(statedir.PROMPT), "w", encoding="utf-8") as f:
             f.write(p.prompt)
         sd.write(statedir.RESULT_FILE, p.result_file)
@@ -261,7 +284,7 @@ class Dispatch:
             "resume_id": p.resume_id, "continue_from": p.request.continue_from,
             "timeout_s": self.settings.timeout_s, "result_file": p.result_file,
             "dispatcher": {"pid": self.dispatcher_pid,
-                           "create_time": create_time(self.dispatcher_pid)},
+                           "create_time": _own_start(self.dispatcher_pid, create_time)},
             "started_at": _iso(self.started),
         }
 
@@ -269,6 +292,7 @@ class Dispatch:
     def launch(self) -> bool:
         """Start the worker. False (with the reason kept for ``finish``) if it cannot start."""
         from .errors import LaunchError
+        from .executors.records import Unit
         from .process import create_time, spawn
 
         p, sd = self.p, self.state
@@ -340,11 +364,13 @@ class Dispatch:
         sweep_group(w)
         return reap(w), False
 
-    async def wait_async(self, stop=None, hard_deadline: float | None = None
-                         ) -> tuple[int, str | None]:
+    async def wait_async(self, stop=None, hard_deadline: float | None = None,
+                         on_end: Callable[[str], None] | None = None
+                         ) -> tuple[int | None, str | None]:
         """The supervisor's wait, in its event loop: until the worker exits, the deadline
         (the unit's, or ``hard_deadline`` if sooner) or ``stop`` (an asyncio.Event) is set.
-        Returns (exit code, why) with why None, "timeout" or "cancelled"."""
+        ``on_end(why)`` runs before the group is ended. Returns (exit code, why) with why
+        None, "timeout" or "cancelled"."""
         import asyncio
 
         from .process import await_exit, end_group, sweep_group
@@ -374,8 +400,11 @@ class Dispatch:
         if why is None:
             sweep_group(w)
         else:
+            if on_end is not None:
+                on_end(why)
             await asyncio.to_thread(end_group, w)
-        return await asyncio.to_thread(_reap_or_recorded, w, self.state), why
+            self.pump()
+        return _reap_or_recorded(w, self.state), why  # it has exited: reaping does not block
 
     def pump(self) -> None:
         """Feed the stream's new complete lines to the reader; record the session id early."""
@@ -491,6 +520,8 @@ class Dispatch:
         return self.outcome
 
     def _final_stream(self) -> StreamResult:
+        if self.reader is None:
+            self.reader = self.p.executor.reader()
         if self.worker is not None or self._tail_offset:
             self.pump()
             if self._tail_rest and self.p.executor.name != "command":
@@ -524,33 +555,34 @@ def run_sync(req: Request, on_state_dir: Callable[[str], None] | None = None) ->
     """``prun dispatch``: prepare, then run the whole attempt in this process."""
     import signal
 
-    prepared = prepare(req)
-    d = Dispatch(prepared)
-    if on_state_dir:
-        on_state_dir(d.state.path)
-
     def _cancel(signum, frame):
         raise Cancelled()
 
+    prepared = prepare(req)
+    d = Dispatch(prepared)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _cancel)
+    refused = None
+    code, timed_out, cancelled = None, False, False
     try:
+        if on_state_dir:
+            on_state_dir(d.state.path)
         try:
             d.begin()
         except QuotaExhausted as e:
-            return d.finish(None, refused=e)
-        if not d.launch():
-            return d.finish(None)
-        try:
+            refused = e
+        if refused is None and d.launch():
             code, timed_out = d.wait()
-        except Cancelled:
+    except Cancelled:
+        cancelled = True
+        if d.worker is not None and d.worker.proc.returncode is None:
             from .process import end_group, reap
 
             end_group(d.worker)
-            return d.finish(reap(d.worker), cancelled=True)
-        return d.finish(code, timed_out=timed_out)
-    except Cancelled:
-        return d.finish(None, cancelled=True)
+            code = reap(d.worker)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)  # publishing the outcome must not be interrupted
+    return d.finish(code, timed_out=timed_out, cancelled=cancelled, refused=refused)
 
 
 def reopen(req: Request, state_path: str) -> Dispatch:
@@ -563,6 +595,17 @@ def reopen(req: Request, state_path: str) -> Dispatch:
     d.launched_at = worker.get("create_time") or d.started
     d.receipt = f"pid:{worker.get('pid')}@{d.launched_at:.3f}" if worker.get("pid") else None
     return d
+
+
+_OWN_START: dict[int, float | None] = {}
+
+
+def _own_start(pid: int, create_time) -> float | None:
+    """The dispatcher's start time, asked of the system once per process (a supervisor
+    dispatches hundreds of units)."""
+    if pid not in _OWN_START:
+        _OWN_START[pid] = create_time(pid)
+    return _OWN_START[pid]
 
 
 def _exit_recording(launch, workspace: str, sd: statedir.StateDir) -> list[str]:
@@ -579,8 +622,13 @@ def _exit_recording(launch, workspace: str, sd: statedir.StateDir) -> list[str]:
     if not found:
         raise LaunchError(f"{prog} not found" + ("" if "/" in prog else " on PATH"),
                           hint=f"install {prog} or give its full path")
-    return ["/bin/sh", "-c", '"$@"; echo $? > "$0"', sd.file(EXIT_CODE), found,
+    return ["/bin/sh", "-c", _SHIM, sd.file(EXIT_CODE), found,
             *launch.argv[1:]]
+
+
+# sh outlives its child when the group is signalled (a trap with an action is not inherited),
+# so the worker keeps its grace period and its exit code is still recorded.
+_SHIM = 'trap : TERM INT HUP; "$@"; c=$?; echo $c > "$0"; exit $c'
 
 
 def _reap_or_recorded(worker, sd: statedir.StateDir) -> int:

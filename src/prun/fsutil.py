@@ -7,20 +7,20 @@ the last moment is never overwritten.
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
-from pathlib import Path
 
 
-def _temp_beside(dest: str | os.PathLike, data: bytes) -> str:
+def _temp_beside(dest: str | os.PathLike, data: bytes, durable: bool = True) -> str:
+    import tempfile
+
     folder = os.path.dirname(os.path.abspath(dest)) or "."
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(dest)}.", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
     except BaseException:
         _unlink_quietly(tmp)
         raise
@@ -31,9 +31,10 @@ def _as_bytes(data: bytes | str) -> bytes:
     return data.encode("utf-8", "replace") if isinstance(data, str) else data
 
 
-def atomic_write(dest: str | os.PathLike, data: bytes | str) -> None:
-    """Write ``data`` to ``dest`` so that readers see the old file or the whole new one."""
-    tmp = _temp_beside(dest, _as_bytes(data))
+def atomic_write(dest: str | os.PathLike, data: bytes | str, *, durable: bool = True) -> None:
+    """Write ``data`` to ``dest`` so that readers see the old file or the whole new one.
+    ``durable=False`` skips the fsync (still atomic for readers; not across a power loss)."""
+    tmp = _temp_beside(dest, _as_bytes(data), durable)
     try:
         os.replace(tmp, dest)
     except BaseException:
@@ -41,8 +42,11 @@ def atomic_write(dest: str | os.PathLike, data: bytes | str) -> None:
         raise
 
 
-def atomic_write_json(dest: str | os.PathLike, obj) -> None:
-    atomic_write(dest, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+def atomic_write_json(dest: str | os.PathLike, obj, *, durable: bool = True) -> None:
+    import json
+
+    atomic_write(dest, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n",
+                 durable=durable)
 
 
 def publish_new(dest: str | os.PathLike, data: bytes | str) -> bool:
@@ -73,13 +77,16 @@ def _unlink_quietly(path: str) -> None:
 def read_text(path: str | os.PathLike, default: str | None = None) -> str | None:
     """The file's text (undecodable bytes replaced), or ``default`` if it cannot be read."""
     try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
     except OSError:
         return default
 
 
 def read_json(path: str | os.PathLike):
     """The file's JSON, or None when it is missing, unreadable or not JSON."""
+    import json
+
     text = read_text(path)
     if not text:
         return None

@@ -108,6 +108,7 @@ MIGRATIONS: list[str] = [
         run_dir TEXT,
         check_command TEXT,
         on_event TEXT,
+        setup TEXT,
         status TEXT NOT NULL,
         supervisor_pid INTEGER,
         supervisor_started REAL,
@@ -223,6 +224,20 @@ def default_path(start: str | os.PathLike | None = None) -> Path:
     return Path(base) / "prun" / "ledger.sqlite"
 
 
+def _deferrable(fn):
+    """A writer that joins the queue while the ledger defers writes."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(self, *args, **kwargs):
+        if self._deferred is not None:
+            self._deferred.append((fn, args, kwargs))
+            return None
+        return fn(self, *args, **kwargs)
+
+    return wrapper
+
+
 class Ledger:
     """A connection to the ledger. Open with ``Ledger.open()``; close when done."""
 
@@ -230,6 +245,8 @@ class Ledger:
         self.conn = conn
         self.path = path
         self._depth = 0
+        self._deferred: list | None = None
+        self._owners: dict[str, tuple] = {}  # attempt id -> (run id, packet id), to skip a read
 
     # opening -----------------------------------------------------------------------------
     @classmethod
@@ -241,15 +258,18 @@ class Ledger:
                                    check_same_thread=False)
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
             ledger = cls(conn, p)
-            ledger._migrate()
+            _retry_locked(ledger._setup)
         except sqlite3.Error as e:
             raise StateError(f"cannot open the ledger {p}: {e}",
                              hint="check the path and its permissions, or set PRUN_LEDGER")
         return ledger
+
+    def _setup(self) -> None:
+        if self.conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self._migrate()
 
     def _migrate(self) -> None:
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]
@@ -278,6 +298,35 @@ class Ledger:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    # batching: a busy writer (the run supervisor) queues its writes and applies them in one
+    # short transaction per flush, so other writers are never shut out for long.
+    def defer_writes(self) -> None:
+        """Queue every write until ``flush()`` (call it often; a crash loses the queue)."""
+        if self._deferred is None:
+            self._deferred = []
+
+    def flush(self) -> int:
+        """Apply queued writes in one transaction; returns how many. Stops deferring
+        only when ``stop`` is given."""
+        queued, self._deferred = self._deferred, None
+        if not queued:
+            self._deferred = queued
+            return 0
+        try:
+            with self.transaction():
+                for fn, args, kwargs in queued:
+                    try:
+                        fn(self, *args, **kwargs)
+                    except (StateError, ValueError, sqlite3.IntegrityError) as e:
+                        print(f"prun: warning: ledger write skipped: {e}", file=sys.stderr)
+        finally:
+            self._deferred = []
+        return len(queued)
+
+    def stop_deferring(self) -> None:
+        self.flush()
+        self._deferred = None
+
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One write transaction (nested calls join the outer one)."""
@@ -300,6 +349,7 @@ class Ledger:
         self.conn.execute("COMMIT")
 
     # writers -----------------------------------------------------------------------------
+    @_deferrable
     def record_run(self, run: dict, packets: list[dict], cause: str = "run frozen") -> None:
         """Freeze a run and its packet set (one transaction)."""
         at = now_iso()
@@ -307,13 +357,13 @@ class Ledger:
             c.execute(
                 "INSERT INTO runs (id, repo_root, plan_path, base, packet_ids, packet_count,"
                 " deadline, cancel_action, cancel_owner, parallel, run_dir, check_command,"
-                " on_event, status, supervisor_pid, supervisor_started, created_at)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " on_event, setup, status, supervisor_pid, supervisor_started, created_at)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (run["id"], run.get("repo_root"), run.get("plan_path"), run.get("base"),
                  json.dumps([p["id"] for p in packets]), len(packets), run.get("deadline"),
                  run.get("cancel_action"), run.get("cancel_owner"), run.get("parallel"),
                  run.get("run_dir"), run.get("check_command"), run.get("on_event"),
-                 run.get("status", RunStatus.RUNNING), run.get("supervisor_pid"),
+                 run.get("setup"), run.get("status", RunStatus.RUNNING), run.get("supervisor_pid"),
                  run.get("supervisor_started"), at))
             for p in packets:
                 c.execute(
@@ -321,10 +371,12 @@ class Ledger:
                     " timeout_s, spec, status) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                     (run["id"], p["id"], p.get("kind"), p.get("executor"), p.get("model"),
                      p.get("mode"), p.get("base"), json.dumps(list(p.get("after") or ())),
-                     p.get("timeout_s"), json.dumps(p, default=str), PacketStatus.PENDING))
+                     p.get("timeout_s"), json.dumps(p.get("spec", p), default=str),
+                     PacketStatus.PENDING))
             self.record_event("run-frozen", run_id=run["id"], status=RunStatus.RUNNING,
                               cause=cause, data={"packets": len(packets)}, at=at)
 
+    @_deferrable
     def set_run(self, run_id: str, cause: str, **fields) -> None:
         """Update a run's columns (status, supervisor_pid, finished_at ...) with an event."""
         if not fields:
@@ -335,6 +387,7 @@ class Ledger:
             if "status" in fields:
                 self.record_event("run", run_id=run_id, status=fields["status"], cause=cause)
 
+    @_deferrable
     def set_packet_status(self, run_id: str, packet_id: str, status: str, cause: str,
                           data: dict | None = None) -> None:
         with self.transaction() as c:
@@ -343,6 +396,7 @@ class Ledger:
             self.record_event("packet", run_id=run_id, packet_id=packet_id, status=status,
                               cause=cause, data=data)
 
+    @_deferrable
     def record_attempt(self, attempt_id: str, cause: str, **fields) -> None:
         """Insert an attempt (status defaults to pending) and log it."""
         fields.setdefault("status", Status.PENDING)
@@ -355,10 +409,12 @@ class Ledger:
         with self.transaction() as c:
             c.execute(f"INSERT INTO attempts ({', '.join(cols)}) VALUES "
                       f"({', '.join('?' * len(cols))})", values)
+            self._owners[attempt_id] = (fields.get("run_id"), fields.get("packet_id"))
             self.record_event("attempt", run_id=fields.get("run_id"),
                               packet_id=fields.get("packet_id"), attempt_id=attempt_id,
                               status=fields["status"], cause=cause, at=at)
 
+    @_deferrable
     def update_attempt(self, attempt_id: str, cause: str | None = None, **fields) -> None:
         """Change an attempt's columns; a status change is logged as an event."""
         unknown = set(fields) - set(_ATTEMPT_FIELDS)
@@ -373,17 +429,26 @@ class Ledger:
             if cur.rowcount == 0:
                 raise StateError(f"no attempt {attempt_id} in the ledger")
             if "status" in fields:
-                row = c.execute("SELECT run_id, packet_id FROM attempts WHERE id = ?",
-                                (attempt_id,)).fetchone()
+                owner = self._owners.get(attempt_id)
+                if owner is None:
+                    row = c.execute("SELECT run_id, packet_id FROM attempts WHERE id = ?",
+                                    (attempt_id,)).fetchone()
+                    owner = (row["run_id"], row["packet_id"])
                 data = {k: fields[k] for k in ("reason", "exit_code", "resets_at", "receipt")
                         if fields.get(k) is not None}
-                self.record_event("attempt", run_id=row["run_id"], packet_id=row["packet_id"],
+                self.record_event("attempt", run_id=owner[0], packet_id=owner[1],
                                   attempt_id=attempt_id, status=fields["status"],
                                   cause=cause or "", data=data or None, at=at)
 
     set_status = update_attempt
 
-    def record_event(self, kind: str, *, run_id: str | None = None, packet_id: str | None = None,
+    def record_event(self, kind: str, **kwargs) -> int | None:
+        if self._deferred is not None:
+            self._deferred.append((Ledger._record_event, (kind,), kwargs))
+            return None
+        return self._record_event(kind, **kwargs)
+
+    def _record_event(self, kind: str, *, run_id: str | None = None, packet_id: str | None = None,
                      attempt_id: str | None = None, status: str | None = None, cause: str = "",
                      data: dict | None = None, at: str | None = None) -> int:
         with self.transaction() as c:
@@ -407,6 +472,10 @@ class Ledger:
 
     def take_requests(self, run_id: str) -> list[sqlite3.Row]:
         """The run's unhandled requests, marked handled (one transaction)."""
+        if self._deferred is not None and not self.conn.execute(
+                "SELECT 1 FROM requests WHERE run_id = ? AND handled_at IS NULL LIMIT 1",
+                (run_id,)).fetchone():
+            return []
         with self.transaction() as c:
             rows = c.execute("SELECT * FROM requests WHERE run_id = ? AND handled_at IS NULL"
                              " ORDER BY id", (run_id,)).fetchall()
@@ -478,6 +547,23 @@ class Ledger:
         return row[0] or 0
 
 
+def _retry_locked(fn, limit: float = BUSY_TIMEOUT_MS / 1000) -> None:
+    """Run ``fn``, retrying while another process holds a lock SQLite's busy handler does
+    not wait for (switching a new database to WAL while others open it)."""
+    end = time.monotonic() + limit
+    delay = 0.01
+    while True:
+        try:
+            return fn()
+        except sqlite3.OperationalError as e:
+            code = getattr(e, "sqlite_errorcode", 0) & 0xFF
+            if code not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or \
+                    time.monotonic() > end:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.25)
+
+
 def _statements(script: str) -> list[str]:
     out, buf = [], []
     for line in script.splitlines():
@@ -520,7 +606,7 @@ def record_dispatch(step: str, dispatch) -> None:
         return
     try:
         _record_dispatch(step, dispatch)
-    except Exception as e:  # the ledger must never fail a dispatch
+    except (sqlite3.Error, OSError, StateError, ValueError) as e:  # never fails a dispatch
         _warned = True
         print(f"prun: warning: the ledger was not updated ({e}); the dispatch goes on",
               file=sys.stderr)

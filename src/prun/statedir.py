@@ -24,8 +24,6 @@ from __future__ import annotations
 import os
 import re
 import time
-from dataclasses import dataclass
-from pathlib import Path
 
 from .errors import UsageError
 from .fsutil import atomic_write, atomic_write_json, file_size, read_json, read_text
@@ -41,6 +39,8 @@ PROMPT = "prompt"
 UNIT = "unit.json"
 WORKER = "worker.json"
 OUTCOME = "outcome.json"
+
+DURABLE = frozenset({OUTCOME, CONVERSATION_ID})
 
 UNIT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
 
@@ -79,19 +79,35 @@ def create(unit_id: str, root: str | None = None) -> StateDir:
     raise OSError(f"could not make a unique state dir under {root}")
 
 
-@dataclass(frozen=True)
 class StateDir:
-    path: str
+    """One attempt's state dir (a plain class: it is made on the dispatcher's fast path)."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, StateDir) and other.path == self.path
+
+    def __hash__(self) -> int:
+        return hash(self.path)
+
+    def __repr__(self) -> str:
+        return f"StateDir({self.path!r})"
 
     def file(self, name: str) -> str:
         return os.path.join(self.path, name)
 
     # writing ------------------------------------------------------------------------------
+    # Only outcome.json is fsynced: the others are rebuilt from it or re-read at once, and a
+    # rename is atomic for readers either way (this halves the cost of a unit's bookkeeping).
     def write(self, name: str, text: str) -> None:
-        atomic_write(self.file(name), text if text.endswith("\n") else text + "\n")
+        atomic_write(self.file(name), text if text.endswith("\n") else text + "\n",
+                     durable=name in DURABLE)
 
     def write_json(self, name: str, obj) -> None:
-        atomic_write_json(self.file(name), obj)
+        atomic_write_json(self.file(name), obj, durable=name in DURABLE)
 
     # reading ------------------------------------------------------------------------------
     def read(self, name: str) -> str | None:
@@ -140,7 +156,7 @@ def open_existing(path: str) -> StateDir:
     """A state dir given by a person or a coordinator; refused when it is not one."""
     if not path:
         raise UsageError("empty state dir argument", hint="pass the path printed as STATE-DIR")
-    p = Path(path).expanduser()
-    if not p.is_dir():
+    p = os.path.expanduser(path)
+    if not os.path.isdir(p):
         raise UsageError(f"not a state dir: {path}", hint="pass the path printed as STATE-DIR")
-    return StateDir(str(p.resolve()))
+    return StateDir(os.path.realpath(p))

@@ -57,6 +57,8 @@ def load(text: str, source: str, *, offset: int = 0) -> Doc:
         mark = e.problem_mark or e.context_mark
         line = (mark.line + 1 + offset) if mark else offset + 1
         what = " ".join(x for x in (e.context, e.problem) if x)
+        if e.context_mark and mark and e.context_mark.line != mark.line:
+            what += f" (the construct opened at line {e.context_mark.line + 1 + offset})"
         raise UsageError(f"{source}:{line}: bad YAML: {what}",
                          hint="fix the syntax there; quote values that contain ': ' or start "
                          "with a special character such as '*', '&', '!', '{' or '['")

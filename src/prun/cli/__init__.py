@@ -18,6 +18,14 @@ import sys
 # name -> (module, one-line summary). Order is the order of `prun --help`.
 COMMANDS: dict[str, tuple[str, str]] = {
     "dispatch": ("prun.cli.dispatch", "run one unit on one executor (the seed's dispatch-task)"),
+    "packet": ("prun.cli.packet", "write a packet template (packet new ID)"),
+    "check": ("prun.cli.check", "the independence test: may a plan's packets run side by side"),
+    "run": ("prun.cli.run", "run a plan: every packet through one supervisor"),
+    "status": ("prun.cli.status", "show a run: counts, and the units that need attention"),
+    "wait": ("prun.cli.wait", "block until a run has something to act on"),
+    "cancel": ("prun.cli.cancel", "cancel a run, a packet or an attempt"),
+    "reassign": ("prun.cli.reassign", "a linked successor attempt for a packet"),
+    "resume": ("prun.cli.resume", "re-attach to a run whose supervisor died"),
     "ledger": ("prun.cli.ledger", "show the ledger of runs, packets, attempts and events"),
     "quota": ("prun.cli.quota", "what each quota group has left (the seed's agent-quota)"),
     "reconcile": ("prun.cli.reconcile", "judge every packet of a run: accepted, rejected, review"),

@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
 
 from ..errors import UsageError
-from .base import Executor, Launch, QuotaHit, Settings, StreamReader, StreamResult, Unit
+from .base import Executor, Settings, StreamReader
+
+TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
+if TYPE_CHECKING:
+    from .records import Launch, QuotaHit, StreamResult, Unit
 
 DEFAULT_MODEL = "gemini-3.8-flash-high"
 DEFAULT_EFFORT = "high"
@@ -58,8 +61,10 @@ _QUOTA_RE = re.compile(r"quota (?:reached|exceeded|exhausted)|rate.?limit|resour
                        re.IGNORECASE)
 
 
-def resets_at_from_text(text: str, now: datetime | None = None) -> str | None:
+def resets_at_from_text(text: str, now=None) -> str | None:
     """``... Resets in 1h 34m.`` -> an ISO time, or None when the text names no reset."""
+    from datetime import UTC, datetime, timedelta
+
     m = _RESETS_RE.search(text or "")
     if not m:
         return None
@@ -128,6 +133,8 @@ class Agy(Executor):
         return GROUP_CLAUDE_GPT
 
     def build(self, unit: Unit, env: Mapping[str, str]) -> Launch:
+        from .records import Launch
+
         s = unit.settings
         argv = [self.binary(env), "-p", unit.prompt, "--output-format", "stream-json",
                 "--model", s.model or DEFAULT_MODEL]
@@ -148,6 +155,8 @@ class Agy(Executor):
         return AgyReader()
 
     def quota_hit(self, stream: StreamResult, exit_code: int, stderr: str) -> QuotaHit | None:
+        from .records import QuotaHit
+
         text = stream.error or ""
         if (stream.status or "").upper() == "SUCCESS" or not _QUOTA_RE.search(text):
             return None

@@ -17,99 +17,65 @@ FALLBACK, timeouts, exit codes) so every executor honours it the same way.
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import ClassVar
 
 from ..errors import LaunchError
+
+TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
+if TYPE_CHECKING:
+    from typing import ClassVar
+
+    from .records import Judgement, Launch, QuotaHit, StreamResult, Unit
+
+_RECORDS = ("Judgement", "Launch", "QuotaHit", "StreamResult", "Unit")
+
+
+def __getattr__(name: str):
+    """The launch and stream records live in ``records`` (dataclasses, imported when used)."""
+    if name in _RECORDS:
+        from . import records
+
+        return getattr(records, name)
+    raise AttributeError(name)
 
 MODES = ("accept-edits", "plan")
 
 
-@dataclass(frozen=True)
 class Settings:
-    """A unit's resolved executor settings (what will actually be asked of the CLI)."""
+    """A unit's resolved executor settings (what will actually be asked of the CLI).
 
-    model: str | None
-    effort: str | None
-    timeout_s: float
-    extra: Mapping[str, object] = field(default_factory=dict)  # executor-specific, e.g. sandbox
+    A plain class rather than a dataclass: it is built on the dispatcher's path to its first
+    output line, where importing ``dataclasses`` alone would cost more than the rest.
+    """
 
+    __slots__ = ("effort", "extra", "model", "timeout_s")
 
-@dataclass(frozen=True)
-class Unit:
-    """Everything an executor needs to build one launch."""
+    def __init__(self, model: str | None, effort: str | None, timeout_s: float,
+                 extra: Mapping[str, object] | None = None):
+        self.model = model
+        self.effort = effort
+        self.timeout_s = timeout_s
+        self.extra = dict(extra or {})  # executor-specific, e.g. agy's sandbox
 
-    unit_id: str
-    prompt: str
-    prompt_file: str
-    settings: Settings
-    mode: str                       # "accept-edits" or "plan"
-    workspace: str                  # the worker's cwd
-    add_dirs: tuple[str, ...] = ()
-    resume_id: str | None = None
-    command: tuple[str, ...] = ()   # the command executor's argv
-    state_dir: str = ""
-    result_file: str = ""
+    def replace(self, **changes) -> Settings:
+        values = {k: getattr(self, k) for k in self.__slots__}
+        values.update(changes)
+        return Settings(**values)
 
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Settings) and all(
+            getattr(self, k) == getattr(other, k) for k in self.__slots__)
 
-@dataclass(frozen=True)
-class Launch:
-    argv: list[str]
-    env: dict[str, str]
-    stdin_path: str | None = None   # None: stdin is closed (/dev/null)
-
-
-@dataclass
-class QuotaHit:
-    """A quota or rate-limit failure: which group, and when it resets (ISO time) if known."""
-
-    group: str | None
-    resets_at: str | None
-    message: str
-
-
-@dataclass
-class StreamResult:
-    """What a finished (or dead) run's output stream says."""
-
-    session_id: str | None = None
-    final_seen: bool = False        # the CLI printed its final result event
-    status: str | None = None       # the final event's status, as printed
-    is_error: bool | None = None    # an explicit error flag in the final event, if any
-    response: str | None = None     # the final response text
-    response_file: str | None = None  # or: a file holding it (command executor's stdout)
-    error: str | None = None        # the backend's error text
-    usage: dict | None = None
-    model: str | None = None        # the model the CLI reported
-    tool_uses: int = 0
-    tool_errors: int = 0
-    events: int = 0
-    bad_lines: int = 0              # lines that were not JSON objects
-    text_parts: list[str] = field(default_factory=list)
-
-    def add_text(self, chunk: str) -> None:
-        """Collect assistant text (salvage for FALLBACK); a list, since += on a long str copies."""
-        self.text_parts.append(chunk)
-
-    @property
-    def text(self) -> str:
-        """The assistant text seen so far."""
-        return "".join(self.text_parts)
-
-
-@dataclass(frozen=True)
-class Judgement:
-    ok: bool
-    reason: str                     # short slug: ok, exit-nonzero, status-error, no-result-event, ...
-    error: str | None = None
+    def __repr__(self) -> str:
+        return "Settings(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__) + ")"
 
 
 class StreamReader:
     """Parses a CLI's stdout one line at a time. Subclasses override ``event``."""
 
     def __init__(self) -> None:
+        from .records import StreamResult
+
         self.result = StreamResult()
 
     def feed(self, line: str) -> None:
@@ -182,6 +148,8 @@ class Executor:
                 raise LaunchError(f"{self.bin_env}={path} is not an executable file",
                                   hint=f"point {self.bin_env} at the {self.program} binary")
             return path
+        import shutil
+
         found = shutil.which(self.program, path=env.get("PATH"))
         if not found:
             hint = f"install {self.program} or set {self.bin_env}" if self.bin_env else None
@@ -197,6 +165,8 @@ class Executor:
 
     def judge(self, exit_code: int, stream: StreamResult) -> Judgement:
         """Both signals decide: a non-zero exit fails; after exit 0 the final event decides."""
+        from .records import Judgement
+
         if exit_code != 0:
             return Judgement(False, "exit-nonzero",
                              stream.error or f"{self.name} exited with code {exit_code}")

@@ -7,11 +7,14 @@ Other placeholders: ``{unit_id}``, ``{result_file}``, ``{state_dir}``.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping
 
 from ..errors import UsageError
-from .base import Executor, Judgement, Launch, StreamReader, StreamResult, Unit
+from .base import Executor, StreamReader
+
+TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
+if TYPE_CHECKING:
+    from .records import Judgement, Launch, StreamResult, Unit
 
 
 def parse_command(text: str | list | tuple | None) -> tuple[str, ...]:
@@ -19,6 +22,8 @@ def parse_command(text: str | list | tuple | None) -> tuple[str, ...]:
     if isinstance(text, list | tuple):
         argv = tuple(str(a) for a in text)
     else:
+        import shlex
+
         try:
             argv = tuple(shlex.split(text or ""))
         except ValueError as e:
@@ -43,6 +48,8 @@ class Command(Executor):
     program = ""
 
     def build(self, unit: Unit, env: Mapping[str, str]) -> Launch:
+        from .records import Launch
+
         values = {"prompt_file": unit.prompt_file, "unit_id": unit.unit_id,
                   "result_file": unit.result_file, "state_dir": unit.state_dir}
         uses_file = any("{prompt_file}" in a for a in unit.command)
@@ -53,6 +60,8 @@ class Command(Executor):
         return CommandReader()
 
     def judge(self, exit_code: int, stream: StreamResult) -> Judgement:
+        from .records import Judgement
+
         if exit_code != 0:
             return Judgement(False, "exit-nonzero", f"command exited with code {exit_code}")
         return Judgement(True, "ok")

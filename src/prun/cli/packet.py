@@ -1,0 +1,57 @@
+"""Packet files: `prun packet new ID` writes a template that guides you through every field.
+
+The template is a Markdown file with YAML front matter (the machine fields, each explained by a
+comment) and the prompt below it. It is written to ID.md in the current folder, or to -o PATH,
+and never over an existing file.
+
+exit codes: 0 written; 2 bad id, or the file exists.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def add_arguments(p) -> None:
+    sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    new = sub.add_parser("new", help="write a packet template",
+                         description="Write a packet template for ID (to ID.md, or -o PATH).")
+    new.add_argument("id", metavar="ID", help="the packet id (letters, digits, '.', '_', '-')")
+    new.add_argument("-o", "--output", metavar="PATH",
+                     help="where to write it (default: ./ID.md); '-' prints it")
+    new.add_argument("--kind", choices=["read-only", "code"], help="preset the kind")
+
+
+def template(packet_id: str, *, kind: str | None = None) -> str:
+    """The packet template text for ``packet_id``."""
+    from importlib.resources import files
+
+    from ..statedir import check_unit_id
+
+    check_unit_id(packet_id)
+    text = files("prun").joinpath("templates/packet.md").read_text(encoding="utf-8")
+    text = text.replace("{id}", packet_id).replace("{{", "{").replace("}}", "}")
+    if kind:
+        text = text.replace("\nkind: read-only\n", f"\nkind: {kind}\n", 1)
+    return text
+
+
+def run(args) -> int:
+    from ..errors import UsageError
+    from ..fsutil import publish_new
+
+    text = template(args.id, kind=args.kind)
+    if args.output == "-":
+        sys.stdout.write(text)
+        return 0
+    path = args.output or f"{args.id}.md"
+    try:
+        written = publish_new(path, text)
+    except FileNotFoundError:
+        raise UsageError(f"cannot write {path}: its folder does not exist",
+                         hint="create the folder first, or give another -o PATH")
+    if not written:
+        raise UsageError(f"{path} exists; not overwriting it",
+                         hint="give another -o PATH, or move the old file away")
+    sys.stdout.write(f"PACKET {path}\n")
+    return 0

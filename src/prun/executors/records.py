@@ -1,0 +1,79 @@
+"""The records an executor builds and reads: a unit to launch, the launch, what its stream
+said, the judgement, a quota hit. Imported when a unit is launched or read, not before."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .base import Settings
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Everything an executor needs to build one launch."""
+
+    unit_id: str
+    prompt: str
+    prompt_file: str
+    settings: Settings
+    mode: str                       # "accept-edits" or "plan"
+    workspace: str                  # the worker's cwd
+    add_dirs: tuple[str, ...] = ()
+    resume_id: str | None = None
+    command: tuple[str, ...] = ()   # the command executor's argv
+    state_dir: str = ""
+    result_file: str = ""
+
+
+@dataclass(frozen=True)
+class Launch:
+    argv: list[str]
+    env: dict[str, str]
+    stdin_path: str | None = None   # None: stdin is closed (/dev/null)
+
+
+@dataclass
+class QuotaHit:
+    """A quota or rate-limit failure: which group, and when it resets (ISO time) if known."""
+
+    group: str | None
+    resets_at: str | None
+    message: str
+
+
+@dataclass
+class StreamResult:
+    """What a finished (or dead) run's output stream says."""
+
+    session_id: str | None = None
+    final_seen: bool = False        # the CLI printed its final result event
+    status: str | None = None       # the final event's status, as printed
+    is_error: bool | None = None    # an explicit error flag in the final event, if any
+    response: str | None = None     # the final response text
+    response_file: str | None = None  # or: a file holding it (command executor's stdout)
+    error: str | None = None        # the backend's error text
+    usage: dict | None = None
+    model: str | None = None        # the model the CLI reported
+    tool_uses: int = 0
+    tool_errors: int = 0
+    events: int = 0
+    bad_lines: int = 0              # lines that were not JSON objects
+    text_parts: list[str] = field(default_factory=list)
+
+    def add_text(self, chunk: str) -> None:
+        """Collect assistant text (salvage for FALLBACK); a list, since += on a long str copies."""
+        self.text_parts.append(chunk)
+
+    @property
+    def text(self) -> str:
+        """The assistant text seen so far."""
+        return "".join(self.text_parts)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    ok: bool
+    reason: str                     # short slug: ok, exit-nonzero, status-error, no-result-event, ...
+    error: str | None = None
+
+

@@ -1,0 +1,303 @@
+"""Loading packet files and plans: front matter, globs, inline packets, defaults, errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from prun.errors import UsageError
+from prun.plan import DataBoundary, load_packet, load_plan
+
+
+def refused(fn, *args) -> UsageError:
+    with pytest.raises(UsageError) as info:
+        fn(*args)
+    return info.value
+
+
+def test_packet_file_front_matter_and_body(write):
+    path = write("a.md", """
+        ---
+        id: fix-parser
+        kind: code
+        executor: agy
+        model: gemini-3.8-flash-high
+        owns: [src/parser/**, tests/parser/**]
+        shared: {pyproject.toml: fix-parser}
+        state: [port:8080, db:orders]
+        timeout: 45m
+        data:
+          reachable: [repository]
+          may_go_to: agy
+          prohibited: [credentials]
+          retention: deleted after integration
+        requires: [Summary, Verification]
+        ---
+        Fix the parser.
+
+        Second paragraph.
+        """)
+    p = load_packet(path)
+    assert p.id == "fix-parser"
+    assert p.kind == "code" and p.writes_code
+    assert p.executor == "agy" and p.model == "gemini-3.8-flash-high"
+    assert p.owns == ("src/parser/**", "tests/parser/**")
+    assert p.shared == {"pyproject.toml": "fix-parser"}
+    assert p.state == ("port:8080", "db:orders")
+    assert p.timeout_s == 2700
+    assert p.data == DataBoundary(reachable=("repository",), may_go_to=("agy",),
+                                  prohibited=("credentials",),
+                                  retention="deleted after integration")
+    assert p.requires == ("Summary", "Verification")
+    assert p.prompt == "Fix the parser.\n\nSecond paragraph.\n"
+    assert p.source == str(path) and p.line == 2
+    assert p.where("owns") == f"{path}:6"
+
+
+def test_packet_defaults_follow_kind(write):
+    ro = load_packet(write("r.md", "---\nid: r\n---\nlook\n"))
+    assert (ro.kind, ro.executor, ro.mode, ro.effective_mode) == (
+        "read-only", "auto", None, "accept-edits")
+    assert not ro.subdispatch and not ro.session_tools and ro.timeout_s is None
+    cmd = load_packet(write("c.md", "---\nid: c\ncommand: [echo, hi]\n---\nx\n"))
+    assert cmd.executor == "command" and cmd.command == ("echo", "hi")
+    plan_mode = load_packet(write("p.md", "---\nid: p\nmode: plan\n---\nx\n"))
+    assert plan_mode.effective_mode == "plan"
+
+
+def test_timeout_in_seconds(write):
+    assert load_packet(write("t.md", "---\nid: t\ntimeout: 90\n---\nx\n")).timeout_s == 90
+    assert load_packet(write("u.md", "---\nid: u\ntimeout: 1h30m\n---\nx\n")).timeout_s == 5400
+
+
+def test_plan_with_globs_paths_and_inline_packets(write, tmp_path):
+    write("packets/b.md", "---\nid: b\n---\nprompt b\n")
+    write("packets/a.md", "---\nid: a\nkind: code\nowns: [src/a/**]\n---\nprompt a\n")
+    write("more/c.md", "---\nid: c\n---\nprompt c\n")
+    write("prompts/d.txt", "prompt d from a file\n")
+    plan_path = write("plan.yaml", """
+        name: demo
+        deadline: 2h
+        cancel_owner: alice
+        parallel: 8
+        check: [pytest, -q]
+        on_event: notify-send prun
+        setup: pip install -e .
+        base: main
+        packets:
+          - packets/*.md
+          - more/c.md
+          - id: d
+            after: [a]
+            prompt_file: prompts/d.txt
+          - id: e
+            prompt: |
+              inline prompt
+        """)
+    plan = load_plan(plan_path)
+    assert plan.ids == ("a", "b", "c", "d", "e")
+    assert plan.name == "demo" and plan.deadline == "2h" and plan.cancel_owner == "alice"
+    assert plan.parallel == 8 and plan.check == "pytest -q"
+    assert plan.on_event == "notify-send prun" and plan.setup == "pip install -e ."
+    assert plan.path == str(plan_path.resolve()) and plan.root == tmp_path
+    assert plan.packet("d").prompt == "prompt d from a file\n"
+    assert plan.packet("d").after == ("a",)
+    assert plan.packet("e").prompt == "inline prompt\n"
+    assert plan.base_of(plan.packet("a")) == "main"
+    assert plan.packet("a").source.endswith("packets/a.md")
+
+
+def test_plan_defaults_apply_unless_a_packet_sets_the_field(write):
+    write("p/x.md", "---\nid: x\n---\nx\n")
+    plan = load_plan(write("plan.yaml", """
+        defaults: {executor: claude, timeout: 10m, requires: [Summary]}
+        packets:
+          - p/x.md
+          - {id: y, executor: agy, prompt: y}
+        """))
+    assert plan.packet("x").executor == "claude" and plan.packet("x").timeout_s == 600
+    assert plan.packet("y").executor == "agy" and plan.packet("y").requires == ("Summary",)
+
+
+def test_plan_folder_entry_loads_its_md_files(write):
+    write("units/one.md", "---\nid: one\n---\nx\n")
+    write("units/two.md", "---\nid: two\n---\nx\n")
+    assert load_plan(write("plan.yaml", "packets: [units]\n")).ids == ("one", "two")
+
+
+def test_iso_deadline_read_by_yaml_as_a_time(write):
+    plan = load_plan(write("plan.yaml", """
+        deadline: 2026-12-01T18:00:00+00:00
+        packets: [{id: a, prompt: x}]
+        """))
+    assert plan.deadline.startswith("2026-12-01T18:00:00")
+
+
+# --- errors name the file and the line, and say how to fix -----------------------------------
+
+def test_unknown_field_names_line_and_suggests(write):
+    path = write("plan.yaml", """
+        packets:
+          - id: a
+            prompt: x
+          - id: b
+            prompt: y
+            onws: [src/**]
+        """)
+    e = refused(load_plan, path)
+    assert e.message.startswith(f"{path}:6: packets[1]: unknown field 'onws'")
+    assert "owns" in e.hint
+
+
+def test_bad_enum_names_line_and_choices(write):
+    path = write("a.md", "---\nid: a\n\nkind: writer\n---\nx\n")
+    e = refused(load_packet, path)
+    assert e.message.startswith(f"{path}:4: kind:")
+    assert "read-only" in e.hint and "code" in e.hint
+
+
+def test_yaml_syntax_error_names_line(write):
+    path = write("plan.yaml", "packets:\n  - id: a\n    prompt: [unclosed\n  - id: b\n")
+    e = refused(load_plan, path)
+    assert e.message.startswith(f"{path}:4: bad YAML")
+
+
+def test_yaml_error_in_front_matter_counts_the_opening_line(write):
+    path = write("a.md", "---\nid: a\nowns: [src/**\n---\nx\n")
+    e = refused(load_packet, path)
+    assert e.message.startswith(f"{path}:4: bad YAML")
+    assert "opened at line 3" in e.message
+
+
+def test_duplicate_yaml_key(write):
+    path = write("a.md", "---\nid: a\nkind: code\nkind: read-only\n---\nx\n")
+    e = refused(load_packet, path)
+    assert e.message.startswith(f"{path}:4: duplicate key 'kind' (first at line 3)")
+
+
+def test_number_where_a_string_is_needed(write):
+    path = write("a.md", "---\nid: a\nstate: [8080]\n---\nx\n")
+    e = refused(load_packet, path)
+    assert e.message.startswith(f"{path}:3: state[0]: 8080 is not a string")
+
+
+def test_bad_timeout(write):
+    e = refused(load_packet, write("a.md", "---\nid: a\ntimeout: soon\n---\nx\n"))
+    assert ":3: timeout" in e.message and "45m" in e.hint
+
+
+def test_missing_front_matter_or_prompt(write):
+    e = refused(load_packet, write("a.md", "Just a prompt\n"))
+    assert e.message.endswith("a.md:1: a packet file starts with a '---' line (its front matter)")
+    e = refused(load_packet, write("b.md", "---\nid: b\nno end\n"))
+    assert "not closed" in e.message
+    e = refused(load_packet, write("c.md", "---\nid: c\n---\n\n  \n"))
+    assert "has no prompt" in e.message
+    e = refused(load_packet, write("d.md", "---\nid: d\nprompt: hi\n---\nbody\n"))
+    assert "both the body and prompt" in e.message
+
+
+def test_inline_packet_without_prompt(write):
+    path = write("plan.yaml", "packets:\n  - id: a\n    kind: code\n")
+    e = refused(load_plan, path)
+    assert e.message == f"{path}:2: packets[0]: needs prompt or prompt_file"
+
+
+def test_bad_id(write):
+    e = refused(load_packet, write("a.md", "---\nid: ../etc\n---\nx\n"))
+    assert ":2: id:" in e.message and "letters, digits" in e.hint
+
+
+def test_duplicate_ids_name_both_places(write):
+    write("p/a.md", "---\nid: a\n---\nx\n")
+    path = write("plan.yaml", "packets:\n  - p/a.md\n  - id: a\n    prompt: y\n")
+    e = refused(load_plan, path)
+    assert e.message.startswith(f"{path}:3: duplicate packet id 'a' (also at ")
+    assert "p/a.md:2" in e.message
+
+
+def test_after_unknown_packet(write):
+    path = write("plan.yaml", """
+        packets:
+          - {id: build, prompt: x}
+          - id: test
+            prompt: y
+            after: [biuld]
+        """)
+    e = refused(load_plan, path)
+    assert e.message == f"{path}:5: packet 'test' comes after unknown packet 'biuld'"
+    assert "build" in e.hint
+
+
+def test_after_cycle(write):
+    path = write("plan.yaml", """
+        packets:
+          - {id: a, prompt: x, after: [c]}
+          - {id: b, prompt: x, after: [a]}
+          - {id: c, prompt: x, after: [b]}
+          - {id: d, prompt: x, after: [a]}
+        """)
+    e = refused(load_plan, path)
+    assert "the after lists form a cycle: a -> c -> b -> a" in e.message
+    assert "sequence" in e.hint
+
+
+def test_after_itself(write):
+    e = refused(load_plan, write("plan.yaml", "packets:\n  - {id: a, prompt: x, after: [a]}\n"))
+    assert "comes after itself" in e.message
+
+
+def test_unknown_shared_owner(write):
+    path = write("plan.yaml", """
+        packets:
+          - id: a
+            prompt: x
+            shared:
+              pyproject.toml: nobody
+        """)
+    e = refused(load_plan, path)
+    assert e.message.startswith(f"{path}:4: packet 'a' names unknown packet 'nobody'")
+
+
+def test_packet_glob_matching_nothing(write):
+    path = write("plan.yaml", "packets:\n  - id: a\n    prompt: x\n  - missing/*.md\n")
+    e = refused(load_plan, path)
+    assert e.message.startswith(f"{path}:4: 'missing/*.md' matches no packet file")
+
+
+def test_missing_packet_file_and_prompt_file(write):
+    path = write("plan.yaml", "packets:\n  - nothere.md\n")
+    assert refused(load_plan, path).message.startswith(f"{path}:2: packet file 'nothere.md'")
+    path = write("plan2.yaml", "packets:\n  - id: a\n    prompt_file: gone.txt\n")
+    assert refused(load_plan, path).message.startswith(f"{path}:3: prompt_file 'gone.txt'")
+
+
+def test_error_inside_a_packet_file_names_that_file(write):
+    bad = write("p/bad.md", "---\nid: bad\nexecutor: codex\n---\nx\n")
+    e = refused(load_plan, write("plan.yaml", "packets: [p/*.md]\n"))
+    assert e.message.startswith(f"{bad}:3: executor: 'codex' is not allowed")
+
+
+def test_plan_must_be_a_mapping_with_packets(write):
+    e = refused(load_plan, write("plan.yaml", "- a\n- b\n"))
+    assert "plan.yaml:1:" in e.message
+    e = refused(load_plan, write("p2.yaml", "name: x\n"))
+    assert "missing required field 'packets'" in e.message
+    e = refused(load_plan, write("p3.yaml", "packets: []\n"))
+    assert "p3.yaml:1: packets: must not be empty" in e.message
+
+
+def test_command_unit_needs_a_command(write):
+    e = refused(load_plan, write("plan.yaml", "packets:\n  - {id: a, executor: command, "
+                                 "prompt: x}\n"))
+    assert "executor: command but no command" in e.message
+
+
+def test_bad_deadline(write):
+    e = refused(load_plan, write("plan.yaml", "deadline: whenever\npackets: [{id: a, "
+                                 "prompt: x}]\n"))
+    assert e.message.endswith("plan.yaml:1: bad deadline 'whenever'")
+
+
+def test_missing_file():
+    e = refused(load_plan, "/nonexistent/plan.yaml")
+    assert "no such file" in e.message

@@ -1,0 +1,65 @@
+"""The published JSON Schemas: valid, shipped, in step with each other and with the loader."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from importlib.resources import files
+
+import pytest
+import yaml
+from jsonschema import Draft202012Validator
+
+from prun.plan import Packet
+
+
+def shipped(name: str) -> dict:
+    return json.loads(files("prun").joinpath(f"schemas/{name}.schema.json").read_text())
+
+
+@pytest.mark.parametrize("name", ["packet", "plan"])
+def test_schema_files_are_valid_json_schemas(name):
+    Draft202012Validator.check_schema(shipped(name))
+
+
+def test_plan_schema_embeds_the_packet_fields():
+    packet, plan = shipped("packet"), shipped("plan")
+    assert plan["$defs"]["packet"]["properties"] == packet["properties"]
+    defaults = plan["properties"]["defaults"]["properties"]
+    assert set(defaults) < set(packet["properties"])
+
+
+def test_every_packet_field_reaches_the_dataclass():
+    fields = {f.name for f in dataclasses.fields(Packet)}
+    renamed = {"timeout": "timeout_s", "prompt_file": "prompt"}
+    for name in shipped("packet")["properties"]:
+        assert renamed.get(name, name) in fields, name
+
+
+def test_issue_field_names_are_in_the_schemas():
+    packet = set(shipped("packet")["properties"])
+    assert {"id", "kind", "executor", "command", "model", "mode", "owns", "shared", "state",
+            "after", "base", "timeout", "data", "requires", "session_tools",
+            "subdispatch"} <= packet
+    plan = set(shipped("plan")["properties"])
+    assert {"packets", "deadline", "cancel_owner", "check", "parallel", "on_event"} <= plan
+    data = set(shipped("packet")["properties"]["data"]["properties"])
+    assert data == {"reachable", "may_go_to", "prohibited", "retention"}
+
+
+def test_a_plain_validator_accepts_a_good_plan_and_rejects_a_bad_one():
+    """Editors and CI tools use the schema file alone, without prun."""
+    v = Draft202012Validator(shipped("plan"))
+    good = yaml.safe_load("""
+        deadline: 90m
+        parallel: 4
+        packets:
+          - packets/*.md
+          - {id: a, kind: code, owns: [src/**], prompt: do it, timeout: 600}
+    """)
+    assert list(v.iter_errors(good)) == []
+    for bad in ({"packets": [{"id": "a"}]},                               # no prompt
+                {"packets": [{"id": "a", "prompt": "x", "kind": "rw"}]},  # bad kind
+                {"packets": ["x.md"], "paralel": 2},                      # unknown key
+                {"packets": [{"id": "a", "prompt": "x", "owns": ["!src"]}]}):
+        assert list(v.iter_errors(bad)), bad
