@@ -25,6 +25,7 @@ class RunView:
     run: dict
     packets: list[Packet]
     attempts: dict[str, list[dict]] = field(default_factory=dict)   # packet id -> in order
+    bases: dict[str, str] = field(default_factory=dict)             # packet id -> base commit
 
     @property
     def id(self) -> str:
@@ -49,7 +50,7 @@ class RunView:
             out.append(UnitInput(
                 packet=p, attempt_id=a.get("id"), status=a.get("status"),
                 state_dir=a.get("state_dir"), workspace=a.get("workspace"),
-                base=a.get("base") or p.base or self.run.get("base"),
+                base=a.get("base") or self.bases.get(p.id) or self.run.get("base"),
                 result_file=a.get("result_path"), executor=a.get("executor") or None,
                 rescoped=rescoped.get(p.id)))
         return out
@@ -70,7 +71,7 @@ def packet_from_spec(spec, row: Mapping | None = None) -> Packet:
         else:
             spec = {}
     spec = dict(spec or {})
-    for key in ("id", "kind", "executor", "model", "mode", "base", "timeout_s"):
+    for key in ("id", "kind", "executor", "model", "mode", "timeout_s"):
         if spec.get(key) is None and row.get(key) is not None:
             spec[key] = row[key]
     if "after" not in spec and row.get("after"):
@@ -117,8 +118,15 @@ def open_run(ledger, run_arg: str | None = None, cwd: str | None = None) -> RunV
             raise UsageError(f"no run of this {where} in the ledger {ledger.path}",
                              hint="start one with `prun run PLAN`, or name RUN")
     run = dict(row)
-    packets = [packet_from_spec(r["spec"], dict(r)) for r in ledger.packets(run["id"])]
+    rows = [dict(r) for r in ledger.packets(run["id"])]
+    packets = [packet_from_spec(r["spec"], r) for r in rows]
+    bases = {}
+    for r in rows:
+        spec = json.loads(r["spec"]) if (r.get("spec") or "").startswith("{") else {}
+        commit = r.get("base") or spec.get("base_commit")
+        if commit:
+            bases[r["id"]] = commit
     attempts: dict[str, list[dict]] = {}
     for a in ledger.attempts(run["id"]):
         attempts.setdefault(a["packet_id"], []).append(dict(a))
-    return RunView(run, packets, attempts)
+    return RunView(run, packets, attempts, bases)
