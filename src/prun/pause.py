@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .errors import StateError
@@ -92,26 +93,72 @@ def _wait_gone(procs, timeout: float):
         psutil.wait_procs(left, timeout=min(0.1, max(0.0, deadline - time.monotonic())))
 
 
+def _worker(state_dir: str):
+    """The recorded worker as a psutil process, or None when it is not running any more."""
+    import psutil
+
+    info = read_json(os.path.join(state_dir, "worker.json"))
+    if not isinstance(info, dict) or not info.get("pid"):
+        return None
+    if not same_process_alive(int(info["pid"]), info.get("create_time")):
+        return None
+    try:
+        return psutil.Process(int(info["pid"]))
+    except psutil.Error:
+        return None
+
+
+def _save_patch(result: PauseResult, workspace: str | None, base: str | None) -> bool:
+    """Write the clone's change as ``paused.patch``; False when the clone cannot be read
+    (gone, or moved to ``<clone>.quarantined`` by the supervisor meanwhile)."""
+    from .changes import read_change
+    from .gitcmd import GitError
+    from .workspace import clone_base
+
+    for path in (workspace, f"{workspace}.quarantined" if workspace else None):
+        if not path or not os.path.isdir(os.path.join(path, ".git")):
+            continue
+        try:
+            change = read_change(path, base or clone_base(path) or "HEAD", with_patch=True)
+        except (GitError, OSError):
+            continue
+        result.patch = os.path.join(result.state_dir, PAUSED_PATCH)
+        atomic_write(result.patch, change.patch or b"")
+        result.files = change.paths
+        return True
+    return False
+
+
 def pause(state_dir: str, workspace: str | None, base: str | None, *,
+          ask_supervisor: Callable[[], bool] | None = None,
           grace: float = KILL_GRACE_SECONDS) -> PauseResult:
-    """Stop the unit of ``state_dir`` and save its clone's change against ``base`` as
-    ``<state dir>/paused.patch`` (binary, untracked files included), with ``paused.json``."""
+    """Pause the unit of ``state_dir``: save its clone's change against ``base`` as
+    ``<state dir>/paused.patch`` (binary, untracked files included), stop it, save the
+    change again once it has stopped, and write ``paused.json``.
+
+    ``ask_supervisor`` asks a live supervisor to cancel the attempt (so it records a
+    cancellation and quarantines partial output); it returns False when none will. prun then
+    stops the recorded process group itself, and also when the supervisor has not within a
+    bound."""
     if not os.path.isdir(state_dir):
         raise StateError(f"state dir not found: {state_dir}")
     result = PauseResult(state_dir, "not-started")
+    _save_patch(result, workspace, base)            # a first copy while it still runs
     try:
-        result.stopped = stop_recorded_group(state_dir, grace)
+        worker = _worker(state_dir)
+        if worker is None:
+            info = read_json(os.path.join(state_dir, "worker.json"))
+            result.stopped = "gone" if isinstance(info, dict) and info.get("pid") \
+                else "not-started"
+        elif ask_supervisor is not None and ask_supervisor() \
+                and not _wait_gone([worker], 2 * grace + 5):
+            result.stopped = "stopped"
+        else:
+            result.stopped = stop_recorded_group(state_dir, grace)
+            if result.stopped == "gone":
+                result.stopped = "stopped"
     finally:
-        if workspace and os.path.isdir(os.path.join(workspace, ".git")):
-            from .changes import read_change
-            from .workspace import clone_base
-
-            base = base or clone_base(workspace)
-            if base:
-                change = read_change(workspace, base, with_patch=True)
-                result.patch = os.path.join(state_dir, PAUSED_PATCH)
-                atomic_write(result.patch, change.patch or b"")
-                result.files = change.paths
+        _save_patch(result, workspace, base)        # the final copy, once it has stopped
         atomic_write_json(os.path.join(state_dir, PAUSED_JSON),
                           {**result.as_dict(), "at": time.time()})
     return result

@@ -70,3 +70,18 @@ def gone(pid: int, timeout: float = 10.0) -> bool:
         if time.monotonic() >= deadline:
             return False
         psutil.wait_procs([p], timeout=0.05)
+
+
+def poll(check, limit: float = 60.0):
+    """Wait (bounded) for ``check()`` to return something truthy, and return it."""
+    import threading
+    import time
+
+    end = time.monotonic() + limit
+    tick = threading.Event()
+    while time.monotonic() < end:
+        got = check()
+        if got:
+            return got
+        tick.wait(0.05)
+    raise AssertionError("condition not reached in time")

@@ -6,7 +6,7 @@ import json
 import os
 import sys
 
-from gitrepo import gout
+from gitrepo import gout, poll
 
 from helpers import prun
 
@@ -53,3 +53,33 @@ def test_run_reconcile_integrate_clean(repo, tmp_path):
         path = line.split(" ", 2)[2]
         assert path.startswith(str(tmp_path / "ws")) and not os.path.exists(path)
     assert (repo / "src").is_dir()
+
+
+def test_pause_a_unit_of_a_live_run(repo, tmp_path):
+    from prun.ledger import Ledger
+
+    code = ("import pathlib,time; pathlib.Path('src/app/main.py').write_text('half'); "
+            "pathlib.Path('src/app/extra.py').write_text('X = 1\\n'); time.sleep(300)")
+    plan = repo / "plan.json"
+    plan.write_text(json.dumps({"packets": [
+        {"id": "slow", "kind": "code", "executor": "command", "owns": ["src/app/**"],
+         "command": [sys.executable, "-c", code], "prompt": "p"}]}))
+    r = prun("run", str(plan), "--detach", cwd=repo)
+    assert r.returncode == 0, r.stderr
+    run_id = r.stdout.split()[1]
+
+    def attempt():
+        with Ledger.open() as ledger:
+            rows = ledger.attempts(run_id, "slow")
+            return dict(rows[-1]) if rows else None
+
+    a = poll(lambda: (x := attempt()) and x["status"] == "dispatched" and x["workspace"]
+             and os.path.exists(os.path.join(x["workspace"], "src/app/extra.py")) and x)
+    r = prun("pause", "slow", cwd=repo, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith(f"PAUSED slow attempt={a['id']} stopped=stopped files=2 patch=")
+    patch = open(os.path.join(a["state_dir"], "paused.patch")).read()
+    assert "+half" in patch and "+X = 1" in patch
+    assert poll(lambda: attempt()["status"] == "cancelled")
+    with Ledger.open() as ledger:
+        assert any(e["kind"] == "pause" for e in ledger.events(run_id))

@@ -45,11 +45,17 @@ def run(args) -> int:
             raise UsageError(f"packet {args.packet_id!r} has no attempt to pause",
                              hint="a packet that never ran needs no pause; revise it instead")
         live = attempt["status"] in {s.value for s in Status if s.live}
-        if live:
+        base = attempt.get("base") or view.bases.get(args.packet_id) or view.run.get("base")
+
+        def ask_supervisor() -> bool:
+            from ..runstate import wake_supervisor
+
             ledger.add_request(view.id, "cancel", target=attempt["id"],
                                cause=f"paused: prun pause {args.packet_id}")
-        base = attempt.get("base") or view.run.get("base")
-        result = pause(attempt["state_dir"], attempt.get("workspace"), base)
+            return wake_supervisor(view.run)
+
+        result = pause(attempt["state_dir"], attempt.get("workspace"), base,
+                       ask_supervisor=ask_supervisor if live else None)
         ledger.record_event("pause", run_id=view.id, packet_id=args.packet_id,
                             attempt_id=attempt["id"], status=attempt["status"],
                             cause="prun pause", data={"patch": result.patch,
