@@ -83,3 +83,10 @@ def test_pause_a_unit_of_a_live_run(repo, tmp_path):
     assert poll(lambda: attempt()["status"] == "cancelled")
     with Ledger.open() as ledger:
         assert any(e["kind"] == "pause" for e in ledger.events(run_id))
+    with Ledger.open() as ledger:
+        poll(lambda: ledger.run(run_id)["status"] != "running")
+    r = prun("clean", run_id, cwd=repo)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines()[-1] == f"CLEAN run={run_id} removed=1 kept=0"
+    assert not os.path.exists(a["workspace"])
+    assert not os.path.exists(a["workspace"] + ".quarantined")

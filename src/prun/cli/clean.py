@@ -3,7 +3,9 @@
     prun clean [RUN] [--dry-run] [--json]
 
 RUN defaults to the latest run of this repository. Only folders recorded as an attempt's
-workspace *and* carrying prun's workspace marker are removed; anything else is named and kept.
+workspace (or that workspace moved aside as `<path>.quarantined` when its attempt was cancelled
+or superseded) *and* carrying prun's workspace marker are removed; anything else is named and
+kept.
 Refused while a unit of the run still runs (its recorded worker is alive, or the run's
 supervisor is alive with unfinished attempts). Reconcile and integrate first: a removed
 clone's change is gone.
@@ -17,6 +19,7 @@ exit codes: 0 done; 1 refused (a unit still runs); 2 bad usage or no such run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 
@@ -62,20 +65,26 @@ def run(args) -> int:
                              hint=f"wait for them, or `prun cancel {view.id}` first")
         rows = []
         seen = set()
+        parents = set()
         for pid, attempts in sorted(view.attempts.items()):
             for a in attempts:
-                path = a.get("workspace")
-                if not path or path in seen:
-                    continue
-                seen.add(path)
-                if not os.path.lexists(path):
-                    continue
-                if marker(path) is None or os.path.islink(path):
-                    rows.append(("KEPT", pid, path, "not-a-workspace"))
-                    continue
-                if not args.dry_run:
-                    remove(path)
-                rows.append(("REMOVED", pid, path, None))
+                base_path = a.get("workspace")
+                # a cancelled or superseded unit's clone was moved aside by the supervisor
+                for path in (base_path, f"{base_path}.quarantined" if base_path else None):
+                    if not path or path in seen or not os.path.lexists(path):
+                        continue
+                    seen.add(path)
+                    if marker(path) is None or os.path.islink(path):
+                        rows.append(("KEPT", pid, path, "not-a-workspace"))
+                        continue
+                    if not args.dry_run:
+                        remove(path)
+                        parents.add(os.path.dirname(path))
+                    rows.append(("REMOVED", pid, path, None))
+        for parent in parents:          # the run's own folder of workspaces, once empty
+            if os.path.basename(parent) == view.id:
+                with contextlib.suppress(OSError):
+                    os.rmdir(parent)
         removed = sum(r[0] == "REMOVED" for r in rows)
         if not args.dry_run and removed:
             ledger.record_event("clean", run_id=view.id, cause="prun clean",
