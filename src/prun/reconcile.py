@@ -38,7 +38,7 @@ MIN_RESULT_BYTES = 20
 
 # Words by which a result claims work was done (for the no-tool-use hollow success check).
 _CLAIMS = re.compile(
-    r"\b(ran|run|tested|tests? pass(?:ed|es)?|verified|implemented|fixed|created|added|"
+    r"\b(ran|tested|tests? pass(?:ed|es)?|verified|implemented|fixed|created|added|"
     r"updated|wrote|written|changed|modified|edited|executed|fetched|measured|refactored|"
     r"installed|removed|deleted|renamed|benchmarked|confirmed)\b", re.IGNORECASE)
 
@@ -290,6 +290,8 @@ def judge(unit: UnitInput, *, with_patch: bool = False) -> Verdict:
     outcome = read_json(os.path.join(unit.state_dir, "outcome.json")) if unit.state_dir else None
     outcome = outcome if isinstance(outcome, dict) else {}
     status = unit.status or outcome.get("outcome")
+    if status in LIVE and outcome.get("outcome"):
+        status = outcome["outcome"]     # the dispatcher finished; the ledger has not caught up
     v.status = status
     if unit.attempt_id is None and unit.state_dir is None:
         rejected.append(Reason("not-dispatched"))
@@ -316,7 +318,9 @@ def judge(unit: UnitInput, *, with_patch: bool = False) -> Verdict:
             rejected.append(Reason("no-result", {"path": result_file or "unknown"}))
     elif text is not None and text.lstrip().startswith("FALLBACK") and status in SUCCESS:
         review.append(Reason("fallback-result", {"path": result_file}))
-    if text is not None and p.requires:
+    failed_text = bool(text) and v.recovered is None and text.lstrip().startswith("FALLBACK") \
+        and status not in SUCCESS
+    if text is not None and p.requires and not failed_text:
         rejected.extend(section_reasons(text, p.requires))
 
     # the change of a code-writing unit

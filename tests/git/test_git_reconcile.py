@@ -206,3 +206,17 @@ def test_sections_parser():
     got = section_reasons(text, ["summary", "Open Items", "Verification", "Risks", "Tests"])
     assert [r.text() for r in got] == ["reason=empty-section section=Risks",
                                        "reason=missing-section section=Tests"]
+
+
+def test_outcome_json_decides_when_the_ledger_has_not_caught_up(unit):
+    u, clone = unit("p1")
+    write(clone_path(clone), {"src/app/main.py": "x\n"})
+    stale = UnitInput(**{**u.__dict__, "status": "running"})
+    v = judge(stale)
+    assert v.verdict == ACCEPTED and v.status == "succeeded", reasons(v)
+
+
+def test_a_failed_unit_is_rejected_for_failing_not_for_its_fallback_text(unit):
+    u, _ = unit("p1", status="failed", requires=("Summary",),
+                result="FALLBACK reason=exit-nonzero unit=p1\n\nno sections here\n")
+    assert reasons(judge(u)) == ["reason=not-succeeded status=failed"]
