@@ -162,6 +162,8 @@ def make_clone(repo_root: str | os.PathLike, base: str, dest: str | os.PathLike)
         gitcmd.git(["config", "core.hooksPath", _hooks_for(git_dir)], dest)
         gitcmd.git(["config", "protocol.allow", "never"], dest)
     except gitcmd.GitError as e:
+        # a half-made clone may still have its origin: it must not be left for anyone to use
+        shutil.rmtree(dest, ignore_errors=True)
         raise WorkspaceError(f"could not make a clone at {dest}: {e.message}",
                              hint="check that the repository is readable and the disk not full")
     _write_marker(os.path.join(git_dir, CLONE_MARKER), "clone", base=commit, source=repo_root)
