@@ -6,7 +6,8 @@
    throwaway clone (``prun.workspace.make_clone``: clone, detached checkout of the base,
    origin removed, push config stripped, hooks and ``protocol.allow=never`` set), a plain
    ``git clone --local``, and ``git worktree add --detach``. Median of REPEAT runs each,
-   interleaved so that cache warmth favours none. The source is packed (``git gc``), as a
+   interleaved so that cache warmth favours none; each workspace is deleted and the disk
+   synced between measurements, outside the timed part. The source is packed (``git gc``), as a
    repository fetched from a server is; ``--loose`` leaves its objects loose instead.
 2. Reconciling UNITS code units (each clone with modified, added, untracked, deleted, renamed
    and binary files) with ``prun.reconcile.reconcile``, beside a bare loop of ``git diff
@@ -63,16 +64,24 @@ def timed(fn) -> float:
     return time.perf_counter() - t
 
 
+PARALLEL = "git -c checkout.workers=0 clone --local (no guards, same parallel checkout)"
+
+
 def bench_clones(src: Path, out: Path, repeat: int) -> list[tuple[str, float, float]]:
     times: dict[str, list[float]] = {"prun make_clone (guards included)": [],
-                                     "git clone --local": [], "git worktree add --detach": []}
+                                     "git clone --local": [], "git worktree add --detach": [],
+                                     PARALLEL: []}
     for i in range(repeat):
         order = list(times)
-        order = order[i % 3:] + order[:i % 3]
+        order = order[i % len(order):] + order[:i % len(order)]
         for name in order:
-            dest = out / f"{name.split()[1]}-{i}"
+            dest = out / f"{name.split()[1 if name != PARALLEL else 3]}-{i}"
+            os.sync()   # earlier runs' dirty pages are written back outside the timed part
             if name.startswith("prun"):
                 times[name].append(timed(lambda d=dest: workspace.make_clone(src, "HEAD", d)))
+            elif name == PARALLEL:
+                times[name].append(timed(lambda d=dest: git("-c", "checkout.workers=0", "clone",
+                                                            "-q", "--local", str(src), str(d))))
             elif "worktree" in name:
                 times[name].append(timed(lambda d=dest: git("worktree", "add", "-q",
                                                             "--detach", str(d), "HEAD",
@@ -80,7 +89,11 @@ def bench_clones(src: Path, out: Path, repeat: int) -> list[tuple[str, float, fl
             else:
                 times[name].append(timed(lambda d=dest: git("clone", "-q", "--local",
                                                             str(src), str(d))))
+            shutil.rmtree(dest)
     git("worktree", "prune", cwd=src)
+    if os.environ.get("BENCH_VERBOSE"):
+        for name, t in times.items():
+            print(name, [round(x * 1000) for x in t], file=sys.stderr)
     plain = statistics.median(times["git clone --local"])
     return [(n, statistics.median(t), statistics.median(t) / plain) for n, t in times.items()]
 
