@@ -104,15 +104,18 @@ class Outcome:
         return f"Outcome({self.outcome!r}, exit_code={self.exit_code}, reason={self.reason!r})"
 
 
-def prepare(req: Request) -> Prepared:
-    """Validate a request without creating anything. Raises UsageError (exit 2)."""
+def prepare(req: Request, *, reopen: bool = False) -> Prepared:
+    """Validate a request without creating anything. Raises UsageError (exit 2).
+
+    ``reopen``: the attempt was launched earlier (resume), so its result path may exist."""
     from . import executors
 
     env = dict(os.environ if req.env is None else req.env)
     executor = executors.get(req.executor)
     statedir.check_unit_id(req.unit_id)
     prompt = _read_prompt(req.prompt_file)
-    result_file = _fresh_result_path(req.result_file)
+    result_file = (os.path.abspath(req.result_file) if reopen
+                   else _fresh_result_path(req.result_file))
     add_dirs = tuple(_existing_dir(d, "--add-dir") for d in req.add_dirs)
     workspace = req.workspace or env.get("PRUN_SCRATCH_CWD", "").strip() or None
     if workspace:
@@ -216,8 +219,13 @@ class Dispatch:
     """One attempt of one unit, from its state dir to its outcome."""
 
     def __init__(self, prepared: Prepared, state: statedir.StateDir | None = None,
-                 dispatcher_pid: int | None = None):
+                 dispatcher_pid: int | None = None, *, record: bool = True,
+                 record_exit: bool = False):
         self.p = prepared
+        self.record = record              # a standalone dispatch records itself in the ledger
+        self.record_exit = record_exit    # the worker's exit code goes to <state>/exit-code
+        self.receipt: str | None = None   # "pid:<pid>@<start time>" once the worker runs
+        self.outcome: Outcome | None = None
         self.state = state or statedir.create(prepared.request.unit_id,
                                               prepared.request.state_root)
         self.dispatcher_pid = dispatcher_pid or os.getpid()
@@ -244,6 +252,7 @@ class Dispatch:
             sd.write(statedir.DISPATCH_PID, str(self.dispatcher_pid))
             open(sd.file(statedir.TAIL), "ab").close()
             open(sd.file(statedir.STDERR), "ab").close()
+        self._ledger("begin")
         self._gate()
         sd.write(statedir.MODEL, self.settings.model or p.executor.name)
         sd.write_json(statedir.UNIT, self._unit_record())
@@ -281,7 +290,7 @@ class Dispatch:
             "resume_id": p.resume_id, "continue_from": p.request.continue_from,
             "timeout_s": self.settings.timeout_s, "result_file": p.result_file,
             "dispatcher": {"pid": self.dispatcher_pid,
-                           "create_time": create_time(self.dispatcher_pid)},
+                           "create_time": _own_start(self.dispatcher_pid, create_time)},
             "route_reason": p.request.route_reason, "started_at": _iso(self.started),
         }
 
@@ -320,7 +329,8 @@ class Dispatch:
                     "PRUN_RESULT_FILE": p.result_file})
         try:
             launch = p.executor.build(unit, env)
-            self.worker = spawn(launch.argv, cwd=self.workspace, env=launch.env,
+            argv = _exit_recording(launch, self.workspace, sd) if self.record_exit else launch.argv
+            self.worker = spawn(argv, cwd=self.workspace, env=launch.env,
                                 stdout_path=sd.file(statedir.TAIL),
                                 stderr_path=sd.file(statedir.STDERR),
                                 stdin_path=launch.stdin_path)
@@ -335,10 +345,19 @@ class Dispatch:
         record["workspace"] = self.workspace
         record["argv"] = _redact_prompt(launch.argv, p.prompt)
         sd.write_json(statedir.UNIT, record)
+        started = create_time(self.worker.pid)
         sd.write_json(statedir.WORKER, {"pid": self.worker.pid, "pgid": self.worker.pid,
-                                        "create_time": create_time(self.worker.pid),
+                                        "create_time": started,
                                         "started_at": _iso(self.launched_at)})
+        self.receipt = f"pid:{self.worker.pid}@{started or self.launched_at:.3f}"
+        self._ledger("launch")
         return True
+
+    def _ledger(self, step: str) -> None:
+        if self.record:
+            from .ledger import record_dispatch
+
+            record_dispatch(step, self)
 
     @property
     def deadline(self) -> float:
@@ -364,6 +383,48 @@ class Dispatch:
             self.pump()
         sweep_group(w)
         return reap(w), False
+
+    async def wait_async(self, stop=None, hard_deadline: float | None = None,
+                         on_end: Callable[[str], None] | None = None
+                         ) -> tuple[int | None, str | None]:
+        """The supervisor's wait, in its event loop: until the worker exits, the deadline
+        (the unit's, or ``hard_deadline`` if sooner) or ``stop`` (an asyncio.Event) is set.
+        ``on_end(why)`` runs before the group is ended. Returns (exit code, why) with why
+        None, "timeout" or "cancelled"."""
+        import asyncio
+
+        from .process import await_exit, end_group, sweep_group
+
+        w = self.worker
+        limit = min(self.deadline, hard_deadline or float("inf"))
+        exit_task = asyncio.ensure_future(await_exit(w))
+        stop_task = asyncio.ensure_future(stop.wait()) if stop is not None else None
+        waits = {t for t in (exit_task, stop_task) if t is not None}
+        why: str | None = "timeout"
+        try:
+            while (remaining := limit - time.time()) > 0:
+                if not self._session_written and self.p.executor.name != "command":
+                    remaining = min(remaining, 1.0)  # pick the conversation id up early
+                done, _ = await asyncio.wait(waits, timeout=remaining,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if exit_task in done:
+                    why = None
+                    break
+                if stop_task is not None and stop_task in done:
+                    why = "cancelled"
+                    break
+                self.pump()
+        finally:
+            for t in waits:
+                t.cancel()
+        if why is None:
+            sweep_group(w)
+        else:
+            if on_end is not None:
+                on_end(why)
+            await asyncio.to_thread(end_group, w)
+            self.pump()
+        return _reap_or_recorded(w, self.state), why  # it has exited: reaping does not block
 
     def pump(self) -> None:
         """Feed the stream's new complete lines to the reader; record the session id early."""
@@ -478,7 +539,9 @@ class Dispatch:
             "duration_s": round(finished - self.started, 3),
         }
         sd.write_json(statedir.OUTCOME, info)
-        return Outcome(kind, code, verdict, error, published, info)
+        self.outcome = Outcome(kind, code, verdict, error, published, info)
+        self._ledger("finish")
+        return self.outcome
 
     def _final_stream(self) -> StreamResult:
         if self.reader is None:
@@ -548,6 +611,73 @@ def run_sync(req: Request, on_state_dir: Callable[[str], None] | None = None) ->
     if handed is not None:
         return handed
     return d.finish(code, timed_out=timed_out, cancelled=cancelled, refused=refused)
+
+
+def reopen(req: Request, state_path: str) -> Dispatch:
+    """The Dispatch of an attempt an earlier supervisor launched (``prun resume``)."""
+    d = Dispatch(prepare(req, reopen=True), statedir.StateDir(state_path),
+                 dispatcher_pid=os.getpid(), record=False, record_exit=True)
+    unit = d.state.unit
+    worker = d.state.read_json(statedir.WORKER) or {}
+    d.workspace = unit.get("workspace") or d.workspace
+    d.launched_at = worker.get("create_time") or d.started
+    d.receipt = f"pid:{worker.get('pid')}@{d.launched_at:.3f}" if worker.get("pid") else None
+    return d
+
+
+_OWN_START: dict[int, float | None] = {}
+
+
+def _own_start(pid: int, create_time) -> float | None:
+    """The dispatcher's start time, asked of the system once per process (a supervisor
+    dispatches hundreds of units)."""
+    if pid not in _OWN_START:
+        _OWN_START[pid] = create_time(pid)
+    return _OWN_START[pid]
+
+
+def _exit_recording(launch, workspace: str, sd: statedir.StateDir) -> list[str]:
+    """Wrap argv in ``sh`` so the exit code lands in ``<state>/exit-code`` even when no process
+    of prun's is left to reap the worker (a supervisor that died is resumed from files)."""
+    import shutil
+
+    from .errors import LaunchError
+
+    prog = launch.argv[0]
+    path = launch.env.get("PATH")
+    found = (shutil.which(os.path.join(workspace, prog), path=path) if "/" in prog
+             else shutil.which(prog, path=path))
+    if not found:
+        raise LaunchError(f"{prog} not found" + ("" if "/" in prog else " on PATH"),
+                          hint=f"install {prog} or give its full path")
+    return ["/bin/sh", "-c", _SHIM, sd.file(EXIT_CODE), found,
+            *launch.argv[1:]]
+
+
+# sh outlives its child when the group is signalled (a trap with an action is not inherited),
+# so the worker keeps its grace period and its exit code is still recorded.
+_SHIM = 'trap : TERM INT HUP; "$@"; c=$?; echo $c > "$0"; exit $c'
+
+
+def _reap_or_recorded(worker, sd: statedir.StateDir) -> int:
+    """The exit code: reaped from our child, or read from ``exit-code`` for an adopted one."""
+    from .process import reap
+
+    if hasattr(worker.proc, "poll"):
+        return reap(worker)
+    worker.close()
+    return recorded_exit(sd)
+
+
+def recorded_exit(sd: statedir.StateDir) -> int | None:
+    text = sd.read(EXIT_CODE)
+    try:
+        return int(text) if text else None
+    except ValueError:
+        return None
+
+
+EXIT_CODE = "exit-code"
 
 
 def _nonempty(path: str) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 
-def _temp_beside(dest: str | os.PathLike, data: bytes) -> str:
+def _temp_beside(dest: str | os.PathLike, data: bytes, durable: bool = True) -> str:
     import tempfile
 
     folder = os.path.dirname(os.path.abspath(dest)) or "."
@@ -19,7 +19,8 @@ def _temp_beside(dest: str | os.PathLike, data: bytes) -> str:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
     except BaseException:
         _unlink_quietly(tmp)
         raise
@@ -30,9 +31,10 @@ def _as_bytes(data: bytes | str) -> bytes:
     return data.encode("utf-8", "replace") if isinstance(data, str) else data
 
 
-def atomic_write(dest: str | os.PathLike, data: bytes | str) -> None:
-    """Write ``data`` to ``dest`` so that readers see the old file or the whole new one."""
-    tmp = _temp_beside(dest, _as_bytes(data))
+def atomic_write(dest: str | os.PathLike, data: bytes | str, *, durable: bool = True) -> None:
+    """Write ``data`` to ``dest`` so that readers see the old file or the whole new one.
+    ``durable=False`` skips the fsync (still atomic for readers; not across a power loss)."""
+    tmp = _temp_beside(dest, _as_bytes(data), durable)
     try:
         os.replace(tmp, dest)
     except BaseException:
@@ -40,10 +42,11 @@ def atomic_write(dest: str | os.PathLike, data: bytes | str) -> None:
         raise
 
 
-def atomic_write_json(dest: str | os.PathLike, obj) -> None:
+def atomic_write_json(dest: str | os.PathLike, obj, *, durable: bool = True) -> None:
     import json
 
-    atomic_write(dest, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+    atomic_write(dest, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n",
+                 durable=durable)
 
 
 def publish_new(dest: str | os.PathLike, data: bytes | str) -> bool:

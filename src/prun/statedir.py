@@ -44,6 +44,8 @@ OUTCOME = "outcome.json"
 HANDOFF = "handoff.md"
 RECEIPT = "receipt"
 
+DURABLE = frozenset({OUTCOME, CONVERSATION_ID})
+
 UNIT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
 
 
@@ -102,11 +104,14 @@ class StateDir:
         return os.path.join(self.path, name)
 
     # writing ------------------------------------------------------------------------------
+    # Only outcome.json is fsynced: the others are rebuilt from it or re-read at once, and a
+    # rename is atomic for readers either way (this halves the cost of a unit's bookkeeping).
     def write(self, name: str, text: str) -> None:
-        atomic_write(self.file(name), text if text.endswith("\n") else text + "\n")
+        atomic_write(self.file(name), text if text.endswith("\n") else text + "\n",
+                     durable=name in DURABLE)
 
     def write_json(self, name: str, obj) -> None:
-        atomic_write_json(self.file(name), obj)
+        atomic_write_json(self.file(name), obj, durable=name in DURABLE)
 
     # reading ------------------------------------------------------------------------------
     def read(self, name: str) -> str | None:

@@ -1,0 +1,67 @@
+"""Cancel a whole run, or one attempt (`RUN:PACKET:N`, as printed in `attempt=`), or one
+packet of a run (`--packet`). The attempt becomes cancel-requested until its process group is
+confirmed gone and its partial output quarantined; then it is recorded as cancelled.
+
+    CANCEL <target> status=<attempt or run status>
+
+With no supervisor running, a detached one is started to carry the request out.
+
+exit codes: 0 cancelled (or already finished); 1 no such run or attempt, or not confirmed
+within --wait seconds (the request stands).
+"""
+
+from __future__ import annotations
+
+
+def add_arguments(p) -> None:
+    p.add_argument("target", metavar="RUN|ATTEMPT", help="a run id, or an attempt id")
+    p.add_argument("--packet", help="cancel only this packet of the run")
+    p.add_argument("--reason", default="", help="why (recorded in the ledger)")
+    p.add_argument("--wait", type=float, default=60.0,
+                   help="seconds to wait for confirmation (default 60)")
+
+
+def run(args) -> int:
+    from ..errors import StateError
+    from ..ledger import Ledger
+    from ..runstate import RunPaths, spawn_supervisor, wait_for, wake_supervisor
+
+    with Ledger.open() as ledger:
+        attempt = ledger.attempt(args.target) if ":" in args.target else None
+        if attempt is not None:
+            run_id, target = attempt["run_id"], attempt["id"]
+        else:
+            row = ledger.find_run(args.target)
+            if row is None:
+                raise StateError(f"no run or attempt {args.target} in the ledger",
+                                 hint="see `prun ledger` for run ids, `prun ledger RUN` "
+                                 "for attempt ids")
+            run_id, target = row["id"], args.packet
+        run = ledger.run(run_id)
+        cause = "cancelled by " + (args.reason or "prun cancel")
+        if run["status"] != "running" and not target:
+            print(f"CANCEL {run_id} status={run['status']}")
+            return 0
+        ledger.add_request(run_id, "cancel", target, cause=cause)
+        if not wake_supervisor(run):
+            from pathlib import Path
+
+            spawn_supervisor(run_id, ledger.path, RunPaths(Path(run["run_dir"])).log)
+
+        def settled():
+            if target and ":" in target:
+                s = ledger.attempt(target)["status"]
+                return s if s not in ("pending", "dispatched", "running",
+                                      "cancel-requested") else None
+            if target:
+                p = next((p for p in ledger.packets(run_id) if p["id"] == target), None)
+                if p is None:
+                    return "unknown-packet"
+                return p["status"] if p["status"] not in ("running", "pending",
+                                                          "parked") else None
+            s = ledger.run(run_id)["status"]
+            return s if s != "running" else None
+
+        status = wait_for(settled, args.wait)
+        print(f"CANCEL {target or run_id} status={status or 'cancel-requested'}")
+        return 0 if status and status != "unknown-packet" else 1

@@ -1,0 +1,78 @@
+"""Show the ledger: runs, or one run's packets and attempts, or its event log.
+
+    prun ledger                 the latest runs, one line each
+    prun ledger RUN             the run's attempts, one line each
+    prun ledger RUN --events    the run's append-only event log
+    prun ledger --dispatches    standalone `prun dispatch` attempts
+
+Lines are `key=value` words; `--json` prints the rows as JSON. `--path` prints where the
+ledger is. The tables can also be read with any SQLite tool (see docs/ledger.md).
+
+exit codes: 0 shown; 1 no such run; 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def add_arguments(p) -> None:
+    p.add_argument("run_id", nargs="?", metavar="RUN", help="a run id (or a unique prefix)")
+    p.add_argument("--events", action="store_true", help="the run's event log")
+    p.add_argument("--dispatches", action="store_true", help="standalone dispatch attempts")
+    p.add_argument("--limit", type=int, default=20, help="how many runs (default 20)")
+    p.add_argument("--json", action="store_true", help="rows as JSON")
+    p.add_argument("--path", action="store_true", help="print the ledger's path and exit")
+
+
+def run(args) -> int:
+    from ..errors import StateError
+    from ..ledger import Ledger, default_path
+
+    if args.path:
+        print(default_path())
+        return 0
+    with Ledger.open() as ledger:
+        if args.dispatches:
+            rows = ledger.attempts(None)
+            kind = "ATTEMPT"
+        elif args.run_id:
+            run = ledger.find_run(args.run_id)
+            if run is None:
+                raise StateError(f"no run {args.run_id} in the ledger {ledger.path}",
+                                 hint="run `prun ledger` for the list")
+            if args.events:
+                rows, kind = ledger.events(run["id"]), "EVENT"
+            else:
+                rows, kind = ledger.attempts(run["id"]), "ATTEMPT"
+        else:
+            rows, kind = ledger.runs(args.limit), "RUN"
+        if args.json:
+            json.dump([dict(r) for r in rows], sys.stdout, indent=1)
+            sys.stdout.write("\n")
+            return 0
+        for r in rows:
+            print(_line(kind, dict(r)))
+    return 0
+
+
+_COLUMNS = {
+    "RUN": ("id", "status", "packet_count", "base", "deadline", "created_at", "finished_at"),
+    "ATTEMPT": ("id", "packet_id", "status", "executor", "model", "routing_reason", "receipt",
+                "predecessor", "reason", "result_path", "state_dir"),
+    "EVENT": ("seq", "at", "kind", "packet_id", "attempt_id", "status", "cause"),
+}
+
+
+def _line(kind: str, row: dict) -> str:
+    words = [kind]
+    for k in _COLUMNS[kind]:
+        v = row.get(k)
+        if v is None or v == "":
+            continue
+        v = str(v)
+        if " " in v or '"' in v:
+            v = json.dumps(v)
+        words.append(f"{k}={v}")
+    return " ".join(words)

@@ -1,0 +1,59 @@
+"""Reassign a packet: a linked successor attempt, optionally on another executor.
+
+If the packet's attempt is still running it becomes cancel-requested and is ended; whatever
+it produces late (its result, the response beside it, its workspace) is rejected and moved
+to the run's quarantine, and the attempt is recorded as cancelled (or quarantined, if it
+finished first). The successor's `predecessor` names it.
+
+    REASSIGN <packet> run=<run-id> executor=<x> predecessor=<attempt> attempt=<new attempt>
+
+With no supervisor running, a detached one is started to carry the request out.
+
+exit codes: 0 the successor attempt exists; 1 no such run or packet, or no successor within
+--wait seconds (the request stands); 2 bad executor.
+"""
+
+from __future__ import annotations
+
+
+def add_arguments(p) -> None:
+    p.add_argument("packet", metavar="PACKET", help="the packet id")
+    p.add_argument("--run", dest="run_id", help="the run (default: the latest)")
+    p.add_argument("--executor", help="the successor's executor (default: the same)")
+    p.add_argument("--reason", default="", help="why (recorded in the ledger)")
+    p.add_argument("--wait", type=float, default=60.0,
+                   help="seconds to wait for the successor attempt (default 60)")
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from .. import executors
+    from ..errors import StateError
+    from ..ledger import Ledger
+    from ..runstate import RunPaths, resolve_run, spawn_supervisor, wait_for, wake_supervisor
+
+    if args.executor:
+        executors.get(args.executor)  # refuses unknown executors and codex (exit 2)
+    with Ledger.open() as ledger:
+        run = resolve_run(ledger, args.run_id)
+        run_id = run["id"]
+        if not any(p["id"] == args.packet for p in ledger.packets(run_id)):
+            raise StateError(f"run {run_id} has no packet {args.packet}",
+                             hint=f"see `prun status {run_id} --all`")
+        before = ledger.attempts(run_id, args.packet)
+        old = before[-1]["id"] if before else None
+        ledger.add_request(run_id, "reassign", args.packet, executor=args.executor,
+                           cause="reassigned" + (f": {args.reason}" if args.reason else ""))
+        if not wake_supervisor(run):
+            spawn_supervisor(run_id, ledger.path, RunPaths(Path(run["run_dir"])).log)
+
+        def successor():
+            rows = ledger.attempts(run_id, args.packet)
+            return next((r for r in rows[len(before):] if r["predecessor"] == old), None)
+
+        new = wait_for(successor, args.wait)
+        executor = new["executor"] if new else (args.executor or "same")
+        print(f"REASSIGN {args.packet} run={run_id} executor={executor} "
+              f"predecessor={old or 'none'} attempt={new['id'] if new else 'pending'}")
+        return 0 if new else 1

@@ -1,0 +1,85 @@
+"""Run a plan: freeze it, then dispatch every packet through one supervisor process.
+
+The run is frozen in the ledger first (expected packet ids and count, base commit, deadline,
+cancel action and owner), then units run at most `--parallel` at a time (else the plan's
+`parallel`, else 8), each after the packets it names in `after`. On a terminal a live table
+shows them; otherwise terse lines (see docs/run.md):
+
+    RUN <run-id> packets=<n> parallel=<p> base=<commit|none> deadline=<time|none>
+    UNIT <packet> <event> attempt=<id> executor=<x> cause="..."   (what needs attention)
+    STOPPED packet=<id> action="..." need="..."                   (no receipt: run stopped)
+    RUN <run-id> status=<s> packets=<n> <status>=<count>... elapsed=<d> supervisor=gone
+    UNIT <packet> <status> ...                                    (each unit not succeeded)
+    RESULTS <folder>
+
+`--detach` prints only `RUN <run-id>` and returns at once; follow with `prun wait RUN`.
+
+exit codes: 0 every packet succeeded; 1 some packet did not succeed or the run was cancelled;
+2 bad plan or usage; 3 the run stopped: a packet could not be dispatched (no receipt);
+124 the run's deadline passed.
+"""
+
+from __future__ import annotations
+
+import sys
+
+EXIT_STOPPED = 3
+
+
+def add_arguments(p) -> None:
+    p.add_argument("plan", metavar="PLAN", help="the plan file (YAML)")
+    p.add_argument("--parallel", "-j", type=int, help="units at once (default: the plan's, else 8)")
+    p.add_argument("--deadline", help="the run's terminal deadline: a duration (90m) or ISO time")
+    p.add_argument("--detach", action="store_true",
+                   help="run the supervisor in the background; print the run id and return")
+    p.add_argument("--verbose", "-v", action="store_true", help="a line for every unit event")
+    p.add_argument("--plain", action="store_true", help="lines even on a terminal")
+
+
+def run(args) -> int:
+    from ..ledger import Ledger
+    from ..plan import load_plan
+    from ..runstate import RunPaths, freeze, spawn_supervisor
+
+    plan = load_plan(args.plan)
+    with Ledger.open() as ledger:
+        r = freeze(plan, ledger, parallel=args.parallel, deadline=args.deadline)
+        if args.detach:
+            spawn_supervisor(r["id"], ledger.path, RunPaths(_path(r["run_dir"])).log)
+            print(f"RUN {r['id']}")
+            return 0
+        print(f"RUN {r['id']} packets={len(plan.packets)} parallel={r['parallel']} "
+              f"base={r['base'] or 'none'} deadline={r['deadline'] or 'none'}", flush=True)
+        return supervise(ledger, r["id"], verbose=args.verbose, plain=args.plain)
+
+
+def supervise(ledger, run_id: str, *, verbose: bool = False, plain: bool = False) -> int:
+    """Drive the run in this process with a renderer; print the summary; the exit code."""
+    from ..ledger import Ledger
+    from ..render import LineRenderer, LiveRenderer, summary_lines
+    from ..runstate import view
+    from ..supervisor import run_supervisor
+
+    live = sys.stdout.isatty() and not plain
+    renderer = LiveRenderer(Ledger.open(ledger.path), run_id) if live else \
+        LineRenderer(sys.stdout, verbose=verbose)
+    try:
+        status = run_supervisor(run_id, renderer.handle, ledger)
+    finally:
+        renderer.close()
+    for line in summary_lines(view(ledger, run_id)):
+        print(line)
+    return exit_code(status)
+
+
+def exit_code(status: str) -> int:
+    from ..ledger import RunStatus
+
+    return {RunStatus.SUCCEEDED: 0, RunStatus.STOPPED: EXIT_STOPPED,
+            RunStatus.TIMEOUT: 124}.get(RunStatus(status), 1)
+
+
+def _path(p: str):
+    from pathlib import Path
+
+    return Path(p)

@@ -1,0 +1,45 @@
+"""Show a run: one RUN line, one UNIT line per packet that is not (yet) succeeded, and
+where the results are. Without RUN: the latest run of this repository.
+
+    RUN <run-id> status=<s> packets=<n> <status>=<count>... elapsed=<d> supervisor=<alive|gone>
+    UNIT <packet> <status> attempt=<id> executor=<x> elapsed=<d> [reason=..] [result=..]
+    RESULTS <folder>
+
+`--all` prints every packet; `--json` prints the run, its units and their attempts.
+A run whose status is running while its supervisor is gone needs `prun resume RUN`.
+
+exit codes: 0 shown; 1 no such run.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def add_arguments(p) -> None:
+    p.add_argument("run_id", nargs="?", metavar="RUN", help="run id or unique prefix")
+    p.add_argument("--all", action="store_true", help="a line for every packet")
+    p.add_argument("--json", action="store_true", help="the whole state as JSON")
+
+
+def run(args) -> int:
+    from dataclasses import asdict
+
+    from ..ledger import Ledger
+    from ..render import summary_lines
+    from ..runstate import resolve_run, view
+
+    with Ledger.open() as ledger:
+        row = resolve_run(ledger, args.run_id)
+        v = view(ledger, row["id"])
+        if args.json:
+            json.dump({"run": v.run, "supervisor_alive": v.supervisor_alive,
+                       "counts": v.counts(), "units": [asdict(u) for u in v.units],
+                       "attempts": [dict(a) for a in ledger.attempts(row["id"])]},
+                      sys.stdout, indent=1, default=str)
+            sys.stdout.write("\n")
+            return 0
+        for line in summary_lines(v, everything=args.all):
+            print(line)
+    return 0

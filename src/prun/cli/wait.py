@@ -1,0 +1,100 @@
+"""Block until a run has something to act on, like the seed's monitor, then say what.
+
+Wakes on the first actionable event after the cursor: a unit failed, timed out, was
+cancelled or blocked, stalled (no output for PRUN_STALL_THRESHOLD, default 10 min), was
+parked for quota, the run stopped (no receipt) or finished, or its supervisor is gone.
+`--any` also wakes on each unit that succeeded (to keep a pool busy with follow-ups).
+
+    EVENT <seq> <kind> packet=<id> [status=<s>] [cause="..."]     (each event found)
+    RUN <run-id> status=<s> packets=<n> <status>=<count>... supervisor=<alive|gone>
+    CURSOR <seq>                    (pass it as --since to wait for the next event)
+
+exit codes: 0 the run finished and every packet succeeded; 1 the run finished otherwise;
+3 the run stopped (no receipt); 4 a unit failed, timed out, was cancelled or blocked;
+5 a unit stalled; 6 a unit was parked for quota; 7 the supervisor is gone (prun resume RUN);
+8 a unit succeeded (--any); 124 --timeout passed with nothing to report.
+"""
+
+from __future__ import annotations
+
+import time
+
+FAIL_STATUSES = {"failed", "timeout", "cancelled", "blocked"}
+CODES = {"run-done": None, "stopped": 3, "failed": 4, "stalled": 5, "parked": 6,
+         "supervisor-gone": 7, "succeeded": 8}
+
+
+def add_arguments(p) -> None:
+    p.add_argument("run_id", nargs="?", metavar="RUN", help="run id (default: the latest)")
+    p.add_argument("--since", type=int, default=0, metavar="CURSOR",
+                   help="only events after this cursor (printed by the last wait)")
+    p.add_argument("--timeout", help="give up after this long (exit 124)")
+    p.add_argument("--any", action="store_true", help="also wake when a unit succeeds")
+
+
+def classify(ev, any_done: bool) -> str | None:
+    kind, status = ev["kind"], ev["status"]
+    if kind in ("stalled", "stopped", "parked"):
+        return kind
+    if kind == "packet" and status in FAIL_STATUSES:
+        return "failed"
+    if kind == "packet" and status == "succeeded" and any_done:
+        return "succeeded"
+    if kind == "run" and status not in (None, "running"):
+        return "run-done"
+    return None
+
+
+def run(args) -> int:
+    from ..ledger import Ledger
+    from ..render import run_line, word
+    from ..runstate import resolve_run, supervisor_alive, view
+    from ..timeparse import parse_duration
+
+    limit = parse_duration(args.timeout, what="--timeout") if args.timeout else None
+    start = time.monotonic()
+    delay = 0.05
+    with Ledger.open() as ledger:
+        run_id = resolve_run(ledger, args.run_id)["id"]
+        cursor = args.since
+        while True:
+            found = []
+            for ev in ledger.events(run_id, since=cursor):
+                cursor = ev["seq"]
+                what = classify(ev, args.any)
+                if what:
+                    found.append((what, ev))
+            run = ledger.run(run_id)
+            gone = (run["status"] == "running" and not found and not supervisor_alive(run)
+                    and not supervisor_alive(ledger.run(run_id)))
+            if found or gone:
+                for what, ev in found:
+                    words = ["EVENT", str(ev["seq"]), what]
+                    if ev["packet_id"]:
+                        words.append(word("packet", ev["packet_id"]))
+                    if ev["status"] and ev["status"] != what:
+                        words.append(word("status", ev["status"]))
+                    if ev["cause"]:
+                        words.append(word("cause", ev["cause"].splitlines()[0][:200]))
+                    print(" ".join(words))
+                if gone:
+                    print(f"EVENT {cursor} supervisor-gone cause=\"run `prun resume {run_id}`\"")
+                print(run_line(view(ledger, run_id)))
+                print(f"CURSOR {cursor}")
+                return _code(found, gone, ledger.run(run_id)["status"])
+            if limit is not None and time.monotonic() - start >= limit:
+                print(run_line(view(ledger, run_id)))
+                print(f"CURSOR {cursor}")
+                return 124
+            time.sleep(delay)
+            delay = min(delay * 1.5, 1.0)
+
+
+def _code(found, gone: bool, status: str) -> int:
+    kinds = [w for w, _ in found]
+    if "run-done" in kinds:
+        return 0 if status == "succeeded" else 3 if status == "stopped" else 1
+    for k in ("stopped", "failed", "stalled", "parked", "succeeded"):
+        if k in kinds:
+            return CODES[k]
+    return CODES["supervisor-gone"] if gone else 1

@@ -1,0 +1,740 @@
+"""The run supervisor: one asyncio process drives every unit of a run.
+
+Each unit's attempt goes through the dispatcher's own steps (``prun.dispatch``: prepare,
+begin, launch, wait, finish); the supervisor adds what a fan-out needs around them:
+
+* a queue bounded by the run's parallelism, ``after`` dependencies, and quota parking;
+* receipts: an attempt counts as dispatched only once its worker runs (pid and start time);
+  no receipt leaves the packet pending and stops the run, naming what is missing;
+* terminal control: at a cancel, a reassignment or the deadline the attempt is
+  cancel-requested until its process group is gone, its partial output is quarantined, and
+  only then is it recorded as cancelled or timed out;
+* recovery: started again on a run whose supervisor died (``prun resume``), it re-attaches to
+  workers still running (pidfd), judges those that finished meanwhile from their state dirs,
+  and launches nothing twice;
+* control requests from other commands (cancel, reassign) through the ledger, with SIGUSR1 as
+  a wake-up.
+
+The supervisor records every change in the ledger and emits ``Event``s; it prints nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from . import statedir
+from .errors import PrunError, QuotaExhausted
+from .ledger import Ledger, PacketStatus, RunStatus, Status, now_iso
+from .plan import Packet
+from .runevents import Event
+from .runstate import RunPaths, _epoch, packet_from_spec
+
+STALL_DEFAULT_S = 600.0
+QUIESCE_LIMIT_S = 5.0
+UNKNOWN_RESET_S = 300.0
+FLUSH_S = 0.05  # the ledger lags the supervisor by at most this (a crash loses no worker:
+                # resume finds every launched attempt through its state dir)
+THREADS = 8   # file writes, forks and fsyncs of units run here, off the event loop
+
+OUTCOME_STATUS = {"succeeded": Status.SUCCEEDED, "timeout": Status.TIMEOUT,
+                  "quota": Status.QUOTA, "cancelled": Status.CANCELLED,
+                  "failed": Status.FAILED}
+
+
+# An attempt's final status, as its packet's (quota, no receipt and superseded attempts are
+# followed by another attempt instead).
+FINAL_PACKET = {Status.SUCCEEDED: PacketStatus.SUCCEEDED, Status.FAILED: PacketStatus.FAILED,
+                Status.TIMEOUT: PacketStatus.TIMEOUT, Status.CANCELLED: PacketStatus.CANCELLED}
+
+
+@dataclass
+class UnitState:
+    """One packet as the supervisor drives it."""
+
+    packet: Packet
+    status: PacketStatus
+    executor: str
+    reason: str
+    base: str | None
+    seq: int = 0                       # attempts made so far
+    attempt_id: str | None = None      # the current (or last) attempt
+    predecessor: str | None = None     # links the next attempt to the one before it
+    continue_from: str | None = None   # a state dir to resume (quota follow-up)
+    park_until: float | None = None
+    stop: asyncio.Event | None = None
+    superseded: bool = False           # reassigned while running: its output is rejected
+    cancel_requested: bool = False
+    state_dir: str | None = None
+    stalled: bool = False
+    started: float | None = None
+    extra: dict = field(default_factory=dict)
+
+
+class _Adopted:
+    """Stands in for ``Popen`` for a worker an earlier supervisor started (not our child)."""
+
+    returncode = None
+
+    def __init__(self, pid: int):
+        self.pid = pid
+
+
+class Supervisor:
+    def __init__(self, ledger: Ledger, run_id: str, *, emit: Callable[[Event], None],
+                 env: dict[str, str] | None = None):
+        run = ledger.run(run_id)
+        if run is None:
+            raise PrunError(f"no run {run_id} in the ledger")
+        self.ledger = ledger
+        self.run = dict(run)
+        self.run_id = run_id
+        self.paths = RunPaths(__import__("pathlib").Path(self.run["run_dir"]))
+        self.env = dict(os.environ if env is None else env)
+        self.emit_to = emit
+        self.parallel = int(self.run["parallel"] or 1)
+        self.deadline = _epoch(self.run["deadline"])
+        self.units: dict[str, UnitState] = {}
+        self.tasks: set[asyncio.Task] = set()
+        self.stopped: str | None = None      # why the run stopped launching (no receipt)
+        self.cancelled = False
+        self.timed_out = False
+        self.stall_s = float(self.env.get("PRUN_STALL_THRESHOLD", "") or STALL_DEFAULT_S)
+        self._wake: asyncio.Event | None = None
+        self._last_stall_check = 0.0
+        self.parked: set[str] = set()
+        self._cursor = 0
+        self.index: dict[str, int] = {}
+        for row in ledger.packets(run_id):
+            self.index[row["id"]] = len(self.index)
+            spec = json.loads(row["spec"])
+            self.units[row["id"]] = UnitState(
+                packet=packet_from_spec(spec), status=PacketStatus(row["status"]),
+                executor=row["executor"], reason=spec.get("routing_reason") or "",
+                base=row["base"])
+        self.order = list(self.units.values())
+
+    # events --------------------------------------------------------------------------------
+    def emit(self, kind: str, u: UnitState | None = None, cause: str = "", **data) -> None:
+        ev = Event(kind, self.run_id, packet_id=u.packet.id if u else None,
+                   attempt_id=u.attempt_id if u else None,
+                   executor=u.executor if u else None, cause=cause,
+                   data={k: v for k, v in data.items() if v is not None})
+        if kind in ("stalled", "stopped", "parked", "blocked"):
+            self.ledger.record_event(kind, run_id=self.run_id, packet_id=ev.packet_id,
+                                     attempt_id=ev.attempt_id, status=kind, cause=cause,
+                                     data=ev.data or None)
+        self.emit_to(ev)
+        if self.hooks is not None:
+            self.hooks.fire(ev)
+
+    hooks = None
+
+    # the loop ------------------------------------------------------------------------------
+    async def run_until_done(self) -> str:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from .hooks_event import EventHooks
+        from .process import create_time
+
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(ThreadPoolExecutor(max_workers=THREADS))
+        self._wake = asyncio.Event()
+        self.hooks = EventHooks(self.run["on_event"], str(self.paths.hooks_log), self.env)
+        self.paths.make()
+        self.ledger.set_run(self.run_id, "supervisor started", status=RunStatus.RUNNING,
+                            supervisor_pid=os.getpid(),
+                            supervisor_started=create_time(os.getpid()), finished_at=None)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            loop.add_signal_handler(sig, self._request_cancel_all, f"signal {sig.name}")
+        loop.add_signal_handler(signal.SIGUSR1, self._wake.set)
+        self.emit("run-started", cause=f"{len(self.units)} packets, parallel {self.parallel}")
+        self._recover()
+        self.ledger.defer_writes()
+        flusher = loop.create_task(self._flush_often())
+        try:
+            while True:
+                self._take_requests()
+                self._check_deadline()
+                self._schedule()
+                if not self.tasks and self._settled():
+                    break
+                await self._sleep()
+                self._check_stalls()
+        finally:
+            flusher.cancel()
+            self.ledger.stop_deferring()
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
+                loop.remove_signal_handler(sig)
+        status = self._final_status()
+        self.ledger.set_run(self.run_id, "run finished", status=status, finished_at=now_iso(),
+                            supervisor_pid=None)
+        counts: dict[str, int] = {}
+        for u in self.units.values():
+            counts[u.status.value] = counts.get(u.status.value, 0) + 1
+        self.emit("run-done", cause=status.value, status=status.value, counts=counts,
+                  stopped=self.stopped)
+        await self.hooks.drain()
+        return status
+
+    async def _flush_often(self) -> None:
+        """Apply the queued ledger writes every FLUSH_S: one short transaction for many."""
+        while True:
+            await asyncio.sleep(FLUSH_S)
+            self.ledger.flush()
+
+    async def _sleep(self) -> None:
+        """Until a unit's task ends, a request or signal wakes us, a park ends, the deadline
+        comes, or a second passes (the request and stall checks)."""
+        now = time.time()
+        timeout = 1.0
+        parked = [self.units[p].park_until or now for p in self.parked]
+        if parked:
+            timeout = min(timeout, max(0.0, min(parked) - now))
+        if self.deadline:
+            timeout = min(timeout, max(0.0, self.deadline - now))
+        if not self._wake.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+        self._wake.clear()
+        for t in [t for t in self.tasks if t.done()]:
+            self.tasks.discard(t)
+            exc = t.exception()
+            if exc is not None:
+                raise exc
+
+    def _settled(self) -> bool:
+        for u in self.units.values():
+            if u.status.terminal:
+                continue
+            if u.status == PacketStatus.RUNNING:
+                return False
+            if self.stopped or self.cancelled or self.timed_out:
+                continue  # pending units stay pending: the run stopped
+            return False
+        return True
+
+    def _final_status(self) -> RunStatus:
+        if self.cancelled:
+            return RunStatus.CANCELLED
+        if self.timed_out:
+            return RunStatus.TIMEOUT
+        if self.stopped:
+            return RunStatus.STOPPED
+        if all(u.status == PacketStatus.SUCCEEDED for u in self.units.values()):
+            return RunStatus.SUCCEEDED
+        return RunStatus.FAILED
+
+    def _schedule(self) -> None:
+        if self.stopped or self.cancelled or self.timed_out:
+            return
+        now = time.time()
+        order = self.order
+        while self._cursor < len(order) and order[self._cursor].status.terminal:
+            self._cursor += 1  # everything before the cursor is finished
+        for u in order[self._cursor:]:
+            if len(self.tasks) >= self.parallel:
+                break
+            if u.status == PacketStatus.PARKED and (u.park_until or 0) <= now:
+                u.status = PacketStatus.PENDING
+                self.parked.discard(u.packet.id)
+            if u.status != PacketStatus.PENDING:
+                continue
+            deps = [self.units[a].status for a in u.packet.after if a in self.units]
+            failed = [a for a in u.packet.after
+                      if a in self.units and self.units[a].status.terminal
+                      and self.units[a].status != PacketStatus.SUCCEEDED]
+            if failed:
+                self._set_packet(u, PacketStatus.BLOCKED, f"{failed[0]} did not succeed")
+                self.emit("blocked", u, f"it comes after {failed[0]}, which did not succeed")
+                continue
+            if any(s != PacketStatus.SUCCEEDED for s in deps):
+                continue
+            u.status = PacketStatus.RUNNING
+            self._start(self._attempt(u), u)
+
+    def _start(self, coro, u: UnitState) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=u.packet.id)
+        self.tasks.add(task)
+        task.add_done_callback(lambda _t: self._wake.set())
+
+    def _set_packet(self, u: UnitState, status: PacketStatus, cause: str, **data) -> None:
+        if status in (PacketStatus.PENDING, PacketStatus.PARKED):
+            self._cursor = 0  # it is open again: scan from the start
+        if status == PacketStatus.PARKED:
+            self.parked.add(u.packet.id)
+        else:
+            self.parked.discard(u.packet.id)
+        u.status = status
+        self.ledger.set_packet_status(self.run_id, u.packet.id, status, cause, data or None)
+
+    # one attempt -----------------------------------------------------------------------------
+    async def _attempt(self, u: UnitState) -> None:
+        from . import executors, unitprep
+
+        p = u.packet
+        executor_name = u.executor
+        try:
+            ex = executors.get(executor_name)
+            settings = ex.settings(self.env, model=p.model, effort=p.effort,
+                                   timeout_s=p.timeout_s)
+        except PrunError as e:
+            return self._no_receipt(u, None, f"choose the {executor_name} executor for {p.id}",
+                                    e.line())
+        reset = unitprep.pool_reset(ex, settings.model, self.env)
+        if reset is not None and reset > time.time():
+            return self._park(u, reset, f"the {ex.quota_group(settings.model)} quota pool is "
+                              "empty")
+        u.seq += 1
+        u.attempt_id = aid = f"{self.run_id}:{p.id}:{u.seq}"
+        result = str(self.paths.results / f"{p.id}.{u.seq}.md")
+        self.ledger.record_attempt(
+            aid, "queued" if not u.predecessor else f"follows {u.predecessor}",
+            run_id=self.run_id, packet_id=p.id, seq=u.seq, executor=executor_name,
+            requested_model=settings.model, model=settings.model, routing_reason=u.reason,
+            base=u.base, result_path=result, predecessor=u.predecessor,
+            continue_from=u.continue_from)
+        if u.status != PacketStatus.RUNNING:
+            self._set_packet(u, PacketStatus.RUNNING, "launching")
+        try:
+            d, mode, launched, refused = await asyncio.to_thread(
+                self._open_attempt, u, executor_name, result)
+        except PrunError as e:
+            return self._no_receipt(u, aid, f"prepare packet {p.id} for {executor_name}",
+                                    e.line())
+        u.state_dir = d.state.path
+        if refused is not None:
+            await asyncio.to_thread(d.finish, None, refused=refused)
+            self.ledger.update_attempt(aid, "quota gate refused", status=Status.QUOTA,
+                                       state_dir=d.state.path, reason="quota",
+                                       error=refused.line(), resets_at=refused.resets_at,
+                                       finished_at=now_iso())
+            u.predecessor = aid
+            return self._park(u, _parse_time(refused.resets_at), refused.line())
+        if not launched:
+            await asyncio.to_thread(d.finish, None)
+            return self._no_receipt(u, aid, f"start {executor_name} for packet {p.id}",
+                                    d.launch_error, state_dir=d.state.path)
+        u.started = d.launched_at
+        u.stalled = False
+        self.ledger.update_attempt(aid, "worker started", status=Status.DISPATCHED,
+                                   receipt=d.receipt, state_dir=d.state.path,
+                                   workspace=d.workspace, mode=mode, model=d.settings.model,
+                                   dispatched_at=now_iso(d.launched_at))
+        self.emit("dispatched", u, receipt=d.receipt)
+        await self._watch(u, d)
+
+    def _open_attempt(self, u: UnitState, executor_name: str, result: str):
+        """Workspace, validation, state dir, launch: the file and process work of starting an
+        attempt, run in a worker thread. Returns (dispatch, mode, launched, quota refusal)."""
+        from . import unitprep
+        from .dispatch import Dispatch, prepare
+
+        workspace, mode = unitprep.workspace(
+            u.packet, run_id=self.run_id, seq=u.seq, repo_root=self.run["repo_root"],
+            base=u.base, setup=self.run["setup"], env=self.env)
+        prepared = prepare(self._request(u, executor_name, result, workspace, mode))
+        d = Dispatch(prepared, dispatcher_pid=os.getpid(), record=False, record_exit=True)
+        try:
+            d.begin()
+        except QuotaExhausted as e:
+            return d, mode, False, e
+        return d, mode, d.launch(), None
+
+    async def _watch(self, u: UnitState, d) -> None:
+        """Wait for the launched (or re-attached) attempt, end it when asked, then judge it."""
+        u.stop = asyncio.Event()
+        if u.cancel_requested or u.superseded:
+            u.stop.set()
+        code, why = await d.wait_async(u.stop, self.deadline,
+                                       on_end=lambda why: self._ending(u, why))
+        quiet = True
+        if why is not None:
+            quiet = await _quiesce(d.worker.pid)
+        outcome = await asyncio.to_thread(d.finish, code, timed_out=why == "timeout",
+                                          cancelled=why == "cancelled")
+        self._settle(u, d, outcome.outcome, outcome.info, why, quiet)
+
+    def _ending(self, u: UnitState, why: str) -> None:
+        cause = ("the run's deadline passed" if why == "timeout" and self.timed_out
+                 else "its timeout passed" if why == "timeout"
+                 else "reassigned" if u.superseded else "cancel requested")
+        self.ledger.update_attempt(u.attempt_id, cause, status=Status.CANCEL_REQUESTED)
+        self.emit("cancel-requested", u, cause)
+
+    def _settle(self, u: UnitState, d, outcome: str, info: dict, why: str | None,
+                quiet: bool = True) -> None:
+        aid = u.attempt_id
+        status = OUTCOME_STATUS.get(outcome, Status.FAILED)
+        quarantine = None
+        if u.superseded or why is not None:
+            quarantine = self._quarantine(u, d, info, everything=u.superseded)
+        if u.superseded:
+            status = Status.QUARANTINED if outcome == "succeeded" else Status.CANCELLED
+        elif info.get("quota") and status == Status.FAILED and not u.cancel_requested:
+            status = Status.QUOTA  # a quota stop is never a failure: a follow-up is parked
+        cause = info.get("reason") or outcome
+        if not quiet:
+            cause += "; its process group did not end within the bound"
+        q = info.get("quota") or {}
+        self.ledger.update_attempt(
+            aid, cause, status=status, reason=info.get("reason"),
+            exit_code=info.get("worker_exit"), error=(info.get("error") or None),
+            model=info.get("model"), resets_at=q.get("resets_at"), quarantine=quarantine,
+            finished_at=now_iso())
+        result = info.get("result_file")
+        if u.superseded:
+            u.superseded = False
+            u.predecessor = aid
+            self.emit("quarantined", u, "superseded by a reassignment", quarantine=quarantine)
+            self._set_packet(u, PacketStatus.PENDING, f"reassigned; {aid} superseded")
+            return
+        if status == Status.QUOTA:
+            u.predecessor = aid
+            ex_can_resume = d.p.executor.can_resume and d.state.read(statedir.CONVERSATION_ID)
+            u.continue_from = d.state.path if ex_can_resume else None
+            return self._park(u, _parse_time(q.get("resets_at")),
+                              q.get("message") or "quota reached mid-run")
+        if u.cancel_requested and status != Status.SUCCEEDED:
+            status = Status.CANCELLED
+        pstatus = {Status.SUCCEEDED: PacketStatus.SUCCEEDED, Status.TIMEOUT: PacketStatus.TIMEOUT,
+                   Status.CANCELLED: PacketStatus.CANCELLED}.get(status, PacketStatus.FAILED)
+        self._set_packet(u, pstatus, cause)
+        self.emit(pstatus.value, u, cause, result_file=result, exit_code=info.get("exit_code"),
+                  reason=info.get("reason"), quarantine=quarantine)
+
+    def _quarantine(self, u: UnitState, d, info: dict, everything: bool) -> str | None:
+        """Move what the worker produced (its own result file, the response beside it, and
+        its workspace) out of reach of integration. ``everything``: the published result too."""
+        dest = self.paths.quarantine / f"{u.packet.id}.{u.seq}"
+        moved = []
+        published = info.get("published")
+        for key in ("result_file", "response_file"):
+            path = info.get(key)
+            if not path or not os.path.exists(path):
+                continue
+            if key == "result_file" and published == "fallback" and not everything:
+                continue  # prun's own FALLBACK text is evidence, not partial output
+            dest.mkdir(parents=True, exist_ok=True)
+            shutil.move(path, dest / os.path.basename(path))
+            moved.append(os.path.basename(path))
+        ws = d.workspace
+        if ws and os.path.isdir(ws):
+            target = ws.rstrip(os.sep) + ".quarantined"
+            with contextlib.suppress(OSError):
+                os.rename(ws, target)
+                dest.mkdir(parents=True, exist_ok=True)
+                (dest / "workspace").write_text(target + "\n")
+                moved.append("workspace")
+        return str(dest) if moved else None
+
+    def _park(self, u: UnitState, until: float | None, cause: str) -> None:
+        from . import unitprep
+
+        unitprep.forget_pool_states()
+        until = until if until and until > time.time() else time.time() + UNKNOWN_RESET_S
+        u.park_until = until
+        cause = f"{cause} (parked until {now_iso(until)})"
+        self._set_packet(u, PacketStatus.PARKED, cause, resets_at=now_iso(until))
+        self.emit("parked", u, cause, resets_at=now_iso(until))
+
+    def _no_receipt(self, u: UnitState, aid: str | None, action: str, need: str | None,
+                    state_dir: str | None = None) -> None:
+        """Not dispatched: the packet stays pending and the run stops launching."""
+        need = need or "the executor returned no attempt id"
+        if aid:
+            self.ledger.update_attempt(aid, need, status=Status.NOT_DISPATCHED,
+                                       state_dir=state_dir, reason="no-receipt", error=need,
+                                       finished_at=now_iso())
+            u.predecessor = aid
+        self._set_packet(u, PacketStatus.PENDING, f"not dispatched: {need}")
+        self.stopped = f"{action}: {need}"
+        self.emit("stopped", u, need, action=action)
+
+    def _request(self, u: UnitState, executor: str, result: str, workspace: str, mode: str):
+        from . import workspace as ws
+        from .dispatch import Request
+
+        p = u.packet
+        prompt_file = str(self.paths.prompts / f"{p.id}.md")
+        if u.continue_from:
+            follow = self.paths.prompts / f"{p.id}.{u.seq}.md"
+            follow.write_text("A quota limit stopped your earlier turn. Continue the same task "
+                              "from where you stopped and finish it.\n", encoding="utf-8")
+            prompt_file = str(follow)
+        index = self.index[p.id]
+        extra = {"PRUN_RUN_ID": self.run_id, "PRUN_ATTEMPT_ID": u.attempt_id or "",
+                 **ws.workspace_env(index, self.env)}
+        return Request(executor=executor, prompt_file=prompt_file, result_file=result,
+                       unit_id=p.id, mode=mode, continue_from=u.continue_from,
+                       command=p.command if executor == "command" else None, model=p.model,
+                       effort=p.effort, timeout_s=p.timeout_s, workspace=workspace,
+                       state_root=str(self.paths.state), env=self.env,
+                       attempt_id=u.attempt_id, extra_env=extra)
+
+    # control -------------------------------------------------------------------------------
+    def _take_requests(self) -> None:
+        for r in self.ledger.take_requests(self.run_id):
+            if r["kind"] == "cancel":
+                if not r["target"]:
+                    self._request_cancel_all(r["cause"] or "cancel requested")
+                else:
+                    self._cancel_one(r["target"], r["cause"] or "cancel requested")
+            elif r["kind"] == "reassign":
+                self._reassign(r["target"], r["executor"], r["cause"] or "reassigned")
+
+    def _request_cancel_all(self, cause: str) -> None:
+        if self.cancelled:
+            return
+        self.cancelled = True
+        for u in self.units.values():
+            self._cancel_unit(u, cause)
+        if self._wake is not None:
+            self._wake.set()
+
+    def _cancel_one(self, target: str, cause: str) -> None:
+        u = self.units.get(target)
+        if u is None:
+            u = next((x for x in self.units.values() if x.attempt_id == target), None)
+        if u is not None:
+            self._cancel_unit(u, cause)
+
+    def _cancel_unit(self, u: UnitState, cause: str) -> None:
+        if u.status == PacketStatus.RUNNING:
+            u.cancel_requested = True
+            if u.stop is not None:
+                u.stop.set()
+        elif not u.status.terminal:
+            self._set_packet(u, PacketStatus.CANCELLED, cause)
+            self.emit("cancelled", u, cause)
+
+    def _reassign(self, packet_id: str, executor: str | None, cause: str) -> None:
+        u = self.units.get(packet_id)
+        if u is None:
+            return
+        if executor:
+            u.executor = executor
+            u.reason = f"reassigned to {executor}"
+        if u.status == PacketStatus.RUNNING:
+            u.superseded = True
+            if u.stop is not None:
+                u.stop.set()
+            return
+        u.predecessor = u.attempt_id
+        u.continue_from = None
+        u.cancel_requested = False
+        self._set_packet(u, PacketStatus.PENDING, cause)
+
+    def _check_deadline(self) -> None:
+        if self.deadline is None or self.timed_out or time.time() < self.deadline:
+            return
+        self.timed_out = True
+        for u in self.units.values():
+            if not u.status.terminal and u.status != PacketStatus.RUNNING:
+                self._set_packet(u, PacketStatus.CANCELLED,
+                                 "the run's deadline passed before it was dispatched")
+                self.emit("cancelled", u, "the run's deadline passed before it was dispatched")
+
+    def _check_stalls(self) -> None:
+        now = time.time()
+        if now - self._last_stall_check < min(30.0, self.stall_s / 4):
+            return
+        self._last_stall_check = now
+        for u in self.units.values():
+            if u.status != PacketStatus.RUNNING or not u.state_dir or u.started is None:
+                continue
+            try:
+                last = os.stat(os.path.join(u.state_dir, statedir.TAIL)).st_mtime
+            except OSError:
+                continue
+            last = max(last, u.started)
+            if now - last >= self.stall_s and not u.stalled:
+                u.stalled = True
+                self.emit("stalled", u, f"no output for {int(now - last)} s")
+            elif now - last < self.stall_s:
+                u.stalled = False
+
+    # recovery ------------------------------------------------------------------------------
+    def _recover(self) -> None:
+        """Pick the run up from the ledger: finished packets stay finished, attempts an
+        earlier supervisor launched are re-attached or judged, nothing is launched twice."""
+        self._find_unrecorded()
+        attempts: dict[str, list] = {}
+        for a in self.ledger.attempts(self.run_id):
+            attempts.setdefault(a["packet_id"], []).append(dict(a))
+        for pid, u in self.units.items():
+            rows = attempts.get(pid, [])
+            u.seq = len(rows)
+            if not rows:
+                if u.status in (PacketStatus.RUNNING, PacketStatus.PARKED):
+                    u.status = PacketStatus.PENDING
+                continue
+            last = rows[-1]
+            u.attempt_id = last["id"]
+            u.executor = last["executor"] or u.executor
+            status = Status(last["status"])
+            if status.terminal:
+                final = FINAL_PACKET.get(status)
+                if final is not None and not u.status.terminal:
+                    # judged, but the packet's own row missed it: settle the packet, run nothing
+                    self._set_packet(u, final, f"{last['id']} {status.value}")
+                elif not u.status.terminal:
+                    u.predecessor = last["id"]
+                    if status == Status.QUOTA and last["state_dir"]:
+                        sd = statedir.StateDir(last["state_dir"])
+                        if sd.read(statedir.CONVERSATION_ID):
+                            u.continue_from = last["state_dir"]
+                    u.status = PacketStatus.PENDING
+                continue
+            launched = last["state_dir"] and os.path.exists(
+                os.path.join(last["state_dir"], statedir.WORKER))
+            if not launched:  # the earlier supervisor died before this one started
+                self.ledger.update_attempt(last["id"], "the supervisor died before its launch",
+                                           status=Status.CANCELLED, reason="never-launched",
+                                           finished_at=now_iso())
+                u.predecessor = last["id"]
+                u.status = PacketStatus.PENDING
+                continue
+            u.status = PacketStatus.RUNNING
+            u.cancel_requested = status == Status.CANCEL_REQUESTED
+            self._start(self._adopt(u, last), u)
+
+    def _find_unrecorded(self) -> None:
+        """Attempts whose state dir exists but whose ledger rows a crash cut short (the
+        supervisor batches its writes): complete them from the state dir's unit.json."""
+        known = {a["id"]: dict(a) for a in self.ledger.attempts(self.run_id)}
+        try:
+            names = os.listdir(self.paths.state)
+        except OSError:
+            return
+        for name in sorted(names):
+            sd = statedir.StateDir(str(self.paths.state / name))
+            unit = sd.unit
+            aid = unit.get("attempt_id")
+            pid = unit.get("unit_id")
+            if not aid or pid not in self.units:
+                continue
+            row = known.get(aid)
+            if row is None:
+                self.ledger.record_attempt(
+                    aid, "found in its state dir after a crash", run_id=self.run_id,
+                    packet_id=pid, seq=int(aid.rsplit(":", 1)[-1]),
+                    executor=unit.get("executor"), requested_model=unit.get("requested_model"),
+                    model=unit.get("model"), mode=unit.get("mode"),
+                    workspace=unit.get("workspace"), state_dir=sd.path,
+                    result_path=unit.get("result_file"), continue_from=unit.get("continue_from"),
+                    status=Status.DISPATCHED)
+            elif not row["state_dir"]:
+                self.ledger.update_attempt(aid, "state dir found after a crash",
+                                           state_dir=sd.path)
+
+    async def _adopt(self, u: UnitState, row: dict) -> None:
+        from .dispatch import Request, reopen
+        from .process import Worker, same_process_alive
+
+        sd = statedir.StateDir(row["state_dir"])
+        u.state_dir = sd.path
+        unit = sd.unit
+        req = Request(executor=row["executor"], prompt_file=sd.file(statedir.PROMPT),
+                      result_file=row["result_path"], unit_id=u.packet.id,
+                      mode=unit.get("mode") or row["mode"], continue_from=row["continue_from"],
+                      command=u.packet.command if row["executor"] == "command" else None,
+                      model=row["requested_model"], effort=u.packet.effort,
+                      timeout_s=unit.get("timeout_s") or u.packet.timeout_s,
+                      workspace=unit.get("workspace"), state_root=str(self.paths.state),
+                      env=self.env, attempt_id=row["id"])
+        done = sd.outcome
+        if done is not None:  # finished and judged; only the ledger missed it
+            return self._settle(u, _Judged(sd, unit.get("workspace")), done["outcome"], done,
+                                None)
+        d = reopen(req, sd.path)
+        u.started = d.launched_at
+        w = sd.read_json(statedir.WORKER) or {}
+        pid, started = w.get("pid"), w.get("create_time")
+        fd = None
+        if same_process_alive(pid, started):
+            with contextlib.suppress(OSError):
+                fd = os.pidfd_open(pid)
+            if fd is not None and not same_process_alive(pid, started):
+                os.close(fd)
+                fd = None
+        if fd is not None:
+            sd.write(statedir.DISPATCH_PID, str(os.getpid()))
+            d.worker = Worker(_Adopted(pid), fd)
+            self.ledger.update_attempt(row["id"], "re-attached by a resumed supervisor",
+                                       status=Status.RUNNING)
+            self.emit("reattached", u)
+            return await self._watch(u, d)
+        from .dispatch import recorded_exit
+
+        code = recorded_exit(sd)
+        outcome = d.finish(code)
+        self._settle(u, d, outcome.outcome, outcome.info, None)
+
+
+class _Judged:
+    """What ``_settle`` needs of a dispatch that finished while no supervisor recorded it."""
+
+    def __init__(self, sd: statedir.StateDir, workspace: str | None):
+        self.state = sd
+        self.workspace = workspace
+        from . import executors
+
+        self.p = type("P", (), {"executor": executors.get(sd.unit.get("executor", "command"))})
+
+
+async def _quiesce(pgid: int) -> bool:
+    """After the group was ended: confirm no process of it is left (bounded)."""
+    deadline = time.monotonic() + QUIESCE_LIMIT_S
+    delay = 0.01
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.2)
+    return False
+
+
+def _parse_time(iso: str | None) -> float | None:
+    return _epoch(iso) if iso else None
+
+
+def run_supervisor(run_id: str, emit: Callable[[Event], None], ledger: Ledger | None = None,
+                   env: dict[str, str] | None = None) -> str:
+    """Drive the run to its end in this process; returns the run's final status."""
+    own = ledger is None
+    ledger = ledger or Ledger.open()
+    try:
+        return asyncio.run(Supervisor(ledger, run_id, emit=emit, env=env).run_until_done())
+    finally:
+        if own:
+            ledger.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m prun.supervisor RUN``: the detached supervisor (output to its log)."""
+    import sys
+
+    from .render import LineRenderer
+
+    args = sys.argv[1:] if argv is None else argv
+    renderer = LineRenderer(sys.stdout, verbose=True)
+    status = run_supervisor(args[0], renderer.handle)
+    return 0 if status == RunStatus.SUCCEEDED else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

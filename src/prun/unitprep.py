@@ -1,0 +1,90 @@
+"""What a run decides for each unit before launching it: its executor (routing), its
+workspace, and whether its quota pool is known to be empty.
+
+Each decision is one small function so the supervisor stays readable and the policy lives in
+the module that owns it (``prun.routing``, ``prun.workspace``, ``prun.quota``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .plan import Packet
+
+
+@dataclass(frozen=True)
+class Route:
+    executor: str
+    reason: str
+
+
+def route(packet: Packet, env: Mapping[str, str]) -> Route:
+    """The executor for ``packet`` and why. ``auto`` goes through ``prun.routing`` when it is
+    installed; otherwise agy, the executor that takes the larger share."""
+    if packet.executor != "auto":
+        return Route(packet.executor, f"named by the packet ({packet.executor})")
+    try:
+        from . import routing  # type: ignore[attr-defined]
+    except ImportError:
+        return Route("agy", "auto: agy takes the larger share of ordinary units")
+    decision = routing.route(packet, env)
+    return Route(decision.executor, decision.reason)
+
+
+def workspace(packet: Packet, *, run_id: str, seq: int, repo_root: str | None,
+              base: str | None, setup: str | None, env: Mapping[str, str]) -> tuple[str, str]:
+    """Make the unit's workspace: a scratch dir for a read-only unit, a throwaway clone at the
+    frozen base for a code unit; then the plan's setup command. Returns (path, mode)."""
+    from . import workspace as ws
+    from .errors import UsageError
+
+    root = os.path.join(ws.default_root(env), run_id)
+    name = f"{packet.id}.{seq}"
+    if packet.writes_code:
+        if not repo_root or not base:
+            raise UsageError(f"packet {packet.id} writes code, but the run has no git base",
+                             hint="run the plan inside a git repository")
+        path = ws.make_clone(repo_root, base, os.path.join(root, name))
+    else:
+        path = ws.make_scratch(root, name)
+    if setup:
+        ws.run_setup(path, setup, env)
+    return path, packet.effective_mode
+
+
+STATES_TTL_S = 10.0
+_cache: tuple[float, dict] | None = None
+
+
+def pool_reset(executor, model: str | None, env: Mapping[str, str]) -> float | None:
+    """When the unit's quota pool is known to be empty: the reset time (epoch seconds; an
+    unknown reset counts as five minutes away). None: launch (unknown is never empty)."""
+    group = executor.quota_group(model)
+    if group is None:
+        return None
+    try:
+        from .quota import group_states
+        from .quota.snapshot import parse_time
+    except ImportError:
+        return None
+    global _cache
+    if _cache is None or time.monotonic() - _cache[0] > STATES_TTL_S:
+        _cache = (time.monotonic(), group_states(env))
+    state = _cache[1].get(group)
+    if state is None or not state.empty:
+        return None
+    if state.resets_at:
+        try:
+            return parse_time(state.resets_at)
+        except (ValueError, OverflowError, OSError):
+            pass
+    return time.time() + 300
+
+
+def forget_pool_states() -> None:
+    """Read the quota snapshot afresh next time (a quota hit was just recorded)."""
+    global _cache
+    _cache = None
