@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from .executors.records import StreamResult
 
 MIN_RESPONSE_BYTES = 20
-MAX_PROMPT_BYTES = 120_000  # a prompt travels in argv for agy; Linux caps one argument at 128 KiB
+# A prompt travels in argv for agy, claude and gemini; Linux caps one argument at 128 KiB.
+MAX_PROMPT_BYTES = 120_000
 TAIL_LINES = 60
 
 
@@ -47,7 +48,8 @@ class Request:
                  model: str | None = None, effort: str | None = None,
                  timeout_s: float | None = None, workspace: str | None = None,
                  state_root: str | None = None, env: Mapping[str, str] | None = None,
-                 attempt_id: str | None = None, extra_env: Mapping[str, str] | None = None):
+                 attempt_id: str | None = None, extra_env: Mapping[str, str] | None = None,
+                 route_reason: str | None = None):
         self.executor = executor
         self.prompt_file = prompt_file
         self.result_file = result_file
@@ -63,6 +65,7 @@ class Request:
         self.state_root = state_root
         self.env = env
         self.attempt_id = attempt_id
+        self.route_reason = route_reason    # why the router chose this executor (unit.json)
         self.extra_env = dict(extra_env or {})
 
 
@@ -139,8 +142,10 @@ def prepare(req: Request, *, reopen: bool = False) -> Prepared:
     elif req.command:
         raise UsageError("--command is only for --executor command")
     settings = executor.settings(env, model=req.model, effort=req.effort, timeout_s=req.timeout_s)
-    if executor.name == "agy" and len(prompt.encode()) > MAX_PROMPT_BYTES:
-        raise UsageError(f"prompt is {len(prompt.encode())} bytes; agy takes it as one argument "
+    executor.preflight(mode, settings, env)
+    if executor.prompt_in_argv and len(prompt.encode()) > MAX_PROMPT_BYTES:
+        raise UsageError(f"prompt is {len(prompt.encode())} bytes; {executor.name} takes it as "
+                         f"one argument "
                          f"(at most {MAX_PROMPT_BYTES})",
                          hint="paste what defines the task and point at files for the rest")
     return Prepared(req, executor, settings, prompt, result_file, mode, workspace, add_dirs,
@@ -243,9 +248,10 @@ class Dispatch:
         with open(sd.file(statedir.PROMPT), "w", encoding="utf-8") as f:
             f.write(p.prompt)
         sd.write(statedir.RESULT_FILE, p.result_file)
-        sd.write(statedir.DISPATCH_PID, str(self.dispatcher_pid))
-        open(sd.file(statedir.TAIL), "ab").close()
-        open(sd.file(statedir.STDERR), "ab").close()
+        if p.executor.launches_process:  # a session unit has no process, pid or stream
+            sd.write(statedir.DISPATCH_PID, str(self.dispatcher_pid))
+            open(sd.file(statedir.TAIL), "ab").close()
+            open(sd.file(statedir.STDERR), "ab").close()
         self._ledger("begin")
         self._gate()
         sd.write(statedir.MODEL, self.settings.model or p.executor.name)
@@ -285,24 +291,38 @@ class Dispatch:
             "timeout_s": self.settings.timeout_s, "result_file": p.result_file,
             "dispatcher": {"pid": self.dispatcher_pid,
                            "create_time": _own_start(self.dispatcher_pid, create_time)},
-            "started_at": _iso(self.started),
+            "route_reason": p.request.route_reason, "started_at": _iso(self.started),
         }
 
-    # 2. launch -----------------------------------------------------------------------------------
-    def launch(self) -> bool:
-        """Start the worker. False (with the reason kept for ``finish``) if it cannot start."""
-        from .errors import LaunchError
+    def _unit(self):
         from .executors.records import Unit
-        from .process import create_time, spawn
 
         p, sd = self.p, self.state
         if self.workspace is None:
             self.workspace = sd.file("work")
             os.makedirs(self.workspace, exist_ok=True)
-        unit = Unit(unit_id=p.request.unit_id, prompt=p.prompt, prompt_file=sd.file(statedir.PROMPT),
-                    settings=self.settings, mode=p.mode, workspace=self.workspace,
-                    add_dirs=p.add_dirs, resume_id=p.resume_id, command=p.command,
-                    state_dir=sd.path, result_file=p.result_file)
+        return Unit(unit_id=p.request.unit_id, prompt=p.prompt,
+                    prompt_file=sd.file(statedir.PROMPT), settings=self.settings, mode=p.mode,
+                    workspace=self.workspace, add_dirs=p.add_dirs, resume_id=p.resume_id,
+                    command=p.command, state_dir=sd.path, result_file=p.result_file)
+
+    # 2. launch, or hand off when the executor launches no process ----------------------------
+    def hand_off(self) -> Outcome:
+        """Write what the coordinator hands its subagent; nothing is launched or waited for."""
+        text, lines = self.p.executor.hand_off(self._unit())
+        self.state.write(statedir.HANDOFF, text)
+        record = self.state.unit
+        record["workspace"] = self.workspace
+        self.state.write_json(statedir.UNIT, record)
+        return Outcome("handed-off", EXIT_OK, "handed-off", info={"lines": lines})
+
+    def launch(self) -> bool:
+        """Start the worker. False (with the reason kept for ``finish``) if it cannot start."""
+        from .errors import LaunchError
+        from .process import create_time, spawn
+
+        p, sd = self.p, self.state
+        unit = self._unit()
         env = dict(p.env)
         env.update(p.request.extra_env)
         env.update({"PRUN_UNIT_ID": p.request.unit_id, "PRUN_STATE_DIR": sd.path,
@@ -466,7 +486,7 @@ class Dispatch:
                 from . import quota
 
                 quota.record_hit(hit, self.p.env)
-        if verdict != "ok" and verdict not in ("quota",) and launch_error is None:
+        if verdict not in ("ok", "quota", "cancelled") and launch_error is None:
             from . import quota
 
             quota.after_backend_failure(p.executor, self.p.env)
@@ -508,6 +528,7 @@ class Dispatch:
             "executor": p.executor.name, "model": self.settings.model,
             "requested_model": self.requested_model, "session_id": stream.session_id,
             "tool_uses": stream.tool_uses, "tool_errors": stream.tool_errors,
+            "denials": stream.denials,
             "usage": stream.usage, "quota_note": self.quota_note,
             "quota": ({"group": hit.group, "resets_at": hit.resets_at, "message": hit.message}
                       if hit else None),
@@ -562,7 +583,7 @@ def run_sync(req: Request, on_state_dir: Callable[[str], None] | None = None) ->
     d = Dispatch(prepared)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _cancel)
-    refused = None
+    refused = handed = None
     code, timed_out, cancelled = None, False, False
     try:
         if on_state_dir:
@@ -571,7 +592,9 @@ def run_sync(req: Request, on_state_dir: Callable[[str], None] | None = None) ->
             d.begin()
         except QuotaExhausted as e:
             refused = e
-        if refused is None and d.launch():
+        if refused is None and not prepared.executor.launches_process:
+            handed = d.hand_off()  # a session unit: the coordinator runs it, nothing to wait for
+        elif refused is None and d.launch():
             code, timed_out = d.wait()
     except Cancelled:
         cancelled = True
@@ -582,6 +605,8 @@ def run_sync(req: Request, on_state_dir: Callable[[str], None] | None = None) ->
             code = reap(d.worker)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)  # publishing the outcome must not be interrupted
+    if handed is not None:
+        return handed
     return d.finish(code, timed_out=timed_out, cancelled=cancelled, refused=refused)
 
 

@@ -8,15 +8,16 @@ Syntax (git's wildmatch, anchored at the repository root):
     [a-z]    one character of a class ('[!...]' or '[^...]' negates); never '/'
     **       as a whole segment: any number of segments (``a/**/b``, ``**/x``, ``dir/**``)
     \\x       the character x itself
-    dir      a pattern whose last segment has no wildcard also covers everything below it
-             (``src/api`` = ``src/api/**`` plus the path itself); ``src/*`` is only the
+    dir      a plain name without an extension also covers everything below it
+             (``src/api`` = the path itself and ``src/api/**``); ``dir.d/`` (trailing '/')
+             is always a folder; ``pyproject.toml`` is one file; ``src/*`` is only the
              entries directly in ``src``, write ``src/**`` for the whole tree
 
 A pattern is compiled to a small nondeterministic automaton over characters. Two patterns
 overlap when the product of their automata reaches a pair of accepting states; the search runs
 over a finite alphabet of representatives (every character the patterns name, '/', and one
 character they do not name, which stands for all the others), so it is exact, and it returns
-the shortest path both patterns match as the example. Containment (``covers``) is the same
+a short path both patterns match as the example. Containment (``covers``) is the same
 search over sets of states.
 """
 
@@ -50,6 +51,7 @@ class Automaton:
     eps: list[list[int]] = field(default_factory=list)
     accept: set[int] = field(default_factory=set)
     chars: set[str] = field(default_factory=set)   # every character the pattern names
+    _steps: dict = field(default_factory=dict, repr=False)  # (states, ch) -> states
 
     def state(self) -> int:
         self.edges.append([])
@@ -75,7 +77,12 @@ class Automaton:
         return frozenset(out)
 
     def step(self, states: frozenset[int], ch: str) -> frozenset[int]:
-        return self.closure({t for s in states for cs, t in self.edges[s] if _in(cs, ch)})
+        key = (states, ch)
+        out = self._steps.get(key)
+        if out is None:
+            out = self.closure({t for s in states for cs, t in self.edges[s] if _in(cs, ch)})
+            self._steps[key] = out
+        return out
 
     def start(self) -> frozenset[int]:
         return self.closure({0})
@@ -85,14 +92,15 @@ class Automaton:
 
 
 def normalize(pattern: str) -> str:
-    """The canonical spelling: no leading './' or '/', no trailing or doubled '/'."""
+    """The canonical spelling: no leading './' or '/', no doubled '/', 'dir/' as 'dir/**'."""
     p = pattern.strip()
     while p.startswith("./"):
         p = p[2:]
     p = p.lstrip("/")
     while "//" in p:
         p = p.replace("//", "/")
-    p = p.rstrip("/")
+    if p.endswith("/"):             # an explicit folder: everything below it
+        p = p.rstrip("/") + "/**" if p.rstrip("/") else "**"
     return p or "**"
 
 
@@ -192,9 +200,10 @@ def compile_glob(pattern: str) -> Automaton:
             i += 1
         need_sep = True
     a.accept.add(cur)
-    if not _has_wildcard(segments[-1]):
-        # A pattern that names a directory covers everything below it. Only a literal last
-        # segment is a directory name: 'src/*.js' is about files, not a folder called 'x.js'.
+    if _folder_like(segments[-1]):
+        # A pattern that names a folder covers everything below it. Only a literal name
+        # without an extension is taken as a folder: 'src/*.js' is about files, and
+        # 'pyproject.toml' is a file, not a folder that '**/x.py' could reach into.
         d, e = a.state(), a.state()
         a.edge(cur, ("lit", "/"), d)
         a.edge(d, ("any",), e)
@@ -203,8 +212,10 @@ def compile_glob(pattern: str) -> Automaton:
     return a
 
 
-def _has_wildcard(segment: str) -> bool:
-    return any(c in segment for c in "*?[")
+def _folder_like(segment: str) -> bool:
+    if any(c in segment for c in "*?["):
+        return False
+    return "." not in segment.lstrip(".")   # 'src', '.github' yes; 'pyproject.toml' no
 
 
 def matches(pattern: str, path: str) -> bool:
@@ -219,36 +230,98 @@ def matches(pattern: str, path: str) -> bool:
 
 
 def _alphabet(*automata: Automaton) -> list[str]:
-    named = set().union(*(a.chars for a in automata)) | {"/"}
-    fresh = next(c for c in "xyzqjkw_0123456789" + "".join(map(chr, range(0x100, 0x3000)))
-                 if c not in named)
-    return [fresh, *sorted(named)]
+    named = frozenset(set().union(*(a.chars for a in automata)) | {"/"})
+    return [_outside(named), *sorted(named)]
 
 
+def _literal_prefix(pattern: str) -> str:
+    """The characters before the first wildcard or escape: every match starts with them."""
+    for i, c in enumerate(pattern):
+        if c in "*?[\\":
+            return pattern[:i]
+    return pattern
+
+
+@lru_cache(maxsize=65536)
 def overlap(a: str, b: str) -> str | None:
-    """The shortest path both globs cover, or None when no path can match both."""
+    """A short path both globs cover, or None when no path can match both."""
+    pa, pb = _literal_prefix(normalize(a)), _literal_prefix(normalize(b))
+    if not (pa.startswith(pb) or pb.startswith(pa)):
+        return None     # anchored patterns with diverging fixed beginnings never meet
     ma, mb = compile_glob(a), compile_glob(b)
-    alphabet = _alphabet(ma, mb)
-    start = (ma.start(), mb.start())
-    parent: dict = {start: None}
+    # Breadth-first over pairs of states of the two automata (their product), epsilon moves
+    # first, so the example found is short.
+    start = (0, 0)
+    parent: dict[tuple[int, int], tuple[tuple[int, int], str] | None] = {start: None}
     todo = deque([start])
     while todo:
         node = todo.popleft()
-        sa, sb = node
-        if ma.accepts(sa) and mb.accepts(sb):
+        qa, qb = node
+        if qa in ma.accept and qb in mb.accept:
             out = []
             while parent[node] is not None:
                 node, ch = parent[node]
                 out.append(ch)
             return "".join(reversed(out))
-        for ch in alphabet:
-            nxt = (ma.step(sa, ch), mb.step(sb, ch))
-            if nxt[0] and nxt[1] and nxt not in parent:
+        moves = [((t, qb), "") for t in ma.eps[qa]] + [((qa, t), "") for t in mb.eps[qb]]
+        for csa, ta in ma.edges[qa]:
+            for csb, tb in mb.edges[qb]:
+                ch = _meet(csa, csb)
+                if ch is not None:
+                    moves.append(((ta, tb), ch))
+        for nxt, ch in moves:
+            if nxt not in parent:
                 parent[nxt] = (node, ch)
-                todo.append(nxt)
+                if ch:
+                    todo.append(nxt)
+                else:
+                    todo.appendleft(nxt)
     return None
 
 
+def _outside(*excluded: frozenset[str]) -> str:
+    """A character (not '/') outside every set in ``excluded``."""
+    for c in "xyzqjkw_0123456789":
+        if not any(c in e for e in excluded):
+            return c
+    k = 0x100
+    while any(chr(k) in e for e in excluded):
+        k += 1
+    return chr(k)
+
+
+_NONE: frozenset[str] = frozenset()
+
+
+def _meet(x: CharSet, y: CharSet) -> str | None:
+    """A character in both sets, or None."""
+    if x[0] == "lit":
+        return x[1] if _in(y, x[1]) else None
+    if y[0] == "lit":
+        return y[1] if _in(x, y[1]) else None
+    if x[0] == "any" and y[0] == "any":
+        return "x"
+    if x[0] in ("any", "seg") and y[0] in ("any", "seg"):
+        return "x"
+    cx = x if x[0] == "cls" else None
+    cy = y if y[0] == "cls" else None
+    if cx and cy:
+        if not cx[2] and not cy[2]:
+            both = sorted(cx[1] & cy[1] - {"/"})
+            return both[0] if both else None
+        if not cx[2] or not cy[2]:
+            pos, neg = (cx, cy) if not cx[2] else (cy, cx)
+            left = sorted(pos[1] - neg[1] - {"/"})
+            return left[0] if left else None
+        return _outside(cx[1], cy[1])
+    cls = cx or cy
+    if not cls[2]:
+        members = sorted(cls[1] - {"/"})
+        return members[0] if members else None
+    return _outside(cls[1])
+
+
+@lru_cache(maxsize=65536)
 def covers(wide: str, narrow: str) -> bool:
     """Does ``wide`` match every path ``narrow`` matches?"""
     mw, mn = compile_glob(wide), compile_glob(narrow)
@@ -273,12 +346,27 @@ def covers(wide: str, narrow: str) -> bool:
 
 def common(a: str, b: str) -> str | None:
     """How to name the paths two globs share: the narrower glob when one covers the other,
-    else an example path; None when they share none."""
+    else a glob that both cover (``src/api/**`` and ``src/**/*.py`` share
+    ``src/api/**/*.py``), else a short shared path; None when they share none."""
     example = overlap(a, b)
     if example is None:
         return None
-    if covers(a, b):
-        return normalize(b)
-    if covers(b, a):
-        return normalize(a)
+    na, nb = normalize(a), normalize(b)
+    if covers(na, nb):
+        return nb
+    if covers(nb, na):
+        return na
+    for cand in _candidates(na, nb):
+        if covers(na, cand) and covers(nb, cand) and overlap(cand, cand) is not None:
+            return cand
     return example
+
+
+def _candidates(a: str, b: str):
+    """Globs that may name the shared part of ``a`` and ``b``: a folder of one with the file
+    pattern of the other."""
+    for x, y in ((a, b), (b, a)):
+        if x.endswith("/**") and "/" in y:
+            folder, name = x[:-3], y.rsplit("/", 1)[1]
+            yield f"{folder}/**/{name}"
+            yield f"{folder}/{name}"

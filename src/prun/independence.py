@@ -124,14 +124,24 @@ class _Write:
     glob: str
     how: str            # "owns", "generates", "integration owner", "lockfile of X", ...
     implied: bool = False
+    field: str = "owns"  # the packet field it comes from
 
 
-def writes(packet: Packet, shared: list[tuple[str, str, str]]) -> list[_Write]:
-    """What ``packet`` may write, each glob with the reason it counts."""
-    out = [_Write(g, "owns") for g in packet.owns]
-    out += [_Write(g, "generates") for g in packet.generates]
-    out += [_Write(s, "is the integration owner of") for s, owner, _by in shared
-            if owner == packet.id]
+def writes(packet: Packet, shared: list[tuple[str, str, str]],
+           root: str | os.PathLike | None = None) -> list[_Write]:
+    """What ``packet`` may write, each glob with the reason it counts. A dotted name that is
+    an existing folder under ``root`` (``conf.d``) counts as that whole folder."""
+    def real(g: str) -> str:
+        norm = globs.normalize(g)
+        if root is not None and not any(c in norm for c in "*?[\\") and "." in norm \
+                and os.path.isdir(os.path.join(root, norm)):
+            return norm + "/**"
+        return g
+
+    out = [_Write(real(g), "owns") for g in packet.owns]
+    out += [_Write(real(g), "generates", field="generates") for g in packet.generates]
+    out += [_Write(real(s), "is the integration owner of", field="shared")
+            for s, owner, _by in shared if owner == packet.id]
     if packet.writes_code and not out:
         out.append(_Write("**", "declares no owns, so may write"))
     implied = []
@@ -140,7 +150,8 @@ def writes(packet: Packet, shared: list[tuple[str, str, str]]) -> list[_Write]:
         head, _, name = norm.rpartition("/")
         for lock in LOCKFILES.get(name, ()):
             implied.append(_Write(f"{head}/{lock}" if head else lock,
-                                  f"regenerates (with {norm})", implied=True))
+                                  f"regenerates (with {norm})", implied=True,
+                                  field=w.field))
     return out + implied
 
 
@@ -165,10 +176,12 @@ def check(plan: Plan, *, repo: str | os.PathLike | None = None,
     before = ancestors(plan)
     shared = _shared(plan)
     git_root = _git_root(repo if repo is not None else plan.root) if use_git else None
-    bases = {p.id: _resolve(plan, p, git_root) for p in packets if p.writes_code}
+    resolved: dict[str, str] = {}
+    bases = {p.id: _resolve(plan, p, git_root, resolved) for p in packets if p.writes_code}
     report = Report(packets=len(packets), pairs=len(packets) * (len(packets) - 1) // 2,
                     bases=bases)
-    wr = {p.id: writes(p, shared) for p in packets}
+    root = git_root or (repo if repo is not None else plan.root)
+    wr = {p.id: writes(p, shared, root) for p in packets}
     for a, b in combinations(packets, 2):
         if a.id in before[b.id] or b.id in before[a.id]:
             report.sequenced.append((a.id, b.id))
@@ -204,11 +217,13 @@ def _git_root(folder) -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
-def _resolve(plan: Plan, p: Packet, git_root: str | None) -> str | None:
+def _resolve(plan: Plan, p: Packet, git_root: str | None, cache: dict) -> str | None:
     rev = plan.base_of(p)
     if git_root is None:
         return rev
     name = rev or HEAD
+    if name in cache:
+        return cache[name]
     try:
         out = subprocess.run(["git", "-C", git_root, "rev-parse", "--verify", "--quiet",
                               f"{name}^{{commit}}"], capture_output=True, text=True, timeout=30)
@@ -216,11 +231,12 @@ def _resolve(plan: Plan, p: Packet, git_root: str | None) -> str | None:
         raise UsageError(f"cannot run git to resolve base {name!r}: {e}",
                          hint="install git, or run prun check outside a repository")
     if out.returncode != 0 or not out.stdout.strip():
-        where = p.where("base") if p.base else (f"{plan.path}" if plan.path else p.where())
+        where = p.where("base") if p.base else plan.where("base")
         raise UsageError(f"{where}: base {name!r} of packet {p.id!r} is not a commit in "
                          f"{git_root}", hint="give a commit id, tag or branch that exists "
                          "(git log --oneline shows them)")
-    return out.stdout.strip()
+    cache[name] = out.stdout.strip()
+    return cache[name]
 
 
 def _base(plan: Plan, a: Packet, b: Packet, bases) -> list[Failure]:
@@ -255,12 +271,12 @@ def _files(a: Packet, b: Packet, wr, shared) -> list[Failure]:
                           if o in (a.id, b.id) and globs.covers(s, path)), None)
             if owner is not None:
                 other = b.id if owner == a.id else a.id
-                fix = (f"drop {path} from {other}'s owns: its integration owner is {owner} "
+                fix = (f"drop {path} from the owns of {other}: its integration owner is {owner} "
                        f"(let {other} report the change it needs), or {_sequence_or_group(a, b)}")
             else:
                 fix = (f"{_sequence_or_group(a, b)}, or name one integration owner "
-                       f"(shared: {{{path}: {a.id}}}) and drop it from {b.id}'s owns")
-            out.append(_fail("files", a, b, "path", path, why, fix, "owns", "owns"))
+                       f"(shared: {{{path}: {a.id}}}) and drop it from the owns of {b.id}")
+            out.append(_fail("files", a, b, "path", path, why, fix, wa.field, wb.field))
     # One integration owner per shared path.
     for s1, o1, by1 in shared:
         for s2, o2, by2 in shared:
@@ -340,10 +356,10 @@ def _order(a: Packet, b: Packet, wr) -> list[Failure]:
                 if path is None:
                     continue
                 why = (f"{reader.id} reads {r}, which {writer.id} {w.how} {w.glob}: "
-                       f"{reader.id} consumes {writer.id}'s output")
+                       f"{reader.id} consumes the output of {writer.id}")
                 fix = (f"sequence them (after: [{writer.id}] in {reader.id}), or group them "
                        "into one packet")
                 out.append(_fail("order", a, b, "path", path, why, fix,
-                                 "reads" if reader is a else "owns",
-                                 "reads" if reader is b else "owns"))
+                                 "reads" if reader is a else w.field,
+                                 "reads" if reader is b else w.field))
     return out

@@ -70,13 +70,6 @@ class Packet:
     def effective_mode(self) -> str:
         return self.mode or DEFAULT_MODE.get(self.kind, "accept-edits")
 
-    @property
-    def writes(self) -> tuple[str, ...]:
-        """Every glob this packet may write: owned paths, generated outputs, and the shared
-        paths it is the integration owner of."""
-        mine = tuple(p for p, owner in self.shared.items() if owner == self.id)
-        return (*self.owns, *self.generates, *mine)
-
 
 @dataclass(frozen=True)
 class Plan:
@@ -91,6 +84,12 @@ class Plan:
     on_event: str | None = None
     setup: str | None = None                # runs in each fresh workspace before its unit
     base: str | None = None                 # default base revision
+    lines: dict[str, int] = field(default_factory=dict, compare=False, repr=False)  # key -> line
+
+    def where(self, key: str | None = None) -> str:
+        """``file:line`` of the plan, or of one of its keys."""
+        line = self.lines.get(key, 1) if key else 1
+        return f"{self.path}:{line}" if self.path else "the plan"
 
     def packet(self, packet_id: str) -> Packet | None:
         return next((p for p in self.packets if p.id == packet_id), None)
@@ -98,6 +97,30 @@ class Plan:
     @property
     def root(self) -> Path:
         return Path(self.path).parent if self.path else Path.cwd()
+
+    def deadline_at(self, start: float) -> float | None:
+        """The terminal deadline as a Unix time, for a run that started at ``start``."""
+        if self.deadline is None:
+            return None
+        from .timeparse import parse_duration
+
+        try:
+            return start + parse_duration(self.deadline, what="deadline")
+        except Exception:
+            import datetime as dt
+
+            when = dt.datetime.fromisoformat(self.deadline.replace("Z", "+00:00"))
+            if when.tzinfo is None:
+                when = when.astimezone()  # a time without zone is local time
+            return when.timestamp()
+
+    def may_write(self, packet: Packet) -> tuple[str, ...]:
+        """Every glob ``packet`` may change: its ``owns``, its ``generates``, and the shared
+        paths (declared by any packet) whose integration owner it is. A diff touching anything
+        else is a scope leak."""
+        mine = tuple(path for p in self.packets for path, owner in p.shared.items()
+                     if owner == packet.id)
+        return tuple(dict.fromkeys((*packet.owns, *packet.generates, *mine)))
 
     def base_of(self, packet: Packet) -> str | None:
         """The revision ``packet`` starts from as written (its own, else the plan's)."""

@@ -100,14 +100,20 @@ def _explain(error, doc: yamldoc.Doc, where: list, schema_root) -> tuple[str, st
     if v == "anyOf" and all("required" in s for s in error.validator_value):
         names = " or ".join(s["required"][0] for s in error.validator_value)
         return f"{field}: needs {names}", f"add {names}", line
+    if v == "enum" and error.instance == "codex":
+        return (f"{field}: codex is not a prun executor",
+                "its quota is kept for review; use agy, claude, gemini, session or command", line)
     if v == "enum":
         choices = ", ".join(str(c) for c in error.validator_value)
         return f"{field}: {error.instance!r} is not allowed", f"use one of: {choices}", line
     if v == "type" or (v == "anyOf" and not isinstance(error.instance, dict)):
         desc = error.schema.get("description", "") if isinstance(error.schema, dict) else ""
         want = _kinds(error.schema)
-        return (f"{field}: {error.instance!r} is not {want}",
-                desc or "quote it if YAML read it as a number, date or boolean", line)
+        hint = desc
+        if "a string" in want and isinstance(error.instance, int | float | bool):
+            hint = "quote it: YAML read it as a number or a boolean" + (f"; {desc}" if desc
+                                                                         else "")
+        return f"{field}: {error.instance!r} is not {want}", hint or "see docs/plans.md", line
     if v == "pattern":
         desc = error.schema.get("description", "")
         return (f"{field}: {error.instance!r} is not valid",
@@ -185,6 +191,11 @@ def _packet(doc: yamldoc.Doc, where: Sequence[str | int], raw: Mapping[str, Any]
                              hint=e.hint)
     data = fields.get("data") or {}
     command = fields.get("command")
+    if fields.get("session_tools") and fields.get("executor") in ("agy", "gemini", "command"):
+        raise UsageError(f"{doc.source}:{doc.line_of([*where, 'session_tools'])}: packet "
+                         f"{fields['id']!r} needs session tools but runs on "
+                         f"{fields['executor']!r}, an outside process that cannot reach them",
+                         hint="use executor: session (or auto), or drop session_tools")
     if fields.get("executor") == "command" and not command:
         raise UsageError(f"{where_s}: packet {fields['id']!r} has executor: command but no command",
                          hint="add command: [program, arg, ...] (the prompt file's path is "
@@ -288,6 +299,7 @@ def load_plan(path: str | os.PathLike) -> Plan:
         on_event=_join_argv(data.get("on_event")),
         setup=_join_argv(data.get("setup")),
         base=data.get("base"),
+        lines={k: doc.key_line((), k) for k in data},
     )
     check_plan(plan)
     return plan

@@ -14,6 +14,8 @@ Files (all optional until written; ``outcome.json`` is written last and means "f
                      dispatcher pid and start time
     worker.json      the worker's pid, process group and start time, once it runs
     outcome.json     outcome, exit code, backend status, error, timestamps (written last)
+    handoff.md       session units only: the prompt plus the unit contract, for the subagent
+    receipt          session units only: the subagent's identifier (``prun receipt``)
 
 Everything here is plain files so that any later prun command, and any person, can rebuild
 the attempt's state after the process that made it is gone.
@@ -39,6 +41,8 @@ PROMPT = "prompt"
 UNIT = "unit.json"
 WORKER = "worker.json"
 OUTCOME = "outcome.json"
+HANDOFF = "handoff.md"
+RECEIPT = "receipt"
 
 DURABLE = frozenset({OUTCOME, CONVERSATION_ID})
 

@@ -127,7 +127,7 @@ class Supervisor:
                    attempt_id=u.attempt_id if u else None,
                    executor=u.executor if u else None, cause=cause,
                    data={k: v for k, v in data.items() if v is not None})
-        if kind in ("stalled", "stopped", "parked", "blocked"):
+        if kind in ("stalled", "stopped", "parked", "blocked", "handoff"):
             self.ledger.record_event(kind, run_id=self.run_id, packet_id=ev.packet_id,
                                      attempt_id=ev.attempt_id, status=kind, cause=cause,
                                      data=ev.data or None)
@@ -318,6 +318,8 @@ class Supervisor:
                                        finished_at=now_iso())
             u.predecessor = aid
             return self._park(u, _parse_time(refused.resets_at), refused.line())
+        if not d.p.executor.launches_process:
+            return await self._session(u, d, launched)
         if not launched:
             await asyncio.to_thread(d.finish, None)
             return self._no_receipt(u, aid, f"start {executor_name} for packet {p.id}",
@@ -346,6 +348,8 @@ class Supervisor:
             d.begin()
         except QuotaExhausted as e:
             return d, mode, False, e
+        if not prepared.executor.launches_process:
+            return d, mode, d.hand_off(), None  # a session unit: the coordinator runs it
         return d, mode, d.launch(), None
 
     async def _watch(self, u: UnitState, d) -> None:
@@ -361,6 +365,62 @@ class Supervisor:
         outcome = await asyncio.to_thread(d.finish, code, timed_out=why == "timeout",
                                           cancelled=why == "cancelled")
         self._settle(u, d, outcome.outcome, outcome.info, why, quiet)
+
+    async def _session(self, u: UnitState, d, handed) -> None:
+        """A session unit: the coordinator spawns the subagent from the handoff and attaches
+        its identifier with `prun receipt`; the unit is done when its result file lands."""
+        from .fsutil import file_size
+
+        aid, sd = u.attempt_id, d.state
+        lines = handed.info.get("lines", [])
+        self.ledger.update_attempt(aid, "handed to the coordinator", state_dir=sd.path,
+                                   workspace=d.workspace, mode=d.p.mode)
+        self.emit("handoff", u, "run it as a subagent, then attach its receipt",
+                  handoff=sd.file(statedir.HANDOFF),
+                  receipt_cmd=next((x.split(" ", 1)[1] for x in lines
+                                    if x.startswith("RECEIPT-CMD ")), None))
+        u.stop = asyncio.Event()
+        started = time.time()
+        limit = min(started + d.settings.timeout_s, self.deadline or float("inf"))
+        receipt = None
+        result = d.p.result_file
+        delay = 0.05
+        while not u.stop.is_set() and time.time() < limit:
+            if receipt is None and (receipt := sd.read(statedir.RECEIPT)):
+                u.started = time.time()
+                self.ledger.update_attempt(aid, "the coordinator attached its receipt",
+                                           status=Status.DISPATCHED, receipt=receipt,
+                                           dispatched_at=now_iso())
+                self.emit("dispatched", u, receipt=receipt)
+            if receipt and file_size(result) > 0:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(u.stop.wait(), delay)
+            delay = min(delay * 1.5, 1.0)
+        done = receipt is not None and file_size(result) > 0 and not u.superseded
+        if done:
+            status, reason = Status.SUCCEEDED, "result landed"
+        elif receipt is None:
+            status, reason = Status.NOT_DISPATCHED, "no receipt was attached"
+        else:
+            status = Status.CANCELLED if u.stop.is_set() else Status.TIMEOUT
+            reason = "cancelled" if u.stop.is_set() else "no result before the deadline"
+        if u.superseded or status in (Status.CANCELLED, Status.TIMEOUT):
+            self._quarantine(u, d, {"result_file": result, "published": "worker"},
+                             everything=True)
+        self.ledger.update_attempt(aid, reason, status=status, reason=reason,
+                                   finished_at=now_iso())
+        if u.superseded:
+            u.superseded = False
+            u.predecessor = aid
+            return self._set_packet(u, PacketStatus.PENDING, f"reassigned; {aid} superseded")
+        if status == Status.NOT_DISPATCHED:
+            return self._no_receipt(u, None, f"run session unit {u.packet.id} as a subagent",
+                                    "its receipt (prun receipt STATE_DIR --attempt-id ID)")
+        pstatus = {Status.SUCCEEDED: PacketStatus.SUCCEEDED,
+                   Status.TIMEOUT: PacketStatus.TIMEOUT}.get(status, PacketStatus.CANCELLED)
+        self._set_packet(u, pstatus, reason)
+        self.emit(pstatus.value, u, reason, result_file=result)
 
     def _ending(self, u: UnitState, why: str) -> None:
         cause = ("the run's deadline passed" if why == "timeout" and self.timed_out

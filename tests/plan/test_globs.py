@@ -25,6 +25,8 @@ OVERLAP = [
     ("./pyproject.toml", "/pyproject.toml"),
     ("docs/**/*.md", "docs/*/index.*"),
     ("src/\\*literal", "src/*"),
+    ("conf.d/", "conf.d/x.conf"),             # a trailing '/' makes a dotted name a folder
+    (".github", ".github/workflows/ci.yml"),
 ]
 
 DISJOINT = [
@@ -38,6 +40,8 @@ DISJOINT = [
     ("src/api", "src/apiv2/**"),
     ("src/\\*literal", "src/xliteral"),
     ("web/**", "src/web/**"),
+    ("pyproject.toml", "**/mod/*.py"),        # a file name is not a folder
+    ("conf.d", "conf.d/x.conf"),
 ]
 
 
@@ -60,8 +64,10 @@ def test_common_names_the_narrower_glob_or_an_example():
     assert common("src/api/*.py", "src/**/*.py") == "src/api/*.py"
     assert common("src/**", "src/api/**") == "src/api/**"
     assert common("pyproject.toml", "pyproject.toml") == "pyproject.toml"
-    example = common("src/**/*.py", "src/api/**")    # neither covers the other
-    assert matches("src/**/*.py", example) and matches("src/api/**", example)
+    assert common("src/**/*.py", "src/api/**") == "src/api/**/*.py"   # a glob both cover
+    example = common("src/*/x.py", "src/a*/*.py")     # no simple glob: a shortest example
+    assert example == "src/a/x.py"
+    assert matches("src/*/x.py", example) and matches("src/a*/*.py", example)
 
 
 def test_covers():
@@ -75,7 +81,8 @@ def test_covers():
 
 
 def test_normalize():
-    assert normalize("./src//api/") == "src/api"
+    assert normalize("./src//api/") == "src/api/**"
+    assert normalize("./src//api") == "src/api"
     assert normalize("/") == "**"
 
 

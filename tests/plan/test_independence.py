@@ -115,7 +115,7 @@ def test_files_shared_path_also_owned_by_a_non_owner_fails(plan_of):
         """)
     assert failures(plan) == [("files", "a", "b", "pyproject.toml")]
     fix = check(plan, use_git=False).failures[0].fix
-    assert fix.startswith("drop pyproject.toml from b's owns: its integration owner is a")
+    assert fix.startswith("drop pyproject.toml from the owns of b: its integration owner is a")
 
 
 def test_files_two_integration_owners_fail(plan_of):
@@ -169,7 +169,7 @@ def test_order_reader_of_another_packets_output_fails(plan_of):
         """)
     assert failures(plan) == [("order", "gen", "client", "api/openapi.yaml")]
     f = check(plan, use_git=False).failures[0]
-    assert "client consumes gen's output" in f.why
+    assert "client consumes the output of gen" in f.why
     assert f.fix.startswith("sequence them (after: [gen] in client)")
 
 
@@ -251,7 +251,7 @@ def test_base_resolved_with_git(repo, write):
         packets:
           - {{id: a, kind: code, owns: [a/**], prompt: x}}
           - {{id: b, kind: code, owns: [b/**], base: main, prompt: x}}
-          - {{id: c, kind: code, owns: [c/**], base: {head[:10]}, prompt: x}}
+          - {{id: c, kind: code, owns: [c/**], base: '{head[:10]}', prompt: x}}
           - {{id: d, kind: code, owns: [d/**], base: v1, prompt: x}}
         """))
     report = check(plan)
@@ -317,3 +317,67 @@ def test_cli_bad_input_exit_2_names_file_and_line(write, tmp_path):
     assert r.stderr.startswith("prun: plan.yaml:3: packets[1].kind: 'coder' is not allowed")
     r = prun("check", "missing.yaml", cwd=tmp_path)
     assert r.returncode == 2 and "no such file" in r.stderr
+
+
+def test_a_dotted_name_that_is_a_folder_counts_as_the_folder(plan_of, tmp_path):
+    text = """
+        packets:
+          - {id: a, kind: code, owns: [conf.d], prompt: x}
+          - {id: b, kind: code, owns: [conf.d/app.conf], prompt: x}
+        """
+    assert failures(plan_of(text)) == []          # 'conf.d' read as a file name
+    (tmp_path / "conf.d").mkdir()
+    assert failures(plan_of(text)) == [("files", "a", "b", "conf.d/app.conf")]
+
+
+def test_may_write_is_what_a_diff_may_touch(plan_of):
+    plan = plan_of("""
+        packets:
+          - {id: a, kind: code, owns: [src/a/**], generates: [gen/a.json], prompt: x}
+          - {id: b, kind: code, owns: [src/b/**], shared: {pyproject.toml: a}, prompt: x}
+        """)
+    assert plan.may_write(plan.packet("a")) == ("src/a/**", "gen/a.json", "pyproject.toml")
+    assert plan.may_write(plan.packet("b")) == ("src/b/**",)
+
+
+def test_the_documented_example(tmp_path):
+    """examples/independence/plan.yaml fails as docs/plans.md shows."""
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "independence" / "plan.yaml"
+    r = prun("check", "--no-git", str(example), cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    heads = [" ".join(line.split()[:5]) for line in r.stdout.splitlines()[:-1]]
+    assert heads == ["FAIL files api models path=src/api/**/*.py",
+                     "FAIL files api models path=pyproject.toml",
+                     "FAIL state api models resource=port:8000",
+                     "FAIL order api docs path=src/api/**",
+                     "FAIL order models docs path=src/api/**/*.py"]
+    assert r.stdout.splitlines()[-1] == "FAILED failures=5 pairs=3 packets=3 sequenced=0"
+
+    # The fix the docs describe.
+    import shutil
+
+    fixed = tmp_path / "fixed"
+    shutil.copytree(example.parent, fixed)
+    models = fixed / "packets" / "models.md"
+    models.write_text(models.read_text()
+                      .replace('owns: ["src/**/*.py", pyproject.toml]', 'owns: ["src/models/**"]')
+                      .replace("port:8000-8010", "port:8001-8010"))
+    plan = fixed / "plan.yaml"
+    plan.write_text(plan.read_text().replace("    reads: [src/api/**]\n",
+                                             "    reads: [src/api/**]\n    after: [api, models]\n"))
+    r = prun("check", "--no-git", str(plan), cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (0, "OK pairs=3 packets=3 sequenced=2\n"), r.stdout
+
+
+def test_plan_base_that_is_not_a_commit_names_the_plan_line(repo, write):
+    path = write("plan.yaml", """
+        name: x
+        base: gone
+        packets:
+          - {id: a, kind: code, owns: [a/**], prompt: x}
+        """)
+    with pytest.raises(UsageError) as info:
+        check(load_plan(path))
+    assert info.value.message.startswith(f"{path}:2: base 'gone' of packet 'a'")

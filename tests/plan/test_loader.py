@@ -272,9 +272,9 @@ def test_missing_packet_file_and_prompt_file(write):
 
 
 def test_error_inside_a_packet_file_names_that_file(write):
-    bad = write("p/bad.md", "---\nid: bad\nexecutor: codex\n---\nx\n")
+    bad = write("p/bad.md", "---\nid: bad\nexecutor: codx\n---\nx\n")
     e = refused(load_plan, write("plan.yaml", "packets: [p/*.md]\n"))
-    assert e.message.startswith(f"{bad}:3: executor: 'codex' is not allowed")
+    assert e.message.startswith(f"{bad}:3: executor: 'codx' is not allowed")
 
 
 def test_plan_must_be_a_mapping_with_packets(write):
@@ -301,3 +301,31 @@ def test_bad_deadline(write):
 def test_missing_file():
     e = refused(load_plan, "/nonexistent/plan.yaml")
     assert "no such file" in e.message
+
+
+def test_codex_is_refused_with_a_reason(write):
+    e = refused(load_packet, write("a.md", "---\nid: a\nexecutor: codex\n---\nx\n"))
+    assert "codex is not a prun executor" in e.message and "review" in e.hint
+
+
+def test_session_tools_need_a_session_unit(write):
+    e = refused(load_packet, write("a.md", "---\nid: a\nexecutor: agy\nsession_tools: true\n"
+                                   "---\nx\n"))
+    assert ":4: packet 'a' needs session tools but runs on 'agy'" in e.message
+    assert "cannot reach them" in e.message and "executor: session" in e.hint
+
+
+def test_deadline_at(write):
+    plan = load_plan(write("plan.yaml", "deadline: 90m\npackets: [{id: a, prompt: x}]\n"))
+    assert plan.deadline_at(1000.0) == 1000.0 + 5400
+    plan = load_plan(write("p2.yaml", "deadline: '2026-12-01T18:00:00Z'\n"
+                           "packets: [{id: a, prompt: x}]\n"))
+    assert plan.deadline_at(0) == 1796148000.0
+    assert load_plan(write("p3.yaml", "packets: [{id: a, prompt: x}]\n")).deadline_at(5) is None
+
+
+def test_a_commit_id_that_yaml_reads_as_a_number_must_be_quoted(write):
+    e = refused(load_packet, write("a.md", "---\nid: a\nbase: 1234567\n---\nx\n"))
+    assert e.message.endswith("a.md:3: base: 1234567 is not a string")
+    assert "quote it" in e.hint
+    assert load_packet(write("b.md", "---\nid: b\nbase: '0123456'\n---\nx\n")).base == "0123456"

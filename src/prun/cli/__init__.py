@@ -18,8 +18,10 @@ import sys
 # name -> (module, one-line summary). Order is the order of `prun --help`.
 COMMANDS: dict[str, tuple[str, str]] = {
     "dispatch": ("prun.cli.dispatch", "run one unit on one executor (the seed's dispatch-task)"),
+    "receipt": ("prun.cli.receipt", "attach a subagent's identifier to a session unit"),
     "packet": ("prun.cli.packet", "write a packet template (packet new ID)"),
     "check": ("prun.cli.check", "the independence test: may a plan's packets run side by side"),
+    "route": ("prun.cli.route", "choose the executor of each packet, with a reason"),
     "run": ("prun.cli.run", "run a plan: every packet through one supervisor"),
     "status": ("prun.cli.status", "show a run: counts, and the units that need attention"),
     "wait": ("prun.cli.wait", "block until a run has something to act on"),

@@ -1,7 +1,10 @@
 """Run one unit on one executor and publish its result atomically.
 
 stdout carries exactly one line, `STATE-DIR <absolute path>`, as soon as the state dir exists.
-Everything else goes to stderr or into the state dir.
+Everything else goes to stderr or into the state dir. With `--executor session` nothing is
+launched: the state dir, workspace and hand-off file are made, and after the STATE-DIR line come
+the lines the coordinator hands its own subagent (HANDOFF, PROMPT-FILE, HANDOFF-FILE,
+RESULT-FILE, WORKSPACE, ADD-DIR..., RECEIPT-CMD; see docs/executors.md), then prun exits 0.
 
 exit codes: 0 succeeded; 1 failed (a FALLBACK or kept worker result was published);
 2 refused before any state dir was made; 75 the quota gate refused; 124 timeout.
@@ -13,8 +16,11 @@ import sys
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--executor", default="agy",
-                   help="agy (default), command, or another installed executor")
+    from .options import ExecutorName
+
+    p.add_argument("--executor", default="agy", action=ExecutorName,
+                   help="agy (default), claude, gemini, session, command, or an installed "
+                   "plug-in (codex is refused)")
     p.add_argument("--prompt-file", required=True, help="the unit's prompt")
     p.add_argument("--result-file", required=True, help="a fresh path for the unit's result")
     p.add_argument("--unit-id", required=True, help="letters, digits, '.', '_', '-'")
@@ -26,8 +32,10 @@ def add_arguments(p) -> None:
                    help="resume the conversation recorded in STATE_DIR/conversation-id")
     p.add_argument("--command", help="the command executor's program, as shell words; "
                    "{prompt_file} is replaced by the prompt's path, else the prompt is on stdin")
-    p.add_argument("--model", help="the model (agy: else $ANTIGRAVITY_DISPATCH_MODEL)")
-    p.add_argument("--effort", help="the effort (agy Gemini models only)")
+    p.add_argument("--model", help="the model (agy: else $ANTIGRAVITY_DISPATCH_MODEL; claude: "
+                   "else $PRUN_CLAUDE_MODEL or sonnet; gemini: else $PRUN_GEMINI_MODEL)")
+    p.add_argument("--effort", help="the effort (agy Gemini models; claude)")
+    p.add_argument("--route-reason", help="why this executor was chosen (kept in unit.json)")
     p.add_argument("--timeout", help="seconds or a duration such as 45m "
                    "(agy: else $ANTIGRAVITY_DISPATCH_TIMEOUT_SECONDS, default 2700)")
 
@@ -40,13 +48,16 @@ def run(args) -> int:
     req = Request(executor=args.executor, prompt_file=args.prompt_file,
                   result_file=args.result_file, unit_id=args.unit_id, mode=args.mode,
                   add_dirs=args.add_dir, continue_from=args.continue_from, command=args.command,
-                  model=args.model, effort=args.effort, timeout_s=timeout)
+                  model=args.model, effort=args.effort, timeout_s=timeout,
+                  route_reason=args.route_reason)
 
     def announce(path: str) -> None:
         sys.stdout.write(f"STATE-DIR {path}\n")
         sys.stdout.flush()
 
     outcome = run_sync(req, on_state_dir=announce)
+    for line in outcome.info.get("lines", ()):  # a session unit's hand-off
+        sys.stdout.write(line + "\n")
     if outcome.exit_code != 0:
         what = f"unit {req.unit_id} {outcome.outcome} ({outcome.reason})"
         detail = (outcome.error or "").strip().splitlines()

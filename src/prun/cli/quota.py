@@ -9,6 +9,7 @@ One line per group, then one line for the snapshot (a table when stdout is a ter
 
   QUOTA group=<g> state=ok|empty|unknown left=<0..1|unknown> resets=<ISO|unknown>
         age=<duration|never> source=<probe|probe:...|hit|none>[ error="<text>"]
+  (a value with blanks or quotes is JSON-quoted)
   SNAPSHOT age=<duration|never> ttl=<duration>[ problem="<text>"] path=<file>
 
 exit codes: 0 printed; 1 the snapshot could not be written; 2 bad config file or option.
@@ -70,10 +71,16 @@ def _fmt_age(age) -> str:
 def _line(s, cfg, now: float) -> str:
     age = s.age_s(now)
     line = (f"QUOTA group={s.group} state={s.state} left={_fmt_left(s.left)} "
-            f"resets={s.resets_at or 'unknown'} age={_fmt_age(age)} source={s.source or 'none'}")
+            f"resets={s.resets_at or 'unknown'} age={_fmt_age(age)} "
+            f"source={_word(s.source or 'none')}")
     if s.error:
         line += " error=" + json.dumps(s.error)
     return line
+
+
+def _word(text: str) -> str:
+    """A value as one token: as it is when it has no blanks or quotes, else JSON-quoted."""
+    return text if text and not any(c.isspace() or c == '"' for c in text) else json.dumps(text)
 
 
 def _snapshot_age(snap, now: float):

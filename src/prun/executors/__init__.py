@@ -14,7 +14,10 @@ from .base import Executor
 # name -> "module:Class", imported only when used
 BUILTIN = {
     "agy": "prun.executors.agy:Agy",
+    "claude": "prun.executors.claude:Claude",
     "command": "prun.executors.command:Command",
+    "gemini": "prun.executors.gemini:Gemini",
+    "session": "prun.executors.session:Session",
 }
 
 REFUSED = {

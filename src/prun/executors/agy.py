@@ -116,6 +116,7 @@ class Agy(Executor):
     supports_effort = True
     read_only_mode = True
     reports_tool_use = True
+    prompt_in_argv = True
     timeout_env = "ANTIGRAVITY_DISPATCH_TIMEOUT_SECONDS"
     timeout_grace_s = 30.0
 

@@ -109,6 +109,7 @@ class Executor:
     program: ClassVar[str] = ""          # the CLI's name on PATH
     bin_env: ClassVar[str | None] = None  # environment variable naming the binary
     launches_process: ClassVar[bool] = True
+    prompt_in_argv: ClassVar[bool] = False  # the prompt travels as one argument (size-capped)
     can_resume: ClassVar[bool] = False
     supports_effort: ClassVar[bool] = False
     read_only_mode: ClassVar[bool] = False
@@ -134,6 +135,9 @@ class Executor:
         if not raw:
             return self.default_timeout_s
         return parse_duration(raw, what=self.timeout_env)
+
+    def preflight(self, mode: str, settings: Settings, env: Mapping[str, str]) -> None:
+        """Refuse (UsageError) a unit this CLI would refuse at start-up; nothing exists yet."""
 
     def quota_group(self, model: str | None) -> str | None:
         """The quota pool a unit on ``model`` draws from (None when prun does not meter it)."""
@@ -161,6 +165,10 @@ class Executor:
 
     # reading --------------------------------------------------------------------------------
     def reader(self) -> StreamReader:
+        raise NotImplementedError
+
+    def hand_off(self, unit: Unit) -> tuple[str, list[str]]:
+        """Executors that launch no process: the hand-off text and the stdout lines."""
         raise NotImplementedError
 
     def judge(self, exit_code: int, stream: StreamResult) -> Judgement:

@@ -56,6 +56,7 @@ class StreamResult:
     model: str | None = None        # the model the CLI reported
     tool_uses: int = 0
     tool_errors: int = 0
+    denials: list[dict] = field(default_factory=list)  # tools refused (permission, guard hook)
     events: int = 0
     bad_lines: int = 0              # lines that were not JSON objects
     text_parts: list[str] = field(default_factory=list)

@@ -34,10 +34,18 @@ __all__ = [
 ]
 
 
+_warned: set[str] = set()
+
+
 def warn(text: str) -> None:
-    """One warning line on stderr."""
+    """One warning line on stderr (once per process for the same text: a supervisor running
+    many units in one process does not repeat itself)."""
+    line = " ".join(text.splitlines())
+    if line in _warned:
+        return
+    _warned.add(line)
     try:
-        print(f"prun: warning: {text}", file=sys.stderr, flush=True)
+        print(f"prun: warning: {line}", file=sys.stderr, flush=True)
     except (OSError, ValueError):
         pass
 

@@ -17,11 +17,14 @@ Anything else: None (launch as asked).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import QuotaExhausted
+
+if TYPE_CHECKING:
+    from ..executors.base import Settings
 
 OFF = {"off", "0", "false", "no"}
 ON = {"on", "1", "true", "yes", ""}
@@ -32,7 +35,7 @@ FALLBACK_REASON = "claude-and-gpt-quota-exhausted"
 class GateDecision:
     """Launch with ``settings`` (None: as asked); ``note`` goes to stderr and quota-note."""
 
-    settings: object | None  # executors.base.Settings
+    settings: Settings | None
     note: str | None
 
 
@@ -47,7 +50,13 @@ class GateRefusal(QuotaExhausted):
 
 def gate(executor, settings, env: Mapping[str, str]) -> GateDecision | None:
     """None: launch as asked; a GateDecision: launch with its settings; or raise GateRefusal."""
-    from ..executors.agy import DEFAULT_EFFORT, DEFAULT_MODEL, GROUP_CLAUDE_GPT, GROUP_GEMINI
+    from ..executors.agy import (
+        CLAUDE_GPT_MODELS,
+        DEFAULT_EFFORT,
+        DEFAULT_MODEL,
+        GROUP_CLAUDE_GPT,
+        GROUP_GEMINI,
+    )
     from . import current, warn
 
     if getattr(executor, "name", None) != "agy":
@@ -63,7 +72,11 @@ def gate(executor, settings, env: Mapping[str, str]) -> GateDecision | None:
         return None
     try:
         snap = current(env, (GROUP_GEMINI, GROUP_CLAUDE_GPT))
-    except Exception as e:  # the gate must never stop a dispatch by breaking
+    except Exception as e:  # the gate must never stop a dispatch by breaking...
+        from ..dispatch import Cancelled
+
+        if isinstance(e, Cancelled):  # ...but a cancel is not a breakage
+            raise
         warn(f"quota snapshot not read ({e}); quota gate skipped")
         return None
     bad = [f"{g}: {snap.bad[g]}" for g in (GROUP_GEMINI, GROUP_CLAUDE_GPT) if g in snap.bad]
@@ -87,18 +100,17 @@ def gate(executor, settings, env: Mapping[str, str]) -> GateDecision | None:
                   f"resets={_when(gem)},{_when(other)}"))
     if requested == GROUP_GEMINI and gem.empty:
         raise GateRefusal(
-            f"the agy Gemini quota group ({GROUP_GEMINI}) is empty until {_when(gem)}; {model} "
-            "was not launched, and prun does not move a unit into the metered Claude-and-GPT "
-            "group on its own: set ANTIGRAVITY_DISPATCH_MODEL to one of its models "
-            "(e.g. claude-sonnet-4-6) to spend that group",
+            f"the agy Gemini quota group ({GROUP_GEMINI}) is empty until {_when(gem)}; "
+            f"{model} was not launched. prun never moves a unit into the metered "
+            "Claude-and-GPT group on its own: to spend that group, set "
+            f"ANTIGRAVITY_DISPATCH_MODEL to one of its models ({', '.join(CLAUDE_GPT_MODELS)})",
             group=GROUP_GEMINI, resets_at=None if _when(gem) == "unknown" else _when(gem),
-            hint="wait for the reset, route the unit to another executor, or set "
-                 "ANTIGRAVITY_DISPATCH_MODEL",
+            hint="or wait for the reset, or route the unit to another executor",
             note=f"QUOTA-EXHAUSTED model={model} groups={GROUP_GEMINI} resets={_when(gem)}")
     if requested == GROUP_CLAUDE_GPT and other.empty:
         effort = env.get("ANTIGRAVITY_DISPATCH_EFFORT", "").strip() or DEFAULT_EFFORT
         return GateDecision(
-            dataclasses.replace(settings, model=DEFAULT_MODEL, effort=effort),
+            settings.replace(model=DEFAULT_MODEL, effort=effort),
             f"MODEL-FALLBACK from={model} to={DEFAULT_MODEL} reason={FALLBACK_REASON} "
             f"resets={_when(other)}")
     return None

@@ -32,29 +32,61 @@ MAX_OUTPUT = 256 * 1024
 
 def run_all(probes: Mapping[str, Sequence[str]], timeout_s: float,
             env: Mapping[str, str]) -> list[GroupState]:
-    """Run the probes side by side; one reading per group, in about ``timeout_s`` at most."""
+    """Run the probes side by side; one reading per group, in about ``timeout_s`` at most.
+
+    If this thread is interrupted (the dispatcher's cancel signal), every probe still running
+    is killed with its process group before the exception goes on.
+    """
     readings: dict[str, GroupState] = {}
+    running = _Running()
     threads = []
     for group, argv in probes.items():
         def work(group=group, argv=argv) -> None:
-            readings[group] = run_probe(group, argv, timeout_s, env)
+            readings[group] = run_probe(group, argv, timeout_s, env, running)
 
         t = threading.Thread(target=work, name=f"prun-probe-{group}", daemon=True)
         t.start()
         threads.append(t)
-    for t in threads:
-        t.join(timeout_s + 10)  # run_probe bounds itself; this only guards against a bug
+    try:
+        for t in threads:
+            t.join(timeout_s + 10)  # run_probe bounds itself; this only guards against a bug
+    except BaseException:
+        running.kill_all()
+        raise
     return [readings.get(g) or GroupState(g, read_at=iso(), source="probe",
                                           error="probe did not finish") for g in probes]
 
 
+class _Running:
+    """The probes' process groups not yet ended, so an interrupted caller can end them."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.workers: dict[int, Worker] = {}
+
+    def add(self, worker: Worker) -> None:
+        with self.lock:
+            self.workers[worker.pid] = worker
+
+    def end(self, worker: Worker) -> None:
+        """Kill the group (still unreaped, so its id is not reused) and forget it."""
+        with self.lock:
+            self.workers.pop(worker.pid, None)
+            signal_group(worker, signal.SIGKILL)
+
+    def kill_all(self) -> None:
+        with self.lock:
+            for worker in self.workers.values():
+                signal_group(worker, signal.SIGKILL)
+
+
 def run_probe(group: str, argv: Sequence[str], timeout_s: float,
-              env: Mapping[str, str]) -> GroupState:
+              env: Mapping[str, str], running: _Running | None = None) -> GroupState:
     """Run one probe and turn what it printed into a reading. Never raises."""
     child_env = dict(env)
     child_env["PRUN_QUOTA_GROUP"] = group
     try:
-        out, err, code, failure = _run(list(argv), timeout_s, child_env)
+        out, err, code, failure = _run(list(argv), timeout_s, child_env, running or _Running())
     except Exception as e:  # a probe must never break the caller
         out, err, code, failure = b"", b"", None, f"probe could not run: {e}"
     read_at = iso()
@@ -144,8 +176,8 @@ def _pidfd(pid: int) -> int | None:
         return None
 
 
-def _run(argv: list[str], timeout_s: float,
-         env: dict[str, str]) -> tuple[bytes, bytes, int | None, str | None]:
+def _run(argv: list[str], timeout_s: float, env: dict[str, str],
+         running: _Running) -> tuple[bytes, bytes, int | None, str | None]:
     """Run ``argv`` in a new process group; read at most MAX_OUTPUT bytes of each stream.
 
     Returns (stdout, stderr, exit code, failure). Past ``timeout_s`` (or the output cap) the
@@ -159,38 +191,41 @@ def _run(argv: list[str], timeout_s: float,
                                 close_fds=True)
     except OSError as e:
         return b"", b"", None, f"probe could not start: {e.strerror or e}"
-    deadline = time.monotonic() + timeout_s
-    bufs = {proc.stdout: bytearray(), proc.stderr: bytearray()}
-    failure = None
-    with selectors.DefaultSelector() as sel:
-        for pipe in bufs:
-            sel.register(pipe, selectors.EVENT_READ)
-        while sel.get_map():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                failure = f"probe timed out after {timeout_s:g}s (its process group was killed)"
-                break
-            for key, _ in sel.select(remaining):
-                chunk = os.read(key.fd, 65536)
-                if not chunk:
-                    sel.unregister(key.fileobj)
-                    continue
-                bufs[key.fileobj] += chunk
-                if len(bufs[key.fileobj]) > MAX_OUTPUT:
-                    failure = f"probe printed more than {MAX_OUTPUT} bytes"
-            if failure:
-                break
     # The leader is waited on without being reaped, so its group id cannot be reused while
     # the group is signalled; the group was created for this probe alone and is always ended.
     worker = Worker(proc, _pidfd(proc.pid))
+    running.add(worker)
+    deadline = time.monotonic() + timeout_s
+    bufs = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+    failure = None
     code = None
-    if failure is None and not wait_exit(worker, max(0.0, deadline - time.monotonic())):
-        failure = f"probe timed out after {timeout_s:g}s (its process group was killed)"
-    signal_group(worker, signal.SIGKILL)
-    if wait_exit(worker, 5.0):
-        code = reap(worker)
-    else:
-        worker.close()
-    for pipe in bufs:
-        pipe.close()
+    try:
+        with selectors.DefaultSelector() as sel:
+            for pipe in bufs:
+                sel.register(pipe, selectors.EVENT_READ)
+            while sel.get_map():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    failure = f"probe timed out after {timeout_s:g}s (its process group was killed)"
+                    break
+                for key, _ in sel.select(remaining):
+                    chunk = os.read(key.fd, 65536)
+                    if not chunk:
+                        sel.unregister(key.fileobj)
+                        continue
+                    bufs[key.fileobj] += chunk
+                    if len(bufs[key.fileobj]) > MAX_OUTPUT:
+                        failure = f"probe printed more than {MAX_OUTPUT} bytes"
+                if failure:
+                    break
+        if failure is None and not wait_exit(worker, max(0.0, deadline - time.monotonic())):
+            failure = f"probe timed out after {timeout_s:g}s (its process group was killed)"
+    finally:
+        running.end(worker)
+        if wait_exit(worker, 5.0):
+            code = reap(worker)
+        else:
+            worker.close()
+        for pipe in bufs:
+            pipe.close()
     return bytes(bufs[proc.stdout]), bytes(bufs[proc.stderr]), code, failure

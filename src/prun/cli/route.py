@@ -1,0 +1,93 @@
+"""Choose the executor of each unit, and say why (the seed's Executors rule).
+
+Give packet files (Markdown with YAML front matter) or plan files (YAML with `packets:`), both
+loaded and checked as `prun check` does, or no file and one unit's needs by flags
+(--session-tools, --kind, --executor, --model, --id).
+Quota readings come from `prun quota`'s snapshot (unknown groups count as healthy); the split
+can be changed by a policy file: --policy, else $PRUN_POLICY, else `.prun/policy.toml` at the
+repository root (see docs/routing.md).
+
+stdout, one line per unit in the order given, then a summary:
+  ROUTE <packet-id> executor=<x> model=<m> action=<assign|reroute> reason="<why>"
+  WAIT <packet-id> executor=<x> model=<m> action=wait reason="<why>"
+  ROUTE-SUMMARY units=<n> now=<k> wait=<w> <executor>=<count>...
+--json prints one object instead: {"units": [...], "summary": {...}, "policy": path|null}.
+
+exit codes: 0 every unit can start now; 75 at least one unit waits for a pool; 2 bad usage
+(unreadable packet, bad policy file, refused executor such as codex).
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def add_arguments(p) -> None:
+    from .options import ExecutorName
+
+    p.add_argument("packets", nargs="*", metavar="PACKET_FILE",
+                   help="packet files (.md with front matter) or plan files (.yaml)")
+    p.add_argument("--executor", action=ExecutorName, default=None,
+                   help="one unit: the executor it names (default: auto)")
+    p.add_argument("--session-tools", action="store_true",
+                   help="one unit: it needs the coordinator's session tools (MCP, connectors)")
+    p.add_argument("--kind", choices=["read-only", "code"], default="read-only",
+                   help="one unit: read-only (default) or code-writing")
+    p.add_argument("--model", help="one unit: the model it asks for")
+    p.add_argument("--id", default="unit", help="one unit: its id (default: unit)")
+    p.add_argument("--policy", metavar="FILE", help="the routing policy file to use")
+    p.add_argument("--no-quota", action="store_true",
+                   help="do not read quota: every pool counts as unknown (healthy)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of lines")
+
+
+def run(args) -> int:
+    import json
+    import os
+
+    from .. import routing
+    from ..errors import EXIT_OK, EXIT_QUOTA, UsageError
+
+    if args.packets:
+        if args.executor or args.session_tools or args.model or args.kind != "read-only":
+            raise UsageError("unit flags (--executor, --session-tools, --kind, --model) are for "
+                             "one unit given without packet files",
+                             hint="put the needs in the packets' front matter instead")
+        needs = [need for path in args.packets for need in _needs_from_file(path)]
+    else:
+        needs = [routing.Need(id=args.id, executor=args.executor or "auto",
+                              session_tools=args.session_tools, kind=args.kind, model=args.model)]
+    env = dict(os.environ)
+    if args.policy and not os.path.isfile(args.policy):
+        raise UsageError(f"policy file not found: {args.policy}")
+    policy = routing.load_policy(args.policy or routing.find_policy(env))
+    states = {} if args.no_quota else _group_states(env)
+    decisions = routing.route(needs, states, policy, env)
+    waiting = any(d.waits for d in decisions)
+    if args.json:
+        json.dump({"units": [d.as_dict() for d in decisions],
+                   "summary": routing.counts(decisions),
+                   "policy": policy.source}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        for d in decisions:
+            print(d.line())
+        print(routing.summary(decisions))
+    return EXIT_QUOTA if waiting else EXIT_OK
+
+
+def _group_states(env) -> dict:
+    """The quota readings per group (stale ones refreshed where probes exist; never raises:
+    an unreadable snapshot leaves every group unknown, with the reason in its ``error``)."""
+    from ..quota import group_states
+
+    return dict(group_states(env))
+
+
+def _needs_from_file(path: str):
+    """Routing needs from a plan file (.yaml/.yml) or a packet file, loaded and validated."""
+    from .. import plan, routing
+
+    if path.endswith((".yaml", ".yml")):
+        return [routing.Need.of(p) for p in plan.load_plan(path).packets]
+    return [routing.Need.of(plan.load_packet(path))]

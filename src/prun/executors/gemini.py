@@ -1,0 +1,165 @@
+"""Gemini CLI headless (``gemini -p``): Gemini on its own API key or Google account.
+
+argv:  gemini -p <prompt> --output-format stream-json -m <model>
+              --approval-mode plan | --yolo
+              [--include-directories <d>]... [--resume <session_id>]
+
+``-m`` is always passed: without it the CLI first makes a classifier call (one more request
+and one more source of 429s). Modes: ``plan`` -> ``--approval-mode plan`` (read-only);
+``accept-edits`` -> ``--yolo``, the same unattended capability agy units get (without it the
+write and shell tools are simply not registered headless, and ``auto_edit`` still leaves the
+shell out). No effort flag exists, so a requested effort is dropped (``unit.json`` shows null).
+
+Environment added for the child unless the caller set it: ``GEMINI_CLI_TRUST_WORKSPACE=true``
+(without a trust signal the CLI refuses to start, exit 55) and ``GEMINI_CLI_NO_RELAUNCH=true``
+(one node process instead of a parent relaunching a child in the same group; about 0.9 s
+faster to start). The dispatcher ends whole process groups either way.
+
+stream-json:
+  {"type":"init","session_id":...,"model":...}            the only event with the session id
+  {"type":"message","role":"user","content":...}
+  {"type":"message","role":"assistant","content":"...","delta":true}   concatenated
+  {"type":"tool_use","tool_name":...,"tool_id":...,"parameters":{...}}
+  {"type":"tool_result","tool_id":...,"status":"success"|"error","error":{...}}
+  {"type":"result","status":"success"|"error","error":{"type","message"},"stats":{...}}
+
+Judgement (both signals): success is exit 0 *and* a ``result`` with ``status:"success"``; exit 0
+without a result is a failure (SIGTERM makes the CLI exit 0). Exit codes: HTTP status & 0xFF on
+API errors (429 -> 173, 500 -> 244); 41 (auth), 42 (resume), 55 (untrusted folder) are start-up
+refusals. Quota (group ``gemini``): exit 173, a quota message, or ``...QuotaError`` on stderr;
+``Please retry in Ns`` gives the reset time, the daily quota gives none.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from .base import Executor, Settings, StreamReader
+
+TYPE_CHECKING = False  # the records are imported where used (the dispatcher's fast path)
+if TYPE_CHECKING:
+    from .records import Judgement, Launch, QuotaHit, StreamResult, Unit
+
+DEFAULT_MODEL = "gemini-3.8-flash"
+GROUP = "gemini"
+EXIT_QUOTA = 173          # 429 & 0xFF
+STARTUP_REFUSALS = {
+    41: "gemini refused to start: invalid auth method (with GOOGLE_GEMINI_BASE_URL set "
+        "security.auth.selectedType in ~/.gemini/settings.json)",
+    42: "gemini could not resume the session (unknown id, or another working folder)",
+    55: "gemini refused to start: the folder is not trusted (GEMINI_CLI_TRUST_WORKSPACE=true "
+        "or --skip-trust)",
+}
+_QUOTA_RE = re.compile(r"exceeded your current quota|exhausted your daily quota|quota exceeded|"
+                       r"RESOURCE_EXHAUSTED|\b429\b|(?:Terminal|Retryable)QuotaError",
+                       re.IGNORECASE)
+
+
+class GeminiReader(StreamReader):
+    def __init__(self) -> None:
+        super().__init__()
+        self._tools: dict[str, str] = {}
+
+    def event(self, obj: dict) -> None:
+        r = self.result
+        kind = obj.get("type")
+        if kind == "init":
+            r.session_id = _str(obj.get("session_id")) or r.session_id
+            r.model = _str(obj.get("model")) or r.model
+        elif kind == "message" and obj.get("role") == "assistant":
+            if isinstance(obj.get("content"), str):
+                r.add_text(obj["content"])
+        elif kind == "tool_use":
+            r.tool_uses += 1
+            self._tools[str(obj.get("tool_id"))] = _str(obj.get("tool_name")) or "?"
+        elif kind == "tool_result" and obj.get("status") == "error":
+            r.tool_errors += 1
+            err = obj.get("error") if isinstance(obj.get("error"), dict) else {}
+            r.denials.append({"tool": self._tools.get(str(obj.get("tool_id")), "?"),
+                              "by": _str(err.get("type")) or "error",
+                              "message": (_str(err.get("message")) or _str(obj.get("output"))
+                                          or "tool error")[:500]})
+        elif kind == "result":
+            r.final_seen = True
+            r.status = _str(obj.get("status"))
+            err = obj.get("error") if isinstance(obj.get("error"), dict) else {}
+            r.error = _str(err.get("message")) or r.error
+            r.is_error = r.status != "success"
+            stats = obj.get("stats")
+            r.usage = stats if isinstance(stats, dict) else None
+            if not r.is_error:
+                r.response = r.text
+
+
+class Gemini(Executor):
+    name = "gemini"
+    program = "gemini"
+    bin_env = "PRUN_GEMINI_BIN"
+    can_resume = True
+    read_only_mode = True
+    reports_tool_use = True
+    prompt_in_argv = True
+
+    def settings(self, env: Mapping[str, str], *, model=None, effort=None,
+                 timeout_s=None) -> Settings:
+        model = model or env.get("PRUN_GEMINI_MODEL", "").strip() or DEFAULT_MODEL
+        return Settings(model=model, effort=None, timeout_s=self.timeout(env, timeout_s))
+
+    def quota_group(self, model: str | None) -> str | None:
+        return GROUP
+
+    def build(self, unit: Unit, env: Mapping[str, str]) -> Launch:
+        from .records import Launch
+
+        argv = [self.binary(env), "-p", unit.prompt, "--output-format", "stream-json",
+                "-m", unit.settings.model or DEFAULT_MODEL]
+        argv += ["--approval-mode", "plan"] if unit.mode == "plan" else ["--yolo"]
+        for d in unit.add_dirs:
+            argv += ["--include-directories", d]
+        if unit.resume_id:
+            argv += ["--resume", unit.resume_id]
+        child_env = dict(env)
+        child_env.setdefault("GEMINI_CLI_TRUST_WORKSPACE", "true")
+        child_env.setdefault("GEMINI_CLI_NO_RELAUNCH", "true")
+        return Launch(argv=argv, env=child_env)
+
+    def reader(self) -> StreamReader:
+        return GeminiReader()
+
+    def judge(self, exit_code: int, stream: StreamResult) -> Judgement:
+        from .records import Judgement
+
+        if exit_code in STARTUP_REFUSALS:
+            return Judgement(False, "startup-refused",
+                             f"{STARTUP_REFUSALS[exit_code]} (exit {exit_code})")
+        if exit_code != 0:
+            what = {EXIT_QUOTA: "HTTP 429", 244: "HTTP 500"}.get(exit_code)
+            detail = f" ({what})" if what else ""
+            return Judgement(False, "exit-nonzero", stream.error or
+                             f"gemini exited with code {exit_code}{detail}")
+        if not stream.final_seen:
+            return Judgement(False, "no-result-event",
+                             "gemini exited 0 with no result event (it does so when stopped)")
+        if stream.status != "success":
+            return Judgement(False, "status-error",
+                             stream.error or f"final result status {stream.status}")
+        return Judgement(True, "ok")
+
+    def quota_hit(self, stream: StreamResult, exit_code: int, stderr: str) -> QuotaHit | None:
+        from .records import QuotaHit
+        from .resets import reset_from_text
+
+        text = (stream.error or "").strip()
+        if not (exit_code == EXIT_QUOTA or _QUOTA_RE.search(text)
+                or re.search(r"(?:Terminal|Retryable)QuotaError", stderr or "")):
+            return None
+        # the daily quota's reset (the server's RetryInfo) is dropped by the CLI: unknown
+        daily = "daily quota" in text.lower()
+        resets = None if daily else reset_from_text(text) or reset_from_text(stderr)
+        first = text.splitlines()[0] if text else "gemini: quota or rate limit (exit 173)"
+        return QuotaHit(group=GROUP, resets_at=resets, message=first)
+
+
+def _str(value) -> str | None:
+    return value if isinstance(value, str) and value.strip() else None

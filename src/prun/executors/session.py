@@ -1,0 +1,86 @@
+"""A unit the coordinator runs itself, as an in-session subagent (the seed's Sonnet subagent).
+
+It is the only route to the coordinator's own tools (MCP servers, connectors, Artifacts), which
+no separate process can reach. prun launches nothing: ``prun dispatch --executor session``
+makes the state dir, the workspace and ``handoff.md`` (the prompt plus the unit's contract),
+and prints what the coordinator hands its subagent, after the ``STATE-DIR`` line:
+
+    HANDOFF executor=session unit=<id> model=<m> mode=<accept-edits|plan>
+    PROMPT-FILE <abs>       the unit's prompt (a copy in the state dir)
+    HANDOFF-FILE <abs>      the prompt plus the contract: give this text to the subagent
+    RESULT-FILE <abs>       where the subagent writes its result, in one write
+    WORKSPACE <abs>         the subagent's working folder
+    ADD-DIR <abs>           one line per extra directory (only when given)
+    RECEIPT-CMD prun receipt <state-dir> --attempt-id <AGENT-ID>
+
+Each line is a key, one space, then a value running to the end of the line. When the runtime
+returns the subagent's identifier, ``prun receipt`` attaches it (``receipt`` in the state dir);
+no receipt means not dispatched. There is no process, so no ``dispatch-pid``, ``tail`` or
+``worker.json``; the unit is done when its result file lands. ``outcome.json`` is not written:
+there is no exit code to judge.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+
+from .base import Executor, Settings, StreamReader
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .records import Unit
+
+DEFAULT_MODEL = "sonnet"
+
+
+class _NoStream(StreamReader):
+    def event(self, obj: dict) -> None:  # pragma: no cover - a session unit has no stream
+        pass
+
+
+class Session(Executor):
+    name = "session"
+    program = ""
+    launches_process = False
+    session_tools = True
+
+    def settings(self, env: Mapping[str, str], *, model=None, effort=None,
+                 timeout_s=None) -> Settings:
+        return Settings(model=model or DEFAULT_MODEL, effort=effort,
+                        timeout_s=self.timeout(env, timeout_s))
+
+    def quota_group(self, model: str | None) -> str | None:
+        return "claude"  # a Sonnet subagent draws on the coordinator's Claude account
+
+    def reader(self) -> StreamReader:
+        return _NoStream()
+
+    def hand_off(self, unit: Unit) -> tuple[str, list[str]]:
+        receipt = (f"prun receipt {shlex.quote(unit.state_dir)} --attempt-id <AGENT-ID>")
+        lines = [f"HANDOFF executor=session unit={unit.unit_id} model={unit.settings.model} "
+                 f"mode={unit.mode}",
+                 f"PROMPT-FILE {unit.prompt_file}",
+                 f"HANDOFF-FILE {unit.state_dir}/handoff.md",
+                 f"RESULT-FILE {unit.result_file}",
+                 f"WORKSPACE {unit.workspace}",
+                 *(f"ADD-DIR {d}" for d in unit.add_dirs),
+                 f"RECEIPT-CMD {receipt}"]
+        return handoff_text(unit), lines
+
+
+def handoff_text(unit: Unit) -> str:
+    """The prompt followed by the contract every unit works under."""
+    if unit.mode == "plan":
+        may = "Read-only: do not create, change or delete files anywhere except the result file."
+    else:
+        may = ("You may edit files in the working folder freely (it is a scratch folder or a "
+               "throwaway clone).")
+    extra = "".join(f"\n- Extra folder you may use: {d}" for d in unit.add_dirs)
+    return (f"{unit.prompt.rstrip()}\n\n"
+            f"---\n## Unit contract (prun unit {unit.unit_id})\n\n"
+            f"- Working folder: {unit.workspace}{extra}\n"
+            f"- {may}\n"
+            f"- Never run git commit, push, reset --hard or clean, and never create, delete or "
+            f"move branches or tags; leave changes in the working tree for review.\n"
+            f"- Write your result to {unit.result_file} in one single write, when you are done.\n")

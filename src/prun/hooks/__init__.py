@@ -1,0 +1,1 @@
+"""Hooks prun installs into agent CLIs (standalone scripts: standard library only)."""

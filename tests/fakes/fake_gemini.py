@@ -1,0 +1,166 @@
+"""A fake Gemini CLI (``gemini -p``) for tests: the real 0.61 stream-json, scripted by env.
+
+FAKE_GEMINI_SCENARIO  success (default), tool_use, error_status, quota, daily_quota,
+                      no_result, hang, nonzero_exit
+FAKE_GEMINI_RESPONSE  the answer text (streamed as several delta messages)
+FAKE_GEMINI_HOME      where sessions are kept, per working folder, so --resume works
+FAKE_GEMINI_LOG       append one JSON line per call: argv, cwd, stdin closed, env keys
+FAKE_GEMINI_PIDFILE   the hang scenario writes the pid of the process doing the work
+
+Checks as in the real CLI: no trust signal -> exit 55; unknown --resume id or another folder ->
+exit 42. Unless GEMINI_CLI_NO_RELAUNCH=true the process relaunches itself as a child in the
+same process group and waits for it, ignoring SIGTERM (SIGTERM to the parent alone stops
+nothing). SIGTERM to the working process exits 0 with no result event.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+argv = sys.argv[1:]
+scenario = os.environ.get("FAKE_GEMINI_SCENARIO", "success")
+answer = os.environ.get("FAKE_GEMINI_RESPONSE", "Hello from the fake Gemini. The answer is 42.")
+home = os.environ.get("FAKE_GEMINI_HOME") or os.path.join(os.getcwd(), ".fake-gemini")
+
+
+def opt(name):
+    return argv[argv.index(name) + 1] if name in argv else None
+
+
+def emit(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def stdin_closed():
+    try:
+        return os.read(0, 1) == b""
+    except OSError:
+        return True
+
+
+child = os.environ.get("FAKE_GEMINI_CHILD") == "1"
+log = os.environ.get("FAKE_GEMINI_LOG")
+if log and not child:
+    with open(log, "a") as f:
+        f.write(json.dumps({"argv": argv, "cwd": os.getcwd(), "stdin_closed": stdin_closed(),
+                            "env": {k: v for k, v in os.environ.items()
+                                    if k.startswith(("PRUN_", "FAKE_", "GEMINI_"))}}) + "\n")
+
+trusted = os.environ.get("GEMINI_CLI_TRUST_WORKSPACE") == "true" or "--skip-trust" in argv
+if not trusted:
+    sys.stderr.write("Gemini CLI is not running in a trusted directory. To proceed, either use "
+                     "--skip-trust, set the GEMINI_CLI_TRUST_WORKSPACE=true environment "
+                     "variable, or trust this directory.\n")
+    sys.exit(55)
+
+if os.environ.get("GEMINI_CLI_NO_RELAUNCH") != "true" and not child:
+    # the real CLI relaunches a child node process in the same process group and waits for it
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    p = subprocess.Popen([sys.executable, *sys.orig_argv[1:]],
+                         env={**os.environ, "FAKE_GEMINI_CHILD": "1"})
+    sys.exit(p.wait() if p.wait() >= 0 else 0)
+
+folder = os.path.join(home, os.path.basename(os.getcwd()).replace("_", "-"))
+resume = opt("--resume")
+history = []
+if resume:
+    path = os.path.join(folder, f"{resume}.jsonl")
+    if not os.path.exists(path):
+        sys.stderr.write(f'Error resuming session: Invalid session identifier "{resume}".\n')
+        sys.exit(42)
+    with open(path) as f:
+        history = [json.loads(line) for line in f if line.strip()]
+    session = resume
+else:
+    session = str(uuid.uuid4())
+prompt = argv[argv.index("-p") + 1]
+model = opt("-m") or opt("--model") or "auto"
+yolo = "--yolo" in argv or opt("--approval-mode") == "yolo"
+ts = "2026-11-30T13:06:13.673Z"
+
+emit({"type": "init", "timestamp": ts, "session_id": session, "model": model})
+emit({"type": "message", "timestamp": ts, "role": "user", "content": prompt})
+
+
+def deltas(text):
+    for i in range(0, len(text), 15):
+        emit({"type": "message", "timestamp": ts, "role": "assistant",
+              "content": text[i:i + 15], "delta": True})
+
+
+def result(status, error=None):
+    body = {"type": "result", "timestamp": ts, "status": status}
+    if error:
+        body["error"] = {"type": "unknown", "message": error}
+    body["stats"] = {"total_tokens": 10587, "input_tokens": 10547, "output_tokens": 40,
+                     "cached": 0, "input": 10547, "duration_ms": 184, "tool_calls": 0,
+                     "models": {model: {}}}
+    emit(body)
+
+
+def save(text):
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, f"{session}.jsonl"), "a") as f:
+        f.write(json.dumps({"prompt": prompt, "answer": text}) + "\n")
+
+
+if history:
+    answer = f"Resumed {session} with {len(history)} earlier turn(s). {answer}"
+
+if scenario == "success":
+    deltas(answer)
+    save(answer)
+    result("success")
+elif scenario == "tool_use":
+    tid = f"write_file__write_file_{int(time.time() * 1000)}_0"
+    emit({"type": "tool_use", "timestamp": ts, "tool_name": "write_file", "tool_id": tid,
+          "parameters": {"file_path": "hello.txt", "content": "hi\n"}})
+    if yolo:
+        with open("hello.txt", "w") as f:
+            f.write("hi\n")
+        emit({"type": "tool_result", "timestamp": ts, "tool_id": tid, "status": "success"})
+    else:
+        msg = 'Tool "write_file" not found. Did you mean one of: "read_file", "grep_search"?'
+        emit({"type": "tool_result", "timestamp": ts, "tool_id": tid, "status": "error",
+              "output": msg, "error": {"type": "tool_not_registered", "message": msg}})
+    deltas(answer)
+    save(answer)
+    result("success")
+elif scenario == "error_status":
+    sys.stderr.write("Attempt 1 failed with status 500. Retrying with backoff...\n")
+    result("error", '[API Error: {"error":{"code":500,"message":"An internal error has '
+                    'occurred.","status":"INTERNAL"}}]')
+    sys.exit(244)
+elif scenario == "quota":
+    sys.stderr.write("Attempt 1 failed: You exceeded your current quota. Retrying after 7000ms..."
+                     "\nRetryableQuotaError retryDelayMs: 7000\n")
+    result("error", "[API Error: You exceeded your current quota, please check your plan and "
+                    "billing details. * Quota exceeded for metric: generate_content_free_tier_"
+                    "requests, limit: 10 Please retry in 7s.\nSuggested retry after 7s.]\n"
+                    "Please wait and try again later.")
+    sys.exit(173)
+elif scenario == "daily_quota":
+    sys.stderr.write("TerminalQuotaError: daily quota\n")
+    result("error", "[API Error: You have exhausted your daily quota on this model.]\n"
+                    "Please wait and try again later.")
+    sys.exit(173)
+elif scenario == "no_result":
+    deltas("I was about to answer")
+elif scenario == "nonzero_exit":
+    sys.stderr.write("gemini: unexpected failure\n")
+    sys.exit(3)
+elif scenario == "hang":
+    pidfile = os.environ.get("FAKE_GEMINI_PIDFILE")
+    if pidfile:
+        with open(pidfile, "w") as f:
+            f.write(str(os.getpid()))
+    signal.signal(signal.SIGTERM, lambda *a: os._exit(0))
+    while True:
+        time.sleep(3600)
+else:
+    sys.exit(f"fake gemini: unknown scenario {scenario}")
