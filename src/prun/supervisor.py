@@ -400,6 +400,8 @@ class Supervisor:
         done = receipt is not None and file_size(result) > 0 and not u.superseded
         if done:
             status, reason = Status.SUCCEEDED, "result landed"
+        elif u.stop.is_set() and not u.superseded:
+            status, reason = Status.CANCELLED, "cancelled"
         elif receipt is None:
             status, reason = Status.NOT_DISPATCHED, "no receipt was attached"
         else:
