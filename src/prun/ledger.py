@@ -306,8 +306,8 @@ class Ledger:
             self._deferred = []
 
     def flush(self) -> int:
-        """Apply queued writes in one transaction; returns how many. Stops deferring
-        only when ``stop`` is given."""
+        """Apply queued writes in one transaction; returns how many. If the transaction
+        fails the queue is kept (and the error raised)."""
         queued, self._deferred = self._deferred, None
         if not queued:
             self._deferred = queued
@@ -319,8 +319,10 @@ class Ledger:
                         fn(self, *args, **kwargs)
                     except (StateError, ValueError, sqlite3.IntegrityError) as e:
                         print(f"prun: warning: ledger write skipped: {e}", file=sys.stderr)
-        finally:
-            self._deferred = []
+        except BaseException:
+            self._deferred = queued  # rolled back: keep the queue for the next flush
+            raise
+        self._deferred = []
         return len(queued)
 
     def stop_deferring(self) -> None:

@@ -186,9 +186,14 @@ class Supervisor:
 
     async def _flush_often(self) -> None:
         """Apply the queued ledger writes every FLUSH_S: one short transaction for many."""
+        import sys
+
         while True:
             await asyncio.sleep(FLUSH_S)
-            self.ledger.flush()
+            try:
+                self.ledger.flush()
+            except Exception as e:  # the queue is kept; the next flush tries again
+                print(f"prun: warning: ledger flush failed ({e}); retrying", file=sys.stderr)
 
     async def _sleep(self) -> None:
         """Until a unit's task ends, a request or signal wakes us, a park ends, the deadline
@@ -208,7 +213,24 @@ class Supervisor:
             self.tasks.discard(t)
             exc = t.exception()
             if exc is not None:
-                raise exc
+                self._internal_error(t.get_name(), exc)
+
+    def _internal_error(self, packet_id: str, exc: BaseException) -> None:
+        """A bug while driving one unit: keep its traceback, fail that unit, keep the run."""
+        import sys
+        import traceback
+
+        traceback.print_exception(exc, file=sys.stderr)
+        u = self.units.get(packet_id)
+        if u is None or u.status.terminal:
+            return
+        cause = f"internal error in the supervisor: {type(exc).__name__}: {exc}"
+        if u.attempt_id:
+            self.ledger.update_attempt(u.attempt_id, cause, status=Status.FAILED,
+                                       reason="internal-error", error=cause,
+                                       finished_at=now_iso())
+        self._set_packet(u, PacketStatus.FAILED, cause)
+        self.emit("failed", u, cause)
 
     def _settled(self) -> bool:
         for u in self.units.values():
@@ -309,6 +331,9 @@ class Supervisor:
         except PrunError as e:
             return self._no_receipt(u, aid, f"prepare packet {p.id} for {executor_name}",
                                     e.line())
+        except OSError as e:
+            return self._no_receipt(u, aid, f"prepare packet {p.id} for {executor_name}",
+                                    f"{e.strerror or e}: {e.filename or ''}".rstrip(": "))
         u.state_dir = d.state.path
         if refused is not None:
             await asyncio.to_thread(d.finish, None, refused=refused)
