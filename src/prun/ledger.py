@@ -381,13 +381,16 @@ class Ledger:
     @_deferrable
     def set_run(self, run_id: str, cause: str, **fields) -> None:
         """Update a run's columns (status, supervisor_pid, finished_at ...) with an event."""
-        if not fields:
-            return
+        if fields:
+            self._update_run(run_id, cause, fields)
+
+    def _update_run(self, run_id: str, cause: str, fields: dict) -> None:
         with self.transaction() as c:
             cols = ", ".join(f"{k} = ?" for k in fields)
-            c.execute(f"UPDATE runs SET {cols} WHERE id = ?", (*fields.values(), run_id))
+            c.execute(f"UPDATE runs SET {cols} WHERE id = ?",
+                      (*(_plain(v) for v in fields.values()), run_id))
             if "status" in fields:
-                self.record_event("run", run_id=run_id, status=fields["status"], cause=cause)
+                self._record_event("run", run_id=run_id, status=fields["status"], cause=cause)
 
     @_deferrable
     def set_packet_status(self, run_id: str, packet_id: str, status: str, cause: str,
@@ -471,6 +474,30 @@ class Ledger:
             self.record_event("request", run_id=run_id, cause=f"{kind} {target or 'run'}"
                               + (f" ({cause})" if cause else ""))
             return cur.lastrowid
+
+    def claim_run(self, run_id: str, pid: int, started: float | None, alive) -> None:
+        """Make ``pid`` the run's supervisor, unless ``alive(run_row)`` says another one
+        still holds it (StateError). One transaction, so two supervisors never share a run."""
+        with self.transaction() as c:
+            row = c.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row["supervisor_pid"] not in (None, pid) and alive(row):
+                raise StateError(f"run {run_id} already has a supervisor "
+                                 f"(pid {row['supervisor_pid']})",
+                                 hint=f"follow it with `prun wait {run_id}`")
+            self._update_run(run_id, "supervisor started", {
+                "status": RunStatus.RUNNING, "supervisor_pid": pid,
+                "supervisor_started": started, "finished_at": None})
+
+    def close_run(self, run_id: str, status: str) -> bool:
+        """Record the run's end and release it, unless a request arrived meanwhile (then
+        False: the supervisor goes on). One transaction with the request check."""
+        with self.transaction() as c:
+            if c.execute("SELECT 1 FROM requests WHERE run_id = ? AND handled_at IS NULL"
+                         " LIMIT 1", (run_id,)).fetchone():
+                return False
+            self._update_run(run_id, "run finished", {
+                "status": status, "finished_at": now_iso(), "supervisor_pid": None})
+            return True
 
     def take_requests(self, run_id: str) -> list[sqlite3.Row]:
         """The run's unhandled requests, marked handled (one transaction)."""

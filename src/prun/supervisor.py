@@ -149,9 +149,10 @@ class Supervisor:
         self._wake = asyncio.Event()
         self.hooks = EventHooks(self.run["on_event"], str(self.paths.hooks_log), self.env)
         self.paths.make()
-        self.ledger.set_run(self.run_id, "supervisor started", status=RunStatus.RUNNING,
-                            supervisor_pid=os.getpid(),
-                            supervisor_started=create_time(os.getpid()), finished_at=None)
+        from .runstate import supervisor_alive
+
+        self.ledger.claim_run(self.run_id, os.getpid(), create_time(os.getpid()),
+                              supervisor_alive)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.add_signal_handler(sig, self._request_cancel_all, f"signal {sig.name}")
         loop.add_signal_handler(signal.SIGUSR1, self._wake.set)
@@ -165,7 +166,11 @@ class Supervisor:
                 self._check_deadline()
                 self._schedule()
                 if not self.tasks and self._settled():
-                    break
+                    self.ledger.flush()
+                    status = self._final_status()
+                    if self.ledger.close_run(self.run_id, status):
+                        break  # released; a later request starts a new supervisor
+                    continue   # a request arrived as the run ended: carry it out
                 await self._sleep()
                 self._check_stalls()
         finally:
@@ -173,9 +178,6 @@ class Supervisor:
             self.ledger.stop_deferring()
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
                 loop.remove_signal_handler(sig)
-        status = self._final_status()
-        self.ledger.set_run(self.run_id, "run finished", status=status, finished_at=now_iso(),
-                            supervisor_pid=None)
         counts: dict[str, int] = {}
         for u in self.units.values():
             counts[u.status.value] = counts.get(u.status.value, 0) + 1
