@@ -281,7 +281,7 @@ class Supervisor:
                 continue
             if any(s != PacketStatus.SUCCEEDED for s in deps):
                 continue
-            u.status = PacketStatus.RUNNING
+            self._set_packet(u, PacketStatus.RUNNING, "launching")
             self._start(self._attempt(u), u)
 
     def _start(self, coro, u: UnitState) -> None:
@@ -325,8 +325,6 @@ class Supervisor:
             requested_model=settings.model, model=settings.model, routing_reason=u.reason,
             base=u.base, result_path=result, predecessor=u.predecessor,
             continue_from=u.continue_from)
-        if u.status != PacketStatus.RUNNING:
-            self._set_packet(u, PacketStatus.RUNNING, "launching")
         try:
             d, mode, launched, refused = await asyncio.to_thread(
                 self._open_attempt, u, executor_name, result)
@@ -663,24 +661,27 @@ class Supervisor:
             u.seq = len(rows)
             if not rows:
                 if u.status in (PacketStatus.RUNNING, PacketStatus.PARKED):
-                    u.status = PacketStatus.PENDING
+                    self._set_packet(u, PacketStatus.PENDING, "to be launched")
                 continue
             last = rows[-1]
             u.attempt_id = last["id"]
             u.executor = last["executor"] or u.executor
             status = Status(last["status"])
             if status.terminal:
-                final = FINAL_PACKET.get(status)
-                if final is not None and not u.status.terminal:
-                    # judged, but the packet's own row missed it: settle the packet, run nothing
-                    self._set_packet(u, final, f"{last['id']} {status.value}")
-                elif not u.status.terminal:
-                    u.predecessor = last["id"]
-                    if status == Status.QUOTA and last["state_dir"]:
-                        sd = statedir.StateDir(last["state_dir"])
-                        if sd.read(statedir.CONVERSATION_ID):
-                            u.continue_from = last["state_dir"]
-                    u.status = PacketStatus.PENDING
+                if u.status.terminal:
+                    continue
+                if u.status == PacketStatus.RUNNING and status in FINAL_PACKET:
+                    # judged, but the packet's own row missed it: settle it, run nothing
+                    self._set_packet(u, FINAL_PACKET[status], f"{last['id']} {status.value}")
+                    continue
+                # pending or parked after a quota stop, a reassignment or no receipt
+                u.predecessor = last["id"]
+                if status == Status.QUOTA and last["state_dir"]:
+                    sd = statedir.StateDir(last["state_dir"])
+                    if sd.read(statedir.CONVERSATION_ID):
+                        u.continue_from = last["state_dir"]
+                if u.status != PacketStatus.PENDING:
+                    self._set_packet(u, PacketStatus.PENDING, "a follow-up attempt is due")
                 continue
             launched = last["state_dir"] and os.path.exists(
                 os.path.join(last["state_dir"], statedir.WORKER))
@@ -689,9 +690,10 @@ class Supervisor:
                                            status=Status.CANCELLED, reason="never-launched",
                                            finished_at=now_iso())
                 u.predecessor = last["id"]
-                u.status = PacketStatus.PENDING
+                self._set_packet(u, PacketStatus.PENDING, "to be launched again")
                 continue
-            u.status = PacketStatus.RUNNING
+            if u.status != PacketStatus.RUNNING:
+                self._set_packet(u, PacketStatus.RUNNING, "launched by an earlier supervisor")
             u.cancel_requested = status == Status.CANCEL_REQUESTED
             self._start(self._adopt(u, last), u)
 

@@ -284,3 +284,18 @@ def test_session_unit_is_handed_off_and_done_when_its_result_lands(repo):
     assert w2.returncode == 0, w2.stdout
     (attempt,) = attempts(run_id)
     assert attempt["status"] == "succeeded" and attempt["receipt"] == "agent-42"
+
+
+def test_cancel_one_attempt_leaves_the_others_running(repo):
+    plan = write_plan(repo / "plan.yaml",
+                      [py_unit("stop-me", "import time; time.sleep(300)"),
+                       py_unit("keep", "import time; time.sleep(300)")], parallel=2)
+    run_id = prun("run", str(plan), "--detach").stdout.split()[1]
+    poll(lambda: sum(a["status"] == "dispatched" for a in attempts(run_id)) == 2)
+    target = f"{run_id}:stop-me:1"
+    r = prun("cancel", target)
+    assert r.stdout.strip() == f"CANCEL {target} status=cancelled", r.stdout + r.stderr
+    statuses = packet_statuses(run_id)
+    assert statuses["stop-me"] == "cancelled" and statuses["keep"] == "running"
+    assert prun("cancel", run_id).returncode == 0
+    assert packet_statuses(run_id)["keep"] == "cancelled"
