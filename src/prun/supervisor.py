@@ -42,7 +42,7 @@ QUIESCE_LIMIT_S = 5.0
 UNKNOWN_RESET_S = 300.0
 FLUSH_S = 0.05  # the ledger lags the supervisor by at most this (a crash loses no worker:
                 # resume finds every launched attempt through its state dir)
-THREADS = 8   # file writes, forks and fsyncs of units run here, off the event loop
+THREADS = 4   # file writes, forks and fsyncs of units run here, off the event loop
 
 OUTCOME_STATUS = {"succeeded": Status.SUCCEEDED, "timeout": Status.TIMEOUT,
                   "quota": Status.QUOTA, "cancelled": Status.CANCELLED,
