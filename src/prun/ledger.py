@@ -641,6 +641,25 @@ def record_dispatch(step: str, dispatch) -> None:
               file=sys.stderr)
 
 
+def record_receipt(state_dir: str, unit: dict, receipt: str) -> None:
+    """A standalone session unit's receipt (``prun receipt``); a run's supervisor picks its
+    own units' receipts up from the state dir. Never raises (one warning at most)."""
+    global _warned
+    if unit.get("attempt_id") or _warned or \
+            os.environ.get("PRUN_LEDGER", "").strip().lower() == "off":
+        return
+    try:
+        with Ledger.open() as ledger:
+            aid = os.path.basename(os.path.normpath(state_dir))
+            if ledger.attempt(aid) is not None:
+                ledger.update_attempt(aid, "the coordinator attached its receipt",
+                                      status=Status.DISPATCHED, receipt=receipt,
+                                      dispatched_at=now_iso())
+    except (sqlite3.Error, OSError, StateError, ValueError) as e:
+        _warned = True
+        print(f"prun: warning: the ledger was not updated ({e})", file=sys.stderr)
+
+
 def _record_dispatch(step: str, d) -> None:
     p = d.p
     attempt_id = os.path.basename(d.state.path)

@@ -122,3 +122,15 @@ def test_a_ledger_written_by_an_earlier_prun_still_loads(tmp_path):
         assert {a["status"] for a in led.attempts(run["id"])} == {"succeeded"}
         assert all(a["receipt"].startswith("pid:") for a in led.attempts(run["id"]))
         assert led.events(run["id"])[0]["kind"] == "run-frozen"
+
+
+def test_standalone_session_receipt_is_recorded(tmp_path):
+    prompt = tmp_path / "p.md"
+    prompt.write_text("read the mail")
+    r = prun("dispatch", "--executor", "session", "--prompt-file", str(prompt),
+             "--result-file", str(tmp_path / "r.md"), "--unit-id", "mail")
+    assert r.returncode == 0, r.stderr
+    state = r.stdout.splitlines()[0].split(" ", 1)[1]
+    assert prun("receipt", state, "--attempt-id", "agent-7").returncode == 0
+    (row,) = json.loads(prun("ledger", "--dispatches", "--json").stdout)
+    assert row["status"] == "dispatched" and row["receipt"] == "agent-7"
