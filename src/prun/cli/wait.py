@@ -68,9 +68,9 @@ def run(args) -> int:
                 what = classify(ev, args.any)
                 if what:
                     found.append((what, ev))
+            # read after the events: a run that ended meanwhile shows its end event next time
             run = ledger.run(run_id)
-            gone = (run["status"] == "running" and not found and not supervisor_alive(run)
-                    and not supervisor_alive(ledger.run(run_id)))
+            gone = not found and run["status"] == "running" and not supervisor_alive(run)
             if found or gone:
                 for what, ev in found:
                     words = ["EVENT", str(ev["seq"]), what]
