@@ -515,6 +515,9 @@ class Dispatch:
                 if response and response.strip():
                     sibling = _sibling_path(p.result_file)
                     publish_new(sibling, response)
+        from .published import record
+
+        record(p.result_file, sd.path)  # waiters treat it as landed from now on
         kind = {"ok": "succeeded", "timeout": "timeout", "quota": "quota",
                 "cancelled": "cancelled"}.get(verdict, "failed")
         code = {"succeeded": EXIT_OK, "timeout": EXIT_TIMEOUT, "quota": EXIT_QUOTA}.get(

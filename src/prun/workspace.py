@@ -153,13 +153,17 @@ def make_clone(repo_root: str | os.PathLike, base: str, dest: str | os.PathLike)
     try:
         gitcmd.git(["clone", "--quiet", "--local", "--no-checkout", "-c", "core.longpaths=true",
                     repo_root, dest])
-        gitcmd.git(["checkout", "--quiet", "--detach", commit], dest)
+        # parallel checkout (one worker per core): the files are most of a clone's cost
+        gitcmd.git(["-c", "checkout.workers=0", "checkout", "--quiet", "--detach", commit],
+                   dest)
         gitcmd.git(["remote", "remove", "origin"], dest)
         git_dir = os.path.join(dest, ".git")
         strip_push_config(dest)
         gitcmd.git(["config", "core.hooksPath", _hooks_for(git_dir)], dest)
         gitcmd.git(["config", "protocol.allow", "never"], dest)
     except gitcmd.GitError as e:
+        # a half-made clone may still have its origin: it must not be left for anyone to use
+        shutil.rmtree(dest, ignore_errors=True)
         raise WorkspaceError(f"could not make a clone at {dest}: {e.message}",
                              hint="check that the repository is readable and the disk not full")
     _write_marker(os.path.join(git_dir, CLONE_MARKER), "clone", base=commit, source=repo_root)
@@ -288,54 +292,77 @@ def run_setup(workspace: str | os.PathLike, command: str | Sequence[str],
     made are added to ``.git/info/exclude`` so they never count as the unit's change.
     Raises ``SetupFailed`` on failure when ``check``.
     """
-    from . import process
-
     workspace = os.path.abspath(os.fspath(workspace))
     git_dir = os.path.join(workspace, ".git")
     is_clone = os.path.isdir(git_dir)
     if log_path is None:
         log_path = (os.path.join(git_dir, SETUP_LOG) if is_clone
                     else workspace.rstrip(os.sep) + ".setup.log")
-    log_path = os.fspath(log_path)
-    argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
-    if os.name == "nt" and isinstance(command, str):
-        argv = ["cmd", "/c", command]
-    full_env = dict(os.environ if env is None else env)
-    limit = SETUP_TIMEOUT_DEFAULT if timeout is None else float(timeout)
     before = _untracked(workspace) if is_clone else set()
-    started = time.monotonic()
-    try:
-        worker = process.spawn(argv, cwd=workspace, env=full_env, stdout_path=log_path,
-                               stderr_path=log_path)
-    except OSError as e:
-        result = SetupResult(False, 127, False, 0.0, log_path, str(e))
-        if check:
-            raise SetupFailed(result, command)
-        return result
-    timed_out = not process.wait_exit(worker, limit)
-    if timed_out:
-        process.end_group(worker)
-    else:
-        process.sweep_group(worker)
-    code = process.reap(worker)
-    duration = time.monotonic() - started
-    from .fsutil import tail_bytes
-
-    tail = tail_bytes(log_path, 2000).decode("utf-8", "replace")
+    ran = run_bounded(command, workspace, env,
+                      SETUP_TIMEOUT_DEFAULT if timeout is None else timeout, log_path)
     excluded: tuple[str, ...] = ()
-    ok = not timed_out and code == 0
-    if ok and is_clone:
+    if ran.ok and is_clone:
         excluded = tuple(sorted(_untracked(workspace) - before))
         if excluded:
             os.makedirs(os.path.join(git_dir, "info"), exist_ok=True)
             with open(os.path.join(git_dir, "info", "exclude"), "a", encoding="utf-8") as f:
                 f.write("# made by the plan's setup command (prun)\n")
                 f.writelines("/" + _escape_glob(p) + "\n" for p in excluded)
-    result = SetupResult(ok, None if timed_out else code, timed_out, duration, log_path, tail,
-                         excluded)
-    if check and not ok:
+    result = SetupResult(ran.ok, ran.exit_code, ran.timed_out, ran.duration_s, ran.log,
+                         ran.tail, excluded)
+    if check and not ran.ok:
         raise SetupFailed(result, command)
     return result
+
+
+@dataclass(frozen=True)
+class Ran:
+    """A bounded command's end: exit code (None when it timed out), time taken, its output."""
+
+    exit_code: int | None
+    timed_out: bool
+    duration_s: float
+    log: str
+    tail: str
+
+    @property
+    def ok(self) -> bool:
+        return not self.timed_out and self.exit_code == 0
+
+
+def shell_argv(command: str | Sequence[str]) -> list[str]:
+    """A plan's command: a string is a shell line (``/bin/sh -c``), a list is argv."""
+    if isinstance(command, str):
+        return ["cmd", "/c", command] if os.name == "nt" else ["/bin/sh", "-c", command]
+    return [str(a) for a in command]
+
+
+def run_bounded(command: str | Sequence[str], cwd: str, env: Mapping[str, str] | None,
+                timeout: float, log_path: str | os.PathLike) -> Ran:
+    """Run ``command`` in ``cwd`` in its own process group, stdin closed, stdout and stderr to
+    ``log_path``; past ``timeout`` seconds its whole group is ended. Leftover processes of the
+    group are ended when its leader exits."""
+    from . import process
+    from .fsutil import tail_bytes
+
+    log_path = os.fspath(log_path)
+    full_env = dict(os.environ if env is None else env)
+    started = time.monotonic()
+    try:
+        worker = process.spawn(shell_argv(command), cwd=cwd, env=full_env,
+                               stdout_path=log_path, stderr_path=log_path)
+    except OSError as e:
+        return Ran(127, False, 0.0, log_path, str(e))
+    timed_out = not process.wait_exit(worker, float(timeout))
+    if timed_out:
+        process.end_group(worker)
+    else:
+        process.sweep_group(worker)
+    code = process.reap(worker)
+    tail = tail_bytes(log_path, 4000).decode("utf-8", "replace")
+    return Ran(None if timed_out else code, timed_out, time.monotonic() - started, log_path,
+               tail)
 
 
 def _untracked(clone: str) -> set[str]:

@@ -28,6 +28,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cancel": ("prun.cli.cancel", "cancel a run, a packet or an attempt"),
     "reassign": ("prun.cli.reassign", "a linked successor attempt for a packet"),
     "resume": ("prun.cli.resume", "re-attach to a run whose supervisor died"),
+    "monitor": ("prun.cli.monitor", "wait for the first actionable event among running units"),
+    "gather": ("prun.cli.gather", "wait until result files land, printing each as it does"),
+    "reconcile": ("prun.cli.reconcile", "judge every packet of a run: accepted, rejected, review"),
+    "integrate": ("prun.cli.integrate", "apply accepted changes, run the combined check, no commit"),
+    "pause": ("prun.cli.pause", "save a unit's diff as a patch and stop it"),
+    "clean": ("prun.cli.clean", "remove a run's workspaces, nothing else"),
     "ledger": ("prun.cli.ledger", "show the ledger of runs, packets, attempts and events"),
     "quota": ("prun.cli.quota", "what each quota group has left (the seed's agent-quota)"),
 }

@@ -1,0 +1,59 @@
+"""Wait until result files have landed; print each one the moment it does.
+
+Prints `GATHER-START count=N timeout=Ss`, then `DONE <absolute path>` per file as it lands.
+A file has landed when it exists, is non-empty and is final: published by a prun dispatcher
+(at once), or quiet for the stable window (anyone else's file). A file already complete when
+gather starts counts.
+
+environment: PRUN_GATHER_TIMEOUT, PRUN_STABLE_WINDOW (seconds or 10s, 2m, ...),
+PRUN_WATCH=native|poll, PRUN_WATCH_POLL_INTERVAL, PRUN_STATE_ROOT (where the published-results
+index lives).
+
+exit codes: 0 every file landed; 2 the timeout passed first (`TIMEOUT remaining=<k>`), or bad
+usage.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def add_arguments(p) -> None:
+    p.add_argument("results", nargs="+", metavar="RESULT", help="result files to wait for")
+    p.add_argument("--timeout", help="give up after this long (seconds or 45m; default "
+                   "$PRUN_GATHER_TIMEOUT, else 3600)")
+    p.add_argument("--stable-window", help="how long a file not published by a prun dispatcher "
+                   "must stay unchanged (default $PRUN_STABLE_WINDOW, else 10s)")
+    p.add_argument("--poll", action="store_true",
+                   help="poll folders instead of file-system notifications (as PRUN_WATCH=poll)")
+
+
+def run(args) -> int:
+    from ..gather import DEFAULT_STABLE_WINDOW_S, DEFAULT_TIMEOUT_S, gather
+    from ..watch import exit_quickly, poll_interval, resolve_mode
+
+    timeout = duration_option(args.timeout, "PRUN_GATHER_TIMEOUT", "--timeout",
+                              DEFAULT_TIMEOUT_S)
+    window = duration_option(args.stable_window, "PRUN_STABLE_WINDOW", "--stable-window",
+                             DEFAULT_STABLE_WINDOW_S)
+    mode = resolve_mode(args.poll)
+    interval = poll_interval()
+
+    def emit(line: str) -> None:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+    exit_quickly()
+    return gather(args.results, emit=emit, timeout=timeout, window=window, mode=mode,
+                  interval=interval)
+
+
+def duration_option(option: str | None, env: str, what: str, default: float) -> float:
+    """An option's duration, else the environment variable's, else the default (seconds)."""
+    from ..timeparse import parse_duration
+
+    if option is not None:
+        return parse_duration(option, what=what)
+    raw = os.environ.get(env, "").strip()
+    return parse_duration(raw, what=env) if raw else default

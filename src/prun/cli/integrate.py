@@ -1,0 +1,90 @@
+"""Apply a run's accepted changes to the working tree, check the exact result, never commit.
+
+    prun integrate [RUN] [--include PACKET]... [--worktree PATH] [--no-check] [--json]
+
+Each code unit's change is taken from its clone as a binary patch against its base (untracked
+files included) and applied in order (packets after those they come `after`, ties by id),
+each checked first with `git apply --check`. Rejected and needs-review changes are applied
+only when named with --include. Then the plan's combined check command runs on the exact
+result. Nothing is staged or committed. Lines:
+
+    APPLIED <packet> files=<n> +<added> -<deleted>
+    CHANGED <packet> <status> <path> +<a> -<d>|binary [from=<old path>]
+    OVERLAP <packet> path=<path> with=<packet>      (applied; an earlier unit touched it too)
+    CONFLICT <packet> path=<path> with=<packet>|working-tree   (not applied)
+    SKIPPED <packet> verdict=rejected|needs-review
+    CHECK passed|failed exit=<n>|timeout took=<s> log=<path>
+    INTEGRATE target=<path> applied=<n> conflicts=<n> skipped=<n> check=... committed=no
+
+exit codes: 0 every change to apply was applied and the check passed (or there is none);
+1 the combined check failed; 4 a change conflicted and was not applied; 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+EXIT_CONFLICT = 4
+
+
+def add_arguments(p) -> None:
+    p.add_argument("run_id", nargs="?", metavar="RUN", help="a run id or prefix (default: latest)")
+    p.add_argument("--include", action="append", default=[], metavar="PACKET",
+                   help="also apply this rejected or needs-review packet's change (repeatable)")
+    p.add_argument("--worktree", metavar="PATH",
+                   help="apply in a new integration worktree at PATH (detached at the run's "
+                   "base) instead of the repository's working tree")
+    p.add_argument("--no-check", action="store_true", help="do not run the combined check")
+    p.add_argument("--check-timeout", default="1h", metavar="DURATION",
+                   help="bound on the combined check (default 1h)")
+    p.add_argument("--allow-dirty", action="store_true",
+                   help="apply even over uncommitted local changes to the same files")
+    p.add_argument("--json", action="store_true", help="the result as JSON")
+
+
+def run(args) -> int:
+    from ..errors import UsageError
+    from ..integrate import add_worktree, integrate
+    from ..ledger import Ledger
+    from ..reconcile import reconcile
+    from ..runview import open_run
+    from ..timeparse import parse_duration
+
+    timeout = parse_duration(args.check_timeout, what="--check-timeout")
+    with Ledger.open() as ledger:
+        view = open_run(ledger, args.run_id)
+        report = reconcile(view.unit_inputs(), run_id=view.id, with_patch=True)
+        root = view.repo_root or _toplevel()
+        if not root:
+            raise UsageError("the run records no repository and this is not one",
+                             hint="run prun integrate inside the repository")
+        target = root
+        if args.worktree:
+            target = add_worktree(root, args.worktree, view.run.get("base") or "HEAD")
+        patch_dir = None
+        if view.run.get("run_dir"):
+            patch_dir = os.path.join(view.run["run_dir"], "integrate")
+        check = None if args.no_check else view.run.get("check_command")
+        result = integrate(report, view.packets, target, include=args.include, check=check,
+                           check_timeout=timeout, patch_dir=patch_dir,
+                           allow_dirty=args.allow_dirty)
+        ledger.record_event("integrate", run_id=view.id, cause="prun integrate",
+                            data={"target": target, "applied": result.applied,
+                                  "conflicts": result.conflicts, "include": args.include or None,
+                                  "check": None if result.check is None else result.check.ok})
+    if args.json:
+        print(json.dumps(result.as_dict(), indent=2, sort_keys=True))
+    else:
+        print("\n".join(result.lines()))
+    if result.conflicts:
+        return EXIT_CONFLICT
+    if result.check is not None and not result.check.ok:
+        return 1
+    return 0
+
+
+def _toplevel() -> str | None:
+    from ..gitcmd import toplevel
+
+    return toplevel(os.getcwd())

@@ -1,0 +1,75 @@
+"""Pause one unit: save its diff as a patch, stop it, record it for a revised attempt.
+
+    prun pause PACKET [--run RUN] [--json]
+
+For the seed's "a writer discovers a shared file or dependency outside its packet". The
+packet's deciding attempt in RUN (default: the latest run of this repository) is stopped:
+only the process group its state dir records (worker.json: pid, group, start time), and only
+while that pid is still the process prun started. Its clone's change against the base is
+saved as <state dir>/paused.patch (binary, untracked files included), with paused.json beside
+it; the ledger gets a `pause` event and a cancel request for the run's supervisor. A revised
+packet then runs as a new attempt linked to this one (`prun reassign PACKET`).
+
+    PAUSED <packet> attempt=<id> stopped=stopped|gone|not-started files=<n> patch=<path>
+
+exit codes: 0 paused; 1 the unit's process could not be stopped safely; 2 bad usage (no
+such run or packet, or the packet has no attempt).
+"""
+
+from __future__ import annotations
+
+import json
+
+
+def add_arguments(p) -> None:
+    p.add_argument("packet_id", metavar="PACKET", help="the packet to pause")
+    p.add_argument("--run", dest="run_id", metavar="RUN", help="a run id or prefix "
+                   "(default: the latest run of this repository)")
+    p.add_argument("--json", action="store_true", help="the result as JSON")
+
+
+def run(args) -> int:
+    from ..errors import UsageError
+    from ..ledger import Ledger, Status
+    from ..pause import pause
+    from ..process import same_process_alive
+    from ..runview import open_run
+
+    with Ledger.open() as ledger:
+        view = open_run(ledger, args.run_id)
+        if view.packet(args.packet_id) is None:
+            raise UsageError(f"no packet {args.packet_id!r} in run {view.id}",
+                             hint="`prun ledger RUN` lists its packets")
+        attempt = view.deciding(args.packet_id)
+        if attempt is None or not attempt.get("state_dir"):
+            raise UsageError(f"packet {args.packet_id!r} has no attempt to pause",
+                             hint="a packet that never ran needs no pause; revise it instead")
+        live = attempt["status"] in {s.value for s in Status if s.live}
+        base = attempt.get("base") or view.bases.get(args.packet_id) or view.run.get("base")
+
+        def ask_supervisor() -> bool:
+            from ..runstate import wake_supervisor
+
+            ledger.add_request(view.id, "cancel", target=attempt["id"],
+                               cause=f"paused: prun pause {args.packet_id}")
+            return wake_supervisor(view.run)
+
+        result = pause(attempt["state_dir"], attempt.get("workspace"), base,
+                       ask_supervisor=ask_supervisor if live else None)
+        ledger.record_event("pause", run_id=view.id, packet_id=args.packet_id,
+                            attempt_id=attempt["id"], status=attempt["status"],
+                            cause="prun pause", data={"patch": result.patch,
+                                                      "files": result.files,
+                                                      "stopped": result.stopped})
+        supervisor = same_process_alive(view.run.get("supervisor_pid"),
+                                        view.run.get("supervisor_started"))
+        if live and not supervisor:
+            ledger.update_attempt(attempt["id"], "paused (no supervisor running)",
+                                  status=Status.CANCELLED, reason="paused")
+    if args.json:
+        print(json.dumps({"packet": args.packet_id, "attempt": attempt["id"],
+                          **result.as_dict()}, indent=2, sort_keys=True))
+    else:
+        print(f"PAUSED {args.packet_id} attempt={attempt['id']} stopped={result.stopped} "
+              f"files={len(result.files)} patch={result.patch or 'none'}")
+    return 0

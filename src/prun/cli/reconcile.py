@@ -1,0 +1,78 @@
+"""Judge every packet of a run before anything is integrated.
+
+    prun reconcile [RUN] [--json] [--rescoped PACKET[=WHY]]...
+
+RUN is a run id or a unique prefix; left out, the latest run of this repository. For each
+packet of the frozen set, its deciding attempt (the latest one not quarantined) is checked:
+its outcome, its result (recovered from the state dir's tail when missing, and flagged), the
+required result sections, and for a code unit its clone's change against the declared base:
+files outside the owned globs, shared files it does not own, commits the worker made.
+One line per reason:
+
+    ACCEPTED <packet> files=<n>
+    REJECTED <packet> reason=<slug> [key=value ...]
+    REVIEW <packet> reason=<slug> [key=value ...]
+    RECONCILE run=<id> packets=<n> accepted=<n> rejected=<n> review=<n> complete=yes|no
+
+--rescoped marks a packet whose change of scope the person approved; it then counts toward
+completeness whatever its verdict. Reasons and their meaning: docs/reconcile.md.
+
+exit codes: 0 every packet accepted (or re-scoped); 1 something was rejected; 3 nothing
+rejected, but something needs review or has not finished; 2 bad usage or no such run.
+"""
+
+from __future__ import annotations
+
+import json
+
+EXIT_REVIEW = 3
+
+
+def add_arguments(p) -> None:
+    p.add_argument("run_id", nargs="?", metavar="RUN", help="a run id or prefix (default: latest)")
+    p.add_argument("--json", action="store_true", help="the verdicts as JSON")
+    p.add_argument("--rescoped", action="append", default=[], metavar="PACKET[=WHY]",
+                   help="a packet whose change of scope was approved (repeatable)")
+
+
+def rescoped_map(values: list[str]) -> dict[str, str]:
+    out = {}
+    for v in values:
+        pid, _, why = v.partition("=")
+        out[pid.strip()] = why.strip() or "approved"
+    return out
+
+
+def exit_code(report) -> int:
+    from ..reconcile import REJECTED
+
+    if any(v.verdict == REJECTED and not v.rescoped for v in report.verdicts):
+        return 1
+    return 0 if report.complete else EXIT_REVIEW
+
+
+def run(args) -> int:
+    from ..errors import UsageError
+    from ..ledger import Ledger
+    from ..reconcile import reconcile
+    from ..runview import open_run
+
+    rescoped = rescoped_map(args.rescoped)
+    with Ledger.open() as ledger:
+        view = open_run(ledger, args.run_id)
+        unknown = set(rescoped) - {p.id for p in view.packets}
+        if unknown:
+            raise UsageError(f"no such packet in run {view.id}: {', '.join(sorted(unknown))}",
+                             hint="name packets by their ids")
+        report = reconcile(view.unit_inputs(rescoped), run_id=view.id)
+        ledger.record_event("reconcile", run_id=view.id, cause="prun reconcile",
+                            data={"accepted": report.count("accepted"),
+                                  "rejected": report.count("rejected"),
+                                  "needs-review": report.count("needs-review"),
+                                  "complete": report.complete,
+                                  "rescoped": rescoped or None})
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2, sort_keys=True))
+    else:
+        print("\n".join(report.lines()))
+    return exit_code(report)

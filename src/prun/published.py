@@ -1,0 +1,132 @@
+"""The published-results index: how a waiter knows a result file is final the moment it lands.
+
+A prun dispatcher publishes a unit's result atomically (or keeps the worker's own file after the
+worker has exited). Right after that it calls ``record``, which leaves one small JSON entry in a
+per-user folder, named by a hash of the result's absolute path::
+
+    <state root>/.published/<sha256(abs path)[:32]>.json
+        {"result_file": ..., "state_dir": ..., "dev": ..., "ino": ..., "size": ..., "mtime_ns": ...}
+
+``<state root>`` is ``prun.statedir.default_root()`` ($PRUN_STATE_ROOT, else the user's state
+folder), whatever root the unit's own state dir lives under, so any waiter finds it. ``lookup``
+trusts an entry only while the file still has the identity recorded (device, inode, size,
+modification time): a result path reused by a later unit, or a file edited after publication,
+is no longer "published" and falls back to the stable-window rule.
+
+The entry is created by a hard link of a finished temp file (one create event, never a rename),
+written without fsync: it is a hint for speed; losing it in a crash costs a stable window.
+Entries are tiny and only needed while someone waits for their result: once a day, the
+dispatcher that records an entry removes those older than a week. Deleting the folder is always
+safe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+INDEX_DIRNAME = ".published"
+KEEP_S = 7 * 86400    # entries older than this are removed ...
+PRUNE_EVERY_S = 86400  # ... at most once a day, by the dispatcher that records one
+
+
+def index_dir() -> str:
+    """The index folder (not created here)."""
+    from .statedir import default_root
+
+    return os.path.join(default_root(), INDEX_DIRNAME)
+
+
+def entry_name(result_file: str) -> str:
+    digest = hashlib.sha256(os.path.abspath(result_file).encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()[:32] + ".json"
+
+
+def entry_path(result_file: str, folder: str | None = None) -> str:
+    return os.path.join(folder or index_dir(), entry_name(result_file))
+
+
+def record(result_file: str, state_dir: str) -> bool:
+    """Note that ``result_file`` (as it is now on disk) is final. Never raises; False if not
+    recorded (no such file, empty file, or the index folder cannot be written)."""
+    path = os.path.abspath(result_file)
+    try:
+        st = os.stat(path)
+        if st.st_size == 0:
+            return False
+        folder = index_dir()
+        os.makedirs(folder, exist_ok=True)
+        data = json.dumps({"result_file": path, "state_dir": os.path.abspath(state_dir),
+                           "dev": st.st_dev, "ino": st.st_ino, "size": st.st_size,
+                           "mtime_ns": st.st_mtime_ns}).encode()
+        final = entry_path(path, folder)
+        tmp = f"{final}.{os.getpid()}.{os.urandom(3).hex()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+        try:
+            try:
+                os.unlink(final)  # an entry left by an earlier unit at the same path
+            except FileNotFoundError:
+                pass
+            try:
+                os.link(tmp, final)
+            except FileExistsError:
+                os.replace(tmp, final)
+            except OSError:  # no hard links on this file system
+                os.replace(tmp, final)
+        finally:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+        _prune(folder)
+        return True
+    except OSError:
+        return False
+
+
+def _prune(folder: str) -> None:
+    """Remove entries older than ``KEEP_S``, once a day (a marker file's age says when)."""
+    import time
+
+    marker = os.path.join(folder, ".pruned")
+    now = time.time()
+    try:
+        if now - os.stat(marker).st_mtime < PRUNE_EVERY_S:
+            return
+    except FileNotFoundError:
+        pass
+    with open(marker, "a"):
+        pass
+    os.utime(marker, (now, now))
+    with os.scandir(folder) as entries:
+        for e in entries:
+            if e.name.endswith(".json"):
+                try:
+                    if now - e.stat().st_mtime > KEEP_S:
+                        os.unlink(e.path)
+                except OSError:
+                    pass
+
+
+def lookup(result_file: str, st: os.stat_result | None = None,
+           folder: str | None = None) -> dict | None:
+    """The index entry for ``result_file`` if the file on disk is the one a dispatcher published
+    (``st``: its stat, when the caller already has it), else None."""
+    path = os.path.abspath(result_file)
+    try:
+        with open(entry_path(path, folder), "rb") as f:
+            entry = json.loads(f.read())
+        if st is None:
+            st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(entry, dict) or entry.get("result_file") != path:
+        return None
+    same = (entry.get("dev") == st.st_dev and entry.get("ino") == st.st_ino
+            and entry.get("size") == st.st_size and entry.get("mtime_ns") == st.st_mtime_ns)
+    return entry if same else None
