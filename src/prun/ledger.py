@@ -306,8 +306,8 @@ class Ledger:
             self._deferred = []
 
     def flush(self) -> int:
-        """Apply queued writes in one transaction; returns how many. Stops deferring
-        only when ``stop`` is given."""
+        """Apply queued writes in one transaction; returns how many. If the transaction
+        fails the queue is kept (and the error raised)."""
         queued, self._deferred = self._deferred, None
         if not queued:
             self._deferred = queued
@@ -319,8 +319,10 @@ class Ledger:
                         fn(self, *args, **kwargs)
                     except (StateError, ValueError, sqlite3.IntegrityError) as e:
                         print(f"prun: warning: ledger write skipped: {e}", file=sys.stderr)
-        finally:
-            self._deferred = []
+        except BaseException:
+            self._deferred = queued  # rolled back: keep the queue for the next flush
+            raise
+        self._deferred = []
         return len(queued)
 
     def stop_deferring(self) -> None:
@@ -379,13 +381,16 @@ class Ledger:
     @_deferrable
     def set_run(self, run_id: str, cause: str, **fields) -> None:
         """Update a run's columns (status, supervisor_pid, finished_at ...) with an event."""
-        if not fields:
-            return
+        if fields:
+            self._update_run(run_id, cause, fields)
+
+    def _update_run(self, run_id: str, cause: str, fields: dict) -> None:
         with self.transaction() as c:
             cols = ", ".join(f"{k} = ?" for k in fields)
-            c.execute(f"UPDATE runs SET {cols} WHERE id = ?", (*fields.values(), run_id))
+            c.execute(f"UPDATE runs SET {cols} WHERE id = ?",
+                      (*(_plain(v) for v in fields.values()), run_id))
             if "status" in fields:
-                self.record_event("run", run_id=run_id, status=fields["status"], cause=cause)
+                self._record_event("run", run_id=run_id, status=fields["status"], cause=cause)
 
     @_deferrable
     def set_packet_status(self, run_id: str, packet_id: str, status: str, cause: str,
@@ -469,6 +474,30 @@ class Ledger:
             self.record_event("request", run_id=run_id, cause=f"{kind} {target or 'run'}"
                               + (f" ({cause})" if cause else ""))
             return cur.lastrowid
+
+    def claim_run(self, run_id: str, pid: int, started: float | None, alive) -> None:
+        """Make ``pid`` the run's supervisor, unless ``alive(run_row)`` says another one
+        still holds it (StateError). One transaction, so two supervisors never share a run."""
+        with self.transaction() as c:
+            row = c.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row["supervisor_pid"] not in (None, pid) and alive(row):
+                raise StateError(f"run {run_id} already has a supervisor "
+                                 f"(pid {row['supervisor_pid']})",
+                                 hint=f"follow it with `prun wait {run_id}`")
+            self._update_run(run_id, "supervisor started", {
+                "status": RunStatus.RUNNING, "supervisor_pid": pid,
+                "supervisor_started": started, "finished_at": None})
+
+    def close_run(self, run_id: str, status: str) -> bool:
+        """Record the run's end and release it, unless a request arrived meanwhile (then
+        False: the supervisor goes on). One transaction with the request check."""
+        with self.transaction() as c:
+            if c.execute("SELECT 1 FROM requests WHERE run_id = ? AND handled_at IS NULL"
+                         " LIMIT 1", (run_id,)).fetchone():
+                return False
+            self._update_run(run_id, "run finished", {
+                "status": status, "finished_at": now_iso(), "supervisor_pid": None})
+            return True
 
     def take_requests(self, run_id: str) -> list[sqlite3.Row]:
         """The run's unhandled requests, marked handled (one transaction)."""
@@ -610,6 +639,25 @@ def record_dispatch(step: str, dispatch) -> None:
         _warned = True
         print(f"prun: warning: the ledger was not updated ({e}); the dispatch goes on",
               file=sys.stderr)
+
+
+def record_receipt(state_dir: str, unit: dict, receipt: str) -> None:
+    """A standalone session unit's receipt (``prun receipt``); a run's supervisor picks its
+    own units' receipts up from the state dir. Never raises (one warning at most)."""
+    global _warned
+    if unit.get("attempt_id") or _warned or \
+            os.environ.get("PRUN_LEDGER", "").strip().lower() == "off":
+        return
+    try:
+        with Ledger.open() as ledger:
+            aid = os.path.basename(os.path.normpath(state_dir))
+            if ledger.attempt(aid) is not None:
+                ledger.update_attempt(aid, "the coordinator attached its receipt",
+                                      status=Status.DISPATCHED, receipt=receipt,
+                                      dispatched_at=now_iso())
+    except (sqlite3.Error, OSError, StateError, ValueError) as e:
+        _warned = True
+        print(f"prun: warning: the ledger was not updated ({e})", file=sys.stderr)
 
 
 def _record_dispatch(step: str, d) -> None:

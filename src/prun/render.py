@@ -37,7 +37,7 @@ def event_line(ev: Event) -> str:
         words.append(word("executor", ev.executor))
     if ev.cause and ev.kind not in ("succeeded", "dispatched"):
         words.append(word("cause", ev.cause.splitlines()[0][:200]))
-    for key in ("resets_at", "quarantine"):
+    for key in ("resets_at", "quarantine", "handoff", "receipt_cmd"):
         if ev.data.get(key):
             words.append(word(key, ev.data[key]))
     if ev.kind != "succeeded" and ev.data.get("result_file"):

@@ -11,10 +11,10 @@ import time
 from dataclasses import asdict, dataclass, field
 
 # Event kinds a coordinator or a person should act on (the hook runs on these).
-ACTIONABLE = frozenset({"succeeded", "failed", "timeout", "cancelled", "quarantined", "blocked",
+ACTIONABLE = frozenset({"handoff", "succeeded", "failed", "timeout", "cancelled", "quarantined", "blocked",
                         "stalled", "parked", "stopped", "run-done"})
 # Kinds that mean a unit did not succeed (the terse line printer shows these).
-NON_SUCCESS = frozenset({"failed", "timeout", "cancelled", "quarantined", "blocked", "stalled",
+NON_SUCCESS = frozenset({"handoff", "failed", "timeout", "cancelled", "quarantined", "blocked", "stalled",
                          "parked", "stopped"})
 
 

@@ -129,8 +129,9 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
     if n_parallel < 1:
         raise UsageError(f"parallel must be at least 1 (got {n_parallel})")
     packets = []
+    routes = unitprep.route_all(plan.packets, env)
     for p in plan.packets:
-        r = unitprep.route(p, env)
+        r = routes[p.id]
         pbase = base
         if root is not None and plan.base_of(p) and plan.base_of(p) != (plan.base or "HEAD"):
             pbase = gitcmd.rev(root, plan.base_of(p))

@@ -42,7 +42,7 @@ QUIESCE_LIMIT_S = 5.0
 UNKNOWN_RESET_S = 300.0
 FLUSH_S = 0.05  # the ledger lags the supervisor by at most this (a crash loses no worker:
                 # resume finds every launched attempt through its state dir)
-THREADS = 8   # file writes, forks and fsyncs of units run here, off the event loop
+THREADS = 4   # file writes, forks and fsyncs of units run here, off the event loop
 
 OUTCOME_STATUS = {"succeeded": Status.SUCCEEDED, "timeout": Status.TIMEOUT,
                   "quota": Status.QUOTA, "cancelled": Status.CANCELLED,
@@ -127,7 +127,7 @@ class Supervisor:
                    attempt_id=u.attempt_id if u else None,
                    executor=u.executor if u else None, cause=cause,
                    data={k: v for k, v in data.items() if v is not None})
-        if kind in ("stalled", "stopped", "parked", "blocked"):
+        if kind in ("stalled", "stopped", "parked", "blocked", "handoff"):
             self.ledger.record_event(kind, run_id=self.run_id, packet_id=ev.packet_id,
                                      attempt_id=ev.attempt_id, status=kind, cause=cause,
                                      data=ev.data or None)
@@ -149,9 +149,10 @@ class Supervisor:
         self._wake = asyncio.Event()
         self.hooks = EventHooks(self.run["on_event"], str(self.paths.hooks_log), self.env)
         self.paths.make()
-        self.ledger.set_run(self.run_id, "supervisor started", status=RunStatus.RUNNING,
-                            supervisor_pid=os.getpid(),
-                            supervisor_started=create_time(os.getpid()), finished_at=None)
+        from .runstate import supervisor_alive
+
+        self.ledger.claim_run(self.run_id, os.getpid(), create_time(os.getpid()),
+                              supervisor_alive)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.add_signal_handler(sig, self._request_cancel_all, f"signal {sig.name}")
         loop.add_signal_handler(signal.SIGUSR1, self._wake.set)
@@ -165,7 +166,11 @@ class Supervisor:
                 self._check_deadline()
                 self._schedule()
                 if not self.tasks and self._settled():
-                    break
+                    self.ledger.flush()
+                    status = self._final_status()
+                    if self.ledger.close_run(self.run_id, status):
+                        break  # released; a later request starts a new supervisor
+                    continue   # a request arrived as the run ended: carry it out
                 await self._sleep()
                 self._check_stalls()
         finally:
@@ -173,9 +178,6 @@ class Supervisor:
             self.ledger.stop_deferring()
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
                 loop.remove_signal_handler(sig)
-        status = self._final_status()
-        self.ledger.set_run(self.run_id, "run finished", status=status, finished_at=now_iso(),
-                            supervisor_pid=None)
         counts: dict[str, int] = {}
         for u in self.units.values():
             counts[u.status.value] = counts.get(u.status.value, 0) + 1
@@ -186,9 +188,14 @@ class Supervisor:
 
     async def _flush_often(self) -> None:
         """Apply the queued ledger writes every FLUSH_S: one short transaction for many."""
+        import sys
+
         while True:
             await asyncio.sleep(FLUSH_S)
-            self.ledger.flush()
+            try:
+                self.ledger.flush()
+            except Exception as e:  # the queue is kept; the next flush tries again
+                print(f"prun: warning: ledger flush failed ({e}); retrying", file=sys.stderr)
 
     async def _sleep(self) -> None:
         """Until a unit's task ends, a request or signal wakes us, a park ends, the deadline
@@ -208,7 +215,24 @@ class Supervisor:
             self.tasks.discard(t)
             exc = t.exception()
             if exc is not None:
-                raise exc
+                self._internal_error(t.get_name(), exc)
+
+    def _internal_error(self, packet_id: str, exc: BaseException) -> None:
+        """A bug while driving one unit: keep its traceback, fail that unit, keep the run."""
+        import sys
+        import traceback
+
+        traceback.print_exception(exc, file=sys.stderr)
+        u = self.units.get(packet_id)
+        if u is None or u.status.terminal:
+            return
+        cause = f"internal error in the supervisor: {type(exc).__name__}: {exc}"
+        if u.attempt_id:
+            self.ledger.update_attempt(u.attempt_id, cause, status=Status.FAILED,
+                                       reason="internal-error", error=cause,
+                                       finished_at=now_iso())
+        self._set_packet(u, PacketStatus.FAILED, cause)
+        self.emit("failed", u, cause)
 
     def _settled(self) -> bool:
         for u in self.units.values():
@@ -257,7 +281,7 @@ class Supervisor:
                 continue
             if any(s != PacketStatus.SUCCEEDED for s in deps):
                 continue
-            u.status = PacketStatus.RUNNING
+            self._set_packet(u, PacketStatus.RUNNING, "launching")
             self._start(self._attempt(u), u)
 
     def _start(self, coro, u: UnitState) -> None:
@@ -301,14 +325,15 @@ class Supervisor:
             requested_model=settings.model, model=settings.model, routing_reason=u.reason,
             base=u.base, result_path=result, predecessor=u.predecessor,
             continue_from=u.continue_from)
-        if u.status != PacketStatus.RUNNING:
-            self._set_packet(u, PacketStatus.RUNNING, "launching")
         try:
             d, mode, launched, refused = await asyncio.to_thread(
                 self._open_attempt, u, executor_name, result)
         except PrunError as e:
             return self._no_receipt(u, aid, f"prepare packet {p.id} for {executor_name}",
                                     e.line())
+        except OSError as e:
+            return self._no_receipt(u, aid, f"prepare packet {p.id} for {executor_name}",
+                                    f"{e.strerror or e}: {e.filename or ''}".rstrip(": "))
         u.state_dir = d.state.path
         if refused is not None:
             await asyncio.to_thread(d.finish, None, refused=refused)
@@ -318,6 +343,8 @@ class Supervisor:
                                        finished_at=now_iso())
             u.predecessor = aid
             return self._park(u, _parse_time(refused.resets_at), refused.line())
+        if not d.p.executor.launches_process:
+            return await self._session(u, d, launched)
         if not launched:
             await asyncio.to_thread(d.finish, None)
             return self._no_receipt(u, aid, f"start {executor_name} for packet {p.id}",
@@ -346,6 +373,8 @@ class Supervisor:
             d.begin()
         except QuotaExhausted as e:
             return d, mode, False, e
+        if not prepared.executor.launches_process:
+            return d, mode, d.hand_off(), None  # a session unit: the coordinator runs it
         return d, mode, d.launch(), None
 
     async def _watch(self, u: UnitState, d) -> None:
@@ -361,6 +390,64 @@ class Supervisor:
         outcome = await asyncio.to_thread(d.finish, code, timed_out=why == "timeout",
                                           cancelled=why == "cancelled")
         self._settle(u, d, outcome.outcome, outcome.info, why, quiet)
+
+    async def _session(self, u: UnitState, d, handed) -> None:
+        """A session unit: the coordinator spawns the subagent from the handoff and attaches
+        its identifier with `prun receipt`; the unit is done when its result file lands."""
+        from .fsutil import file_size
+
+        aid, sd = u.attempt_id, d.state
+        lines = handed.info.get("lines", [])
+        self.ledger.update_attempt(aid, "handed to the coordinator", state_dir=sd.path,
+                                   workspace=d.workspace, mode=d.p.mode)
+        self.emit("handoff", u, "run it as a subagent, then attach its receipt",
+                  handoff=sd.file(statedir.HANDOFF),
+                  receipt_cmd=next((x.split(" ", 1)[1] for x in lines
+                                    if x.startswith("RECEIPT-CMD ")), None))
+        u.stop = asyncio.Event()
+        started = time.time()
+        limit = min(started + d.settings.timeout_s, self.deadline or float("inf"))
+        receipt = None
+        result = d.p.result_file
+        delay = 0.05
+        while not u.stop.is_set() and time.time() < limit:
+            if receipt is None and (receipt := sd.read(statedir.RECEIPT)):
+                u.started = time.time()
+                self.ledger.update_attempt(aid, "the coordinator attached its receipt",
+                                           status=Status.DISPATCHED, receipt=receipt,
+                                           dispatched_at=now_iso())
+                self.emit("dispatched", u, receipt=receipt)
+            if receipt and file_size(result) > 0:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(u.stop.wait(), delay)
+            delay = min(delay * 1.5, 1.0)
+        done = receipt is not None and file_size(result) > 0 and not u.superseded
+        if done:
+            status, reason = Status.SUCCEEDED, "result landed"
+        elif u.stop.is_set() and not u.superseded:
+            status, reason = Status.CANCELLED, "cancelled"
+        elif receipt is None:
+            status, reason = Status.NOT_DISPATCHED, "no receipt was attached"
+        else:
+            status = Status.CANCELLED if u.stop.is_set() else Status.TIMEOUT
+            reason = "cancelled" if u.stop.is_set() else "no result before the deadline"
+        if u.superseded or status in (Status.CANCELLED, Status.TIMEOUT):
+            self._quarantine(u, d, {"result_file": result, "published": "worker"},
+                             everything=True)
+        self.ledger.update_attempt(aid, reason, status=status, reason=reason,
+                                   finished_at=now_iso())
+        if u.superseded:
+            u.superseded = False
+            u.predecessor = aid
+            return self._set_packet(u, PacketStatus.PENDING, f"reassigned; {aid} superseded")
+        if status == Status.NOT_DISPATCHED:
+            return self._no_receipt(u, None, f"run session unit {u.packet.id} as a subagent",
+                                    "its receipt (prun receipt STATE_DIR --attempt-id ID)")
+        pstatus = {Status.SUCCEEDED: PacketStatus.SUCCEEDED,
+                   Status.TIMEOUT: PacketStatus.TIMEOUT}.get(status, PacketStatus.CANCELLED)
+        self._set_packet(u, pstatus, reason)
+        self.emit(pstatus.value, u, reason, result_file=result)
 
     def _ending(self, u: UnitState, why: str) -> None:
         cause = ("the run's deadline passed" if why == "timeout" and self.timed_out
@@ -574,24 +661,27 @@ class Supervisor:
             u.seq = len(rows)
             if not rows:
                 if u.status in (PacketStatus.RUNNING, PacketStatus.PARKED):
-                    u.status = PacketStatus.PENDING
+                    self._set_packet(u, PacketStatus.PENDING, "to be launched")
                 continue
             last = rows[-1]
             u.attempt_id = last["id"]
             u.executor = last["executor"] or u.executor
             status = Status(last["status"])
             if status.terminal:
-                final = FINAL_PACKET.get(status)
-                if final is not None and not u.status.terminal:
-                    # judged, but the packet's own row missed it: settle the packet, run nothing
-                    self._set_packet(u, final, f"{last['id']} {status.value}")
-                elif not u.status.terminal:
-                    u.predecessor = last["id"]
-                    if status == Status.QUOTA and last["state_dir"]:
-                        sd = statedir.StateDir(last["state_dir"])
-                        if sd.read(statedir.CONVERSATION_ID):
-                            u.continue_from = last["state_dir"]
-                    u.status = PacketStatus.PENDING
+                if u.status.terminal:
+                    continue
+                if u.status == PacketStatus.RUNNING and status in FINAL_PACKET:
+                    # judged, but the packet's own row missed it: settle it, run nothing
+                    self._set_packet(u, FINAL_PACKET[status], f"{last['id']} {status.value}")
+                    continue
+                # pending or parked after a quota stop, a reassignment or no receipt
+                u.predecessor = last["id"]
+                if status == Status.QUOTA and last["state_dir"]:
+                    sd = statedir.StateDir(last["state_dir"])
+                    if sd.read(statedir.CONVERSATION_ID):
+                        u.continue_from = last["state_dir"]
+                if u.status != PacketStatus.PENDING:
+                    self._set_packet(u, PacketStatus.PENDING, "a follow-up attempt is due")
                 continue
             launched = last["state_dir"] and os.path.exists(
                 os.path.join(last["state_dir"], statedir.WORKER))
@@ -600,9 +690,10 @@ class Supervisor:
                                            status=Status.CANCELLED, reason="never-launched",
                                            finished_at=now_iso())
                 u.predecessor = last["id"]
-                u.status = PacketStatus.PENDING
+                self._set_packet(u, PacketStatus.PENDING, "to be launched again")
                 continue
-            u.status = PacketStatus.RUNNING
+            if u.status != PacketStatus.RUNNING:
+                self._set_packet(u, PacketStatus.RUNNING, "launched by an earlier supervisor")
             u.cancel_requested = status == Status.CANCEL_REQUESTED
             self._start(self._adopt(u, last), u)
 

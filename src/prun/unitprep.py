@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .plan import Packet
@@ -21,17 +21,19 @@ class Route:
     reason: str
 
 
-def route(packet: Packet, env: Mapping[str, str]) -> Route:
-    """The executor for ``packet`` and why. ``auto`` goes through ``prun.routing`` when it is
-    installed; otherwise agy, the executor that takes the larger share."""
-    if packet.executor != "auto":
-        return Route(packet.executor, f"named by the packet ({packet.executor})")
-    try:
-        from . import routing  # type: ignore[attr-defined]
-    except ImportError:
-        return Route("agy", "auto: agy takes the larger share of ordinary units")
-    decision = routing.route(packet, env)
-    return Route(decision.executor, decision.reason)
+def route_all(packets: Sequence[Packet], env: Mapping[str, str]) -> dict[str, Route]:
+    """Each packet's executor and the reason, decided for the whole batch by
+    ``prun.routing`` (the seed's Executors rule, the project's policy, current quota)."""
+    from . import routing
+
+    if all(p.executor == "command" for p in packets):
+        return {p.id: Route("command", "named by the packet (command)") for p in packets}
+    from .quota import group_states
+
+    policy = routing.load_policy(routing.find_policy(env))
+    decisions = routing.route([routing.Need.of(p) for p in packets], dict(group_states(env)),
+                              policy, env)
+    return {d.packet: Route(d.executor, d.reason) for d in decisions}
 
 
 def workspace(packet: Packet, *, run_id: str, seq: int, repo_root: str | None,

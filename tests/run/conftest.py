@@ -1,5 +1,5 @@
 """Fixtures for run tests: a real git repository as the working directory, workspaces
-outside it, and small helpers to write plans of command units."""
+outside it (plan helpers are in runkit.py)."""
 
 from __future__ import annotations
 

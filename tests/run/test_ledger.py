@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 from helpers import prun
 from prun.ledger import MIGRATIONS, Ledger, Status
@@ -106,3 +107,30 @@ def test_unwritable_ledger_warns_but_dispatch_succeeds(tmp_path):
     assert r.returncode == 0
     assert r.stderr.count("warning: the ledger was not updated") == 1
     assert os.path.getsize(tmp_path / "r.md") > 0
+
+
+def test_a_ledger_written_by_an_earlier_prun_still_loads(tmp_path):
+    fixture = Path(__file__).parent / "fixtures" / "ledger-v1.sql"
+    path = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript(fixture.read_text())
+    conn.close()
+    with Ledger.open(path) as led:
+        assert led.schema_version == len(MIGRATIONS)
+        run = led.latest_run()
+        assert run["status"] == "succeeded" and run["packet_count"] == 5
+        assert {a["status"] for a in led.attempts(run["id"])} == {"succeeded"}
+        assert all(a["receipt"].startswith("pid:") for a in led.attempts(run["id"]))
+        assert led.events(run["id"])[0]["kind"] == "run-frozen"
+
+
+def test_standalone_session_receipt_is_recorded(tmp_path):
+    prompt = tmp_path / "p.md"
+    prompt.write_text("read the mail")
+    r = prun("dispatch", "--executor", "session", "--prompt-file", str(prompt),
+             "--result-file", str(tmp_path / "r.md"), "--unit-id", "mail")
+    assert r.returncode == 0, r.stderr
+    state = r.stdout.splitlines()[0].split(" ", 1)[1]
+    assert prun("receipt", state, "--attempt-id", "agent-7").returncode == 0
+    (row,) = json.loads(prun("ledger", "--dispatches", "--json").stdout)
+    assert row["status"] == "dispatched" and row["receipt"] == "agent-7"

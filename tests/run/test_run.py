@@ -264,3 +264,38 @@ def test_a_hanging_hook_is_ended_and_the_run_finishes(repo, tmp_path, monkeypatc
     assert r.returncode == 0, r.stdout + r.stderr
     run_dir = Path(r.stdout.splitlines()[-1].split()[1]).parent
     assert "ended after 1 s" in (run_dir / "hooks.log").read_text()
+
+
+def test_session_unit_is_handed_off_and_done_when_its_result_lands(repo):
+    plan = write_plan(repo / "plan.yaml", [{"id": "mail", "executor": "session",
+                                            "session_tools": True, "prompt": "read my mail"}])
+    run_id = prun("run", str(plan), "--detach").stdout.split()[1]
+    w = prun("wait", run_id, "--timeout", "60")
+    assert w.returncode == 9, w.stdout + w.stderr
+    event = next(line for line in w.stdout.splitlines() if " handoff " in line)
+    assert "handoff=" in event and "receipt_cmd=" in event
+    (attempt,) = attempts(run_id)
+    assert attempt["status"] == "pending" and not attempt["receipt"]
+    r = prun("receipt", attempt["state_dir"], "--attempt-id", "agent-42")
+    assert r.returncode == 0, r.stderr
+    Path(attempt["result_path"]).write_text("## Summary\nthree unread messages, none urgent\n")
+    cursor = w.stdout.splitlines()[-1].split()[1]
+    w2 = prun("wait", run_id, "--since", cursor, "--timeout", "60")
+    assert w2.returncode == 0, w2.stdout
+    (attempt,) = attempts(run_id)
+    assert attempt["status"] == "succeeded" and attempt["receipt"] == "agent-42"
+
+
+def test_cancel_one_attempt_leaves_the_others_running(repo):
+    plan = write_plan(repo / "plan.yaml",
+                      [py_unit("stop-me", "import time; time.sleep(300)"),
+                       py_unit("keep", "import time; time.sleep(300)")], parallel=2)
+    run_id = prun("run", str(plan), "--detach").stdout.split()[1]
+    poll(lambda: sum(a["status"] == "dispatched" for a in attempts(run_id)) == 2)
+    target = f"{run_id}:stop-me:1"
+    r = prun("cancel", target)
+    assert r.stdout.strip() == f"CANCEL {target} status=cancelled", r.stdout + r.stderr
+    statuses = packet_statuses(run_id)
+    assert statuses["stop-me"] == "cancelled" and statuses["keep"] == "running"
+    assert prun("cancel", run_id).returncode == 0
+    assert packet_statuses(run_id)["keep"] == "cancelled"

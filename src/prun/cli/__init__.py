@@ -19,23 +19,23 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "dispatch": ("prun.cli.dispatch", "run one unit on one executor (the seed's dispatch-task)"),
     "receipt": ("prun.cli.receipt", "attach a subagent's identifier to a session unit"),
-    "monitor": ("prun.cli.monitor", "wait for the first actionable event among running units"),
-    "gather": ("prun.cli.gather", "wait until result files land, printing each as it does"),
-    "quota": ("prun.cli.quota", "what each quota group has left (the seed's agent-quota)"),
-    "route": ("prun.cli.route", "choose the executor of each packet, with a reason"),
     "packet": ("prun.cli.packet", "write a packet template (packet new ID)"),
     "check": ("prun.cli.check", "the independence test: may a plan's packets run side by side"),
+    "route": ("prun.cli.route", "choose the executor of each packet, with a reason"),
     "run": ("prun.cli.run", "run a plan: every packet through one supervisor"),
     "status": ("prun.cli.status", "show a run: counts, and the units that need attention"),
     "wait": ("prun.cli.wait", "block until a run has something to act on"),
     "cancel": ("prun.cli.cancel", "cancel a run, a packet or an attempt"),
     "reassign": ("prun.cli.reassign", "a linked successor attempt for a packet"),
     "resume": ("prun.cli.resume", "re-attach to a run whose supervisor died"),
-    "ledger": ("prun.cli.ledger", "show the ledger of runs, packets, attempts and events"),
+    "monitor": ("prun.cli.monitor", "wait for the first actionable event among running units"),
+    "gather": ("prun.cli.gather", "wait until result files land, printing each as it does"),
     "reconcile": ("prun.cli.reconcile", "judge every packet of a run: accepted, rejected, review"),
     "integrate": ("prun.cli.integrate", "apply accepted changes, run the combined check, no commit"),
     "pause": ("prun.cli.pause", "save a unit's diff as a patch and stop it"),
     "clean": ("prun.cli.clean", "remove a run's workspaces, nothing else"),
+    "ledger": ("prun.cli.ledger", "show the ledger of runs, packets, attempts and events"),
+    "quota": ("prun.cli.quota", "what each quota group has left (the seed's agent-quota)"),
 }
 
 

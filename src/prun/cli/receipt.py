@@ -24,6 +24,7 @@ def run(args) -> int:
     from .. import statedir
     from ..errors import UsageError
     from ..fsutil import publish_new
+    from ..ledger import record_receipt
 
     attempt = (args.attempt_id or "").strip()
     if not attempt or any(c in attempt for c in "\r\n"):
@@ -43,5 +44,6 @@ def run(args) -> int:
         if held != attempt:
             raise UsageError(f"{sd.path} already has receipt {held}",
                              hint="a reassignment is a new attempt: dispatch the unit again")
+    record_receipt(sd.path, unit, attempt)  # the ledger (never fails the command)
     print(f"RECEIPT {sd.path} attempt-id={attempt}")
     return 0

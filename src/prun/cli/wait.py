@@ -2,7 +2,8 @@
 
 Wakes on the first actionable event after the cursor: a unit failed, timed out, was
 cancelled or blocked, stalled (no output for PRUN_STALL_THRESHOLD, default 10 min), was
-parked for quota, the run stopped (no receipt) or finished, or its supervisor is gone.
+parked for quota, a session unit waits for the coordinator, the run stopped (no receipt)
+or finished, or its supervisor is gone.
 `--any` also wakes on each unit that succeeded (to keep a pool busy with follow-ups).
 
     EVENT <seq> <kind> packet=<id> [status=<s>] [cause="..."]     (each event found)
@@ -12,16 +13,19 @@ parked for quota, the run stopped (no receipt) or finished, or its supervisor is
 exit codes: 0 the run finished and every packet succeeded; 1 the run finished otherwise;
 3 the run stopped (no receipt); 4 a unit failed, timed out, was cancelled or blocked;
 5 a unit stalled; 6 a unit was parked for quota; 7 the supervisor is gone (prun resume RUN);
-8 a unit succeeded (--any); 124 --timeout passed with nothing to report.
+8 a unit succeeded (--any); 9 a session unit was handed to the coordinator (run its
+`handoff=` file as a subagent, then its `receipt_cmd=`); 124 --timeout passed with nothing
+to report.
 """
 
 from __future__ import annotations
 
+import json
 import time
 
 FAIL_STATUSES = {"failed", "timeout", "cancelled", "blocked"}
 CODES = {"run-done": None, "stopped": 3, "failed": 4, "stalled": 5, "parked": 6,
-         "supervisor-gone": 7, "succeeded": 8}
+         "supervisor-gone": 7, "succeeded": 8, "handoff": 9}
 
 
 def add_arguments(p) -> None:
@@ -34,7 +38,7 @@ def add_arguments(p) -> None:
 
 def classify(ev, any_done: bool) -> str | None:
     kind, status = ev["kind"], ev["status"]
-    if kind in ("stalled", "stopped", "parked"):
+    if kind in ("stalled", "stopped", "parked", "handoff"):
         return kind
     if kind == "packet" and status in FAIL_STATUSES:
         return "failed"
@@ -64,9 +68,9 @@ def run(args) -> int:
                 what = classify(ev, args.any)
                 if what:
                     found.append((what, ev))
+            # read after the events: a run that ended meanwhile shows its end event next time
             run = ledger.run(run_id)
-            gone = (run["status"] == "running" and not found and not supervisor_alive(run)
-                    and not supervisor_alive(ledger.run(run_id)))
+            gone = not found and run["status"] == "running" and not supervisor_alive(run)
             if found or gone:
                 for what, ev in found:
                     words = ["EVENT", str(ev["seq"]), what]
@@ -76,6 +80,9 @@ def run(args) -> int:
                         words.append(word("status", ev["status"]))
                     if ev["cause"]:
                         words.append(word("cause", ev["cause"].splitlines()[0][:200]))
+                    data = json.loads(ev["data"]) if ev["data"] else {}
+                    words += [word(k, data[k]) for k in ("handoff", "receipt_cmd", "resets_at")
+                              if data.get(k)]
                     print(" ".join(words))
                 if gone:
                     print(f"EVENT {cursor} supervisor-gone cause=\"run `prun resume {run_id}`\"")
@@ -94,7 +101,7 @@ def _code(found, gone: bool, status: str) -> int:
     kinds = [w for w, _ in found]
     if "run-done" in kinds:
         return 0 if status == "succeeded" else 3 if status == "stopped" else 1
-    for k in ("stopped", "failed", "stalled", "parked", "succeeded"):
+    for k in ("stopped", "failed", "handoff", "stalled", "parked", "succeeded"):
         if k in kinds:
             return CODES[k]
     return CODES["supervisor-gone"] if gone else 1
