@@ -7,23 +7,41 @@ the last moment is never overwritten.
 
 from __future__ import annotations
 
+import itertools
 import os
+
+_counter = itertools.count()
 
 
 def _temp_beside(dest: str | os.PathLike, data: bytes, durable: bool = True) -> str:
-    import tempfile
+    """Write ``data`` to a new temp file in ``dest``'s folder; returns its path.
 
+    Named ``.<name>.<pid>.<n>.tmp`` and created with O_EXCL rather than by ``tempfile``: on a
+    slow file system ``mkstemp`` and a buffered file object cost three times the syscalls
+    themselves, and a run writes a dozen small files per unit.
+    """
+    dest = os.fspath(dest)
     folder = os.path.dirname(os.path.abspath(dest)) or "."
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(dest)}.", suffix=".tmp", dir=folder)
+    stem = f".{os.path.basename(dest)}.{os.getpid()}."
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+    while True:
+        tmp = os.path.join(folder, f"{stem}{next(_counter)}.tmp")
+        try:
+            fd = os.open(tmp, flags, 0o666)
+            break
+        except FileExistsError:  # left by a dead process that had our pid: take the next name
+            continue
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            if durable:
-                os.fsync(f.fileno())
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if durable:
+            os.fsync(fd)
     except BaseException:
+        os.close(fd)
         _unlink_quietly(tmp)
         raise
+    os.close(fd)
     return tmp
 
 
