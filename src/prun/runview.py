@@ -114,8 +114,8 @@ def open_run(ledger, run_arg: str | None = None, cwd: str | None = None) -> RunV
         if row is None:
             row = ledger.latest_run(None) if root is None else None
         if row is None:
-            where = f"repository {root}" if root else "ledger"
-            raise UsageError(f"no run of this {where} in the ledger {ledger.path}",
+            where = f" of the repository {root}" if root else ""
+            raise UsageError(f"no run{where} in the ledger {ledger.path}",
                              hint="start one with `prun run PLAN`, or name RUN")
     run = dict(row)
     rows = [dict(r) for r in ledger.packets(run["id"])]
