@@ -220,8 +220,9 @@ def default_path(start: str | os.PathLike | None = None) -> Path:
     root = repo_root(start)
     if root is not None:
         return prun_dir(root) / "ledger.sqlite"
-    base = os.environ.get("XDG_STATE_HOME", "").strip() or os.path.expanduser("~/.local/state")
-    return Path(base) / "prun" / "ledger.sqlite"
+    from .statedir import user_state_dir
+
+    return Path(user_state_dir()) / "ledger.sqlite"
 
 
 def _deferrable(fn):

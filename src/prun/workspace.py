@@ -55,8 +55,9 @@ def default_root(env: Mapping[str, str] | None = None) -> str:
     root = env.get("PRUN_WORKSPACE_ROOT", "").strip()
     if root:
         return os.path.abspath(os.path.expanduser(root))
-    base = env.get("XDG_STATE_HOME", "").strip() or os.path.expanduser("~/.local/state")
-    return os.path.join(base, "prun", "workspaces")
+    from .statedir import user_state_dir
+
+    return os.path.join(user_state_dir(env), "workspaces")
 
 
 def _inside(path: str, root: str) -> bool:
