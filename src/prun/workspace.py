@@ -74,7 +74,9 @@ def _nearest_git(path: str) -> str | None:
 
 
 def _write_marker(path: str, kind: str, **info) -> None:
-    atomic_write_json(path, {"kind": kind, "created": time.time(), **info})
+    # Not fsynced: the rename is atomic for readers, and a marker lost to a power cut only
+    # leaves an empty workspace that ``remove`` will not touch (a run makes one per unit).
+    atomic_write_json(path, {"kind": kind, "created": time.time(), **info}, durable=False)
 
 
 def marker(path: str | os.PathLike) -> dict | None:
