@@ -685,13 +685,26 @@ def _exit_recording(launch, workspace: str, sd: statedir.StateDir) -> list[str]:
 
     prog = launch.argv[0]
     path = launch.env.get("PATH")
-    found = (shutil.which(os.path.join(workspace, prog), path=path) if "/" in prog
-             else shutil.which(prog, path=path))
+    if "/" in prog:
+        found = shutil.which(os.path.join(workspace, prog), path=path)
+    else:  # a run starts the same program hundreds of times: search PATH once a while
+        key = (prog, path)
+        hit = _FOUND.get(key)
+        if hit is not None and time.monotonic() - hit[1] < FOUND_TTL_S:
+            found = hit[0]
+        else:
+            found = shutil.which(prog, path=path)
+            if found:
+                _FOUND[key] = (found, time.monotonic())
     if not found:
         raise LaunchError(f"{prog} not found" + ("" if "/" in prog else " on PATH"),
                           hint=f"install {prog} or give its full path")
     return ["/bin/sh", "-c", _SHIM, sd.file(EXIT_CODE), found,
             *launch.argv[1:]]
+
+
+_FOUND: dict[tuple[str, str | None], tuple[str, float]] = {}
+FOUND_TTL_S = 10.0
 
 
 # sh outlives its child when the group is signalled (a trap with an action is not inherited),
