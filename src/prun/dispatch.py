@@ -224,6 +224,8 @@ class Dispatch:
         self.p = prepared
         self.record = record              # a standalone dispatch records itself in the ledger
         self.record_exit = record_exit    # the worker's exit code goes to <state>/exit-code
+        self.in_run = record_exit         # a run's supervisor: begin and launch back to back
+        self._unit_pending = record_exit  # unit.json is still to be written (in a run)
         self.receipt: str | None = None   # "pid:<pid>@<start time>" once the worker runs
         self.outcome: Outcome | None = None
         self.state = state or statedir.create(prepared.request.unit_id,
@@ -245,6 +247,8 @@ class Dispatch:
     def begin(self) -> None:
         sd, p = self.state, self.p
         self.reader = p.executor.reader()
+        if self.in_run:
+            return self._begin_in_run()
         with open(sd.file(statedir.PROMPT), "w", encoding="utf-8") as f:
             f.write(p.prompt)
         sd.write(statedir.RESULT_FILE, p.result_file)
@@ -256,6 +260,28 @@ class Dispatch:
         self._gate()
         sd.write(statedir.MODEL, self.settings.model or p.executor.name)
         sd.write_json(statedir.UNIT, self._unit_record())
+
+    def _begin_in_run(self) -> None:
+        """``begin`` for a run's supervisor, which launches at once: the same files in fewer
+        file creations. The prompt is linked from the run's frozen copy; the single-value files
+        are written in place (the state dir is brand new, and a reader takes an empty file for
+        a missing one); ``tail`` and ``stderr`` are made by the launch; ``unit.json`` is
+        written once, complete, by ``launch`` (or by ``finish`` if there is no launch)."""
+        sd, p = self.state, self.p
+        try:
+            os.link(p.request.prompt_file, sd.file(statedir.PROMPT))
+        except OSError:
+            with open(sd.file(statedir.PROMPT), "w", encoding="utf-8") as f:
+                f.write(p.prompt)
+        sd.write_new(statedir.RESULT_FILE, p.result_file)
+        if p.executor.launches_process:
+            sd.write_new(statedir.DISPATCH_PID, str(self.dispatcher_pid))
+        else:  # a session unit is handed off, not launched: its record is written now
+            self._unit_pending = False
+        self._gate()
+        sd.write_new(statedir.MODEL, self.settings.model or p.executor.name)
+        if not self._unit_pending:
+            sd.write_json(statedir.UNIT, self._unit_record())
 
     def _gate(self) -> None:
         """The quota gate: may swap the model (MODEL-FALLBACK) or raise QuotaExhausted."""
@@ -336,12 +362,18 @@ class Dispatch:
                                 stdin_path=launch.stdin_path)
         except LaunchError as e:
             self.launch_error = e.line()
+            self._write_pending_unit()
             return False
         except OSError as e:
             self.launch_error = f"cannot start {p.executor.name}: {e}"
+            self._write_pending_unit()
             return False
         self.launched_at = time.time()
-        record = self.state.unit
+        if self._unit_pending:
+            record = self._unit_record()
+            self._unit_pending = False
+        else:
+            record = self.state.unit
         record["workspace"] = self.workspace
         record["argv"] = _redact_prompt(launch.argv, p.prompt)
         sd.write_json(statedir.UNIT, record)
@@ -352,6 +384,13 @@ class Dispatch:
         self.receipt = f"pid:{self.worker.pid}@{started or self.launched_at:.3f}"
         self._ledger("launch")
         return True
+
+    def _write_pending_unit(self) -> None:
+        if self._unit_pending:
+            self._unit_pending = False
+            record = self._unit_record()
+            record["workspace"] = self.workspace
+            self.state.write_json(statedir.UNIT, record)
 
     def _ledger(self, step: str) -> None:
         if self.record:
@@ -456,6 +495,7 @@ class Dispatch:
         from .fsutil import atomic_write, publish_new, read_text
 
         p, sd = self.p, self.state
+        self._write_pending_unit()  # a run's attempt the quota gate refused before its launch
         stream = self._final_stream()
         launch_error = getattr(self, "launch_error", None)
         if refused is not None:
@@ -645,13 +685,26 @@ def _exit_recording(launch, workspace: str, sd: statedir.StateDir) -> list[str]:
 
     prog = launch.argv[0]
     path = launch.env.get("PATH")
-    found = (shutil.which(os.path.join(workspace, prog), path=path) if "/" in prog
-             else shutil.which(prog, path=path))
+    if "/" in prog:
+        found = shutil.which(os.path.join(workspace, prog), path=path)
+    else:  # a run starts the same program hundreds of times: search PATH once a while
+        key = (prog, path)
+        hit = _FOUND.get(key)
+        if hit is not None and time.monotonic() - hit[1] < FOUND_TTL_S:
+            found = hit[0]
+        else:
+            found = shutil.which(prog, path=path)
+            if found:
+                _FOUND[key] = (found, time.monotonic())
     if not found:
         raise LaunchError(f"{prog} not found" + ("" if "/" in prog else " on PATH"),
                           hint=f"install {prog} or give its full path")
     return ["/bin/sh", "-c", _SHIM, sd.file(EXIT_CODE), found,
             *launch.argv[1:]]
+
+
+_FOUND: dict[tuple[str, str | None], tuple[str, float]] = {}
+FOUND_TTL_S = 10.0
 
 
 # sh outlives its child when the group is signalled (a trap with an action is not inherited),

@@ -56,26 +56,30 @@ def record(result_file: str, state_dir: str) -> bool:
         if st.st_size == 0:
             return False
         folder = index_dir()
-        os.makedirs(folder, exist_ok=True)
         data = json.dumps({"result_file": path, "state_dir": os.path.abspath(state_dir),
                            "dev": st.st_dev, "ino": st.st_ino, "size": st.st_size,
                            "mtime_ns": st.st_mtime_ns}).encode()
         final = entry_path(path, folder)
         tmp = f"{final}.{os.getpid()}.{os.urandom(3).hex()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+        try:
+            fd = os.open(tmp, flags, 0o600)
+        except FileNotFoundError:  # the first entry (or the folder was deleted)
+            os.makedirs(folder, exist_ok=True)
+            fd = os.open(tmp, flags, 0o600)
         try:
             os.write(fd, data)
         finally:
             os.close(fd)
         try:
             try:
-                os.unlink(final)  # an entry left by an earlier unit at the same path
-            except FileNotFoundError:
-                pass
-            try:
                 os.link(tmp, final)
-            except FileExistsError:
-                os.replace(tmp, final)
+            except FileExistsError:  # an entry left by an earlier unit at the same path
+                try:
+                    os.unlink(final)
+                    os.link(tmp, final)
+                except OSError:
+                    os.replace(tmp, final)
             except OSError:  # no hard links on this file system
                 os.replace(tmp, final)
         finally:

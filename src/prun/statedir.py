@@ -117,6 +117,16 @@ class StateDir:
         atomic_write(self.file(name), text if text.endswith("\n") else text + "\n",
                      durable=name in DURABLE)
 
+    def write_new(self, name: str, text: str) -> None:
+        """Create a one-value file that does not exist yet, in place (one file creation, no
+        rename): for a fresh state dir, whose readers take an empty file for a missing one."""
+        data = (text if text.endswith("\n") else text + "\n").encode("utf-8", "replace")
+        fd = os.open(self.file(name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+
     def write_json(self, name: str, obj) -> None:
         atomic_write_json(self.file(name), obj, durable=name in DURABLE)
 

@@ -75,7 +75,9 @@ def _nearest_git(path: str) -> str | None:
 
 
 def _write_marker(path: str, kind: str, **info) -> None:
-    atomic_write_json(path, {"kind": kind, "created": time.time(), **info})
+    # Not fsynced: the rename is atomic for readers, and a marker lost to a power cut only
+    # leaves an empty workspace that ``remove`` will not touch (a run makes one per unit).
+    atomic_write_json(path, {"kind": kind, "created": time.time(), **info}, durable=False)
 
 
 def marker(path: str | os.PathLike) -> dict | None:
@@ -94,15 +96,29 @@ def make_scratch(parent: str | os.PathLike, name: str) -> str:
     """A fresh, empty directory ``<parent>/<name>-<random>`` outside any git work tree, so a
     stray ``git`` command there reaches no repository. Returns its absolute path."""
     parent = os.path.abspath(os.fspath(parent))
-    os.makedirs(parent, exist_ok=True)
-    repo = _nearest_git(parent)
-    if repo:
-        raise WorkspaceError(
-            f"scratch dirs must live outside any git work tree; {parent} is inside {repo}",
-            hint="set PRUN_WORKSPACE_ROOT to a folder outside the repository")
-    path = tempfile.mkdtemp(prefix=f"{name}-", dir=parent)
+    checked = _OUTSIDE_GIT.get(parent)
+    cached = checked is not None and time.monotonic() - checked < OUTSIDE_GIT_TTL_S
+    if not cached:  # a run makes hundreds of scratch dirs in one parent: check it now and then
+        os.makedirs(parent, exist_ok=True)
+        repo = _nearest_git(parent)
+        if repo:
+            raise WorkspaceError(
+                f"scratch dirs must live outside any git work tree; {parent} is inside {repo}",
+                hint="set PRUN_WORKSPACE_ROOT to a folder outside the repository")
+        _OUTSIDE_GIT[parent] = time.monotonic()
+    try:
+        path = tempfile.mkdtemp(prefix=f"{name}-", dir=parent)
+    except FileNotFoundError:  # the parent was removed since it was checked
+        if not cached:
+            raise
+        _OUTSIDE_GIT.pop(parent, None)
+        return make_scratch(parent, name)
     _write_marker(os.path.join(path, MARKER), "scratch", name=name)
     return path
+
+
+_OUTSIDE_GIT: dict[str, float] = {}  # parents found outside any git work tree, and when
+OUTSIDE_GIT_TTL_S = 10.0
 
 
 # Throwaway clones ---------------------------------------------------------------------------
