@@ -492,7 +492,7 @@ class Dispatch:
     def finish(self, exit_code: int | None, *, timed_out: bool = False, cancelled: bool = False,
                refused: QuotaExhausted | None = None) -> Outcome:
         """Judge the run, publish the result (or FALLBACK), write outcome.json last."""
-        from .fsutil import atomic_write, publish_new, read_text
+        from .fsutil import atomic_write, file_size, publish_new, read_text, tail_bytes
 
         p, sd = self.p, self.state
         self._write_pending_unit()  # a run's attempt the quota gate refused before its launch
@@ -519,8 +519,8 @@ class Dispatch:
             response = read_text(stream.response_file, "")
         hit = None
         if verdict not in ("ok", "quota", "launch-failed"):
-            stderr_text = read_text(sd.file(statedir.STDERR), "") or ""
-            hit = p.executor.quota_hit(stream, exit_code or 0, stderr_text[-20000:])
+            stderr_tail = tail_bytes(sd.file(statedir.STDERR), 20000).decode("utf-8", "replace")
+            hit = p.executor.quota_hit(stream, exit_code or 0, stderr_tail)
             if hit is not None:
                 hit.group = hit.group or p.executor.quota_group(self.settings.model)
                 from . import quota
@@ -530,14 +530,19 @@ class Dispatch:
             from . import quota
 
             quota.after_backend_failure(p.executor, self.p.env)
-        worker_result = _nonempty(p.result_file)
+        def beside_worker_result() -> str | None:
+            """Keep the worker's own result; the final response goes beside it."""
+            if not (response and response.strip()):
+                return None
+            path = _sibling_path(p.result_file)
+            publish_new(path, response)
+            return path
+
         published = None
         sibling = None
-        if worker_result:
+        if file_size(p.result_file) > 0:
             published = "worker"
-            if response and response.strip():
-                sibling = _sibling_path(p.result_file)
-                publish_new(sibling, response)
+            sibling = beside_worker_result()
         else:
             if verdict == "ok" and len((response or "").strip().encode()) < MIN_RESPONSE_BYTES:
                 verdict = "short-response"
@@ -545,16 +550,14 @@ class Dispatch:
                          f"(fewer than {MIN_RESPONSE_BYTES})")
             text = response if verdict == "ok" else self._fallback_text(verdict, error, exit_code,
                                                                         stream)
-            if os.path.lexists(p.result_file) and not _nonempty(p.result_file):
+            if os.path.lexists(p.result_file):
                 atomic_write(p.result_file, text)  # the worker left an empty file: replace it
                 published = "response" if verdict == "ok" else "fallback"
             elif publish_new(p.result_file, text):
                 published = "response" if verdict == "ok" else "fallback"
             else:  # the worker wrote it at the last moment
                 published = "worker"
-                if response and response.strip():
-                    sibling = _sibling_path(p.result_file)
-                    publish_new(sibling, response)
+                sibling = beside_worker_result()
         from .published import record
 
         record(p.result_file, sd.path)  # waiters treat it as landed from now on
@@ -731,13 +734,6 @@ def recorded_exit(sd: statedir.StateDir) -> int | None:
 
 
 EXIT_CODE = "exit-code"
-
-
-def _nonempty(path: str) -> bool:
-    try:
-        return os.path.getsize(path) > 0
-    except OSError:
-        return False
 
 
 def _sibling_path(result_file: str) -> str:
