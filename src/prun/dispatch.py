@@ -223,7 +223,7 @@ class Dispatch:
                  record_exit: bool = False):
         self.p = prepared
         self.record = record              # a standalone dispatch records itself in the ledger
-        self.record_exit = record_exit    # the worker's exit code goes to <state>/exit-code
+        self.record_exit = record_exit    # the worker's exit code goes to the exit-code log
         self.in_run = record_exit         # a run's supervisor: begin and launch back to back
         self._unit_pending = record_exit  # unit.json is still to be written (in a run)
         self.receipt: str | None = None   # "pid:<pid>@<start time>" once the worker runs
@@ -265,8 +265,9 @@ class Dispatch:
         """``begin`` for a run's supervisor, which launches at once: the same files in fewer
         file creations. The prompt is linked from the run's frozen copy; the single-value files
         are written in place (the state dir is brand new, and a reader takes an empty file for
-        a missing one); ``tail`` and ``stderr`` are made by the launch; ``unit.json`` is
-        written once, complete, by ``launch`` (or by ``finish`` if there is no launch)."""
+        a missing one), those every unit of the run shares as links to one copy; ``tail`` and
+        ``stderr`` are made by the launch; ``unit.json`` is written once, complete, by
+        ``launch`` (or by ``finish`` if there is no launch)."""
         sd, p = self.state, self.p
         try:
             os.link(p.request.prompt_file, sd.file(statedir.PROMPT))
@@ -275,11 +276,11 @@ class Dispatch:
                 f.write(p.prompt)
         sd.write_new(statedir.RESULT_FILE, p.result_file)
         if p.executor.launches_process:
-            sd.write_new(statedir.DISPATCH_PID, str(self.dispatcher_pid))
+            sd.write_shared(statedir.DISPATCH_PID, str(self.dispatcher_pid))
         else:  # a session unit is handed off, not launched: its record is written now
             self._unit_pending = False
         self._gate()
-        sd.write_new(statedir.MODEL, self.settings.model or p.executor.name)
+        sd.write_shared(statedir.MODEL, self.settings.model or p.executor.name)
         if not self._unit_pending:
             sd.write_json(statedir.UNIT, self._unit_record())
 
@@ -374,13 +375,12 @@ class Dispatch:
             self._unit_pending = False
         else:
             record = self.state.unit
+        started = create_time(self.worker.pid)
         record["workspace"] = self.workspace
         record["argv"] = _redact_prompt(launch.argv, p.prompt)
+        record["worker"] = {"pid": self.worker.pid, "pgid": self.worker.pid,
+                            "create_time": started, "started_at": _iso(self.launched_at)}
         sd.write_json(statedir.UNIT, record)
-        started = create_time(self.worker.pid)
-        sd.write_json(statedir.WORKER, {"pid": self.worker.pid, "pgid": self.worker.pid,
-                                        "create_time": started,
-                                        "started_at": _iso(self.launched_at)})
         self.receipt = f"pid:{self.worker.pid}@{started or self.launched_at:.3f}"
         self._ledger("launch")
         return True
@@ -661,7 +661,7 @@ def reopen(req: Request, state_path: str) -> Dispatch:
     d = Dispatch(prepare(req, reopen=True), statedir.StateDir(state_path),
                  dispatcher_pid=os.getpid(), record=False, record_exit=True)
     unit = d.state.unit
-    worker = d.state.read_json(statedir.WORKER) or {}
+    worker = unit.get("worker") or {}
     d.workspace = unit.get("workspace") or d.workspace
     d.launched_at = worker.get("create_time") or d.started
     d.receipt = f"pid:{worker.get('pid')}@{d.launched_at:.3f}" if worker.get("pid") else None
@@ -680,8 +680,9 @@ def _own_start(pid: int, create_time) -> float | None:
 
 
 def _exit_recording(launch, workspace: str, sd: statedir.StateDir) -> list[str]:
-    """Wrap argv in ``sh`` so the exit code lands in ``<state>/exit-code`` even when no process
-    of prun's is left to reap the worker (a supervisor that died is resumed from files)."""
+    """Wrap argv in ``sh`` so the exit code is recorded even when no process of prun's is left
+    to reap the worker (a supervisor that died is resumed from files): one line
+    ``<state dir name> <code>`` appended to ``.exit-codes`` beside the state dir."""
     import shutil
 
     from .errors import LaunchError
@@ -702,7 +703,7 @@ def _exit_recording(launch, workspace: str, sd: statedir.StateDir) -> list[str]:
     if not found:
         raise LaunchError(f"{prog} not found" + ("" if "/" in prog else " on PATH"),
                           hint=f"install {prog} or give its full path")
-    return ["/bin/sh", "-c", _SHIM, sd.file(EXIT_CODE), found,
+    return ["/bin/sh", "-c", _SHIM, _exit_log(sd), os.path.basename(sd.path), found,
             *launch.argv[1:]]
 
 
@@ -711,12 +712,19 @@ FOUND_TTL_S = 10.0
 
 
 # sh outlives its child when the group is signalled (a trap with an action is not inherited),
-# so the worker keeps its grace period and its exit code is still recorded.
-_SHIM = 'trap : TERM INT HUP; "$@"; c=$?; echo $c > "$0"; exit $c'
+# so the worker keeps its grace period and its exit code is still recorded. One short line
+# appended (O_APPEND) is written whole, so many shims share the log.
+_SHIM = 'trap : TERM INT HUP; n=$1; shift; "$@"; c=$?; echo "$n $c" >> "$0"; exit $c'
+EXIT_LOG = ".exit-codes"
+
+
+def _exit_log(sd: statedir.StateDir) -> str:
+    return os.path.join(os.path.dirname(sd.path), EXIT_LOG)
 
 
 def _reap_or_recorded(worker, sd: statedir.StateDir) -> int:
-    """The exit code: reaped from our child, or read from ``exit-code`` for an adopted one."""
+    """The exit code: reaped from our child, or read from the exit-code log for an adopted
+    one."""
     from .process import reap
 
     if hasattr(worker.proc, "poll"):
@@ -726,14 +734,18 @@ def _reap_or_recorded(worker, sd: statedir.StateDir) -> int:
 
 
 def recorded_exit(sd: statedir.StateDir) -> int | None:
-    text = sd.read(EXIT_CODE)
+    """The worker's exit code as its shim recorded it, or None."""
+    from .fsutil import read_text
+
+    prefix = os.path.basename(sd.path) + " "
+    code = None
+    for line in (read_text(_exit_log(sd)) or "").splitlines():
+        if line.startswith(prefix):
+            code = line[len(prefix):].strip()
     try:
-        return int(text) if text else None
+        return int(code) if code else None
     except ValueError:
         return None
-
-
-EXIT_CODE = "exit-code"
 
 
 def _sibling_path(result_file: str) -> str:

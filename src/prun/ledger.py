@@ -187,11 +187,20 @@ _ATTEMPT_FIELDS = ("run_id", "packet_id", "seq", "executor", "requested_model", 
                    "routing_reason", "mode", "workspace", "base", "state_dir", "result_path",
                    "receipt", "predecessor", "continue_from", "status", "reason", "exit_code",
                    "error", "resets_at", "quarantine", "dispatched_at", "finished_at")
+_ATTEMPT_SET = frozenset(_ATTEMPT_FIELDS)
+
+
+_second: list = [None, ""]  # the last whole second formatted, and its text
 
 
 def now_iso(ts: float | None = None) -> str:
+    """``2026-11-30T20:05:06.123Z``. The whole second is formatted once (a run stamps
+    thousands of rows a second)."""
     t = time.time() if ts is None else ts
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
+    sec = int(t)
+    if _second[0] != sec:
+        _second[0], _second[1] = sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
+    return f"{_second[1]}.{int(t % 1 * 1000):03d}Z"
 
 
 def repo_root(start: str | os.PathLike | None = None) -> Path | None:
@@ -314,10 +323,14 @@ class Ledger:
             self._deferred = queued
             return 0
         try:
-            with self.transaction():
-                for fn, args, kwargs in queued:
+            with self.transaction() as c:
+                for item in queued:
                     try:
-                        fn(self, *args, **kwargs)
+                        if callable(item[0]):  # a whole writer, deferred as it was called
+                            item[0](self, *item[1], **item[2])
+                        elif c.execute(item[0], item[1]).rowcount == 0 and item[2]:
+                            print(f"prun: warning: ledger write skipped: {item[2]}",
+                                  file=sys.stderr)
                     except (StateError, ValueError, sqlite3.IntegrityError) as e:
                         print(f"prun: warning: ledger write skipped: {e}", file=sys.stderr)
         except BaseException:
@@ -325,6 +338,17 @@ class Ledger:
             raise
         self._deferred = []
         return len(queued)
+
+    def _write(self, *stmts: tuple[str, tuple, str | None]) -> None:
+        """Run (sql, params, message if no row changed) statements in one transaction, or
+        queue them, ready to run, while writes are deferred."""
+        if self._deferred is not None:
+            self._deferred.extend(stmts)
+            return
+        with self.transaction() as c:
+            for sql, params, missing in stmts:
+                if c.execute(sql, params).rowcount == 0 and missing:
+                    raise StateError(missing)
 
     def stop_deferring(self) -> None:
         self.flush()
@@ -391,80 +415,78 @@ class Ledger:
             c.execute(f"UPDATE runs SET {cols} WHERE id = ?",
                       (*(_plain(v) for v in fields.values()), run_id))
             if "status" in fields:
-                self._record_event("run", run_id=run_id, status=fields["status"], cause=cause)
+                c.execute(*self._event("run", run_id=run_id, status=fields["status"],
+                                       cause=cause)[:2])
 
-    @_deferrable
     def set_packet_status(self, run_id: str, packet_id: str, status: str, cause: str,
                           data: dict | None = None) -> None:
-        with self.transaction() as c:
-            c.execute("UPDATE packets SET status = ? WHERE run_id = ? AND id = ?",
-                      (str(status), run_id, packet_id))
-            self.record_event("packet", run_id=run_id, packet_id=packet_id, status=status,
-                              cause=cause, data=data)
+        self._write(("UPDATE packets SET status = ? WHERE run_id = ? AND id = ?",
+                     (str(status), run_id, packet_id), None),
+                    self._event("packet", run_id=run_id, packet_id=packet_id, status=status,
+                                cause=cause, data=data))
 
-    @_deferrable
     def record_attempt(self, attempt_id: str, cause: str, **fields) -> None:
         """Insert an attempt (status defaults to pending) and log it."""
         fields.setdefault("status", Status.PENDING)
-        unknown = set(fields) - set(_ATTEMPT_FIELDS)
+        unknown = fields.keys() - _ATTEMPT_SET
         if unknown:
             raise ValueError(f"unknown attempt fields: {sorted(unknown)}")
         at = now_iso()
         cols = ["id", *fields, "created_at", "updated_at"]
-        values = [attempt_id, *(_plain(v) for v in fields.values()), at, at]
-        with self.transaction() as c:
-            c.execute(f"INSERT INTO attempts ({', '.join(cols)}) VALUES "
-                      f"({', '.join('?' * len(cols))})", values)
-            self._owners[attempt_id] = (fields.get("run_id"), fields.get("packet_id"))
-            self.record_event("attempt", run_id=fields.get("run_id"),
-                              packet_id=fields.get("packet_id"), attempt_id=attempt_id,
-                              status=fields["status"], cause=cause, at=at)
+        values = (attempt_id, *(_plain(v) for v in fields.values()), at, at)
+        self._owners[attempt_id] = (fields.get("run_id"), fields.get("packet_id"))
+        self._write((f"INSERT INTO attempts ({', '.join(cols)}) VALUES "
+                     f"({', '.join('?' * len(cols))})", values, None),
+                    self._event("attempt", run_id=fields.get("run_id"),
+                                packet_id=fields.get("packet_id"), attempt_id=attempt_id,
+                                status=fields["status"], cause=cause, at=at))
 
-    @_deferrable
     def update_attempt(self, attempt_id: str, cause: str | None = None, **fields) -> None:
         """Change an attempt's columns; a status change is logged as an event."""
-        unknown = set(fields) - set(_ATTEMPT_FIELDS)
+        unknown = fields.keys() - _ATTEMPT_SET
         if unknown:
             raise ValueError(f"unknown attempt fields: {sorted(unknown)}")
         at = now_iso()
         fields["updated_at"] = at
-        with self.transaction() as c:
-            cols = ", ".join(f"{k} = ?" for k in fields)
-            cur = c.execute(f"UPDATE attempts SET {cols} WHERE id = ?",
-                            (*(_plain(v) for v in fields.values()), attempt_id))
-            if cur.rowcount == 0:
-                raise StateError(f"no attempt {attempt_id} in the ledger")
-            if "status" in fields:
-                owner = self._owners.get(attempt_id)
-                if owner is None:
-                    row = c.execute("SELECT run_id, packet_id FROM attempts WHERE id = ?",
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        update = (f"UPDATE attempts SET {cols} WHERE id = ?",
+                  (*(_plain(v) for v in fields.values()), attempt_id),
+                  f"no attempt {attempt_id} in the ledger")
+        if "status" not in fields:
+            return self._write(update)
+        owner = self._owners.get(attempt_id)
+        if owner is None:
+            row = self.conn.execute("SELECT run_id, packet_id FROM attempts WHERE id = ?",
                                     (attempt_id,)).fetchone()
-                    owner = (row["run_id"], row["packet_id"])
-                data = {k: fields[k] for k in ("reason", "exit_code", "resets_at", "receipt")
-                        if fields.get(k) is not None}
-                self.record_event("attempt", run_id=owner[0], packet_id=owner[1],
-                                  attempt_id=attempt_id, status=fields["status"],
-                                  cause=cause or "", data=data or None, at=at)
+            if row is None:
+                raise StateError(f"no attempt {attempt_id} in the ledger")
+            owner = (row["run_id"], row["packet_id"])
+        data = {k: fields[k] for k in ("reason", "exit_code", "resets_at", "receipt")
+                if fields.get(k) is not None}
+        self._write(update, self._event("attempt", run_id=owner[0], packet_id=owner[1],
+                                        attempt_id=attempt_id, status=fields["status"],
+                                        cause=cause or "", data=data or None, at=at))
 
     set_status = update_attempt
 
     def record_event(self, kind: str, **kwargs) -> int | None:
+        """Append one event; returns its sequence number (None while writes are deferred)."""
+        stmt = self._event(kind, **kwargs)
         if self._deferred is not None:
-            self._deferred.append((Ledger._record_event, (kind,), kwargs))
+            self._deferred.append(stmt)
             return None
-        return self._record_event(kind, **kwargs)
-
-    def _record_event(self, kind: str, *, run_id: str | None = None, packet_id: str | None = None,
-                     attempt_id: str | None = None, status: str | None = None, cause: str = "",
-                     data: dict | None = None, at: str | None = None) -> int:
         with self.transaction() as c:
-            cur = c.execute(
-                "INSERT INTO events (at, run_id, packet_id, attempt_id, kind, status, cause, data)"
-                " VALUES (?,?,?,?,?,?,?,?)",
+            return c.execute(stmt[0], stmt[1]).lastrowid
+
+    @staticmethod
+    def _event(kind: str, *, run_id: str | None = None, packet_id: str | None = None,
+               attempt_id: str | None = None, status: str | None = None, cause: str = "",
+               data: dict | None = None, at: str | None = None) -> tuple[str, tuple, None]:
+        return ("INSERT INTO events (at, run_id, packet_id, attempt_id, kind, status, cause,"
+                " data) VALUES (?,?,?,?,?,?,?,?)",
                 (at or now_iso(), run_id, packet_id, attempt_id, kind,
                  str(status) if status is not None else None, cause,
-                 json.dumps(data, default=str) if data else None))
-            return cur.lastrowid
+                 json.dumps(data, default=str) if data else None), None)
 
     def add_request(self, run_id: str, kind: str, target: str | None = None,
                     executor: str | None = None, cause: str = "") -> int:

@@ -2,7 +2,7 @@
 
 This is the seed's "a writer discovers a shared file or dependency outside its packet": the
 affected unit is paused, its change preserved, and revised packets then run as new attempts
-linked to it. prun signals only the process group its state dir records (``worker.json``: pid,
+linked to it. prun signals only the process group its state dir records (``unit.json``'s worker: pid,
 process group, start time), and only while the recorded pid is the process that started then.
 """
 
@@ -15,8 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .errors import StateError
-from .fsutil import atomic_write, atomic_write_json, read_json
+from .fsutil import atomic_write, atomic_write_json
 from .process import KILL_GRACE_SECONDS, same_process_alive
+from .statedir import StateDir
 
 PAUSED_PATCH = "paused.patch"
 PAUSED_JSON = "paused.json"
@@ -34,13 +35,13 @@ class PauseResult:
 
 
 def stop_recorded_group(state_dir: str, grace: float = KILL_GRACE_SECONDS) -> str:
-    """End the worker group recorded in ``state_dir/worker.json``: SIGTERM to the group, then
+    """End the worker group recorded in ``state_dir/unit.json``: SIGTERM to the group, then
     SIGKILL to members still there after ``grace`` seconds. Returns ``stopped``, ``gone`` (it
     had already ended) or ``not-started`` (no worker was recorded)."""
     import psutil
 
-    info = read_json(os.path.join(state_dir, "worker.json"))
-    if not isinstance(info, dict) or not info.get("pid"):
+    info = StateDir(state_dir).worker
+    if info is None:
         return "not-started"
     pid = int(info["pid"])
     pgid = int(info.get("pgid") or pid)
@@ -97,8 +98,8 @@ def _worker(state_dir: str):
     """The recorded worker as a psutil process, or None when it is not running any more."""
     import psutil
 
-    info = read_json(os.path.join(state_dir, "worker.json"))
-    if not isinstance(info, dict) or not info.get("pid"):
+    info = StateDir(state_dir).worker
+    if info is None:
         return None
     if not same_process_alive(int(info["pid"]), info.get("create_time")):
         return None
@@ -147,9 +148,7 @@ def pause(state_dir: str, workspace: str | None, base: str | None, *,
     try:
         worker = _worker(state_dir)
         if worker is None:
-            info = read_json(os.path.join(state_dir, "worker.json"))
-            result.stopped = "gone" if isinstance(info, dict) and info.get("pid") \
-                else "not-started"
+            result.stopped = "gone" if StateDir(state_dir).worker else "not-started"
         elif ask_supervisor is not None and ask_supervisor() \
                 and not _wait_gone([worker], 2 * grace + 5):
             result.stopped = "stopped"

@@ -11,8 +11,8 @@ Files (all optional until written; ``outcome.json`` is written last and means "f
     quota-note       the MODEL-FALLBACK line or quota refusal, when the quota gate acted
     prompt           a copy of the unit's prompt (for follow-ups, reassignment and recovery)
     unit.json        what was launched: unit id, executor, models, mode, workspace, argv, timeout,
-                     dispatcher pid and start time
-    worker.json      the worker's pid, process group and start time, once it runs
+                     dispatcher pid and start time; once the worker runs, its pid, process
+                     group and start time (``worker``)
     outcome.json     outcome, exit code, backend status, error, timestamps (written last)
     handoff.md       session units only: the prompt plus the unit contract, for the subagent
     receipt          session units only: the subagent's identifier (``prun receipt``)
@@ -28,7 +28,16 @@ import re
 import time
 
 from .errors import UsageError
-from .fsutil import atomic_write, atomic_write_json, file_size, read_json, read_text
+from .fsutil import (
+    SHARED_DIR,
+    atomic_write,
+    atomic_write_json,
+    create_new,
+    create_shared,
+    file_size,
+    read_json,
+    read_text,
+)
 
 TAIL = "tail"
 STDERR = "stderr"
@@ -39,7 +48,6 @@ MODEL = "model"
 QUOTA_NOTE = "quota-note"
 PROMPT = "prompt"
 UNIT = "unit.json"
-WORKER = "worker.json"
 OUTCOME = "outcome.json"
 HANDOFF = "handoff.md"
 RECEIPT = "receipt"
@@ -120,12 +128,13 @@ class StateDir:
     def write_new(self, name: str, text: str) -> None:
         """Create a one-value file that does not exist yet, in place (one file creation, no
         rename): for a fresh state dir, whose readers take an empty file for a missing one."""
-        data = (text if text.endswith("\n") else text + "\n").encode("utf-8", "replace")
-        fd = os.open(self.file(name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
+        create_new(self.file(name), _line(text))
+
+    def write_shared(self, name: str, text: str) -> None:
+        """``write_new`` for a value many state dirs of a run hold (the supervisor's pid, a
+        model): a hard link to one read-only copy beside them (``fsutil.create_shared``)."""
+        create_shared(self.file(name), _line(text),
+                      os.path.join(os.path.dirname(self.path), SHARED_DIR))
 
     def write_json(self, name: str, obj) -> None:
         atomic_write_json(self.file(name), obj, durable=name in DURABLE)
@@ -145,6 +154,12 @@ class StateDir:
     @property
     def unit(self) -> dict:
         return self.read_json(UNIT) or {}
+
+    @property
+    def worker(self) -> dict | None:
+        """The launched worker (pid, pgid, create_time, started_at), or None before launch."""
+        info = self.unit.get("worker")
+        return info if isinstance(info, dict) and info.get("pid") else None
 
     @property
     def outcome(self) -> dict | None:
@@ -171,6 +186,10 @@ class StateDir:
             return os.stat(self.file(TAIL)).st_mtime
         except OSError:
             return None
+
+
+def _line(text: str) -> bytes:
+    return (text if text.endswith("\n") else text + "\n").encode("utf-8", "replace")
 
 
 def open_existing(path: str) -> StateDir:

@@ -683,8 +683,7 @@ class Supervisor:
                 if u.status != PacketStatus.PENDING:
                     self._set_packet(u, PacketStatus.PENDING, "a follow-up attempt is due")
                 continue
-            launched = last["state_dir"] and os.path.exists(
-                os.path.join(last["state_dir"], statedir.WORKER))
+            launched = last["state_dir"] and statedir.StateDir(last["state_dir"]).worker
             if not launched:  # the earlier supervisor died before this one started
                 self.ledger.update_attempt(last["id"], "the supervisor died before its launch",
                                            status=Status.CANCELLED, reason="never-launched",
@@ -706,6 +705,8 @@ class Supervisor:
         except OSError:
             return
         for name in sorted(names):
+            if name.startswith("."):  # the exit-code log, shared copies
+                continue
             sd = statedir.StateDir(str(self.paths.state / name))
             unit = sd.unit
             aid = unit.get("attempt_id")
@@ -747,7 +748,7 @@ class Supervisor:
                                 None)
         d = reopen(req, sd.path)
         u.started = d.launched_at
-        w = sd.read_json(statedir.WORKER) or {}
+        w = unit.get("worker") or {}
         pid, started = w.get("pid"), w.get("create_time")
         fd = None
         if same_process_alive(pid, started):

@@ -113,8 +113,19 @@ def make_scratch(parent: str | os.PathLike, name: str) -> str:
             raise
         _OUTSIDE_GIT.pop(parent, None)
         return make_scratch(parent, name)
-    _write_marker(os.path.join(path, MARKER), "scratch", name=name)
+    _shared_marker(path, parent)
     return path
+
+
+def _shared_marker(path: str, parent: str) -> None:
+    """A scratch dir's marker, linked to one copy in its parent (``fsutil.create_shared``):
+    a run makes hundreds of scratch dirs side by side."""
+    import json
+
+    from .fsutil import SHARED_DIR, create_shared
+
+    data = json.dumps({"kind": "scratch", "parent": parent}).encode() + b"\n"
+    create_shared(os.path.join(path, MARKER), data, os.path.join(parent, SHARED_DIR))
 
 
 _OUTSIDE_GIT: dict[str, float] = {}  # parents found outside any git work tree, and when

@@ -344,7 +344,7 @@ def test_timeout_ends_the_group_and_publishes_fallback(fake_agy, unit, scenario)
                                "PRUN_TIMEOUT_GRACE_SECONDS": "0.2"})
     assert proc.returncode == 124
     assert unit["result"].read_text().startswith("FALLBACK reason=timeout")
-    worker = json.loads((state_dir(proc) / "worker.json").read_text())
+    worker = json.loads((state_dir(proc) / "unit.json").read_text())["worker"]
     assert not _alive(worker["pid"])
 
 

@@ -150,7 +150,7 @@ def test_hang_with_relaunch_ends_the_whole_group(gemini_unit, tmp_path):
     assert p.returncode == 124
     assert gemini_unit.result.read_text().startswith("FALLBACK reason=timeout")
     child = int(pidfile.read_text())
-    worker = json.loads((gemini_unit.state / "worker.json").read_text())["pid"]
+    worker = json.loads((gemini_unit.state / "unit.json").read_text())["worker"]["pid"]
     assert child != worker  # the work ran in a relaunched child ...
     assert not _alive(child)  # ... and it is gone too
 

@@ -43,7 +43,7 @@ def test_dispatch_hands_off_and_launches_nothing(session_unit):
     unit = json.loads((sd / "unit.json").read_text())
     assert unit["executor"] == "session" and unit["workspace"] == str(sd / "work")
     # no process: no pid, no stream, no worker, not finished, no result yet
-    for name in ("dispatch-pid", "tail", "stderr", "worker.json", "outcome.json", "receipt"):
+    for name in ("dispatch-pid", "tail", "stderr", "outcome.json", "receipt"):
         assert not (sd / name).exists(), name
     assert not session_unit.result.exists()
     handoff = (sd / "handoff.md").read_text()

@@ -15,6 +15,7 @@ import pytest
 from watchkit import age, end_worker_group, publish, wait_for, write_outcome
 
 from helpers import prun
+from prun.statedir import StateDir
 from prun.timeparse import parse_duration
 
 MONITOR_CMD = f"{shlex.quote(sys.executable)} -m prun monitor"
@@ -96,7 +97,7 @@ def test_kill_9_of_a_dispatcher(tmp_path, fake_agy, background):
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     state_dir = Path(dispatcher.stdout.readline().split(" ", 1)[1].strip())
     try:
-        wait_for(lambda: (state_dir / "worker.json").exists(), what="the worker to start")
+        wait_for(lambda: StateDir(str(state_dir)).worker, what="the worker to start")
         m = background("monitor", str(state_dir))
         if sys.platform == "linux":  # kill it while the monitor sleeps, not before it looks
             wait_for(lambda: watches_exit_of(m.proc.pid, dispatcher.pid),

@@ -70,7 +70,7 @@ def age(path: Path, seconds: float) -> None:
 def end_worker_group(state_dir: Path) -> None:
     """Clean-up for a dispatcher killed in a test: its worker's group is still running."""
     try:
-        info = json.loads((state_dir / "worker.json").read_text())
+        info = json.loads((state_dir / "unit.json").read_text())["worker"]
         os.killpg(info["pgid"], signal.SIGKILL)
     except (OSError, ValueError, KeyError):
         pass

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 
 
 def add_arguments(p) -> None:
@@ -32,17 +33,16 @@ def add_arguments(p) -> None:
 
 def running_units(view) -> list[str]:
     """Packets of the run with a unit still running (or about to, under a live supervisor)."""
-    from ..fsutil import read_json
     from ..ledger import TERMINAL
     from ..process import same_process_alive
+    from ..statedir import StateDir
 
     supervisor = same_process_alive(view.run.get("supervisor_pid"),
                                     view.run.get("supervisor_started"))
     busy = []
     for pid, attempts in sorted(view.attempts.items()):
         for a in attempts:
-            worker = read_json(os.path.join(a["state_dir"], "worker.json")) \
-                if a.get("state_dir") else None
+            worker = StateDir(a["state_dir"]).worker if a.get("state_dir") else None
             alive = isinstance(worker, dict) and same_process_alive(
                 worker.get("pid"), worker.get("create_time"))
             if alive or (supervisor and a["status"] not in {str(s) for s in TERMINAL}):
@@ -53,6 +53,7 @@ def running_units(view) -> list[str]:
 
 def run(args) -> int:
     from ..errors import StateError
+    from ..fsutil import SHARED_DIR
     from ..ledger import Ledger
     from ..runview import open_run
     from ..workspace import marker, remove
@@ -84,6 +85,8 @@ def run(args) -> int:
         for parent in parents:          # the run's own folder of workspaces, once empty
             if os.path.basename(parent) == view.id:
                 with contextlib.suppress(OSError):
+                    if set(os.listdir(parent)) <= {SHARED_DIR}:  # the markers' one copy
+                        shutil.rmtree(os.path.join(parent, SHARED_DIR), ignore_errors=True)
                     os.rmdir(parent)
         removed = sum(r[0] == "REMOVED" for r in rows)
         if not args.dry_run and removed:

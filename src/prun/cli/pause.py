@@ -4,7 +4,7 @@
 
 For the seed's "a writer discovers a shared file or dependency outside its packet". The
 packet's deciding attempt in RUN (default: the latest run of this repository) is stopped:
-only the process group its state dir records (worker.json: pid, group, start time), and only
+only the process group its state dir records (unit.json's worker: pid, group, start time), and only
 while that pid is still the process prun started. Its clone's change against the base is
 saved as <state dir>/paused.patch (binary, untracked files included), with paused.json beside
 it; the ledger gets a `pause` event and a cancel request for the run's supervisor. A revised

@@ -16,7 +16,7 @@ and prints what the coordinator hands its subagent, after the ``STATE-DIR`` line
 Each line is a key, one space, then a value running to the end of the line. When the runtime
 returns the subagent's identifier, ``prun receipt`` attaches it (``receipt`` in the state dir);
 no receipt means not dispatched. There is no process, so no ``dispatch-pid``, ``tail`` or
-``worker.json``; the unit is done when its result file lands. ``outcome.json`` is not written:
+worker in ``unit.json``; the unit is done when its result file lands. ``outcome.json`` is not written:
 there is no exit code to judge.
 """
 
