@@ -61,10 +61,11 @@ def atomic_write(dest: str | os.PathLike, data: bytes | str, *, durable: bool = 
 
 
 def atomic_write_json(dest: str | os.PathLike, obj, *, durable: bool = True) -> None:
+    """One line of JSON, keys sorted (without ``indent`` json uses its C encoder: a run
+    writes thousands of these)."""
     import json
 
-    atomic_write(dest, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n",
-                 durable=durable)
+    atomic_write(dest, json.dumps(obj, sort_keys=True, default=str) + "\n", durable=durable)
 
 
 def publish_new(dest: str | os.PathLike, data: bytes | str) -> bool:

@@ -83,8 +83,11 @@ def deadline_at(text: str | None, now: float | None = None) -> float | None:
 
 
 def packet_spec(p: Packet) -> dict:
-    d = dataclasses.asdict(p)
-    d.pop("lines", None)
+    """The packet as plain data for the ledger (tuples stay tuples: JSON writes them as lists;
+    a shallow walk, as ``dataclasses.asdict`` deep-copies every value)."""
+    d = {f.name: getattr(p, f.name) for f in dataclasses.fields(p) if f.name != "lines"}
+    if isinstance(d.get("data"), DataBoundary):
+        d["data"] = {f.name: getattr(d["data"], f.name) for f in dataclasses.fields(DataBoundary)}
     return d
 
 
