@@ -225,6 +225,7 @@ class Dispatch:
         self.record = record              # a standalone dispatch records itself in the ledger
         self.record_exit = record_exit    # the worker's exit code goes to the exit-code log
         self.in_run = record_exit         # a run's supervisor: begin and launch back to back
+        self.durable = not self.in_run    # fsync each file; a run's supervisor syncs in groups
         self._unit_pending = record_exit  # unit.json is still to be written (in a run)
         self.receipt: str | None = None   # "pid:<pid>@<start time>" once the worker runs
         self.outcome: Outcome | None = None
@@ -535,7 +536,7 @@ class Dispatch:
             if not (response and response.strip()):
                 return None
             path = _sibling_path(p.result_file)
-            publish_new(path, response)
+            publish_new(path, response, durable=self.durable)
             return path
 
         published = None
@@ -551,9 +552,10 @@ class Dispatch:
             text = response if verdict == "ok" else self._fallback_text(verdict, error, exit_code,
                                                                         stream)
             if os.path.lexists(p.result_file):
-                atomic_write(p.result_file, text)  # the worker left an empty file: replace it
+                atomic_write(p.result_file, text,  # the worker left an empty file: replace it
+                             durable=self.durable)
                 published = "response" if verdict == "ok" else "fallback"
-            elif publish_new(p.result_file, text):
+            elif publish_new(p.result_file, text, durable=self.durable):
                 published = "response" if verdict == "ok" else "fallback"
             else:  # the worker wrote it at the last moment
                 published = "worker"
@@ -581,7 +583,7 @@ class Dispatch:
             "started_at": _iso(self.started), "finished_at": _iso(finished),
             "duration_s": round(finished - self.started, 3),
         }
-        sd.write_json(statedir.OUTCOME, info)
+        sd.write_json(statedir.OUTCOME, info, durable=self.durable)
         self.outcome = Outcome(kind, code, verdict, error, published, info)
         self._ledger("finish")
         return self.outcome

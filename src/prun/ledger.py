@@ -315,12 +315,16 @@ class Ledger:
         if self._deferred is None:
             self._deferred = []
 
-    def flush(self) -> int:
-        """Apply queued writes in one transaction; returns how many. If the transaction
-        fails the queue is kept (and the error raised)."""
-        queued, self._deferred = self._deferred, None
+    def flush(self, upto: int | None = None) -> int:
+        """Apply queued writes (the first ``upto`` of them) in one transaction; returns how
+        many. If the transaction fails the queue is kept (and the error raised)."""
+        if upto is None or self._deferred is None:
+            queued, rest = self._deferred, []
+        else:
+            queued, rest = self._deferred[:upto], self._deferred[upto:]
+        self._deferred = None
         if not queued:
-            self._deferred = queued
+            self._deferred = rest if queued is not None else None
             return 0
         try:
             with self.transaction() as c:
@@ -334,9 +338,9 @@ class Ledger:
                     except (StateError, ValueError, sqlite3.IntegrityError) as e:
                         print(f"prun: warning: ledger write skipped: {e}", file=sys.stderr)
         except BaseException:
-            self._deferred = queued  # rolled back: keep the queue for the next flush
+            self._deferred = queued + rest  # rolled back: keep the queue for the next flush
             raise
-        self._deferred = []
+        self._deferred = rest
         return len(queued)
 
     def _write(self, *stmts: tuple[str, tuple, str | None]) -> None:
@@ -349,6 +353,11 @@ class Ledger:
             for sql, params, missing in stmts:
                 if c.execute(sql, params).rowcount == 0 and missing:
                     raise StateError(missing)
+
+    @property
+    def pending(self) -> int:
+        """How many writes are queued."""
+        return len(self._deferred or ())
 
     def stop_deferring(self) -> None:
         self.flush()

@@ -136,8 +136,9 @@ class StateDir:
         create_shared(self.file(name), _line(text),
                       os.path.join(os.path.dirname(self.path), SHARED_DIR))
 
-    def write_json(self, name: str, obj) -> None:
-        atomic_write_json(self.file(name), obj, durable=name in DURABLE)
+    def write_json(self, name: str, obj, durable: bool | None = None) -> None:
+        atomic_write_json(self.file(name), obj,
+                          durable=name in DURABLE if durable is None else durable)
 
     # reading ------------------------------------------------------------------------------
     def read(self, name: str) -> str | None:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from . import statedir
 from .errors import PrunError, QuotaExhausted
+from .fsutil import sync_fs
 from .ledger import Ledger, PacketStatus, RunStatus, Status, now_iso
 from .plan import Packet
 from .runevents import Event
@@ -109,6 +110,7 @@ class Supervisor:
         self.stall_s = float(self.env.get("PRUN_STALL_THRESHOLD", "") or STALL_DEFAULT_S)
         self._wake: asyncio.Event | None = None
         self._last_stall_check = 0.0
+        self._unsynced = False               # units settled since the last syncfs
         self.parked: set[str] = set()
         self._cursor = 0
         self.index: dict[str, int] = {}
@@ -166,7 +168,7 @@ class Supervisor:
                 self._check_deadline()
                 self._schedule()
                 if not self.tasks and self._settled():
-                    self.ledger.flush()
+                    self._commit_now()
                     status = self._final_status()
                     if self.ledger.close_run(self.run_id, status):
                         break  # released; a later request starts a new supervisor
@@ -175,6 +177,8 @@ class Supervisor:
                 self._check_stalls()
         finally:
             flusher.cancel()
+            if self._unsynced:
+                sync_fs(self.paths.root)
             self.ledger.stop_deferring()
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
                 loop.remove_signal_handler(sig)
@@ -193,9 +197,27 @@ class Supervisor:
         while True:
             await asyncio.sleep(FLUSH_S)
             try:
-                self.ledger.flush()
+                await self._commit()
             except Exception as e:  # the queue is kept; the next flush tries again
                 print(f"prun: warning: ledger flush failed ({e}); retrying", file=sys.stderr)
+
+    async def _commit(self) -> None:
+        """Group commit: the files of the units settled so far (results, outcomes; written
+        without an fsync each) reach the disk in one syncfs, and only then does the ledger
+        record those units as finished."""
+        n = self.ledger.pending
+        if not n:
+            return
+        if self._unsynced:
+            self._unsynced = False
+            await asyncio.to_thread(sync_fs, self.paths.root)
+        self.ledger.flush(upto=n)
+
+    def _commit_now(self) -> None:
+        if self._unsynced:
+            self._unsynced = False
+            sync_fs(self.paths.root)
+        self.ledger.flush()
 
     async def _sleep(self) -> None:
         """Until a unit's task ends, a request or signal wakes us, a park ends, the deadline
@@ -337,6 +359,7 @@ class Supervisor:
         u.state_dir = d.state.path
         if refused is not None:
             await asyncio.to_thread(d.finish, None, refused=refused)
+            self._unsynced = True
             self.ledger.update_attempt(aid, "quota gate refused", status=Status.QUOTA,
                                        state_dir=d.state.path, reason="quota",
                                        error=refused.line(), resets_at=refused.resets_at,
@@ -347,6 +370,7 @@ class Supervisor:
             return await self._session(u, d, launched)
         if not launched:
             await asyncio.to_thread(d.finish, None)
+            self._unsynced = True
             return self._no_receipt(u, aid, f"start {executor_name} for packet {p.id}",
                                     d.launch_error, state_dir=d.state.path)
         u.started = d.launched_at
@@ -459,6 +483,7 @@ class Supervisor:
     def _settle(self, u: UnitState, d, outcome: str, info: dict, why: str | None,
                 quiet: bool = True) -> None:
         aid = u.attempt_id
+        self._unsynced = True
         status = OUTCOME_STATUS.get(outcome, Status.FAILED)
         quarantine = None
         if u.superseded or why is not None:
