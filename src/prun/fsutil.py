@@ -7,6 +7,7 @@ the last moment is never overwritten.
 
 from __future__ import annotations
 
+import _thread  # the builtin under threading: its import costs nothing on the fast path
 import itertools
 import os
 
@@ -102,6 +103,7 @@ def create_new(dest: str | os.PathLike, data: bytes, mode: int = 0o666) -> None:
 
 SHARED_DIR = ".prun-shared"
 _shared: dict[tuple[str, bytes], str] = {}
+_shared_lock = _thread.allocate_lock()
 
 
 def create_shared(dest: str | os.PathLike, data: bytes, store: str) -> None:
@@ -119,15 +121,17 @@ def create_shared(dest: str | os.PathLike, data: bytes, store: str) -> None:
         import hashlib
 
         src = os.path.join(store, hashlib.sha256(data).hexdigest()[:24])
-        try:
-            os.makedirs(store, exist_ok=True)
-            create_new(src, data, 0o444)
-        except FileExistsError:
-            if read_bytes(src) != data:  # not ours after all: do without the link
-                return create_new(dest, data)
-        except OSError:
-            return create_new(dest, data)
-        _shared[key] = src
+        with _shared_lock:  # one thread makes the copy; the others wait for it whole
+            if key not in _shared:
+                try:
+                    os.makedirs(store, exist_ok=True)
+                    create_new(src, data, 0o444)
+                except FileExistsError:
+                    if read_bytes(src) != data:  # not ours after all: do without the link
+                        return create_new(dest, data)
+                except OSError:
+                    return create_new(dest, data)
+                _shared[key] = src
     try:
         os.link(src, dest)
     except FileExistsError:

@@ -67,6 +67,16 @@ def test_plan_runs_with_after_and_reports_failures(repo, tmp_path):
     ok = next(a for a in rows if a["packet_id"] == "first")
     assert "long enough" in Path(ok["result_path"]).read_text()
     assert Path(ok["state_dir"], "dispatch-pid").read_text().strip().isdigit()
+    # values every unit shares are links to one read-only copy; exit codes go to one log
+    dirs = [Path(a["state_dir"]) for a in rows]
+    assert len({(d / "dispatch-pid").stat().st_ino for d in dirs}) == 1
+    assert len({(d / "model").stat().st_ino for d in dirs}) == 1, [(d / "model").read_text() for d in dirs]
+    assert not (dirs[0] / "dispatch-pid").stat().st_mode & 0o222
+    unit = json.loads((dirs[0] / "unit.json").read_text())
+    assert unit["worker"]["pid"] and unit["worker"]["create_time"]
+    codes = dict(line.split() for line in (dirs[0].parent / ".exit-codes").read_text()
+                 .splitlines())
+    assert codes == {d.name: ("3" if "broken" in d.name else "0") for d in dirs}
     # the ledger's log has every step of every attempt
     with ledger() as led:
         steps = [e["status"] for e in led.events(run_id) if e["attempt_id"] == ok["id"]]
