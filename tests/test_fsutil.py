@@ -41,6 +41,7 @@ def test_create_shared_falls_back_to_a_plain_file(tmp_path):
         f.unlink()
     fsutil.create_shared(tmp_path / "m2", b"x\n", str(store))
     assert (tmp_path / "m2").read_bytes() == b"x\n"
+    assert (tmp_path / "m2").stat().st_nlink == 1   # made plainly, not linked
 
 
 def test_sync_fs_and_non_durable_publish(tmp_path):

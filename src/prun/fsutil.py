@@ -33,9 +33,7 @@ def _temp_beside(dest: str | os.PathLike, data: bytes, durable: bool = True) -> 
         except FileExistsError:  # left by a dead process that had our pid: take the next name
             continue
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        _write_all(fd, data)
         if durable:
             os.fsync(fd)
     except BaseException:
@@ -94,11 +92,15 @@ def create_new(dest: str | os.PathLike, data: bytes, mode: int = 0o666) -> None:
     for a missing one."""
     fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        _write_all(fd, data)
     finally:
         os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 SHARED_DIR = ".prun-shared"
@@ -152,17 +154,25 @@ def read_bytes(path: str | os.PathLike) -> bytes | None:
 def sync_fs(path: str | os.PathLike) -> None:
     """Flush everything written to the file system holding ``path`` to disk: one ``syncfs``
     for a batch of files instead of an fsync each (``sync`` where there is no syncfs)."""
+    global _syncfs
+    if _syncfs is None:
+        try:
+            import ctypes
+
+            _syncfs = ctypes.CDLL(None, use_errno=True).syncfs
+        except (OSError, AttributeError):
+            _syncfs = False
+    if not _syncfs:
+        return os.sync()
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.syncfs(fd) != 0:
+        if _syncfs(fd) != 0:
             os.sync()
-    except (OSError, AttributeError):
-        os.sync()
     finally:
         os.close(fd)
+
+
+_syncfs = None  # libc's syncfs, looked up once (False where there is none)
 
 
 def _unlink_quietly(path: str) -> None:

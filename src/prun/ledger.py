@@ -190,17 +190,20 @@ _ATTEMPT_FIELDS = ("run_id", "packet_id", "seq", "executor", "requested_model", 
 _ATTEMPT_SET = frozenset(_ATTEMPT_FIELDS)
 
 
-_second: list = [None, ""]  # the last whole second formatted, and its text
+_second: tuple[int, str] = (-1, "")  # the last whole second and its text, replaced whole
 
 
 def now_iso(ts: float | None = None) -> str:
     """``2026-11-30T20:05:06.123Z``. The whole second is formatted once (a run stamps
     thousands of rows a second)."""
+    global _second
     t = time.time() if ts is None else ts
-    sec = int(t)
-    if _second[0] != sec:
-        _second[0], _second[1] = sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
-    return f"{_second[1]}.{int(t % 1 * 1000):03d}Z"
+    sec, text = _second
+    if sec != int(t):
+        sec = int(t)
+        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
+        _second = (sec, text)
+    return f"{text}.{int(t % 1 * 1000):03d}Z"
 
 
 def repo_root(start: str | os.PathLike | None = None) -> Path | None:
@@ -232,20 +235,6 @@ def default_path(start: str | os.PathLike | None = None) -> Path:
     from .statedir import user_state_dir
 
     return Path(user_state_dir()) / "ledger.sqlite"
-
-
-def _deferrable(fn):
-    """A writer that joins the queue while the ledger defers writes."""
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(self, *args, **kwargs):
-        if self._deferred is not None:
-            self._deferred.append((fn, args, kwargs))
-            return None
-        return fn(self, *args, **kwargs)
-
-    return wrapper
 
 
 class Ledger:
@@ -328,14 +317,12 @@ class Ledger:
             return 0
         try:
             with self.transaction() as c:
-                for item in queued:
+                for sql, params, missing in queued:
                     try:
-                        if callable(item[0]):  # a whole writer, deferred as it was called
-                            item[0](self, *item[1], **item[2])
-                        elif c.execute(item[0], item[1]).rowcount == 0 and item[2]:
-                            print(f"prun: warning: ledger write skipped: {item[2]}",
+                        if c.execute(sql, params).rowcount == 0 and missing:
+                            print(f"prun: warning: ledger write skipped: {missing}",
                                   file=sys.stderr)
-                    except (StateError, ValueError, sqlite3.IntegrityError) as e:
+                    except sqlite3.IntegrityError as e:
                         print(f"prun: warning: ledger write skipped: {e}", file=sys.stderr)
         except BaseException:
             self._deferred = queued + rest  # rolled back: keep the queue for the next flush
@@ -385,47 +372,50 @@ class Ledger:
         self.conn.execute("COMMIT")
 
     # writers -----------------------------------------------------------------------------
-    @_deferrable
     def record_run(self, run: dict, packets: list[dict], cause: str = "run frozen") -> None:
         """Freeze a run and its packet set (one transaction)."""
         at = now_iso()
-        with self.transaction() as c:
-            c.execute(
-                "INSERT INTO runs (id, repo_root, plan_path, base, packet_ids, packet_count,"
-                " deadline, cancel_action, cancel_owner, parallel, run_dir, check_command,"
-                " on_event, setup, status, supervisor_pid, supervisor_started, created_at)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (run["id"], run.get("repo_root"), run.get("plan_path"), run.get("base"),
-                 json.dumps([p["id"] for p in packets]), len(packets), run.get("deadline"),
-                 run.get("cancel_action"), run.get("cancel_owner"), run.get("parallel"),
-                 run.get("run_dir"), run.get("check_command"), run.get("on_event"),
-                 run.get("setup"), run.get("status", RunStatus.RUNNING), run.get("supervisor_pid"),
-                 run.get("supervisor_started"), at))
-            for p in packets:
-                c.execute(
-                    "INSERT INTO packets (run_id, id, kind, executor, model, mode, base, after,"
-                    " timeout_s, spec, status) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                    (run["id"], p["id"], p.get("kind"), p.get("executor"), p.get("model"),
-                     p.get("mode"), p.get("base"), json.dumps(list(p.get("after") or ())),
-                     p.get("timeout_s"), json.dumps(p.get("spec", p), default=str),
-                     PacketStatus.PENDING))
-            self.record_event("run-frozen", run_id=run["id"], status=RunStatus.RUNNING,
-                              cause=cause, data={"packets": len(packets)}, at=at)
+        run_row = (
+            "INSERT INTO runs (id, repo_root, plan_path, base, packet_ids, packet_count,"
+            " deadline, cancel_action, cancel_owner, parallel, run_dir, check_command,"
+            " on_event, setup, status, supervisor_pid, supervisor_started, created_at)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (run["id"], run.get("repo_root"), run.get("plan_path"), run.get("base"),
+             json.dumps([p["id"] for p in packets]), len(packets), run.get("deadline"),
+             run.get("cancel_action"), run.get("cancel_owner"), run.get("parallel"),
+             run.get("run_dir"), run.get("check_command"), run.get("on_event"),
+             run.get("setup"), run.get("status", RunStatus.RUNNING), run.get("supervisor_pid"),
+             run.get("supervisor_started"), at), None)
+        packet_rows = [
+            ("INSERT INTO packets (run_id, id, kind, executor, model, mode, base, after,"
+             " timeout_s, spec, status) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+             (run["id"], p["id"], p.get("kind"), p.get("executor"), p.get("model"),
+              p.get("mode"), p.get("base"), json.dumps(list(p.get("after") or ())),
+              p.get("timeout_s"), json.dumps(p.get("spec", p), default=str),
+              PacketStatus.PENDING), None)
+            for p in packets]
+        self._write(run_row, *packet_rows,
+                    self._event("run-frozen", run_id=run["id"], status=RunStatus.RUNNING,
+                                cause=cause, data={"packets": len(packets)}, at=at))
 
-    @_deferrable
     def set_run(self, run_id: str, cause: str, **fields) -> None:
         """Update a run's columns (status, supervisor_pid, finished_at ...) with an event."""
         if fields:
-            self._update_run(run_id, cause, fields)
+            self._write(*self._run_update(run_id, cause, fields))
 
     def _update_run(self, run_id: str, cause: str, fields: dict) -> None:
+        """``set_run`` inside the caller's transaction, even while writes are deferred."""
         with self.transaction() as c:
-            cols = ", ".join(f"{k} = ?" for k in fields)
-            c.execute(f"UPDATE runs SET {cols} WHERE id = ?",
-                      (*(_plain(v) for v in fields.values()), run_id))
-            if "status" in fields:
-                c.execute(*self._event("run", run_id=run_id, status=fields["status"],
-                                       cause=cause)[:2])
+            for sql, params, _ in self._run_update(run_id, cause, fields):
+                c.execute(sql, params)
+
+    def _run_update(self, run_id: str, cause: str, fields: dict) -> list[tuple]:
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        stmts = [(f"UPDATE runs SET {cols} WHERE id = ?",
+                  (*(_plain(v) for v in fields.values()), run_id), None)]
+        if "status" in fields:
+            stmts.append(self._event("run", run_id=run_id, status=fields["status"], cause=cause))
+        return stmts
 
     def set_packet_status(self, run_id: str, packet_id: str, status: str, cause: str,
                           data: dict | None = None) -> None:

@@ -177,8 +177,7 @@ class Supervisor:
                 self._check_stalls()
         finally:
             flusher.cancel()
-            if self._unsynced:
-                sync_fs(self.paths.root)
+            self._sync()
             self.ledger.stop_deferring()
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
                 loop.remove_signal_handler(sig)
@@ -214,10 +213,13 @@ class Supervisor:
         self.ledger.flush(upto=n)
 
     def _commit_now(self) -> None:
+        self._sync()
+        self.ledger.flush()
+
+    def _sync(self) -> None:
         if self._unsynced:
             self._unsynced = False
             sync_fs(self.paths.root)
-        self.ledger.flush()
 
     async def _sleep(self) -> None:
         """Until a unit's task ends, a request or signal wakes us, a park ends, the deadline
