@@ -4,8 +4,9 @@
 
 1. 1,000 no-op command units (`true`) at parallelism 16 and 64: `prun run` beside `xargs -P`
    and GNU parallel, in the same run on the same machine.
-2. Memory with 500 sleeping units in flight: the one supervisor process (and the small `sh`
-   that records each worker's exit code) beside one Python process per unit (`prun dispatch`).
+2. Memory with 500 sleeping units in flight: the one supervisor process (and its worker keeper,
+   which starts the workers and records their exit codes) beside one Python process per unit
+   (`prun dispatch`).
 3. The bytes a coordinator reads through a 20-unit run: `prun run --detach`, `prun wait`,
    `prun status` (results excluded).
 
@@ -100,8 +101,8 @@ def memory(repo: Path, env: dict, n: int) -> list[str]:
         time.sleep(0.2)
     time.sleep(1.0)
     sup_rss = proc.memory_info().rss
-    shims = [c for c in proc.children() if c.name() in ("sh", "dash", "bash")]
-    shim_pss = sum(_pss(c) for c in shims)
+    keepers = [c for c in proc.children() if c.name() != "sleep"]
+    keeper_pss = sum(_pss(c) for c in keepers)
     subprocess.run([*PRUN, "cancel", run_id, "--wait", "120"], cwd=repo, env=env,
                    capture_output=True)
     # one Python process per unit: n standalone dispatchers
@@ -131,7 +132,7 @@ def memory(repo: Path, env: dict, n: int) -> list[str]:
     mb = 1024 * 1024
     return ["| model | processes | memory |", "| --- | ---: | ---: |",
             f"| prun run: one supervisor | 1 | {sup_rss / mb:.0f} MB RSS |",
-            f"| prun run: exit-code shims (`sh`) | {len(shims)} | {shim_pss / mb:.0f} MB PSS |",
+            f"| prun run: its worker keeper | {len(keepers)} | {keeper_pss / mb:.0f} MB PSS |",
             f"| one Python process per unit (`prun dispatch`) | {n} | {per_rss / mb:.0f} MB RSS"
             f" ({per_pss / mb:.0f} MB PSS) |"]
 

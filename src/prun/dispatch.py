@@ -220,13 +220,13 @@ class Dispatch:
 
     def __init__(self, prepared: Prepared, state: statedir.StateDir | None = None,
                  dispatcher_pid: int | None = None, *, record: bool = True,
-                 record_exit: bool = False):
+                 in_run: bool = False, keeper=None):
         self.p = prepared
         self.record = record              # a standalone dispatch records itself in the ledger
-        self.record_exit = record_exit    # the worker's exit code goes to the exit-code log
-        self.in_run = record_exit         # a run's supervisor: begin and launch back to back
-        self.durable = not self.in_run    # fsync each file; a run's supervisor syncs in groups
-        self._unit_pending = record_exit  # unit.json is still to be written (in a run)
+        self.in_run = in_run              # a run's supervisor: begin and launch back to back
+        self.keeper = keeper              # a run's keeper starts the worker and logs its exit
+        self.durable = not in_run         # fsync each file; a run's supervisor syncs in groups
+        self._unit_pending = in_run       # unit.json is still to be written (in a run)
         self.receipt: str | None = None   # "pid:<pid>@<start time>" once the worker runs
         self.outcome: Outcome | None = None
         self.state = state or statedir.create(prepared.request.unit_id,
@@ -357,11 +357,18 @@ class Dispatch:
                     "PRUN_RESULT_FILE": p.result_file})
         try:
             launch = p.executor.build(unit, env)
-            argv = _exit_recording(launch, self.workspace, sd) if self.record_exit else launch.argv
-            self.worker = spawn(argv, cwd=self.workspace, env=launch.env,
-                                stdout_path=sd.file(statedir.TAIL),
-                                stderr_path=sd.file(statedir.STDERR),
-                                stdin_path=launch.stdin_path)
+            if self.keeper is not None:
+                self.worker = self.keeper.spawn(
+                    [_program(launch, self.workspace), *launch.argv[1:]], cwd=self.workspace,
+                    env=launch.env, stdout_path=sd.file(statedir.TAIL),
+                    stderr_path=sd.file(statedir.STDERR),
+                    stdin_path=_absolute(launch.stdin_path, self.workspace),
+                    name=os.path.basename(sd.path), log=_exit_log(sd))
+            else:
+                self.worker = spawn(launch.argv, cwd=self.workspace, env=launch.env,
+                                    stdout_path=sd.file(statedir.TAIL),
+                                    stderr_path=sd.file(statedir.STDERR),
+                                    stdin_path=launch.stdin_path)
         except LaunchError as e:
             self.launch_error = e.line()
             self._write_pending_unit()
@@ -376,11 +383,13 @@ class Dispatch:
             self._unit_pending = False
         else:
             record = self.state.unit
-        started = create_time(self.worker.pid)
+        started = getattr(self.worker, "create_time", None) or create_time(self.worker.pid)
         record["workspace"] = self.workspace
         record["argv"] = _redact_prompt(launch.argv, p.prompt)
         record["worker"] = {"pid": self.worker.pid, "pgid": self.worker.pid,
                             "create_time": started, "started_at": _iso(self.launched_at)}
+        if self.keeper is not None:
+            record["worker"]["keeper"] = self.keeper.ident
         sd.write_json(statedir.UNIT, record)
         self.receipt = f"pid:{self.worker.pid}@{started or self.launched_at:.3f}"
         self._ledger("launch")
@@ -464,7 +473,7 @@ class Dispatch:
                 on_end(why)
             await asyncio.to_thread(end_group, w)
             self.pump()
-        return _reap_or_recorded(w, self.state), why  # it has exited: reaping does not block
+        return await _exit_code(w, self.state), why  # it has exited: reaping does not block
 
     def pump(self) -> None:
         """Feed the stream's new complete lines to the reader; record the session id early."""
@@ -661,7 +670,7 @@ def run_sync(req: Request, on_state_dir: Callable[[str], None] | None = None) ->
 def reopen(req: Request, state_path: str) -> Dispatch:
     """The Dispatch of an attempt an earlier supervisor launched (``prun resume``)."""
     d = Dispatch(prepare(req, reopen=True), statedir.StateDir(state_path),
-                 dispatcher_pid=os.getpid(), record=False, record_exit=True)
+                 dispatcher_pid=os.getpid(), record=False, in_run=True)
     unit = d.state.unit
     worker = unit.get("worker") or {}
     d.workspace = unit.get("workspace") or d.workspace
@@ -681,10 +690,9 @@ def _own_start(pid: int, create_time) -> float | None:
     return _OWN_START[pid]
 
 
-def _exit_recording(launch, workspace: str, sd: statedir.StateDir) -> list[str]:
-    """Wrap argv in ``sh`` so the exit code is recorded even when no process of prun's is left
-    to reap the worker (a supervisor that died is resumed from files): one line
-    ``<state dir name> <code>`` appended to ``.exit-codes`` beside the state dir."""
+def _program(launch, workspace: str) -> str:
+    """The path of the program a run's keeper starts (it searches no PATH): found once a while,
+    since a run starts the same program hundreds of times."""
     import shutil
 
     from .errors import LaunchError
@@ -693,7 +701,7 @@ def _exit_recording(launch, workspace: str, sd: statedir.StateDir) -> list[str]:
     path = launch.env.get("PATH")
     if "/" in prog:
         found = shutil.which(os.path.join(workspace, prog), path=path)
-    else:  # a run starts the same program hundreds of times: search PATH once a while
+    else:
         key = (prog, path)
         hit = _FOUND.get(key)
         if hit is not None and time.monotonic() - hit[1] < FOUND_TTL_S:
@@ -705,38 +713,53 @@ def _exit_recording(launch, workspace: str, sd: statedir.StateDir) -> list[str]:
     if not found:
         raise LaunchError(f"{prog} not found" + ("" if "/" in prog else " on PATH"),
                           hint=f"install {prog} or give its full path")
-    return ["/bin/sh", "-c", _SHIM, _exit_log(sd), os.path.basename(sd.path), found,
-            *launch.argv[1:]]
+    return found
+
+
+def _absolute(path: str | None, workspace: str) -> str | None:
+    return os.path.join(workspace, path) if path else None
 
 
 _FOUND: dict[tuple[str, str | None], tuple[str, float]] = {}
 FOUND_TTL_S = 10.0
 
 
-# sh outlives its child when the group is signalled (a trap with an action is not inherited),
-# so the worker keeps its grace period and its exit code is still recorded. One short line
-# appended (O_APPEND) is written whole, so many shims share the log.
-_SHIM = 'trap : TERM INT HUP; n=$1; shift; "$@"; c=$?; echo "$n $c" >> "$0"; exit $c'
 EXIT_LOG = ".exit-codes"
+KEEPER_LOG_WAIT_S = 5.0   # a keeper writes a code just after it reaps the worker
 
 
 def _exit_log(sd: statedir.StateDir) -> str:
     return os.path.join(os.path.dirname(sd.path), EXIT_LOG)
 
 
-def _reap_or_recorded(worker, sd: statedir.StateDir) -> int:
-    """The exit code: reaped from our child, or read from the exit-code log for an adopted
-    one."""
-    from .process import reap
+async def _exit_code(worker, sd: statedir.StateDir) -> int | None:
+    """The exit code of a worker that exited: reaped from our child, told by our keeper, or,
+    for a worker an earlier supervisor started, read from the exit-code log."""
+    import asyncio
 
-    if hasattr(worker.proc, "poll"):
-        return reap(worker)
-    worker.close()
-    return recorded_exit(sd)
+    code = worker.reap()
+    if code is None:
+        code = await asyncio.to_thread(recorded_exit, sd, True)
+    return code
 
 
-def recorded_exit(sd: statedir.StateDir) -> int | None:
-    """The worker's exit code as its shim recorded it, or None."""
+def recorded_exit(sd: statedir.StateDir, wait: bool = False) -> int | None:
+    """The worker's exit code as its keeper recorded it, or None. With ``wait``, a keeper that
+    still runs gets a moment to write it."""
+    from .process import same_process_alive
+
+    deadline = time.monotonic() + KEEPER_LOG_WAIT_S
+    delay = 0.005
+    while (code := _logged_exit(sd)) is None and wait and time.monotonic() < deadline:
+        keeper = (sd.worker or {}).get("keeper") or {}
+        if not same_process_alive(keeper.get("pid"), keeper.get("create_time")):
+            return _logged_exit(sd)
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+    return code
+
+
+def _logged_exit(sd: statedir.StateDir) -> int | None:
     from .fsutil import read_text
 
     prefix = os.path.basename(sd.path) + " "

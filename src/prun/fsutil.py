@@ -33,7 +33,7 @@ def _temp_beside(dest: str | os.PathLike, data: bytes, durable: bool = True) -> 
         except FileExistsError:  # left by a dead process that had our pid: take the next name
             continue
     try:
-        _write_all(fd, data)
+        write_all(fd, data)
         if durable:
             os.fsync(fd)
     except BaseException:
@@ -92,12 +92,12 @@ def create_new(dest: str | os.PathLike, data: bytes, mode: int = 0o666) -> None:
     for a missing one."""
     fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     try:
-        _write_all(fd, data)
+        write_all(fd, data)
     finally:
         os.close(fd)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]

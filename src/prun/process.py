@@ -23,7 +23,10 @@ KILL_GRACE_SECONDS = float(os.environ.get("PRUN_KILL_GRACE_SECONDS", "5") or 5)
 
 @dataclass
 class Worker:
-    """A started worker: the Popen handle plus its pidfd when the platform has one."""
+    """A started worker: the Popen handle plus its pidfd when the platform has one.
+
+    ``keeper.KeptWorker`` (a run's worker, started by its keeper process) has the same methods;
+    the functions below work on either."""
 
     proc: subprocess.Popen
     pidfd: int | None = None
@@ -36,6 +39,100 @@ class Worker:
         if self.pidfd is not None:
             os.close(self.pidfd)
             self.pidfd = None
+
+    def signal(self, sig: int) -> None:
+        """Signal the worker's process group (created by ``spawn``); a gone group is fine."""
+        try:
+            os.killpg(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def exited(self) -> bool:
+        """True once the worker has exited (it may still be unreaped)."""
+        if self.proc.returncode is not None:
+            return True
+        if self.pidfd is not None:
+            r, _, _ = select.select([self.pidfd], [], [], 0)
+            return bool(r)
+        try:
+            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True
+        return info is not None
+
+    def wait_exit(self, timeout: float | None) -> bool:
+        """Block until the worker exits or ``timeout`` passes; does not reap. True if it
+        exited."""
+        if self.proc.returncode is not None:
+            return True
+        if self.pidfd is not None:
+            r, _, _ = select.select([self.pidfd], [], [], timeout)
+            return bool(r)
+        done = threading.Event()
+
+        def _wait() -> None:
+            try:
+                os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
+            except ChildProcessError:
+                pass
+            done.set()
+
+        threading.Thread(target=_wait, daemon=True).start()
+        return done.wait(timeout)
+
+    async def await_exit(self) -> None:
+        """Wait in the event loop until the worker exits; does not reap."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        if self.proc.returncode is not None:
+            return
+        if self.pidfd is None:
+            await loop.run_in_executor(None, self.wait_exit, None)
+            return
+        fut = loop.create_future()
+        fd = self.pidfd
+
+        def _ready() -> None:
+            loop.remove_reader(fd)
+            if not fut.done():
+                fut.set_result(None)
+
+        loop.add_reader(fd, _ready)
+        try:
+            await fut
+        finally:
+            loop.remove_reader(fd)
+
+    def reap(self) -> int:
+        """Collect the exit status (after it exited). Death by signal N gives 128+N."""
+        code = self.proc.wait()
+        self.close()
+        return 128 - code if code < 0 else code
+
+    def sweep(self) -> None:
+        """After the leader exited on its own: end any descendants it left in its group."""
+        self.signal(signal.SIGTERM)
+        self.signal(signal.SIGKILL)
+
+
+class _NotOurChild:
+    returncode = None
+
+    def __init__(self, pid: int):
+        self.pid = pid
+
+
+class AdoptedWorker(Worker):
+    """A worker an earlier supervisor started (not our child), watched through its pidfd. It
+    cannot be reaped here: its exit code is in the run's exit-code log."""
+
+    def __init__(self, pid: int, pidfd: int):
+        super().__init__(_NotOurChild(pid), pidfd)
+
+    def reap(self) -> None:
+        self.close()
+        return None
 
 
 def spawn(argv: list[str], *, cwd: str, env: dict[str, str], stdout_path: str,
@@ -66,95 +163,39 @@ def spawn(argv: list[str], *, cwd: str, env: dict[str, str], stdout_path: str,
     return Worker(proc, pidfd)
 
 
-def exited(worker: Worker) -> bool:
-    """True once the worker has exited (it may still be unreaped)."""
-    if worker.proc.returncode is not None:
-        return True
-    if worker.pidfd is not None:
-        r, _, _ = select.select([worker.pidfd], [], [], 0)
-        return bool(r)
-    try:
-        info = os.waitid(os.P_PID, worker.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return True
-    return info is not None
+def exited(worker) -> bool:
+    return worker.exited()
 
 
-def wait_exit(worker: Worker, timeout: float | None) -> bool:
-    """Block until the worker exits or ``timeout`` passes; does not reap. True if it exited."""
-    if worker.proc.returncode is not None:
-        return True
-    if worker.pidfd is not None:
-        r, _, _ = select.select([worker.pidfd], [], [], timeout)
-        return bool(r)
-    done = threading.Event()
-
-    def _wait() -> None:
-        try:
-            os.waitid(os.P_PID, worker.pid, os.WEXITED | os.WNOWAIT)
-        except ChildProcessError:
-            pass
-        done.set()
-
-    threading.Thread(target=_wait, daemon=True).start()
-    return done.wait(timeout)
+def wait_exit(worker, timeout: float | None) -> bool:
+    return worker.wait_exit(timeout)
 
 
-async def await_exit(worker: Worker) -> None:
-    """Wait in the event loop until the worker exits; does not reap."""
-    import asyncio
-
-    loop = asyncio.get_running_loop()
-    if worker.proc.returncode is not None:
-        return
-    fut = loop.create_future()
-    if worker.pidfd is not None:
-        fd = worker.pidfd
-
-        def _ready() -> None:
-            loop.remove_reader(fd)
-            if not fut.done():
-                fut.set_result(None)
-
-        loop.add_reader(fd, _ready)
-        try:
-            await fut
-        finally:
-            loop.remove_reader(fd)
-        return
-    await loop.run_in_executor(None, wait_exit, worker, None)
+async def await_exit(worker) -> None:
+    await worker.await_exit()
 
 
-def signal_group(worker: Worker, sig: int) -> None:
-    """Signal the worker's process group (created by ``spawn``); a gone group is fine."""
-    try:
-        os.killpg(worker.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+def signal_group(worker, sig: int) -> None:
+    worker.signal(sig)
 
 
-def reap(worker: Worker) -> int:
-    """Collect the worker's exit status (after it exited). Death by signal N gives 128+N."""
-    code = worker.proc.wait()
-    worker.close()
-    return 128 - code if code < 0 else code
+def reap(worker) -> int | None:
+    return worker.reap()
 
 
-def end_group(worker: Worker, grace: float = KILL_GRACE_SECONDS) -> None:
+def end_group(worker, grace: float = KILL_GRACE_SECONDS) -> None:
     """SIGTERM the group, give the leader ``grace`` seconds, then SIGKILL whatever is left.
 
     Called while the leader is unreaped, so the group id cannot have been reused.
     """
-    signal_group(worker, signal.SIGTERM)
-    wait_exit(worker, grace)
-    signal_group(worker, signal.SIGKILL)
-    wait_exit(worker, grace)
+    worker.signal(signal.SIGTERM)
+    worker.wait_exit(grace)
+    worker.signal(signal.SIGKILL)
+    worker.wait_exit(grace)
 
 
-def sweep_group(worker: Worker) -> None:
-    """After the leader exited on its own: end any descendants it left in its group."""
-    signal_group(worker, signal.SIGTERM)
-    signal_group(worker, signal.SIGKILL)
+def sweep_group(worker) -> None:
+    worker.sweep()
 
 
 # Identity of processes recorded in state dirs ---------------------------------------------------

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from . import statedir
 from .errors import PrunError, QuotaExhausted
 from .fsutil import sync_fs
+from .keeper import Keeper
 from .ledger import Ledger, PacketStatus, RunStatus, Status, now_iso
 from .plan import Packet
 from .runevents import Event
@@ -79,15 +80,6 @@ class UnitState:
     extra: dict = field(default_factory=dict)
 
 
-class _Adopted:
-    """Stands in for ``Popen`` for a worker an earlier supervisor started (not our child)."""
-
-    returncode = None
-
-    def __init__(self, pid: int):
-        self.pid = pid
-
-
 class Supervisor:
     def __init__(self, ledger: Ledger, run_id: str, *, emit: Callable[[Event], None],
                  env: dict[str, str] | None = None):
@@ -109,6 +101,7 @@ class Supervisor:
         self.timed_out = False
         self.stall_s = float(self.env.get("PRUN_STALL_THRESHOLD", "") or STALL_DEFAULT_S)
         self._wake: asyncio.Event | None = None
+        self.keeper = Keeper(self.env)       # starts, reaps and logs the workers
         self._last_stall_check = 0.0
         self._unsynced = False               # units settled since the last syncfs
         self.parked: set[str] = set()
@@ -160,6 +153,7 @@ class Supervisor:
         loop.add_signal_handler(signal.SIGUSR1, self._wake.set)
         self.emit("run-started", cause=f"{len(self.units)} packets, parallel {self.parallel}")
         self._recover()
+        self.keeper.start(loop)
         self.ledger.defer_writes()
         flusher = loop.create_task(self._flush_often())
         try:
@@ -177,6 +171,7 @@ class Supervisor:
                 self._check_stalls()
         finally:
             flusher.cancel()
+            self.keeper.close()
             self._sync()
             self.ledger.stop_deferring()
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
@@ -394,7 +389,8 @@ class Supervisor:
             u.packet, run_id=self.run_id, seq=u.seq, repo_root=self.run["repo_root"],
             base=u.base, setup=self.run["setup"], env=self.env)
         prepared = prepare(self._request(u, executor_name, result, workspace, mode))
-        d = Dispatch(prepared, dispatcher_pid=os.getpid(), record=False, record_exit=True)
+        d = Dispatch(prepared, dispatcher_pid=os.getpid(), record=False, in_run=True,
+                     keeper=self.keeper)
         try:
             d.begin()
         except QuotaExhausted as e:
@@ -756,7 +752,7 @@ class Supervisor:
 
     async def _adopt(self, u: UnitState, row: dict) -> None:
         from .dispatch import Request, reopen
-        from .process import Worker, same_process_alive
+        from .process import AdoptedWorker, same_process_alive
 
         sd = statedir.StateDir(row["state_dir"])
         u.state_dir = sd.path
@@ -786,7 +782,7 @@ class Supervisor:
                 fd = None
         if fd is not None:
             sd.write(statedir.DISPATCH_PID, str(os.getpid()))
-            d.worker = Worker(_Adopted(pid), fd)
+            d.worker = AdoptedWorker(pid, fd)
             self.ledger.update_attempt(row["id"], "re-attached by a resumed supervisor",
                                        status=Status.RUNNING)
             self.emit("reattached", u)

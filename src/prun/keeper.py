@@ -1,0 +1,391 @@
+"""The worker keeper: one small process per run supervisor that starts the run's workers, reaps
+them, and records every exit code in the run's exit-code log.
+
+Why a separate process: a worker's exit code can only be collected by its parent. If the
+supervisor were the parent and died (``kill -9``), the codes of workers that end before
+``prun resume`` would be lost. The keeper is the parent instead; it runs in its own session, so a
+terminal's Ctrl-C does not reach it, and after the supervisor is gone it keeps reaping until its
+last worker has ended, then exits. It also takes the forks off the supervisor: a fork holds the
+supervisor's interpreter lock until the child has exec'd.
+
+The keeper only ever signals a process group whose leader it started and has not yet reaped, so
+the group id cannot have been reused. Before it reaps a leader that ended it ends what the
+leader left in its group (SIGTERM, then SIGKILL), as ``process.sweep_group`` does.
+
+Protocol: one JSON object per line on the keeper's stdin; one line of words on its stdout.
+
+    {"op": "env", "env": {...}}                  the base environment of later spawns
+    {"op": "spawn", "id": N, "argv": [...], "cwd": D, "set": {...}, "unset": [...],
+     "stdin": F|null, "stdout": F, "stderr": F, "name": S, "log": F}
+    {"op": "signal", "pid": P, "sig": S}         signal P's group while P is unreaped
+
+    spawned <id> <pid> <start time>              started (its own session and process group)
+    failed <id> <errno> <JSON message>           could not start
+    exit <pid> <code>                            ended (after ``<name> <code>`` went to its log)
+
+A code is the exit status, or 128+N for death by signal N.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+
+SPAWN_WAIT_S = 60.0      # a spawn reply normally takes a millisecond
+CLOSE_WAIT_S = 5.0
+# dispositions the keeper changes (or Python does) that a worker must not inherit
+_RESET_SIGNALS = (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGXFSZ)
+_APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+
+
+# The keeper process ------------------------------------------------------------------------------
+
+class _Server:
+    def __init__(self, inp: int, out: int):
+        self.inp, self.out = inp, out
+        self.kids: dict[int, tuple[str, str]] = {}   # pid -> (name, exit-code log)
+        self.base_env: dict[str, str] = {}
+        self.logs: dict[str, int] = {}
+        self.out_ok = True
+
+    def reply(self, line: str) -> None:
+        if not self.out_ok:
+            return
+        from .fsutil import write_all
+
+        try:
+            write_all(self.out, (line + "\n").encode())
+        except OSError:
+            self.out_ok = False      # the supervisor is gone: keep reaping and logging
+
+    def handle(self, line: bytes) -> None:
+        req = json.loads(line)
+        op = req.get("op")
+        if op == "spawn":
+            self.spawn(req)
+        elif op == "signal":
+            if req["pid"] in self.kids:
+                _killpg(req["pid"], req["sig"])
+        elif op == "env":
+            self.base_env = req["env"]
+
+    def spawn(self, req: dict) -> None:
+        from .process import create_time
+
+        env = dict(self.base_env)
+        env.update(req.get("set") or {})
+        for k in req.get("unset") or ():
+            env.pop(k, None)
+        actions = [(os.POSIX_SPAWN_OPEN, 0, req.get("stdin") or os.devnull, os.O_RDONLY, 0),
+                   (os.POSIX_SPAWN_OPEN, 1, req["stdout"], _APPEND, 0o666),
+                   (os.POSIX_SPAWN_OPEN, 2, req["stderr"], _APPEND, 0o666)]
+        try:
+            os.chdir(req["cwd"])     # this process has one thread: its cwd is the child's
+            pid = os.posix_spawn(req["argv"][0], req["argv"], env, file_actions=actions,
+                                 setsid=True, setsigdef=_RESET_SIGNALS)
+        except OSError as e:
+            return self.reply(f"failed {req['id']} {e.errno or 0} "
+                              f"{json.dumps(e.strerror or str(e))}")
+        except (ValueError, TypeError) as e:
+            return self.reply(f"failed {req['id']} 0 {json.dumps(str(e))}")
+        self.kids[pid] = (req["name"], req["log"])
+        self.reply(f"spawned {req['id']} {pid} {create_time(pid) or 0}")
+
+    def reap(self) -> None:
+        """Collect every child that ended: sweep its group, reap it, log and report its code."""
+        while True:
+            try:
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return
+            if info is None:
+                return
+            pid = info.si_pid
+            known = self.kids.pop(pid, None)
+            if known is not None:            # unreaped: the group id is still ours
+                _killpg(pid, signal.SIGTERM)
+                _killpg(pid, signal.SIGKILL)
+            _, status = os.waitpid(pid, 0)
+            code = os.waitstatus_to_exitcode(status)
+            code = 128 - code if code < 0 else code
+            if known is not None:
+                self.log(known, code)
+                self.reply(f"exit {pid} {code}")
+
+    def log(self, known: tuple[str, str], code: int) -> None:
+        from .fsutil import write_all
+
+        name, path = known
+        try:
+            fd = self.logs.get(path)
+            if fd is None:
+                fd = self.logs[path] = os.open(path, _APPEND | os.O_CLOEXEC, 0o644)
+            write_all(fd, f"{name} {code}\n".encode())
+        except OSError as e:
+            print(f"prun keeper: cannot record {name}'s exit code {code} in {path}: {e}",
+                  file=sys.stderr)
+
+    def serve(self) -> int:
+        import selectors
+
+        wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        sel = selectors.DefaultSelector()
+        sel.register(self.inp, selectors.EVENT_READ)
+        sel.register(wake_r, selectors.EVENT_READ)
+        buf, listening = b"", True
+        while listening or self.kids:
+            for key, _ in sel.select():
+                if key.fd == wake_r:
+                    while True:
+                        try:
+                            if not os.read(wake_r, 4096):
+                                break
+                        except BlockingIOError:
+                            break
+                    continue
+                data = os.read(self.inp, 1 << 16)
+                if not data:                 # the supervisor closed us or died
+                    listening = False
+                    sel.unregister(self.inp)
+                    continue
+                *lines, buf = (buf + data).split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        self.handle(line)
+            self.reap()
+        return 0
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def main() -> int:
+    """``python -m prun.keeper``: serve the supervisor on stdin/stdout."""
+    for sig in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)    # only the supervisor's requests end workers
+    return _Server(0, 1).serve()
+
+
+# The supervisor's side ---------------------------------------------------------------------------
+
+class KeptWorker:
+    """A worker the keeper started: the same methods as ``process.Worker``."""
+
+    def __init__(self, keeper: Keeper, pid: int, started: float | None):
+        self.keeper = keeper
+        self.pid = pid
+        self.create_time = started
+        self.code: int | None = None
+        self.orphan = False       # its keeper died: signalled directly, exit code unknown
+        self._done = threading.Event()
+        self._waiters: list = []
+
+    def _ended(self, code: int | None) -> None:     # in the event loop
+        self.code = code
+        self._done.set()
+        for fut in self._waiters:
+            if not fut.done():
+                fut.set_result(None)
+        self._waiters.clear()
+
+    def signal(self, sig: int) -> None:
+        if self._done.is_set():
+            return
+        if self.orphan:
+            _killpg(self.pid, sig)
+        else:
+            self.keeper.signal(self.pid, sig)
+
+    def exited(self) -> bool:
+        return self._done.is_set()
+
+    def wait_exit(self, timeout: float | None) -> bool:
+        return self._done.wait(timeout)
+
+    async def await_exit(self) -> None:
+        import asyncio
+
+        if not self._done.is_set():
+            fut = asyncio.get_running_loop().create_future()
+            self._waiters.append(fut)
+            await fut
+
+    def sweep(self) -> None:
+        """Nothing to do: the keeper ended the group before it reaped the leader."""
+
+    def reap(self) -> int | None:
+        """The exit code (None if the keeper died before it could tell)."""
+        return self.code
+
+    def close(self) -> None:
+        pass
+
+
+class Keeper:
+    """The supervisor's handle on its keeper: ``spawn`` from any thread; started and read in
+    the event loop."""
+
+    def __init__(self, env: dict[str, str]):
+        import concurrent.futures
+
+        self.env = dict(env)
+        self.proc = None
+        self.loop = None
+        self._lock = threading.Lock()
+        self._next = 0
+        self._pending: dict[int, concurrent.futures.Future] = {}
+        self.workers: dict[int, KeptWorker] = {}
+        self.ident: dict = {}     # the keeper's pid and start time, kept in each unit.json
+        self._buf = b""
+
+    # lifecycle (event loop) ----------------------------------------------------------------------
+    def start(self, loop) -> None:
+        import subprocess
+
+        from .process import create_time
+
+        self.loop = loop
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", f"import sys; sys.path.insert(0, {here!r}); "
+             "from prun.keeper import main; main()"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True,
+            close_fds=True)
+        self.ident = {"pid": self.proc.pid, "create_time": create_time(self.proc.pid)}
+        os.set_blocking(self.proc.stdout.fileno(), False)
+        loop.add_reader(self.proc.stdout.fileno(), self._readable)
+        self._send({"op": "env", "env": self.env})
+
+    def close(self) -> None:
+        """Let the keeper go: it exits once its last worker has ended."""
+        if self.proc is None:
+            return
+        proc, self.proc = self.proc, None
+        self.loop.remove_reader(proc.stdout.fileno())
+        proc.stdin.close()
+        import subprocess
+
+        try:
+            if not self.workers:
+                proc.wait(CLOSE_WAIT_S)
+        except subprocess.TimeoutExpired:
+            pass
+        proc.stdout.close()
+
+    # requests (any thread) -----------------------------------------------------------------------
+    def spawn(self, argv: list[str], *, cwd: str, env: dict[str, str], stdout_path: str,
+              stderr_path: str, stdin_path: str | None, name: str, log: str) -> KeptWorker:
+        """Start ``argv`` (its program a path) through the keeper. Raises ``OSError``."""
+        import concurrent.futures
+
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        base = self.env
+        with self._lock:
+            if self.proc is None:
+                raise OSError(0, "the worker keeper is not running")
+            self._next += 1
+            rid = self._next
+            self._pending[rid] = fut
+            self._send({"op": "spawn", "id": rid, "argv": argv, "cwd": cwd,
+                        "set": {k: v for k, v in env.items() if base.get(k) != v},
+                        "unset": [k for k in base if k not in env],
+                        "stdin": stdin_path, "stdout": stdout_path, "stderr": stderr_path,
+                        "name": name, "log": log})
+        try:
+            return fut.result(SPAWN_WAIT_S)
+        except concurrent.futures.TimeoutError:
+            raise OSError(0, f"the worker keeper did not answer in {SPAWN_WAIT_S:.0f} s") \
+                from None
+
+    def signal(self, pid: int, sig: int) -> None:
+        with self._lock:
+            if self.proc is not None:
+                self._send({"op": "signal", "pid": pid, "sig": int(sig)})
+
+    def _send(self, req: dict) -> None:
+        from .fsutil import write_all
+
+        try:
+            write_all(self.proc.stdin.fileno(), (json.dumps(req) + "\n").encode())
+        except OSError:
+            pass   # the keeper died: its end of the pipe shows EOF, handled in _readable
+
+    # replies (event loop) ------------------------------------------------------------------------
+    def _readable(self) -> None:
+        try:
+            data = os.read(self.proc.stdout.fileno(), 1 << 16)
+        except BlockingIOError:
+            return
+        if not data:
+            return self._lost()
+        *lines, self._buf = (self._buf + data).split(b"\n")
+        for line in lines:
+            kind, _, rest = line.decode().partition(" ")
+            if kind == "exit":
+                pid, code = rest.split()
+                w = self.workers.pop(int(pid), None)
+                if w is not None:
+                    w._ended(int(code))
+            elif kind == "spawned":
+                rid, pid, started = rest.split()
+                w = KeptWorker(self, int(pid), float(started) or None)
+                self.workers[w.pid] = w
+                self._resolve(int(rid), w)
+            elif kind == "failed":
+                rid, err, msg = rest.split(" ", 2)
+                self._resolve(int(rid), OSError(int(err), json.loads(msg)))
+
+    def _resolve(self, rid: int, value) -> None:
+        with self._lock:
+            fut = self._pending.pop(rid, None)
+        if fut is None:
+            return
+        if isinstance(value, BaseException):
+            fut.set_exception(value)
+        else:
+            fut.set_result(value)
+
+    def _lost(self) -> None:
+        """The keeper died. Its workers now belong to init, which reaps them: watch each by
+        pidfd (its exit code is lost), fail spawns in flight, start a fresh keeper."""
+        proc = self.proc
+        self.loop.remove_reader(proc.stdout.fileno())
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        for fut in pending.values():
+            fut.set_exception(OSError(0, "the worker keeper died"))
+        for w in list(self.workers.values()):
+            self._watch_orphan(w)
+        self.workers.clear()
+        proc.stdout.close()
+        print(f"prun: the worker keeper (pid {proc.pid}) died; exit codes of its running "
+              "workers are lost", file=sys.stderr)
+        with self._lock:
+            self.start(self.loop)
+
+    def _watch_orphan(self, w: KeptWorker) -> None:
+        w.orphan = True
+        try:
+            fd = os.pidfd_open(w.pid)
+        except OSError:
+            return w._ended(None)
+
+        def ended() -> None:
+            self.loop.remove_reader(fd)
+            os.close(fd)
+            w._ended(None)
+
+        self.loop.add_reader(fd, ended)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
