@@ -452,7 +452,7 @@ class Dispatch:
         why: str | None = "timeout"
         try:
             while (remaining := limit - time.time()) > 0:
-                if not self._session_written and self.p.executor.name != "command":
+                if not self._session_written and self.p.executor.event_stream:
                     remaining = min(remaining, 1.0)  # pick the conversation id up early
                 done, _ = await asyncio.wait(waits, timeout=remaining,
                                              return_when=asyncio.FIRST_COMPLETED)
@@ -476,7 +476,10 @@ class Dispatch:
         return await _exit_code(w, self.state), why  # it has exited: reaping does not block
 
     def pump(self) -> None:
-        """Feed the stream's new complete lines to the reader; record the session id early."""
+        """Feed the stream's new complete lines to the reader; record the session id early.
+        (A command's output is not an event stream: it is read whole at the end.)"""
+        if not self.p.executor.event_stream:
+            return
         try:
             with open(self.state.file(statedir.TAIL), "rb") as f:
                 f.seek(self._tail_offset)
@@ -487,9 +490,8 @@ class Dispatch:
         data = self._tail_rest + chunk
         lines = data.split(b"\n")
         self._tail_rest = lines.pop()
-        if self.p.executor.name != "command":
-            for line in lines:
-                self.reader.feed(line.decode("utf-8", "replace"))
+        for line in lines:
+            self.reader.feed(line.decode("utf-8", "replace"))
         self._record_session()
 
     def _record_session(self) -> None:
@@ -602,7 +604,7 @@ class Dispatch:
             self.reader = self.p.executor.reader()
         if self.worker is not None or self._tail_offset:
             self.pump()
-            if self._tail_rest and self.p.executor.name != "command":
+            if self._tail_rest:
                 self.reader.feed(self._tail_rest.decode("utf-8", "replace"))
                 self._tail_rest = b""
         stream = self.reader.finish(self.state.file(statedir.TAIL))

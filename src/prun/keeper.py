@@ -245,6 +245,7 @@ class Keeper:
         self._pending: dict[int, concurrent.futures.Future] = {}
         self.workers: dict[int, KeptWorker] = {}
         self.ident: dict = {}     # the keeper's pid and start time, kept in each unit.json
+        self._loop_thread: int | None = None
         self._buf = b""
 
     # lifecycle (event loop) ----------------------------------------------------------------------
@@ -254,6 +255,7 @@ class Keeper:
         from .process import create_time
 
         self.loop = loop
+        self._loop_thread = threading.get_ident()
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         self.proc = subprocess.Popen(
             [sys.executable, "-c", f"import sys; sys.path.insert(0, {here!r}); "
@@ -287,6 +289,8 @@ class Keeper:
         """Start ``argv`` (its program a path) through the keeper. Raises ``OSError``."""
         import concurrent.futures
 
+        if threading.get_ident() == self._loop_thread:
+            raise RuntimeError("Keeper.spawn waits for the event loop: call it from a thread")
         fut: concurrent.futures.Future = concurrent.futures.Future()
         base = self.env
         with self._lock:

@@ -44,6 +44,7 @@ QUIESCE_LIMIT_S = 5.0
 UNKNOWN_RESET_S = 300.0
 FLUSH_S = 0.05  # the ledger lags the supervisor by at most this (a crash loses no worker:
                 # resume finds every launched attempt through its state dir)
+REQUEST_POLL_S = 0.5  # requests are looked for at least this often (SIGUSR1 says at once)
 THREADS = 4   # file writes, forks and fsyncs of units run here, off the event loop
 
 OUTCOME_STATUS = {"succeeded": Status.SUCCEEDED, "timeout": Status.TIMEOUT,
@@ -101,6 +102,8 @@ class Supervisor:
         self.timed_out = False
         self.stall_s = float(self.env.get("PRUN_STALL_THRESHOLD", "") or STALL_DEFAULT_S)
         self._wake: asyncio.Event | None = None
+        self._requests_due = True            # look for control requests at the next turn
+        self._next_request_check = 0.0
         self.keeper = Keeper(self.env)       # starts, reaps and logs the workers
         self._last_stall_check = 0.0
         self._unsynced = False               # units settled since the last syncfs
@@ -150,7 +153,7 @@ class Supervisor:
                               supervisor_alive)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.add_signal_handler(sig, self._request_cancel_all, f"signal {sig.name}")
-        loop.add_signal_handler(signal.SIGUSR1, self._wake.set)
+        loop.add_signal_handler(signal.SIGUSR1, self._requests_sent)
         self.emit("run-started", cause=f"{len(self.units)} packets, parallel {self.parallel}")
         self._recover()
         self.keeper.start(loop)
@@ -158,7 +161,8 @@ class Supervisor:
         flusher = loop.create_task(self._flush_often())
         try:
             while True:
-                self._take_requests()
+                if self._requests_due or time.monotonic() >= self._next_request_check:
+                    self._take_requests()
                 self._check_deadline()
                 self._schedule()
                 if not self.tasks and self._settled():
@@ -590,7 +594,16 @@ class Supervisor:
                        attempt_id=u.attempt_id, extra_env=extra)
 
     # control -------------------------------------------------------------------------------
+    def _requests_sent(self) -> None:
+        """SIGUSR1: another command added a request to the ledger."""
+        self._requests_due = True
+        self._wake.set()
+
     def _take_requests(self) -> None:
+        """Carry out the requests in the ledger: looked for on SIGUSR1 (which the commands
+        that add one send) and, should a signal be lost, every REQUEST_POLL_S."""
+        self._requests_due = False
+        self._next_request_check = time.monotonic() + REQUEST_POLL_S
         for r in self.ledger.take_requests(self.run_id):
             if r["kind"] == "cancel":
                 if not r["target"]:

@@ -109,6 +109,7 @@ class Executor:
     program: ClassVar[str] = ""          # the CLI's name on PATH
     bin_env: ClassVar[str | None] = None  # environment variable naming the binary
     launches_process: ClassVar[bool] = True
+    event_stream: ClassVar[bool] = True   # stdout is events the reader takes line by line
     prompt_in_argv: ClassVar[bool] = False  # the prompt travels as one argument (size-capped)
     can_resume: ClassVar[bool] = False
     supports_effort: ClassVar[bool] = False

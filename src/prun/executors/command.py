@@ -46,6 +46,7 @@ class CommandReader(StreamReader):
 class Command(Executor):
     name = "command"
     program = ""
+    event_stream = False   # stdout is the response, read whole at the end
 
     def build(self, unit: Unit, env: Mapping[str, str]) -> Launch:
         from .records import Launch
