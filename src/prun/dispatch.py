@@ -571,9 +571,9 @@ class Dispatch:
             else:  # the worker wrote it at the last moment
                 published = "worker"
                 sibling = beside_worker_result()
-        from .published import record
+        from . import published as index
 
-        record(p.result_file, sd.path)  # waiters treat it as landed from now on
+        landed = index.identity(p.result_file)
         kind = {"ok": "succeeded", "timeout": "timeout", "quota": "quota",
                 "cancelled": "cancelled"}.get(verdict, "failed")
         code = {"succeeded": EXIT_OK, "timeout": EXIT_TIMEOUT, "quota": EXIT_QUOTA}.get(
@@ -593,8 +593,11 @@ class Dispatch:
                       if hit else None),
             "started_at": _iso(self.started), "finished_at": _iso(finished),
             "duration_s": round(finished - self.started, 3),
+            "state_dir": sd.path, "result_identity": landed,
         }
         sd.write_json(statedir.OUTCOME, info, durable=self.durable)
+        if landed is not None:  # waiters treat the result as landed from now on
+            index.record(p.result_file, sd.path, outcome=sd.file(statedir.OUTCOME))
         self.outcome = Outcome(kind, code, verdict, error, published, info)
         self._ledger("finish")
         return self.outcome

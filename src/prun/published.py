@@ -5,7 +5,8 @@ worker has exited). Right after that it calls ``record``, which leaves one small
 per-user folder, named by a hash of the result's absolute path::
 
     <state root>/.published/<sha256(abs path)[:32]>.json
-        {"result_file": ..., "state_dir": ..., "dev": ..., "ino": ..., "size": ..., "mtime_ns": ...}
+        {"result_identity": {"path": ..., "dev": ..., "ino": ..., "size": ..., "mtime_ns": ...},
+         "state_dir": ..., ...}
 
 ``<state root>`` is ``prun.statedir.default_root()`` ($PRUN_STATE_ROOT, else the user's state
 folder), whatever root the unit's own state dir lives under, so any waiter finds it. ``lookup``
@@ -13,8 +14,10 @@ trusts an entry only while the file still has the identity recorded (device, ino
 modification time): a result path reused by a later unit, or a file edited after publication,
 is no longer "published" and falls back to the stable-window rule.
 
-The entry is created by a hard link of a finished temp file (one create event, never a rename),
-written without fsync: it is a hint for speed; losing it in a crash costs a stable window.
+The entry is the unit's ``outcome.json`` itself, hard-linked in (one create event, never a
+rename, and no file of its own), or, where no link can be made, a small file with the same
+fields, created by a hard link of a finished temp file. Neither is fsynced: the entry is a hint
+for speed; losing it in a crash costs a stable window.
 Entries are tiny and only needed while someone waits for their result: once a day, the
 dispatcher that records an entry removes those older than a week. Deleting the folder is always
 safe.
@@ -47,19 +50,39 @@ def entry_path(result_file: str, folder: str | None = None) -> str:
     return os.path.join(folder or index_dir(), entry_name(result_file))
 
 
-def record(result_file: str, state_dir: str) -> bool:
-    """Note that ``result_file`` (as it is now on disk) is final. Never raises; False if not
-    recorded (no such file, empty file, or the index folder cannot be written)."""
+def identity(result_file: str) -> dict | None:
+    """What ``lookup`` will check of ``result_file`` as it is now, or None if it is missing or
+    empty."""
     path = os.path.abspath(result_file)
     try:
         st = os.stat(path)
-        if st.st_size == 0:
-            return False
+    except OSError:
+        return None
+    if st.st_size == 0:
+        return None
+    return {"path": path, "dev": st.st_dev, "ino": st.st_ino, "size": st.st_size,
+            "mtime_ns": st.st_mtime_ns}
+
+
+def record(result_file: str, state_dir: str, *, outcome: str | None = None) -> bool:
+    """Note that ``result_file`` (as it is now on disk) is final. Never raises; False if not
+    recorded (no such file, empty file, or the index folder cannot be written).
+
+    ``outcome``: the unit's ``outcome.json``, already holding this file's ``result_identity``
+    and its ``state_dir``. The entry is then a hard link to it, which costs no file of its own;
+    where a link cannot be made the entry is written as a small file."""
+    path = os.path.abspath(result_file)
+    try:
         folder = index_dir()
-        data = json.dumps({"result_file": path, "state_dir": os.path.abspath(state_dir),
-                           "dev": st.st_dev, "ino": st.st_ino, "size": st.st_size,
-                           "mtime_ns": st.st_mtime_ns}).encode()
         final = entry_path(path, folder)
+        if outcome is not None and _link_entry(outcome, final, folder):
+            _prune(folder)
+            return True
+        ident = identity(path)
+        if ident is None:
+            return False
+        data = json.dumps({"result_identity": ident,
+                           "state_dir": os.path.abspath(state_dir)}).encode()
         tmp = f"{final}.{os.getpid()}.{os.urandom(3).hex()}.tmp"
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
         try:
@@ -72,16 +95,8 @@ def record(result_file: str, state_dir: str) -> bool:
         finally:
             os.close(fd)
         try:
-            try:
-                os.link(tmp, final)
-            except FileExistsError:  # an entry left by an earlier unit at the same path
-                try:
-                    os.unlink(final)
-                    os.link(tmp, final)
-                except OSError:
-                    os.replace(tmp, final)
-            except OSError:  # no hard links on this file system
-                os.replace(tmp, final)
+            if not _link_entry(tmp, final, folder):
+                os.replace(tmp, final)  # no hard links on this file system
         finally:
             try:
                 os.unlink(tmp)
@@ -91,6 +106,28 @@ def record(result_file: str, state_dir: str) -> bool:
         return True
     except OSError:
         return False
+
+
+def _link_entry(source: str, final: str, folder: str) -> bool:
+    """Link ``source`` in as the entry ``final`` (one create event, never a rename), replacing
+    an entry an earlier unit left at the same path. False if no link can be made."""
+    for _ in range(2):
+        try:
+            os.link(source, final)
+            return True
+        except FileExistsError:
+            try:
+                os.unlink(final)
+            except FileNotFoundError:
+                pass
+        except FileNotFoundError:
+            if not os.path.isdir(folder):
+                os.makedirs(folder, exist_ok=True)
+            else:
+                return False
+        except OSError:  # another file system, or no hard links
+            return False
+    return False
 
 
 def _prune(folder: str) -> None:
@@ -129,8 +166,12 @@ def lookup(result_file: str, st: os.stat_result | None = None,
             st = os.stat(path)
     except (OSError, ValueError):
         return None
-    if not isinstance(entry, dict) or entry.get("result_file") != path:
+    if not isinstance(entry, dict):
         return None
-    same = (entry.get("dev") == st.st_dev and entry.get("ino") == st.st_ino
-            and entry.get("size") == st.st_size and entry.get("mtime_ns") == st.st_mtime_ns)
+    ident = entry.get("result_identity")
+    if not isinstance(ident, dict):
+        return None
+    same = (ident.get("path") == path and ident.get("dev") == st.st_dev
+            and ident.get("ino") == st.st_ino and ident.get("size") == st.st_size
+            and ident.get("mtime_ns") == st.st_mtime_ns)
     return entry if same else None

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 import threading
 from pathlib import Path
 
@@ -193,8 +195,28 @@ def test_the_dispatcher_records_what_it_published(tmp_path, fake_agy, scenario, 
     assert outcome["published"] == how
     entry = published.lookup(str(result))
     assert entry is not None and entry["state_dir"] == state_dir
+    # the entry is the unit's outcome.json, linked in: no file of its own
+    assert os.path.samefile(published.entry_path(str(result)), Path(state_dir) / "outcome.json")
     g = prun("gather", str(result), "--stable-window", "1h", "--timeout", "30")
     assert g.returncode == 0 and g.stdout.splitlines()[1] == f"DONE {result}"
+
+
+def test_an_outcome_on_another_file_system_gets_an_entry_file_of_its_own(tmp_path):
+    other = Path("/dev/shm")
+    if not other.is_dir() or os.stat(other).st_dev == os.stat(tmp_path).st_dev:
+        pytest.skip("needs a second file system at /dev/shm")
+    result = tmp_path / "r.md"
+    result.write_text("a result long enough to count\n")
+    outcome = Path(tempfile.mkdtemp(dir=other)) / "outcome.json"
+    try:
+        outcome.write_text(json.dumps({"result_identity": published.identity(str(result)),
+                                       "state_dir": str(tmp_path)}))
+        assert published.record(str(result), str(tmp_path), outcome=str(outcome))
+        entry = published.entry_path(str(result))
+        assert not os.path.samefile(entry, outcome) and os.stat(entry).st_nlink == 1
+        assert published.lookup(str(result))["state_dir"] == str(tmp_path)
+    finally:
+        shutil.rmtree(outcome.parent)
 
 
 
