@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchkit import compile_prun
+
 HERE = Path(__file__).resolve().parent
 FAKE_AGY = HERE.parent / "tests" / "fakes" / "fake_agy.py"
 
@@ -61,12 +63,7 @@ def main() -> None:
                PRUN_AGY_QUOTA_GATE="off")
     env.pop("FAKE_AGY_LOG", None)
     prun = prun_script()
-    # A regular install byte-compiles the package; an editable one (or PYTHONDONTWRITEBYTECODE)
-    # would make every run compile prun from source. Compile it once, as an install would.
-    import prun as prun_pkg
-
-    subprocess.run([sys.executable, "-m", "compileall", "-q", os.path.dirname(prun_pkg.__file__)],
-                   check=False, env=dict(os.environ, PYTHONDONTWRITEBYTECODE=""))
+    compile_prun()
     bare, state_line, result, fake_alone = [], [], [], []
     for i in range(runs):
         bare.append(timed([sys.executable, "-c", "pass"], env, False)[0])

@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchkit import compile_prun
+
 PRUN = [sys.executable, "-m", "prun"]
 
 
@@ -72,8 +74,12 @@ def throughput(repo: Path, env: dict, units: int, levels: list[int]) -> list[str
                             "a no-op unit result, long enough"], input=seq)
         assert r.returncode == 0, r.stderr
         if shutil.which("parallel"):
+            # its per-job temp files go beside prun's files, on the same file system
+            tmp = repo.parent / "parallel-tmp"
+            tmp.mkdir(exist_ok=True)
             t_par, r = timed(["parallel", "--will-cite", "-j", str(p), "echo",
-                              "a no-op unit result, long enough", "{}"], input=seq)
+                              "a no-op unit result, long enough", "{}"], input=seq,
+                             env=dict(os.environ, TMPDIR=str(tmp)))
             assert r.returncode == 0, r.stderr
             par = f"{t_par:.2f} s"
             ratio_par = f"{t_prun / t_par:.2f}x"
@@ -218,15 +224,18 @@ def main() -> None:
     ap.add_argument("--parallel", default="16,64")
     ap.add_argument("--sleepers", type=int, default=500)
     ap.add_argument("--skip", default="", help="comma list: throughput,memory,bytes")
+    ap.add_argument("--dir", help="where the benchmark's repository and files go (default: the "
+                    "system's temp folder); e.g. /dev/shm for a RAM file system")
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
-    root = Path(tempfile.mkdtemp(prefix="prun-bench-"))
+    compile_prun()
+    root = Path(tempfile.mkdtemp(prefix="prun-bench-", dir=args.dir))
     try:
         repo = make_repo(root)
         env = dict(os.environ, PRUN_LEDGER=str(root / "ledger.sqlite"),
                    PRUN_WORKSPACE_ROOT=str(root / "workspaces"),
                    PRUN_STATE_ROOT=str(root / "state"))
-        print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}\n")
+        print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, files in {root}\n")
         if "throughput" not in skip:
             print(f"### {args.units} no-op command units\n")
             print("\n".join(throughput(repo, env, args.units,
