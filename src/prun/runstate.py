@@ -82,18 +82,21 @@ def deadline_at(text: str | None, now: float | None = None) -> float | None:
     return when.timestamp()
 
 
+_PACKET_FIELDS = tuple(f.name for f in dataclasses.fields(Packet))
+_DATA_FIELDS = tuple(f.name for f in dataclasses.fields(DataBoundary))
+
+
 def packet_spec(p: Packet) -> dict:
     """The packet as plain data for the ledger (tuples stay tuples: JSON writes them as lists;
     a shallow walk, as ``dataclasses.asdict`` deep-copies every value)."""
-    d = {f.name: getattr(p, f.name) for f in dataclasses.fields(p) if f.name != "lines"}
+    d = {name: getattr(p, name) for name in _PACKET_FIELDS if name != "lines"}
     if isinstance(d.get("data"), DataBoundary):
-        d["data"] = {f.name: getattr(d["data"], f.name) for f in dataclasses.fields(DataBoundary)}
+        d["data"] = {name: getattr(d["data"], name) for name in _DATA_FIELDS}
     return d
 
 
 def packet_from_spec(d: Mapping) -> Packet:
-    names = {f.name for f in dataclasses.fields(Packet)}
-    fields = {k: v for k, v in d.items() if k in names}
+    fields = {k: v for k, v in d.items() if k in _PACKET_FIELDS}
     for k in ("owns", "generates", "reads", "state", "after", "requires"):
         if k in fields and fields[k] is not None:
             fields[k] = tuple(fields[k])
@@ -131,8 +134,11 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
     n_parallel = parallel or plan.parallel or DEFAULT_PARALLEL
     if n_parallel < 1:
         raise UsageError(f"parallel must be at least 1 (got {n_parallel})")
+    from .fsutil import create_new
+
     packets = []
     routes = unitprep.route_all(plan.packets, env)
+    prompts = str(paths.prompts)
     for p in plan.packets:
         r = routes[p.id]
         pbase = base
@@ -141,7 +147,7 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
         spec = packet_spec(p)
         spec.update({"routed_executor": r.executor, "routing_reason": r.reason,
                      "base_commit": pbase})
-        (paths.prompts / f"{p.id}.md").write_text(p.prompt, encoding="utf-8")
+        create_new(os.path.join(prompts, f"{p.id}.md"), p.prompt.encode("utf-8"))
         packets.append({"id": p.id, "kind": p.kind, "executor": r.executor, "model": p.model,
                         "mode": p.effective_mode, "base": pbase, "after": list(p.after),
                         "timeout_s": p.timeout_s, **{"spec": spec}})
