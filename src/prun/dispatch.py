@@ -417,7 +417,7 @@ class Dispatch:
     # 3. wait (synchronous form; the supervisor awaits the same exit) ----------------------------
     def wait(self) -> tuple[int, bool]:
         """Wait for the worker to exit or its deadline. Returns (exit code, timed out)."""
-        from .process import end_group, reap, sweep_group, wait_exit
+        from .process import end_group
 
         w = self.worker
         while True:
@@ -425,13 +425,13 @@ class Dispatch:
             if remaining <= 0:
                 end_group(w)
                 self.pump()
-                return reap(w), True
+                return w.reap(), True
             # Short slices only until the conversation id is known, then long ones.
-            if wait_exit(w, min(remaining, 5.0 if self._session_written else 0.25)):
+            if w.wait_exit(min(remaining, 5.0 if self._session_written else 0.25)):
                 break
             self.pump()
-        sweep_group(w)
-        return reap(w), False
+        w.sweep()
+        return w.reap(), False
 
     async def wait_async(self, stop=None, hard_deadline: float | None = None,
                          on_end: Callable[[str], None] | None = None
@@ -442,11 +442,11 @@ class Dispatch:
         None, "timeout" or "cancelled"."""
         import asyncio
 
-        from .process import await_exit, end_group, sweep_group
+        from .process import end_group
 
         w = self.worker
         limit = min(self.deadline, hard_deadline or float("inf"))
-        exit_task = asyncio.ensure_future(await_exit(w))
+        exit_task = asyncio.ensure_future(w.await_exit())
         stop_task = asyncio.ensure_future(stop.wait()) if stop is not None else None
         waits = {t for t in (exit_task, stop_task) if t is not None}
         why: str | None = "timeout"
@@ -467,7 +467,7 @@ class Dispatch:
             for t in waits:
                 t.cancel()
         if why is None:
-            sweep_group(w)
+            w.sweep()
         else:
             if on_end is not None:
                 on_end(why)
@@ -661,10 +661,10 @@ def run_sync(req: Request, on_state_dir: Callable[[str], None] | None = None) ->
     except Cancelled:
         cancelled = True
         if d.worker is not None and d.worker.proc.returncode is None:
-            from .process import end_group, reap
+            from .process import end_group
 
             end_group(d.worker)
-            code = reap(d.worker)
+            code = d.worker.reap()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)  # publishing the outcome must not be interrupted
     if handed is not None:

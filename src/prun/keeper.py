@@ -10,7 +10,7 @@ supervisor's interpreter lock until the child has exec'd.
 
 The keeper only ever signals a process group whose leader it started and has not yet reaped, so
 the group id cannot have been reused. Before it reaps a leader that ended it ends what the
-leader left in its group (SIGTERM, then SIGKILL), as ``process.sweep_group`` does.
+leader left in its group (SIGTERM, then SIGKILL), as ``process.Worker.sweep`` does.
 
 Protocol: one JSON object per line on the keeper's stdin; one line of words on its stdout.
 

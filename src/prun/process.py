@@ -26,7 +26,7 @@ class Worker:
     """A started worker: the Popen handle plus its pidfd when the platform has one.
 
     ``keeper.KeptWorker`` (a run's worker, started by its keeper process) has the same methods;
-    the functions below work on either."""
+    ``end_group`` works on either."""
 
     proc: subprocess.Popen
     pidfd: int | None = None
@@ -163,26 +163,6 @@ def spawn(argv: list[str], *, cwd: str, env: dict[str, str], stdout_path: str,
     return Worker(proc, pidfd)
 
 
-def exited(worker) -> bool:
-    return worker.exited()
-
-
-def wait_exit(worker, timeout: float | None) -> bool:
-    return worker.wait_exit(timeout)
-
-
-async def await_exit(worker) -> None:
-    await worker.await_exit()
-
-
-def signal_group(worker, sig: int) -> None:
-    worker.signal(sig)
-
-
-def reap(worker) -> int | None:
-    return worker.reap()
-
-
 def end_group(worker, grace: float = KILL_GRACE_SECONDS) -> None:
     """SIGTERM the group, give the leader ``grace`` seconds, then SIGKILL whatever is left.
 
@@ -192,10 +172,6 @@ def end_group(worker, grace: float = KILL_GRACE_SECONDS) -> None:
     worker.wait_exit(grace)
     worker.signal(signal.SIGKILL)
     worker.wait_exit(grace)
-
-
-def sweep_group(worker) -> None:
-    worker.sweep()
 
 
 # Identity of processes recorded in state dirs ---------------------------------------------------

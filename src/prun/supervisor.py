@@ -45,7 +45,7 @@ UNKNOWN_RESET_S = 300.0
 FLUSH_S = 0.05  # the ledger lags the supervisor by at most this (a crash loses no worker:
                 # resume finds every launched attempt through its state dir)
 REQUEST_POLL_S = 0.5  # requests are looked for at least this often (SIGUSR1 says at once)
-THREADS = 4   # file writes, forks and fsyncs of units run here, off the event loop
+THREADS = 4   # the file work of starting and finishing units runs here, off the event loop
 
 OUTCOME_STATUS = {"succeeded": Status.SUCCEEDED, "timeout": Status.TIMEOUT,
                   "quota": Status.QUOTA, "cancelled": Status.CANCELLED,

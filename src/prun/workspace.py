@@ -382,12 +382,12 @@ def run_bounded(command: str | Sequence[str], cwd: str, env: Mapping[str, str] |
                                stdout_path=log_path, stderr_path=log_path)
     except OSError as e:
         return Ran(127, False, 0.0, log_path, str(e))
-    timed_out = not process.wait_exit(worker, float(timeout))
+    timed_out = not worker.wait_exit(float(timeout))
     if timed_out:
         process.end_group(worker)
     else:
-        process.sweep_group(worker)
-    code = process.reap(worker)
+        worker.sweep()
+    code = worker.reap()
     tail = tail_bytes(log_path, 4000).decode("utf-8", "replace")
     return Ran(None if timed_out else code, timed_out, time.monotonic() - started, log_path,
                tail)

@@ -117,7 +117,7 @@ def test_clean_removes_only_workspaces_and_refuses_while_a_unit_runs(repo, recor
         assert (tmp_path / "ws" / "a").exists()
     finally:
         process.end_group(worker, grace=5)
-        process.reap(worker)
+        worker.reap()
     r = prun("clean", cwd=repo)
     assert r.returncode == 0, r.stderr
     assert f"REMOVED a {tmp_path / 'ws' / 'a'}" in r.stdout.splitlines()
@@ -144,18 +144,18 @@ def test_pause_saves_the_patch_and_stops_only_its_group(repo, recorded_run, tmp_
         (sd / "unit.json").write_text(json.dumps({"worker":
             {"pid": worker.pid, "pgid": worker.pid,
              "create_time": process.create_time(worker.pid)}}))
-        assert process.wait_exit(worker, 0) is False
+        assert worker.wait_exit(0) is False
         for _ in range(200):          # bounded: the worker writes its child's pid at start
             if pidfile.exists() and pidfile.read_text():
                 break
-            process.wait_exit(worker, 0.05)
+            worker.wait_exit(0.05)
         child = int(pidfile.read_text())
         r = prun("pause", "a", cwd=repo)
         assert r.returncode == 0, r.stderr
         assert r.stdout.startswith("PAUSED a attempt=a-1 stopped=stopped files=1 patch=")
-        assert process.wait_exit(worker, 10)
+        assert worker.wait_exit(10)
         assert gone(child)
-        assert not process.exited(bystander)          # another group is never touched
+        assert not bystander.exited()          # another group is never touched
         patch = (sd / "paused.patch").read_text()
         assert "+half done" in patch
         with Ledger.open() as ledger:
@@ -165,4 +165,4 @@ def test_pause_saves_the_patch_and_stops_only_its_group(repo, recorded_run, tmp_
     finally:
         for w in (worker, bystander):
             process.end_group(w, grace=2)
-            process.reap(w)
+            w.reap()

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 
-from ..process import Worker, reap, signal_group, wait_exit
+from ..process import Worker
 from .snapshot import GroupState, iso, normalise_time, parse_time
 
 MAX_OUTPUT = 256 * 1024
@@ -72,12 +72,12 @@ class _Running:
         """Kill the group (still unreaped, so its id is not reused) and forget it."""
         with self.lock:
             self.workers.pop(worker.pid, None)
-            signal_group(worker, signal.SIGKILL)
+            worker.signal(signal.SIGKILL)
 
     def kill_all(self) -> None:
         with self.lock:
             for worker in self.workers.values():
-                signal_group(worker, signal.SIGKILL)
+                worker.signal(signal.SIGKILL)
 
 
 def run_probe(group: str, argv: Sequence[str], timeout_s: float,
@@ -218,12 +218,12 @@ def _run(argv: list[str], timeout_s: float, env: dict[str, str],
                         failure = f"probe printed more than {MAX_OUTPUT} bytes"
                 if failure:
                     break
-        if failure is None and not wait_exit(worker, max(0.0, deadline - time.monotonic())):
+        if failure is None and not worker.wait_exit(max(0.0, deadline - time.monotonic())):
             failure = f"probe timed out after {timeout_s:g}s (its process group was killed)"
     finally:
         running.end(worker)
-        if wait_exit(worker, 5.0):
-            code = reap(worker)
+        if worker.wait_exit(5.0):
+            code = worker.reap()
         else:
             worker.close()
         for pipe in bufs:
