@@ -7,14 +7,21 @@ import pytest
 from helpers import FAKES, make_fake_cli
 
 
+@pytest.fixture(scope="session")
+def cache_home(tmp_path_factory):
+    """One cache folder for the session (compiled schema checks), never the user's."""
+    return tmp_path_factory.mktemp("cache")
+
+
 @pytest.fixture(autouse=True)
-def isolated_env(tmp_path, monkeypatch):
+def isolated_env(tmp_path, monkeypatch, cache_home):
     """Every test gets its own state root, quota snapshot and config; no real agent CLI."""
     monkeypatch.setenv("PRUN_STATE_ROOT", str(tmp_path / "state"))
     monkeypatch.setenv("PRUN_QUOTA_SNAPSHOT", str(tmp_path / "quota.json"))
     monkeypatch.setenv("PRUN_CONFIG", str(tmp_path / "config.toml"))
     monkeypatch.setenv("PRUN_LEDGER", str(tmp_path / "ledger.sqlite"))
     monkeypatch.setenv("PRUN_KILL_GRACE_SECONDS", "1")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache_home))
     for var in ("ANTIGRAVITY_DISPATCH_MODEL", "ANTIGRAVITY_DISPATCH_EFFORT",
                 "ANTIGRAVITY_DISPATCH_TIMEOUT_SECONDS", "PRUN_AGY_SANDBOX", "PRUN_SCRATCH_CWD",
                 "PRUN_AGY_QUOTA_GATE", "PRUN_AGY_BIN", "PRUN_CLAUDE_BIN", "PRUN_GEMINI_BIN"):

@@ -49,26 +49,72 @@ def _read(path: Path) -> str:
 # ---------------------------------------------------------------------------------------------
 # Schema validation with file:line messages
 
-def validate(doc: yamldoc.Doc, schema_name: str, *, path: Sequence[str | int] = (),
-             subschema: Mapping | None = None) -> None:
-    """Raise UsageError for the first schema error in ``doc`` (at ``path``), with its line."""
+def validate(doc: yamldoc.Doc, schema_name: str) -> None:
+    """Raise UsageError for the first schema error in ``doc``, with its line.
+
+    A valid document (the common case) is passed by a compiled validator (fastjsonschema);
+    only a document it refuses goes through jsonschema, whose errors carry what the message
+    needs (the path, the failing keyword and subschema)."""
+    if _compiled(schema_name)(doc.data):
+        return
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import best_match
 
     root = schema(schema_name)
-    target = subschema if subschema is not None else root
-    if subschema is not None:
-        target = {**subschema, "$defs": root.get("$defs", {})}
-    instance = doc.data
-    for step in path:
-        instance = instance[step]
-    validator = Draft202012Validator(target, format_checker=Draft202012Validator.FORMAT_CHECKER)
-    error = best_match(validator.iter_errors(instance))
+    validator = Draft202012Validator(root, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    error = best_match(validator.iter_errors(doc.data))
     if error is None:
-        return
-    where = [*path, *error.absolute_path]
-    message, hint, line = _explain(error, doc, where, target)
+        return  # the compiled validator is stricter on a format jsonschema does not check
+    where = list(error.absolute_path)
+    message, hint, line = _explain(error, doc, where, root)
     raise UsageError(f"{doc.source}:{line}: {message}", hint=hint)
+
+
+@cache
+def _compiled(name: str):
+    """The schema ``name`` as a fastjsonschema function: ``f(data)`` is True if valid. The
+    generated code is compiled once per schema and version and kept in the user's cache
+    folder (compiling it takes longer than validating a thousand packets)."""
+    import hashlib
+    import marshal
+    import sys
+
+    import fastjsonschema
+
+    text = json.dumps(schema(name), sort_keys=True)
+    key = hashlib.sha256(f"{text}{fastjsonschema.VERSION}{sys.version}".encode()).hexdigest()
+    path = os.path.join(_cache_dir(), f"schema-{name}-{key[:24]}.marshal")
+    try:
+        with open(path, "rb") as f:
+            code = marshal.loads(f.read())
+    except (OSError, EOFError, ValueError, TypeError):
+        code = compile(fastjsonschema.compile_to_code(schema(name)), f"<{name} schema>", "exec")
+        try:
+            from .fsutil import atomic_write
+
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            atomic_write(path, marshal.dumps(code), durable=False)
+        except OSError:
+            pass  # no cache: compiled again next time
+    namespace: dict = {}
+    exec(code, namespace)
+    # the root schema's function is the first the generated code defines ($refs follow it)
+    check = next(v for k, v in namespace.items() if k.startswith("validate_"))
+
+    def valid(data) -> bool:
+        try:
+            check(data)
+        except fastjsonschema.JsonSchemaException:
+            return False
+        return True
+
+    return valid
+
+
+def _cache_dir() -> str:
+    import platformdirs
+
+    return platformdirs.user_cache_dir("prun", appauthor=False)
 
 
 def _dotted(where: Sequence[str | int]) -> str:

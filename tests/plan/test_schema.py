@@ -63,3 +63,65 @@ def test_a_plain_validator_accepts_a_good_plan_and_rejects_a_bad_one():
                 {"packets": ["x.md"], "paralel": 2},                      # unknown key
                 {"packets": [{"id": "a", "prompt": "x", "owns": ["!src"]}]}):
         assert list(v.iter_errors(bad)), bad
+
+
+# The compiled check (fastjsonschema) passes valid documents; jsonschema explains the rest.
+# It must never pass a document jsonschema refuses.
+
+BAD_PACKET_VALUES = {
+    "id": ["", "a..b", "-x", 7, None], "kind": ["write", 1], "executor": ["codex", "x"],
+    "command": [[], "", 3, [1]], "model": [5], "mode": ["yolo"], "owns": ["src/**", [""], [1]],
+    "shared": [{"a": 1}, []], "state": [["port"], "db:x"], "after": ["a", [1]],
+    "base": [1], "timeout": ["soon", -1, True], "data": [{"reachable": 1}, {"x": []}],
+    "requires": ["Summary", [1]], "session_tools": ["yes"], "subdispatch": [1],
+    "unknown_field": ["x"],
+}
+
+
+def _mutations():
+    good = {"id": "a", "kind": "code", "owns": ["src/**"], "prompt": "do it"}
+    for field, values in BAD_PACKET_VALUES.items():
+        for value in values:
+            yield field, value, {**good, field: value}
+
+
+@pytest.mark.parametrize("field,value,packet", list(_mutations()))
+def test_the_compiled_check_refuses_what_jsonschema_refuses(field, value, packet):
+    from prun.planload import _compiled
+
+    plan = {"packets": [packet]}
+    assert list(Draft202012Validator(shipped("plan")).iter_errors(plan))
+    assert not _compiled("plan")(plan)
+    packet_doc = {k: v for k, v in packet.items() if k != "prompt"}
+    assert list(Draft202012Validator(shipped("packet")).iter_errors(packet_doc))
+    assert not _compiled("packet")(packet_doc)
+
+
+def test_the_compiled_check_passes_good_documents():
+    from prun.planload import _compiled
+
+    good = yaml.safe_load("""
+        deadline: 90m
+        parallel: 4
+        packets:
+          - packets/*.md
+          - {id: a, kind: code, owns: [src/**], prompt: do it, timeout: 600}
+    """)
+    assert _compiled("plan")(good)
+
+
+def test_the_compiled_check_is_cached_and_a_bad_cache_file_is_replaced(tmp_path, monkeypatch):
+    import prun.planload as planload
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    planload._compiled.cache_clear()
+    try:
+        assert planload._compiled("packet")({"id": "a"})
+        cached = list((tmp_path / "prun").glob("schema-packet-*.marshal"))
+        assert len(cached) == 1
+        cached[0].write_bytes(b"not marshal data")
+        planload._compiled.cache_clear()
+        assert not planload._compiled("packet")({"id": "a", "kind": "nope"})
+        assert cached[0].read_bytes() != b"not marshal data"   # compiled again and kept
+    finally:
+        planload._compiled.cache_clear()
