@@ -28,6 +28,7 @@ A code is the exit status, or 128+N for death by signal N.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -248,14 +249,16 @@ class Keeper:
         self._loop_thread: int | None = None
         self._buf = b""
 
-    # lifecycle (event loop) ----------------------------------------------------------------------
-    def start(self, loop) -> None:
+    # lifecycle ---------------------------------------------------------------------------------
+    def launch(self) -> None:
+        """Start the keeper process (before the event loop runs, so that its start-up overlaps
+        the supervisor's); ``start`` does it if nobody did."""
         import subprocess
 
         from .process import create_time
 
-        self.loop = loop
-        self._loop_thread = threading.get_ident()
+        if self.proc is not None:
+            return
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         self.proc = subprocess.Popen(
             [sys.executable, "-c", f"import sys; sys.path.insert(0, {here!r}); "
@@ -264,15 +267,22 @@ class Keeper:
             close_fds=True)
         self.ident = {"pid": self.proc.pid, "create_time": create_time(self.proc.pid)}
         os.set_blocking(self.proc.stdout.fileno(), False)
-        loop.add_reader(self.proc.stdout.fileno(), self._readable)
         self._send({"op": "env", "env": self.env})
+
+    def start(self, loop) -> None:
+        """Attach to the event loop (which reads the keeper's answers)."""
+        self.loop = loop
+        self._loop_thread = threading.get_ident()
+        self.launch()
+        loop.add_reader(self.proc.stdout.fileno(), self._readable)
 
     def close(self) -> None:
         """Let the keeper go: it exits once its last worker has ended."""
         if self.proc is None:
             return
         proc, self.proc = self.proc, None
-        self.loop.remove_reader(proc.stdout.fileno())
+        if self.loop is not None:
+            self.loop.remove_reader(proc.stdout.fileno())
         proc.stdin.close()
         import subprocess
 
@@ -361,20 +371,26 @@ class Keeper:
     def _lost(self) -> None:
         """The keeper died. Its workers now belong to init, which reaps them: watch each by
         pidfd (its exit code is lost), fail spawns in flight, start a fresh keeper."""
-        proc = self.proc
-        self.loop.remove_reader(proc.stdout.fileno())
-        with self._lock:
+        import subprocess
+
+        self.loop.remove_reader(self.proc.stdout.fileno())
+        with self._lock:  # spawns wait for the new keeper
+            old, self.proc = self.proc, None
             pending, self._pending = self._pending, {}
+            self.launch()
+        self.loop.add_reader(self.proc.stdout.fileno(), self._readable)
+        self._buf = b""
         for fut in pending.values():
             fut.set_exception(OSError(0, "the worker keeper died"))
         for w in list(self.workers.values()):
             self._watch_orphan(w)
         self.workers.clear()
-        proc.stdout.close()
-        print(f"prun: the worker keeper (pid {proc.pid}) died; exit codes of its running "
+        old.stdout.close()
+        old.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            old.wait(1.0)
+        print(f"prun: the worker keeper (pid {old.pid}) died; exit codes of its running "
               "workers are lost", file=sys.stderr)
-        with self._lock:
-            self.start(self.loop)
 
     def _watch_orphan(self, w: KeptWorker) -> None:
         w.orphan = True

@@ -83,7 +83,7 @@ class UnitState:
 
 class Supervisor:
     def __init__(self, ledger: Ledger, run_id: str, *, emit: Callable[[Event], None],
-                 env: dict[str, str] | None = None):
+                 env: dict[str, str] | None = None, keeper: Keeper | None = None):
         run = ledger.run(run_id)
         if run is None:
             raise PrunError(f"no run {run_id} in the ledger")
@@ -104,7 +104,7 @@ class Supervisor:
         self._wake: asyncio.Event | None = None
         self._requests_due = True            # look for control requests at the next turn
         self._next_request_check = 0.0
-        self.keeper = Keeper(self.env)       # starts, reaps and logs the workers
+        self.keeper = keeper or Keeper(self.env)   # starts, reaps and logs the workers
         self._last_stall_check = 0.0
         self._unsynced = False               # units settled since the last syncfs
         self.parked: set[str] = set()
@@ -841,12 +841,17 @@ def _parse_time(iso: str | None) -> float | None:
 
 
 def run_supervisor(run_id: str, emit: Callable[[Event], None], ledger: Ledger | None = None,
-                   env: dict[str, str] | None = None) -> str:
-    """Drive the run to its end in this process; returns the run's final status."""
+                   env: dict[str, str] | None = None, keeper: Keeper | None = None) -> str:
+    """Drive the run to its end in this process; returns the run's final status. ``keeper``:
+    one launched already (``Keeper.launch``), else the supervisor starts its own."""
     own = ledger is None
     ledger = ledger or Ledger.open()
     try:
-        return asyncio.run(Supervisor(ledger, run_id, emit=emit, env=env).run_until_done())
+        sup = Supervisor(ledger, run_id, emit=emit, env=env, keeper=keeper)
+        try:
+            return asyncio.run(sup.run_until_done())
+        finally:
+            sup.keeper.close()
     finally:
         if own:
             ledger.close()

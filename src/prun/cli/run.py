@@ -55,18 +55,29 @@ def run(args) -> int:
 
 def supervise(ledger, run_id: str, *, verbose: bool = False, plain: bool = False) -> int:
     """Drive the run in this process with a renderer; print the summary; the exit code."""
-    from ..ledger import Ledger
-    from ..render import LineRenderer, LiveRenderer, summary_lines
-    from ..runstate import view
-    from ..supervisor import run_supervisor
+    import os
 
-    live = sys.stdout.isatty() and not plain
-    renderer = LiveRenderer(Ledger.open(ledger.path), run_id) if live else \
-        LineRenderer(sys.stdout, verbose=verbose)
+    from ..keeper import Keeper
+
+    keeper = Keeper(dict(os.environ))
+    keeper.launch()  # its start-up overlaps the supervisor's imports
     try:
-        status = run_supervisor(run_id, renderer.handle, ledger)
+        from ..ledger import Ledger
+        from ..render import LineRenderer, LiveRenderer
+        from ..supervisor import run_supervisor
+
+        live = sys.stdout.isatty() and not plain
+        renderer = LiveRenderer(Ledger.open(ledger.path), run_id) if live else \
+            LineRenderer(sys.stdout, verbose=verbose)
+        try:
+            status = run_supervisor(run_id, renderer.handle, ledger, keeper=keeper)
+        finally:
+            renderer.close()
     finally:
-        renderer.close()
+        keeper.close()
+    from ..render import summary_lines
+    from ..runstate import view
+
     for line in summary_lines(view(ledger, run_id)):
         print(line)
     return exit_code(status)
