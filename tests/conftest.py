@@ -22,6 +22,7 @@ def isolated_env(tmp_path, monkeypatch, cache_home):
     monkeypatch.setenv("PRUN_LEDGER", str(tmp_path / "ledger.sqlite"))
     monkeypatch.setenv("PRUN_KILL_GRACE_SECONDS", "1")
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache_home))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))  # nothing in the home
     for var in ("ANTIGRAVITY_DISPATCH_MODEL", "ANTIGRAVITY_DISPATCH_EFFORT",
                 "ANTIGRAVITY_DISPATCH_TIMEOUT_SECONDS", "PRUN_AGY_SANDBOX", "PRUN_SCRATCH_CWD",
                 "PRUN_AGY_QUOTA_GATE", "PRUN_AGY_BIN", "PRUN_CLAUDE_BIN", "PRUN_GEMINI_BIN"):

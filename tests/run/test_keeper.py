@@ -193,7 +193,7 @@ def test_a_dead_keeper_leaves_its_workers_watched_and_a_new_keeper_starts(tmp_pa
             "time.sleep(0.02)")
         first = keeper.proc.pid
         os.kill(first, signal.SIGKILL)
-        await asyncio.to_thread(poll, lambda: keeper.proc.pid != first or None)
+        await asyncio.to_thread(poll, lambda: keeper.ident["pid"] != first or None)
         gate.touch()
         await w.await_exit()
         after = await asyncio.to_thread(_spawn, keeper, tmp_path, "after", "pass")
