@@ -2,8 +2,9 @@
 
     python bench/bench_run.py [--units 1000] [--parallel 16,64] [--sleepers 500]
 
-1. 1,000 no-op command units (`true`) at parallelism 16 and 64: `prun run` beside `xargs -P`
-   and GNU parallel, in the same run on the same machine.
+1. 1,000 no-op command units (`echo`) at parallelism 16 and 64: `prun run` beside `xargs -P`
+   and GNU parallel, in the same run on the same machine; each tool three times per level in
+   alternating order, medians with the range in brackets.
 2. Memory with 500 sleeping units in flight: the one supervisor process (and its worker keeper,
    which starts the workers and records their exit codes) beside one Python process per unit
    (`prun dispatch`).
@@ -59,34 +60,54 @@ def timed(cmd, **kw) -> tuple[float, subprocess.CompletedProcess]:
     return time.perf_counter() - t, r
 
 
-def throughput(repo: Path, env: dict, units: int, levels: list[int]) -> list[str]:
+def throughput(repo: Path, env: dict, units: int, levels: list[int],
+               repeat: int) -> list[str]:
+    """Each tool ``repeat`` times per level, in alternating order (a tool that deletes many
+    files slows the file creations of whatever runs next on some file systems); medians."""
+    import statistics
+
     rows = ["| parallel | prun run | xargs -P | GNU parallel | prun / xargs | prun / parallel |",
             "| ---: | ---: | ---: | ---: | ---: | ---: |"]
     # a no-op unit must still print 20 bytes to count as a result; every tool runs the same
     noop = ["echo", "a no-op unit result, long enough"]
-    for p in levels:
-        plan = write_plan(repo, units, noop, f"noop{p}", p)
-        t_prun, r = timed([*PRUN, "run", str(plan), "--plain"], cwd=repo, env=env)
+    seq = "\n".join(str(i) for i in range(units)) + "\n"
+    tmp = repo.parent / "parallel-tmp"   # GNU parallel's per-job temp files, beside prun's
+    tmp.mkdir(exist_ok=True)
+    has_parallel = shutil.which("parallel") is not None
+
+    def run_prun(p: int, n: int) -> float:
+        plan = write_plan(repo, units, noop, f"noop{p}-{n}", p)
+        t, r = timed([*PRUN, "run", str(plan), "--plain"], cwd=repo, env=env)
         if r.returncode != 0:
             raise SystemExit(f"prun run failed: {r.stdout[-2000:]} {r.stderr[-2000:]}")
-        seq = "\n".join(str(i) for i in range(units)) + "\n"
-        t_xargs, r = timed(["xargs", "-P", str(p), "-n", "1", "echo",
-                            "a no-op unit result, long enough"], input=seq)
+        return t
+
+    def run_xargs(p: int, n: int) -> float:
+        t, r = timed(["xargs", "-P", str(p), "-n", "1", *noop], input=seq)
         assert r.returncode == 0, r.stderr
-        if shutil.which("parallel"):
-            # its per-job temp files go beside prun's files, on the same file system
-            tmp = repo.parent / "parallel-tmp"
-            tmp.mkdir(exist_ok=True)
-            t_par, r = timed(["parallel", "--will-cite", "-j", str(p), "echo",
-                              "a no-op unit result, long enough", "{}"], input=seq,
-                             env=dict(os.environ, TMPDIR=str(tmp)))
-            assert r.returncode == 0, r.stderr
-            par = f"{t_par:.2f} s"
-            ratio_par = f"{t_prun / t_par:.2f}x"
-        else:
-            par, ratio_par = "not installed", "-"
-        rows.append(f"| {p} | {t_prun:.2f} s | {t_xargs:.2f} s | {par} | "
-                    f"{t_prun / t_xargs:.1f}x | {ratio_par} |")
+        return t
+
+    def run_parallel(p: int, n: int) -> float:
+        t, r = timed(["parallel", "--will-cite", "-j", str(p), *noop, "{}"], input=seq,
+                     env=dict(os.environ, TMPDIR=str(tmp)))
+        assert r.returncode == 0, r.stderr
+        return t
+
+    tools = {"prun": run_prun, "xargs": run_xargs}
+    if has_parallel:
+        tools["parallel"] = run_parallel
+    for p in levels:
+        times: dict[str, list[float]] = {name: [] for name in tools}
+        for n in range(repeat):
+            order = list(tools) if n % 2 == 0 else list(reversed(tools))
+            for name in order:
+                times[name].append(tools[name](p, n))
+        med = {name: statistics.median(ts) for name, ts in times.items()}
+        span = {name: f"{min(ts):.2f}–{max(ts):.2f}" for name, ts in times.items()}
+        par = f"{med['parallel']:.2f} s ({span['parallel']})" if has_parallel else "not installed"
+        ratio_par = f"{med['prun'] / med['parallel']:.2f}x" if has_parallel else "-"
+        rows.append(f"| {p} | {med['prun']:.2f} s ({span['prun']}) | {med['xargs']:.2f} s | "
+                    f"{par} | {med['prun'] / med['xargs']:.1f}x | {ratio_par} |")
     return rows
 
 
@@ -223,6 +244,8 @@ def main() -> None:
     ap.add_argument("--units", type=int, default=1000)
     ap.add_argument("--parallel", default="16,64")
     ap.add_argument("--sleepers", type=int, default=500)
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="runs of each tool per level, in alternating order (medians shown)")
     ap.add_argument("--skip", default="", help="comma list: throughput,memory,bytes")
     ap.add_argument("--dir", help="where the benchmark's repository and files go (default: the "
                     "system's temp folder); e.g. /dev/shm for a RAM file system")
@@ -239,7 +262,8 @@ def main() -> None:
         if "throughput" not in skip:
             print(f"### {args.units} no-op command units\n")
             print("\n".join(throughput(repo, env, args.units,
-                                       [int(x) for x in args.parallel.split(",")])) + "\n")
+                                       [int(x) for x in args.parallel.split(",")],
+                                       args.repeat)) + "\n")
         if "memory" not in skip:
             print(f"### Memory with {args.sleepers} sleeping units in flight\n")
             print("\n".join(memory(repo, env, args.sleepers)) + "\n")
