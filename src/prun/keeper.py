@@ -62,6 +62,17 @@ class _Server:
         except OSError:
             self.out_ok = False      # the supervisor is gone: keep reaping and logging
 
+    def handle_safely(self, line: bytes) -> None:
+        """A request the keeper cannot carry out must not cost it the workers it keeps."""
+        try:
+            self.handle(line)
+        except Exception as e:  # a bug in a request: say so, answer it, keep serving
+            print(f"prun keeper: bad request {line[:200]!r}: {type(e).__name__}: {e}",
+                  file=sys.stderr)
+            rid = _request_id(line)
+            if rid is not None:
+                self.reply(f"failed {rid} 0 {json.dumps(f'bad request to the keeper: {e}')}")
+
     def handle(self, line: bytes) -> None:
         req = json.loads(line)
         op = req.get("op")
@@ -157,9 +168,17 @@ class _Server:
                 *lines, buf = (buf + data).split(b"\n")
                 for line in lines:
                     if line.strip():
-                        self.handle(line)
+                        self.handle_safely(line)
             self.reap()
         return 0
+
+
+def _request_id(line: bytes) -> int | None:
+    try:
+        rid = json.loads(line).get("id")
+    except (ValueError, AttributeError):
+        return None
+    return rid if isinstance(rid, int) else None
 
 
 def _killpg(pgid: int, sig: int) -> None:

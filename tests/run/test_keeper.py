@@ -4,6 +4,7 @@ supervisor. Driven the way the supervisor drives it: spawns from threads, replie
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import signal
 import subprocess
@@ -202,3 +203,18 @@ def test_a_dead_keeper_leaves_its_workers_watched_and_a_new_keeper_starts(tmp_pa
     lost, orphan, after = drive(body)
     assert (lost, orphan, after) == (None, True, 0)
     assert "worker keeper" in capfd.readouterr().err
+
+
+def test_a_bad_request_is_answered_and_the_keeper_keeps_serving(tmp_path):
+    async def body(keeper, loop):
+        with keeper._lock:           # a request missing its fields, as a bug would send
+            keeper._next += 1
+            rid = keeper._next
+            pending = keeper._pending[rid] = concurrent.futures.Future()
+            keeper._send({"op": "spawn", "id": rid})
+        with pytest.raises(OSError, match="bad request"):
+            await asyncio.wrap_future(pending)
+        w = await asyncio.to_thread(_spawn, keeper, tmp_path, "after", "pass")
+        await w.await_exit()
+        return w.reap()
+    assert drive(body) == 0
