@@ -134,11 +134,8 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
     n_parallel = parallel or plan.parallel or DEFAULT_PARALLEL
     if n_parallel < 1:
         raise UsageError(f"parallel must be at least 1 (got {n_parallel})")
-    from .fsutil import create_new
-
     packets = []
     routes = unitprep.route_all(plan.packets, env)
-    prompts = str(paths.prompts)
     for p in plan.packets:
         r = routes[p.id]
         pbase = base
@@ -147,7 +144,6 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
         spec = packet_spec(p)
         spec.update({"routed_executor": r.executor, "routing_reason": r.reason,
                      "base_commit": pbase})
-        create_new(os.path.join(prompts, f"{p.id}.md"), p.prompt.encode("utf-8"))
         packets.append({"id": p.id, "kind": p.kind, "executor": r.executor, "model": p.model,
                         "mode": p.effective_mode, "base": pbase, "after": list(p.after),
                         "timeout_s": p.timeout_s, **{"spec": spec}})

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from . import statedir
 from .errors import PrunError, QuotaExhausted
-from .fsutil import sync_fs
+from .fsutil import create_new, sync_fs
 from .keeper import Keeper
 from .ledger import Ledger, PacketStatus, RunStatus, Status, now_iso
 from .plan import Packet
@@ -577,7 +577,9 @@ class Supervisor:
         from .dispatch import Request
 
         p = u.packet
-        prompt_file = str(self.paths.prompts / f"{p.id}.md")
+        prompt_file = os.path.join(self.paths.prompts, f"{p.id}.md")
+        with contextlib.suppress(FileExistsError):  # frozen in the ledger; a file from now on
+            create_new(prompt_file, p.prompt.encode("utf-8"))
         if u.continue_from:
             follow = self.paths.prompts / f"{p.id}.{u.seq}.md"
             follow.write_text("A quota limit stopped your earlier turn. Continue the same task "
