@@ -504,7 +504,7 @@ class Dispatch:
     def finish(self, exit_code: int | None, *, timed_out: bool = False, cancelled: bool = False,
                refused: QuotaExhausted | None = None) -> Outcome:
         """Judge the run, publish the result (or FALLBACK), write outcome.json last."""
-        from .fsutil import atomic_write, file_size, publish_new, read_text, tail_bytes
+        from .fsutil import atomic_write, file_size, link_new, publish_new, read_text, tail_bytes
 
         p, sd = self.p, self.state
         self._write_pending_unit()  # a run's attempt the quota gate refused before its launch
@@ -562,7 +562,16 @@ class Dispatch:
                          f"(fewer than {MIN_RESPONSE_BYTES})")
             text = response if verdict == "ok" else self._fallback_text(verdict, error, exit_code,
                                                                         stream)
-            if os.path.lexists(p.result_file):
+            # a response that is a whole file (a command's stdout) is linked into place
+            whole = stream.response_file if verdict == "ok" and stream.response is None else None
+            linked = None
+            if whole and not os.path.lexists(p.result_file):
+                linked = link_new(whole, p.result_file, durable=self.durable)
+            if linked is not None:
+                published = "response" if linked else "worker"
+                if not linked:  # the worker wrote it at the last moment
+                    sibling = beside_worker_result()
+            elif os.path.lexists(p.result_file):
                 atomic_write(p.result_file, text,  # the worker left an empty file: replace it
                              durable=self.durable)
                 published = "response" if verdict == "ok" else "fallback"

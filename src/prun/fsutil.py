@@ -86,6 +86,26 @@ def publish_new(dest: str | os.PathLike, data: bytes | str, *, durable: bool = T
         _unlink_quietly(tmp)
 
 
+def link_new(source: str | os.PathLike, dest: str | os.PathLike, *,
+             durable: bool = True) -> bool | None:
+    """Publish the finished file ``source`` at ``dest`` as a hard link (atomic, no copy) unless
+    ``dest`` exists. True if linked, False if ``dest`` exists, None if no link can be made here
+    (another file system, no hard links): then copy it with ``publish_new``."""
+    if durable:
+        fd = os.open(source, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    try:
+        os.link(source, dest)
+        return True
+    except FileExistsError:
+        return False
+    except OSError:
+        return None
+
+
 def create_new(dest: str | os.PathLike, data: bytes, mode: int = 0o666) -> None:
     """Create ``dest`` holding ``data`` in place: one file creation, no temp file, no rename.
     Fails (FileExistsError) if it exists. For a fresh folder whose readers take an empty file

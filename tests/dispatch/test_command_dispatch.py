@@ -41,6 +41,16 @@ def test_prompt_on_stdin_and_stdout_is_the_response(unit):
     assert outcome["outcome"] == "succeeded" and outcome["executor"] == "command"
 
 
+def test_the_output_is_published_as_it_was_written_by_a_link_not_a_copy(unit):
+    # bytes that are not UTF-8 survive; the result is the worker's stdout file itself
+    code = "import sys; sys.stdout.buffer.write(b'caf\\xe9 \\xff result of the unit\\n')"
+    proc = dispatch(unit, f"{PY} -c {shlex.quote(code)}")
+    assert proc.returncode == 0, proc.stderr
+    tail = state_dir(proc) / "tail"
+    assert unit["result"].read_bytes() == b"caf\xe9 \xff result of the unit\n"
+    assert unit["result"].samefile(tail)
+
+
 def test_prompt_file_placeholder_closes_stdin(unit):
     code = ("import sys; data = sys.stdin.read(); "
             "print('stdin empty:', data == '', 'prompt:', open(sys.argv[1]).read().strip())")
