@@ -22,8 +22,8 @@ def _temp_beside(dest: str | os.PathLike, data: bytes, durable: bool = True) -> 
     themselves, and a run writes a dozen small files per unit.
     """
     dest = os.fspath(dest)
-    folder = os.path.dirname(os.path.abspath(dest)) or "."
-    stem = f".{os.path.basename(dest)}.{os.getpid()}."
+    folder, name = os.path.split(dest if dest[:1] == "/" else os.path.abspath(dest))
+    stem = f".{name}.{os.getpid()}."
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
     while True:
         tmp = os.path.join(folder, f"{stem}{next(_counter)}.tmp")

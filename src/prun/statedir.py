@@ -86,7 +86,6 @@ def default_root() -> str:
 def create(unit_id: str, root: str | None = None) -> StateDir:
     """Make a fresh, uniquely named state dir for one attempt of ``unit_id``."""
     root = root or default_root()
-    os.makedirs(root, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     for _ in range(100):
         path = os.path.join(root, f"{unit_id}-{stamp}-{os.urandom(3).hex()}")
@@ -95,6 +94,8 @@ def create(unit_id: str, root: str | None = None) -> StateDir:
             return StateDir(path)
         except FileExistsError:
             continue
+        except FileNotFoundError:  # the first state dir under this root
+            os.makedirs(root, exist_ok=True)
     raise OSError(f"could not make a unique state dir under {root}")
 
 
@@ -116,7 +117,7 @@ class StateDir:
         return f"StateDir({self.path!r})"
 
     def file(self, name: str) -> str:
-        return os.path.join(self.path, name)
+        return f"{self.path}/{name}" if self.path[-1:] != "/" else self.path + name
 
     # writing ------------------------------------------------------------------------------
     # Only outcome.json is fsynced: the others are rebuilt from it or re-read at once, and a
