@@ -564,14 +564,14 @@ class Dispatch:
                                                                         stream)
             # a response that is a whole file (a command's stdout) is linked into place
             whole = stream.response_file if verdict == "ok" and stream.response is None else None
-            linked = None
-            if whole and not os.path.lexists(p.result_file):
-                linked = link_new(whole, p.result_file, durable=self.durable)
+            exists = os.path.lexists(p.result_file)
+            linked = link_new(whole, p.result_file, durable=self.durable) \
+                if whole and not exists else None
             if linked is not None:
                 published = "response" if linked else "worker"
                 if not linked:  # the worker wrote it at the last moment
                     sibling = beside_worker_result()
-            elif os.path.lexists(p.result_file):
+            elif exists:
                 atomic_write(p.result_file, text,  # the worker left an empty file: replace it
                              durable=self.durable)
                 published = "response" if verdict == "ok" else "fallback"

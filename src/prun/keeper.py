@@ -255,14 +255,12 @@ class Keeper:
     the event loop."""
 
     def __init__(self, env: dict[str, str]):
-        import concurrent.futures
-
         self.env = dict(env)
         self.proc = None
         self.loop = None
         self._lock = threading.Lock()
         self._next = 0
-        self._pending: dict[int, concurrent.futures.Future] = {}
+        self._pending: dict = {}  # request id -> concurrent.futures.Future of its answer
         self.workers: dict[int, KeptWorker] = {}
         self.ident: dict = {}     # the keeper's pid and start time, kept in each unit.json
         self._loop_thread: int | None = None

@@ -804,7 +804,7 @@ class Supervisor:
             return await self._watch(u, d)
         from .dispatch import recorded_exit
 
-        code = recorded_exit(sd)
+        code = await asyncio.to_thread(recorded_exit, sd, True)  # the keeper may be logging it
         outcome = d.finish(code)
         self._settle(u, d, outcome.outcome, outcome.info, None)
 

@@ -47,16 +47,19 @@ def test_issue_field_names_are_in_the_schemas():
     assert data == {"reachable", "may_go_to", "prohibited", "retention"}
 
 
+GOOD_PLAN = """
+    deadline: 90m
+    parallel: 4
+    packets:
+      - packets/*.md
+      - {id: a, kind: code, owns: [src/**], prompt: do it, timeout: 600}
+"""
+
+
 def test_a_plain_validator_accepts_a_good_plan_and_rejects_a_bad_one():
     """Editors and CI tools use the schema file alone, without prun."""
     v = Draft202012Validator(shipped("plan"))
-    good = yaml.safe_load("""
-        deadline: 90m
-        parallel: 4
-        packets:
-          - packets/*.md
-          - {id: a, kind: code, owns: [src/**], prompt: do it, timeout: 600}
-    """)
+    good = yaml.safe_load(GOOD_PLAN)
     assert list(v.iter_errors(good)) == []
     for bad in ({"packets": [{"id": "a"}]},                               # no prompt
                 {"packets": [{"id": "a", "prompt": "x", "kind": "rw"}]},  # bad kind
@@ -100,14 +103,7 @@ def test_the_compiled_check_refuses_what_jsonschema_refuses(field, value, packet
 def test_the_compiled_check_passes_good_documents():
     from prun.planload import _compiled
 
-    good = yaml.safe_load("""
-        deadline: 90m
-        parallel: 4
-        packets:
-          - packets/*.md
-          - {id: a, kind: code, owns: [src/**], prompt: do it, timeout: 600}
-    """)
-    assert _compiled("plan")(good)
+    assert _compiled("plan")(yaml.safe_load(GOOD_PLAN))
 
 
 def test_the_compiled_check_is_cached_and_a_bad_cache_file_is_replaced(tmp_path, monkeypatch):
