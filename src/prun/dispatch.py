@@ -49,7 +49,7 @@ class Request:
                  timeout_s: float | None = None, workspace: str | None = None,
                  state_root: str | None = None, env: Mapping[str, str] | None = None,
                  attempt_id: str | None = None, extra_env: Mapping[str, str] | None = None,
-                 route_reason: str | None = None):
+                 route_reason: str | None = None, briefed: bool = False):
         self.executor = executor
         self.prompt_file = prompt_file
         self.result_file = result_file
@@ -67,6 +67,7 @@ class Request:
         self.attempt_id = attempt_id
         self.route_reason = route_reason    # why the router chose this executor (unit.json)
         self.extra_env = dict(extra_env or {})
+        self.briefed = briefed              # the prompt is a run's brief: it has its contract
 
 
 class Prepared:
@@ -332,7 +333,8 @@ class Dispatch:
         return Unit(unit_id=p.request.unit_id, prompt=p.prompt,
                     prompt_file=sd.file(statedir.PROMPT), settings=self.settings, mode=p.mode,
                     workspace=self.workspace, add_dirs=p.add_dirs, resume_id=p.resume_id,
-                    command=p.command, state_dir=sd.path, result_file=p.result_file)
+                    command=p.command, state_dir=sd.path, result_file=p.result_file,
+                    briefed=p.request.briefed)
 
     # 2. launch, or hand off when the executor launches no process ----------------------------
     def hand_off(self) -> Outcome:
@@ -524,6 +526,10 @@ class Dispatch:
             verdict, error = j.reason, j.error
             if j.ok:
                 verdict, error = "ok", None
+            elif p.resume_id and p.executor.resume_refused(
+                    exit_code or 0, stream, tail_bytes(sd.file(statedir.STDERR), 20000)
+                    .decode("utf-8", "replace")):
+                verdict = "resume-refused"  # the run starts a fresh attempt instead
             elif self.launched_at and time.time() - self.launched_at >= self.settings.timeout_s:
                 verdict = "timeout"  # the CLI's own bounded timeout stopped it
         response = stream.response

@@ -12,7 +12,7 @@ Tables (plain enough for any SQLite tool; see docs/ledger.md):
               requested and actual model, routing reason, mode, workspace, base, state dir,
               result path, receipt, predecessor, status
     events    append-only: every state change with its time and cause
-    requests  control requests (cancel, reassign) a running supervisor picks up
+    requests  control requests (cancel, reassign, followup) a running supervisor picks up
 
 Writes run in ``BEGIN IMMEDIATE`` transactions on a WAL database with a busy timeout, so many
 processes can write at once and none loses a row. Migrations are an append-only list applied
@@ -181,12 +181,17 @@ MIGRATIONS: list[str] = [
         handled_at TEXT
     );
     """,
+    # 2: the brief each attempt received; a request's payload (a follow-up's prompt)
+    """
+    ALTER TABLE attempts ADD COLUMN brief TEXT;
+    ALTER TABLE requests ADD COLUMN data TEXT;
+    """,
 ]
 
 _ATTEMPT_FIELDS = ("run_id", "packet_id", "seq", "executor", "requested_model", "model",
                    "routing_reason", "mode", "workspace", "base", "state_dir", "result_path",
                    "receipt", "predecessor", "continue_from", "status", "reason", "exit_code",
-                   "error", "resets_at", "quarantine", "dispatched_at", "finished_at")
+                   "error", "resets_at", "quarantine", "dispatched_at", "finished_at", "brief")
 _ATTEMPT_SET = frozenset(_ATTEMPT_FIELDS)
 
 
@@ -488,11 +493,14 @@ class Ledger:
                  json.dumps(data, default=str) if data else None), None)
 
     def add_request(self, run_id: str, kind: str, target: str | None = None,
-                    executor: str | None = None, cause: str = "") -> int:
+                    executor: str | None = None, cause: str = "",
+                    data: str | None = None) -> int:
+        """A control request for the run's supervisor (cancel, reassign, followup);
+        ``data`` carries its payload (a follow-up's prompt)."""
         with self.transaction() as c:
             cur = c.execute("INSERT INTO requests (run_id, kind, target, executor, cause,"
-                            " created_at) VALUES (?,?,?,?,?,?)",
-                            (run_id, kind, target, executor, cause, now_iso()))
+                            " created_at, data) VALUES (?,?,?,?,?,?,?)",
+                            (run_id, kind, target, executor, cause, now_iso(), data))
             self.record_event("request", run_id=run_id, cause=f"{kind} {target or 'run'}"
                               + (f" ({cause})" if cause else ""))
             return cur.lastrowid

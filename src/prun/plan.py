@@ -53,6 +53,7 @@ class Packet:
     requires: tuple[str, ...] = ()          # result sections the result must carry
     session_tools: bool = False
     subdispatch: bool = False
+    snapshot: bool = True                   # read-only units read the code through a snapshot
     source: str | None = None               # file the packet came from
     line: int | None = None                 # line of its front matter / mapping
     lines: dict[str, int] = field(default_factory=dict, compare=False, repr=False)  # field -> line

@@ -271,6 +271,7 @@ def _packet(doc: yamldoc.Doc, where: Sequence[str | int], raw: Mapping[str, Any]
         requires=tuple(fields.get("requires", ())),
         session_tools=bool(fields.get("session_tools", False)),
         subdispatch=bool(fields.get("subdispatch", False)),
+        snapshot=bool(fields.get("snapshot", True)),
         source=doc.source,
         line=doc.line_of(where),
         lines={k: doc.key_line(where, k) for k in raw},

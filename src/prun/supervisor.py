@@ -30,9 +30,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import statedir
+from . import brief, statedir
+from .dependents import Blocked
+from .dispatch import Request
 from .errors import PrunError, QuotaExhausted
-from .fsutil import create_new, sync_fs
+from .fsutil import atomic_write, sync_fs
 from .keeper import Keeper
 from .ledger import Ledger, PacketStatus, RunStatus, Status, now_iso
 from .plan import Packet
@@ -78,6 +80,15 @@ class UnitState:
     state_dir: str | None = None
     stalled: bool = False
     started: float | None = None
+    # the current (or last) attempt's workspace, the commit it started from, its result file
+    workspace: str | None = None
+    attempt_base: str | None = None
+    result_file: str | None = None
+    # the next attempt: a follow-up keeps the workspace; its prompt, or what it carries on
+    reuse_workspace: str | None = None
+    followup: str | None = None
+    earlier: object | None = None          # brief.Earlier: a fresh start carries it
+    followups: list[str] = field(default_factory=list)   # requested while it was running
     extra: dict = field(default_factory=dict)
 
 
@@ -108,6 +119,7 @@ class Supervisor:
         self._last_stall_check = 0.0
         self._unsynced = False               # units settled since the last syncfs
         self.parked: set[str] = set()
+        self._briefs: dict[str, tuple] = {}  # attempt id -> (brief, workspace), from its thread
         self._cursor = 0
         self.index: dict[str, int] = {}
         for row in ledger.packets(run_id):
@@ -118,6 +130,11 @@ class Supervisor:
                 executor=row["executor"], reason=spec.get("routing_reason") or "",
                 base=row["base"])
         self.order = list(self.units.values())
+        from .independence import ancestors
+        from .plan import Plan
+
+        self.plan = Plan(packets=tuple(u.packet for u in self.order))
+        self.ancestors = ancestors(self.plan)
 
     # events --------------------------------------------------------------------------------
     def emit(self, kind: str, u: UnitState | None = None, cause: str = "", **data) -> None:
@@ -348,9 +365,16 @@ class Supervisor:
             requested_model=settings.model, model=settings.model, routing_reason=u.reason,
             base=u.base, result_path=result, predecessor=u.predecessor,
             continue_from=u.continue_from)
+        latest = self._latest_inputs(u) if u.packet.after else {}
         try:
             d, mode, launched, refused = await asyncio.to_thread(
-                self._open_attempt, u, executor_name, result)
+                self._open_attempt, u, executor_name, result, latest)
+        except Blocked as e:
+            self.ledger.update_attempt(aid, e.reason, status=Status.NOT_DISPATCHED,
+                                       reason="blocked", error=e.reason, finished_at=now_iso())
+            self._set_packet(u, PacketStatus.BLOCKED, e.reason)
+            self.emit("blocked", u, e.reason)
+            return None
         except PrunError as e:
             return self._no_receipt(u, aid, f"prepare packet {p.id} for {executor_name}",
                                     e.line())
@@ -358,6 +382,12 @@ class Supervisor:
             return self._no_receipt(u, aid, f"prepare packet {p.id} for {executor_name}",
                                     f"{e.strerror or e}: {e.filename or ''}".rstrip(": "))
         u.state_dir = d.state.path
+        text, place = self._briefs.pop(aid)
+        self.ledger.update_attempt(aid, None, brief=text, base=place.base,
+                                   workspace=place.path, state_dir=d.state.path)
+        if place.applied:
+            self.emit("based", u, "starts from the accepted changes of "
+                      + ", ".join(place.applied), base=place.base)
         if refused is not None:
             await asyncio.to_thread(d.finish, None, refused=refused)
             self._unsynced = True
@@ -383,18 +413,48 @@ class Supervisor:
         self.emit("dispatched", u, receipt=d.receipt)
         await self._watch(u, d)
 
-    def _open_attempt(self, u: UnitState, executor_name: str, result: str):
-        """Workspace, validation, state dir, launch: the file and process work of starting an
-        attempt, run in a worker thread. Returns (dispatch, mode, launched, quota refusal)."""
+    def _open_attempt(self, u: UnitState, executor_name: str, result: str, latest: dict):
+        """Workspace, brief, validation, state dir, launch: the file and process work of
+        starting an attempt, run in a worker thread. Returns (dispatch, mode, launched, quota
+        refusal); raises ``dependents.Blocked`` when a packet it comes after was rejected."""
         from . import unitprep
+        from . import workspace as ws
+        from .dependents import start
         from .dispatch import Dispatch, prepare
 
-        workspace, mode = unitprep.workspace(
-            u.packet, run_id=self.run_id, seq=u.seq, repo_root=self.run["repo_root"],
-            base=u.base, setup=self.run["setup"], env=self.env)
-        prepared = prepare(self._request(u, executor_name, result, workspace, mode))
+        p = u.packet
+        begin = start(self.plan, p.id, latest, self.ancestors) if p.after else None
+        index = self.index[p.id]
+        ports = ws.port_range(index, self.env)
+        ids = {"PRUN_RUN_ID": self.run_id, "PRUN_ATTEMPT_ID": u.attempt_id or "",
+               "PRUN_UNIT_ID": p.id, "PRUN_PACKET_ID": p.id, **ports.env()}
+        reuse, u.reuse_workspace = u.reuse_workspace, None  # a follow-up's, used once
+        place = unitprep.workspace(
+            p, run_id=self.run_id, seq=u.seq, repo_root=self.run["repo_root"], base=u.base,
+            setup=self.run["setup"], env={**self.env, **ids}, start=begin, reuse=reuse)
+        u.workspace, u.attempt_base, u.result_file = place.path, place.base, result
+        ctx = brief.context(
+            self.plan, p, workspace=place.kind, result_file=result, base=place.base,
+            applied=place.applied, snapshot=place.snapshot,
+            ports=brief.Ports(ports.base, ports.count),
+            predecessors=begin.predecessors if begin else {})
+        text = self._prompt(u, ctx, executor_name)
+        prompt_file = os.path.join(self.paths.prompts, f"{p.id}.{u.seq}.md")
+        atomic_write(prompt_file, text, durable=False)
+        self._briefs[u.attempt_id] = (text, place)
+        extra = {**ids, **brief.environment(p, ctx, prompt_file)}
+        request = Request(
+            executor=executor_name, prompt_file=prompt_file, result_file=result, unit_id=p.id,
+            mode=p.effective_mode, continue_from=u.continue_from,
+            add_dirs=(place.snapshot,) if place.snapshot else (),
+            command=p.command if executor_name == "command" else None, model=p.model,
+            effort=p.effort, timeout_s=p.timeout_s, workspace=place.path,
+            state_root=str(self.paths.state), env=self.env, attempt_id=u.attempt_id,
+            extra_env=extra, briefed=True)
+        prepared = prepare(request)
         d = Dispatch(prepared, dispatcher_pid=os.getpid(), record=False, in_run=True,
                      keeper=self.keeper)
+        mode = p.effective_mode
         try:
             d.begin()
         except QuotaExhausted as e:
@@ -402,6 +462,32 @@ class Supervisor:
         if not prepared.executor.launches_process:
             return d, mode, d.hand_off(), None  # a session unit: the coordinator runs it
         return d, mode, d.launch(), None
+
+    def _prompt(self, u: UnitState, ctx, executor_name: str) -> str:
+        """What this attempt receives: the brief; a resumed turn's request; or, for a fresh
+        attempt carrying on an earlier one, the brief with what that one left."""
+        followup, earlier = u.followup, u.earlier
+        u.followup, u.earlier = None, None
+        u.extra["asked"] = followup
+        if u.continue_from:
+            text = followup or ("A quota limit stopped your earlier turn. Continue the same "
+                                "task from where you stopped and finish it.")
+            return brief.resumed_turn(u.packet, ctx, text)
+        return brief.render(u.packet, ctx, followup=followup, earlier=earlier)
+
+    def _latest_inputs(self, u: UnitState) -> dict:
+        """The deciding attempt of every packet ``u`` comes after, as reconcile reads it."""
+        from .reconcile import UnitInput
+
+        out = {}
+        for pid in self.ancestors.get(u.packet.id, ()):
+            a = self.units[pid]
+            status = "succeeded" if a.status == PacketStatus.SUCCEEDED else a.status.value
+            out[pid] = UnitInput(
+                packet=a.packet, attempt_id=a.attempt_id, status=status,
+                state_dir=a.state_dir, workspace=a.workspace, base=a.attempt_base or a.base,
+                result_file=a.result_file, executor=a.executor)
+        return out
 
     async def _watch(self, u: UnitState, d) -> None:
         """Wait for the launched (or re-attached) attempt, end it when asked, then judge it."""
@@ -511,11 +597,21 @@ class Supervisor:
             self._set_packet(u, PacketStatus.PENDING, f"reassigned; {aid} superseded")
             return
         if status == Status.QUOTA:
-            u.predecessor = aid
-            ex_can_resume = d.p.executor.can_resume and d.state.read(statedir.CONVERSATION_ID)
-            u.continue_from = d.state.path if ex_can_resume else None
+            self._carry_on(u, d.p.executor, None, because="A quota limit stopped your "
+                           f"earlier attempt {aid}.")
             return self._park(u, _parse_time(q.get("resets_at")),
                               q.get("message") or "quota reached mid-run")
+        if info.get("reason") == "resume-refused" and not u.cancel_requested:
+            why = (f"Resuming the conversation of {u.predecessor} was refused "
+                   f"({info.get('error') or 'by the CLI'}), so this attempt starts fresh.")
+            self.ledger.record_event("resume-refused", run_id=self.run_id,
+                                     packet_id=u.packet.id, attempt_id=aid,
+                                     status="resume-refused", cause=why)
+            earlier = u.extra.get("resumed_from") or {}
+            self._carry_on(u, d.p.executor, u.extra.get("asked"), because=why, fresh=True,
+                           earlier_result=earlier.get("result_file"))
+            return self._set_packet(u, PacketStatus.PENDING, "resume refused: a fresh "
+                                    "attempt carries the partial result")
         if u.cancel_requested and status != Status.SUCCEEDED:
             status = Status.CANCELLED
         pstatus = {Status.SUCCEEDED: PacketStatus.SUCCEEDED, Status.TIMEOUT: PacketStatus.TIMEOUT,
@@ -523,6 +619,47 @@ class Supervisor:
         self._set_packet(u, pstatus, cause)
         self.emit(pstatus.value, u, cause, result_file=result, exit_code=info.get("exit_code"),
                   reason=info.get("reason"), quarantine=quarantine)
+        if u.followups:
+            self._follow_up(u, u.followups.pop(0))
+
+    # follow-ups ------------------------------------------------------------------------------
+    def _carry_on(self, u: UnitState, executor, asked: str | None, *, because: str,
+                  fresh: bool = False, earlier_result: str | None = None) -> None:
+        """Make ``u``'s next attempt carry on its latest one: linked to it, in the same
+        workspace (no edit is lost; Gemini resumes only from the folder it ran in), resuming
+        its conversation where the executor can, else a fresh brief saying what it left."""
+        last = u.attempt_id
+        u.predecessor = last
+        u.reuse_workspace = u.workspace
+        u.followup = asked
+        resumable = (not fresh and executor.can_resume and u.state_dir
+                     and statedir.StateDir(u.state_dir).read(statedir.CONVERSATION_ID))
+        u.continue_from = u.state_dir if resumable else None
+        u.extra["resumed_from"] = {"result_file": u.result_file} if resumable else {}
+        if not resumable:
+            result = earlier_result or u.result_file
+            u.earlier = brief.Earlier(last or "", because, result, _excerpt(result))
+
+    def _follow_up(self, u: UnitState, text: str) -> None:
+        """``prun followup``: a linked attempt with a new request, in the same workspace."""
+        from . import executors
+
+        try:
+            ex = executors.get(u.executor)
+        except PrunError as e:
+            return self.emit("stopped", u, e.line(), action="follow up")
+        self._carry_on(u, ex, text, because=f"Your earlier attempt {u.attempt_id} finished; "
+                       "this is a follow-up turn.")
+        u.cancel_requested = u.superseded = False
+        self._set_packet(u, PacketStatus.PENDING, "follow-up requested")
+
+    def _request_followup(self, packet_id: str | None, text: str) -> None:
+        u = self.units.get(packet_id or "")
+        if u is None or not text.strip():
+            return
+        if u.status.terminal and u.attempt_id:
+            return self._follow_up(u, text)
+        u.followups.append(text)  # after the attempt that runs (or is due) now
 
     def _quarantine(self, u: UnitState, d, info: dict, everything: bool) -> str | None:
         """Move what the worker produced (its own result file, the response beside it, and
@@ -572,29 +709,6 @@ class Supervisor:
         self.stopped = f"{action}: {need}"
         self.emit("stopped", u, need, action=action)
 
-    def _request(self, u: UnitState, executor: str, result: str, workspace: str, mode: str):
-        from . import workspace as ws
-        from .dispatch import Request
-
-        p = u.packet
-        prompt_file = os.path.join(self.paths.prompts, f"{p.id}.md")
-        with contextlib.suppress(FileExistsError):  # frozen in the ledger; a file from now on
-            create_new(prompt_file, p.prompt.encode("utf-8"))
-        if u.continue_from:
-            follow = self.paths.prompts / f"{p.id}.{u.seq}.md"
-            follow.write_text("A quota limit stopped your earlier turn. Continue the same task "
-                              "from where you stopped and finish it.\n", encoding="utf-8")
-            prompt_file = str(follow)
-        index = self.index[p.id]
-        extra = {"PRUN_RUN_ID": self.run_id, "PRUN_ATTEMPT_ID": u.attempt_id or "",
-                 **ws.workspace_env(index, self.env)}
-        return Request(executor=executor, prompt_file=prompt_file, result_file=result,
-                       unit_id=p.id, mode=mode, continue_from=u.continue_from,
-                       command=p.command if executor == "command" else None, model=p.model,
-                       effort=p.effort, timeout_s=p.timeout_s, workspace=workspace,
-                       state_root=str(self.paths.state), env=self.env,
-                       attempt_id=u.attempt_id, extra_env=extra)
-
     # control -------------------------------------------------------------------------------
     def _requests_sent(self) -> None:
         """SIGUSR1: another command added a request to the ledger."""
@@ -614,6 +728,8 @@ class Supervisor:
                     self._cancel_one(r["target"], r["cause"] or "cancel requested")
             elif r["kind"] == "reassign":
                 self._reassign(r["target"], r["executor"], r["cause"] or "reassigned")
+            elif r["kind"] == "followup":
+                self._request_followup(r["target"], r["data"] or "")
 
     def _request_cancel_all(self, cause: str) -> None:
         if self.cancelled:
@@ -653,7 +769,7 @@ class Supervisor:
                 u.stop.set()
             return
         u.predecessor = u.attempt_id
-        u.continue_from = None
+        u.continue_from = u.reuse_workspace = u.followup = u.earlier = None
         u.cancel_requested = False
         self._set_packet(u, PacketStatus.PENDING, cause)
 
@@ -704,6 +820,8 @@ class Supervisor:
             last = rows[-1]
             u.attempt_id = last["id"]
             u.executor = last["executor"] or u.executor
+            u.state_dir, u.workspace = last["state_dir"], last["workspace"]
+            u.result_file, u.attempt_base = last["result_path"], last["base"]
             status = Status(last["status"])
             if status.terminal:
                 if u.status.terminal:
@@ -714,10 +832,12 @@ class Supervisor:
                     continue
                 # pending or parked after a quota stop, a reassignment or no receipt
                 u.predecessor = last["id"]
-                if status == Status.QUOTA and last["state_dir"]:
-                    sd = statedir.StateDir(last["state_dir"])
-                    if sd.read(statedir.CONVERSATION_ID):
-                        u.continue_from = last["state_dir"]
+                if status == Status.QUOTA:
+                    from . import executors
+
+                    self._carry_on(u, executors.get(u.executor), None,
+                                   because=f"A quota limit stopped your earlier attempt "
+                                   f"{last['id']}.")
                 if u.status != PacketStatus.PENDING:
                     self._set_packet(u, PacketStatus.PENDING, "a follow-up attempt is due")
                 continue
@@ -836,6 +956,21 @@ async def _quiesce(pgid: int) -> bool:
         await asyncio.sleep(delay)
         delay = min(delay * 2, 0.2)
     return False
+
+
+EXCERPT_BYTES = 8000
+
+
+def _excerpt(path: str | None) -> str | None:
+    """The start of an earlier attempt's result, for a fresh attempt that carries it on."""
+    from .fsutil import read_text
+
+    text = (read_text(path) or "").strip() if path else ""
+    if not text:
+        return None
+    if len(text) > EXCERPT_BYTES:
+        text = text[:EXCERPT_BYTES] + f"\n\n[... cut: the whole result is at {path}]"
+    return text
 
 
 def _parse_time(iso: str | None) -> float | None:

@@ -36,25 +36,57 @@ def route_all(packets: Sequence[Packet], env: Mapping[str, str]) -> dict[str, Ro
     return {d.packet: Route(d.executor, d.reason) for d in decisions}
 
 
+@dataclass(frozen=True)
+class Workspace:
+    """Where one attempt works, as the brief describes it."""
+
+    path: str
+    kind: str                          # "clone" (code units) or "scratch" (read-only units)
+    base: str | None                   # the commit its workspace starts from
+    snapshot: str | None = None        # the run's read-only view of the code at its base
+    applied: tuple[str, ...] = ()      # predecessors whose accepted changes it starts with
+
+
 def workspace(packet: Packet, *, run_id: str, seq: int, repo_root: str | None,
-              base: str | None, setup: str | None, env: Mapping[str, str]) -> tuple[str, str]:
-    """Make the unit's workspace: a scratch dir for a read-only unit, a throwaway clone at the
-    frozen base for a code unit; then the plan's setup command. Returns (path, mode)."""
+              base: str | None, setup: str | None, env: Mapping[str, str],
+              start=None, reuse: str | None = None) -> Workspace:
+    """Make the unit's workspace: a scratch dir for a read-only unit (with the run's read-only
+    snapshot of the code beside it), a throwaway clone at the frozen base for a code unit (for
+    a dependent, with its predecessors' accepted changes committed as its base); then the
+    plan's setup command. ``reuse``: a follow-up keeps its predecessor's workspace."""
     from . import workspace as ws
     from .errors import UsageError
 
     root = os.path.join(ws.default_root(env), run_id)
+    snapshot = None
+    if not packet.writes_code and packet.snapshot and repo_root and base:
+        from .snapshot import ensure_snapshot
+
+        snapshot = ensure_snapshot(root, repo_root, base).path
+    if reuse and os.path.isdir(reuse):
+        kind = "clone" if packet.writes_code else "scratch"
+        start_base = (ws.clone_base(reuse) if packet.writes_code else None) or base
+        return Workspace(reuse, kind, start_base, snapshot)
     name = f"{packet.id}.{seq}"
+    applied: tuple[str, ...] = ()
     if packet.writes_code:
         if not repo_root or not base:
             raise UsageError(f"packet {packet.id} writes code, but the run has no git base",
                              hint="run the plan inside a git repository")
         path = ws.make_clone(repo_root, base, os.path.join(root, name))
+        if start is not None and start.patches:
+            from .dependents import commit_start
+
+            base = commit_start(path, start) or base
+            ws.set_clone_base(path, base)
+            applied = start.applied
+        kind = "clone"
     else:
         path = ws.make_scratch(root, name)
+        kind = "scratch"
     if setup:
         ws.run_setup(path, setup, env)
-    return path, packet.effective_mode
+    return Workspace(path, kind, base, snapshot, applied)
 
 
 STATES_TTL_S = 10.0

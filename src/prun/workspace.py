@@ -230,6 +230,16 @@ def clone_base(clone: str | os.PathLike) -> str | None:
     return info.get("base") if isinstance(info, dict) else None
 
 
+def set_clone_base(clone: str | os.PathLike, commit: str) -> None:
+    """Record ``commit`` as the clone's base: a dependent's clone starts from a commit prun
+    made on top of the run's base (its predecessors' accepted changes)."""
+    path = os.path.join(os.fspath(clone), ".git", CLONE_MARKER)
+    info = read_json(path)
+    info = info if isinstance(info, dict) else {"kind": "clone"}
+    info["base"] = commit
+    atomic_write_json(path, info, durable=False)
+
+
 # Read-only snapshots ------------------------------------------------------------------------
 
 def snapshot_readonly(src: str | os.PathLike, dest: str | os.PathLike) -> str:

@@ -27,6 +27,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "wait": ("prun.cli.wait", "block until a run has something to act on"),
     "cancel": ("prun.cli.cancel", "cancel a run, a packet or an attempt"),
     "reassign": ("prun.cli.reassign", "a linked successor attempt for a packet"),
+    "followup": ("prun.cli.followup", "a follow-up turn: a linked attempt in the same workspace"),
+    "brief": ("prun.cli.brief", "print exactly what a unit is told"),
     "resume": ("prun.cli.resume", "re-attach to a run whose supervisor died"),
     "monitor": ("prun.cli.monitor", "wait for the first actionable event among running units"),
     "gather": ("prun.cli.gather", "wait until result files land, printing each as it does"),

@@ -14,9 +14,14 @@ shows them; otherwise terse lines (see docs/run.md):
 
 `--detach` prints only `RUN <run-id>` and returns at once; follow with `prun wait RUN`.
 
-exit codes: 0 every packet succeeded; 1 some packet did not succeed or the run was cancelled;
-2 bad plan or usage; 3 the run stopped: a packet could not be dispatched (no receipt);
-124 the run's deadline passed.
+Before anything is frozen the plan passes the independence test (`prun check`): a plan that
+fails it is refused with the same `FAIL ...` lines and exit 1, and nothing is made, unless
+`--allow-overlap` is given; the override and the failures it let through are then recorded in
+the ledger (an `overlap-allowed` event).
+
+exit codes: 0 every packet succeeded; 1 some packet did not succeed or the run was cancelled,
+or the plan failed the independence test (nothing frozen); 2 bad plan or usage; 3 the run
+stopped: a packet could not be dispatched (no receipt); 124 the run's deadline passed.
 """
 
 from __future__ import annotations
@@ -34,16 +39,29 @@ def add_arguments(p) -> None:
                    help="run the supervisor in the background; print the run id and return")
     p.add_argument("--verbose", "-v", action="store_true", help="a line for every unit event")
     p.add_argument("--plain", action="store_true", help="lines even on a terminal")
+    p.add_argument("--allow-overlap", action="store_true",
+                   help="run a plan that fails the independence test (recorded in the ledger)")
 
 
 def run(args) -> int:
+    from ..independence import check
     from ..ledger import Ledger
     from ..plan import load_plan
     from ..runstate import RunPaths, freeze, spawn_supervisor
 
     plan = load_plan(args.plan)
+    report = check(plan)
+    if not report.ok and not args.allow_overlap:
+        sys.stdout.write("\n".join(report.lines()) + "\n")
+        print("prun: the plan fails the independence test; nothing was run (fix the packets, "
+              "or pass --allow-overlap to run it anyway)", file=sys.stderr)
+        return 1
     with Ledger.open() as ledger:
         r = freeze(plan, ledger, parallel=args.parallel, deadline=args.deadline)
+        if not report.ok:
+            ledger.record_event("overlap-allowed", run_id=r["id"], cause="prun run "
+                                "--allow-overlap", data={"failures": [f.line() for f in
+                                                                      report.failures]})
         if args.detach:
             spawn_supervisor(r["id"], ledger.path, RunPaths(_path(r["run_dir"])).log)
             print(f"RUN {r['id']}")

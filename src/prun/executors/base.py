@@ -191,3 +191,8 @@ class Executor:
     def quota_hit(self, stream: StreamResult, exit_code: int, stderr: str) -> QuotaHit | None:
         """A quota or rate-limit failure recognised in this run's output, or None."""
         return None
+
+    def resume_refused(self, exit_code: int, stream: StreamResult, stderr: str) -> bool:
+        """A failed run that asked to resume a conversation: did the CLI refuse the resume
+        itself (unknown id, another folder)? Then prun starts a fresh attempt instead."""
+        return False

@@ -241,6 +241,13 @@ class Claude(Executor):
             return Judgement(False, "no-result-event", "claude's stream ended with no result event")
         return Judgement(True, "ok")
 
+    def resume_refused(self, exit_code: int, stream: StreamResult, stderr: str) -> bool:
+        # an unknown --resume id: no init event (no session id), one error_during_execution
+        # result before any turn ran
+        return (stream.final_seen and stream.session_id is None
+                and stream.status == "error_during_execution"
+                and not getattr(stream, "turns", 0))
+
     def quota_hit(self, stream: StreamResult, exit_code: int, stderr: str) -> QuotaHit | None:
         from .records import QuotaHit
         from .resets import reset_from_text

@@ -44,10 +44,11 @@ if TYPE_CHECKING:
 DEFAULT_MODEL = "gemini-3.8-flash"
 GROUP = "gemini"
 EXIT_QUOTA = 173          # 429 & 0xFF
+EXIT_RESUME = 42          # the session could not be resumed
 STARTUP_REFUSALS = {
     41: "gemini refused to start: invalid auth method (with GOOGLE_GEMINI_BASE_URL set "
         "security.auth.selectedType in ~/.gemini/settings.json)",
-    42: "gemini could not resume the session (unknown id, or another working folder)",
+    EXIT_RESUME: "gemini could not resume the session (unknown id, or another working folder)",
     55: "gemini refused to start: the folder is not trusted (GEMINI_CLI_TRUST_WORKSPACE=true "
         "or --skip-trust)",
 }
@@ -145,6 +146,9 @@ class Gemini(Executor):
             return Judgement(False, "status-error",
                              stream.error or f"final result status {stream.status}")
         return Judgement(True, "ok")
+
+    def resume_refused(self, exit_code: int, stream: StreamResult, stderr: str) -> bool:
+        return exit_code == EXIT_RESUME   # unknown id, or resumed from another folder
 
     def quota_hit(self, stream: StreamResult, exit_code: int, stderr: str) -> QuotaHit | None:
         from .records import QuotaHit

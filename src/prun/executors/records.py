@@ -23,6 +23,7 @@ class Unit:
     command: tuple[str, ...] = ()   # the command executor's argv
     state_dir: str = ""
     result_file: str = ""
+    briefed: bool = False           # the prompt is a run's brief, contract included
 
 
 @dataclass(frozen=True)

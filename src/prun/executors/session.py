@@ -70,7 +70,10 @@ class Session(Executor):
 
 
 def handoff_text(unit: Unit) -> str:
-    """The prompt followed by the contract every unit works under."""
+    """The prompt followed by the contract every unit works under (a run's brief already
+    states it: ``prun.brief``)."""
+    if unit.briefed:
+        return unit.prompt
     if unit.mode == "plan":
         may = "Read-only: do not create, change or delete files anywhere except the result file."
     else:

@@ -1,0 +1,83 @@
+"""A follow-up turn for a packet: a linked attempt that carries its latest one on.
+
+    prun followup PACKET --prompt-file F [--run RUN] [--wait SECONDS]
+
+The seed's "keep the Agy pool busy with follow-up turns": the new attempt resumes the
+packet's conversation (`--continue-from` its latest attempt's state dir) where the executor
+can, in the same workspace (a code unit keeps every edit; Gemini resumes only from the folder
+it ran in), with a fresh result path, recorded in the ledger like any other attempt. Where
+the conversation cannot be resumed (a command or session unit, no conversation id, or the CLI
+refuses the resume), it gets the packet's brief again with the earlier result and the
+follow-up request. The run goes on; a finished run is re-opened (a supervisor is started).
+A follow-up asked for while the packet runs starts when that attempt ends. `prun reconcile`
+then judges the packet's latest attempt.
+
+    FOLLOWUP <packet> run=<run-id> predecessor=<attempt> attempt=<new attempt> resume=yes|no
+
+exit codes: 0 the follow-up attempt exists; 1 it did not within --wait seconds (the request
+stands); 2 bad usage (no such run or packet, the packet never ran, empty prompt file).
+"""
+
+from __future__ import annotations
+
+
+def add_arguments(p) -> None:
+    p.add_argument("packet", metavar="PACKET", help="the packet id")
+    p.add_argument("--prompt-file", required=True, metavar="F",
+                   help="the follow-up request (Markdown text)")
+    p.add_argument("--run", dest="run_id", metavar="RUN",
+                   help="a run id or prefix (default: the latest run of this repository)")
+    p.add_argument("--wait", type=float, default=60.0,
+                   help="seconds to wait for the follow-up attempt to start (default 60)")
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from ..errors import UsageError
+    from ..ledger import Ledger
+    from ..runstate import RunPaths, spawn_supervisor, wait_for, wake_supervisor
+    from ..runview import open_run
+
+    text = _read_prompt(args.prompt_file)
+    with Ledger.open() as ledger:
+        view = open_run(ledger, args.run_id)
+        if view.packet(args.packet) is None:
+            raise UsageError(f"no packet {args.packet!r} in run {view.id}",
+                             hint="packets: " + ", ".join(p.id for p in view.packets))
+        before = ledger.attempts(view.id, args.packet)
+        if not before:
+            raise UsageError(f"packet {args.packet!r} has not run yet: nothing to follow up",
+                             hint="wait for its first attempt (`prun wait`), or edit its packet")
+        old = before[-1]["id"]
+        ledger.add_request(view.id, "followup", args.packet, cause="prun followup",
+                           data=text)
+        run = ledger.run(view.id)
+        if not wake_supervisor(run):
+            spawn_supervisor(view.id, ledger.path, RunPaths(Path(run["run_dir"])).log)
+
+        def successor():
+            rows = ledger.attempts(view.id, args.packet)
+            return next((r for r in rows[len(before):] if r["predecessor"]), None)
+
+        new = wait_for(successor, args.wait)
+        resume = "yes" if new and new["continue_from"] else "no"
+        print(f"FOLLOWUP {args.packet} run={view.id} predecessor={old} "
+              f"attempt={new['id'] if new else 'pending'}"
+              + (f" resume={resume}" if new else ""))
+        return 0 if new else 1
+
+
+def _read_prompt(path: str) -> str:
+    from ..errors import UsageError
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise UsageError(f"prompt file not found: {path}", hint="write the follow-up there first")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"cannot read prompt file {path}: {e}", hint="give a UTF-8 text file")
+    if not text.strip():
+        raise UsageError(f"prompt file is empty: {path}", hint="write the follow-up request there")
+    return text
