@@ -50,6 +50,7 @@ PORT_KINDS = frozenset({"port", "ports"})   # ``ports:`` is read as ``port:``, a
 
 _NUMBERS = re.compile(r"^(\d+)(?:-(\d+))?$")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+_SETTINGS = frozenset({"PRUN_PORT_BASE", "PRUN_PORT_COUNT", "PRUN_PORT_START"})
 _FIX = "write port:8000, port:8000-8010, or port:NAME (a letter, then letters, digits, '_', '-')"
 
 
@@ -144,6 +145,9 @@ def port_request(state: Iterable[str], env: Mapping[str, str] | None = None, *,
         if numbers:
             fixed.append(_fixed(text, int(numbers[1]), int(numbers[2] or numbers[1]), where))
         elif _NAME.match(value):
+            if env_name(value) in _SETTINGS:
+                _refuse(text, f"would be exported as {env_name(value)}, a variable of prun's "
+                        "own", "give the port another name", where)
             other = names.setdefault(env_name(value), value)
             if other != value:
                 _refuse(text, f"gives the same variable {env_name(value)} as port:{other}",
@@ -189,7 +193,7 @@ class Holder:
         from .process import create_time
 
         pid = os.getpid() if pid is None else pid
-        started = create_time(pid)
+        started = _this_process()[1] if pid == os.getpid() else create_time(pid)
         if started is None:
             raise ValueError(f"no process {pid} to hold ports")
         return cls(attempt_id, run_id, packet_id, pid, started)
@@ -440,7 +444,7 @@ def _live(entries: list[Entry]) -> list[Entry]:
         return entries
     from .process import same_process_alive
 
-    alive: dict[tuple[int, float | None], bool] = {}
+    alive: dict[tuple[int, float | None], bool] = {_this_process(): True}
     out = []
     for e in entries:
         key = (e.holder.pid, e.holder.started)
@@ -449,6 +453,20 @@ def _live(entries: list[Entry]) -> list[Entry]:
         if alive[key]:
             out.append(e)
     return out
+
+
+def _this_process() -> tuple[int, float | None]:
+    """This process's pid and start time, read once (a supervisor holds most entries itself,
+    and asking about a process costs more than the rest of a reservation)."""
+    global _this
+    if _this is None or _this[0] != os.getpid():     # read again in a forked child
+        from .process import create_time
+
+        _this = (os.getpid(), create_time(os.getpid()))
+    return _this
+
+
+_this: tuple[int, float | None] | None = None
 
 
 class _FreePorts:

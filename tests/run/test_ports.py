@@ -133,10 +133,14 @@ def test_a_malformed_port_entry_is_refused_naming_it(entry):
     assert e.value.hint
 
 
-def test_two_names_for_one_variable_are_refused():
+@pytest.mark.parametrize(("state", "variable"), [(["port:my-db", "port:MY_DB"], "PRUN_PORT_MY_DB"),
+                                                 (["port:base"], "PRUN_PORT_BASE"),
+                                                 (["port:Count"], "PRUN_PORT_COUNT"),
+                                                 (["port:start"], "PRUN_PORT_START")])
+def test_a_name_whose_variable_is_taken_is_refused(state, variable):
     with pytest.raises(UsageError) as e:
-        ports.port_request(["port:my-db", "port:MY_DB"], {})
-    assert "PRUN_PORT_MY_DB" in e.value.message
+        ports.port_request(state, {})
+    assert variable in e.value.message
 
 
 @pytest.mark.parametrize("env", [{"PRUN_PORT_COUNT": "zero"}, {"PRUN_PORT_COUNT": "0"},
