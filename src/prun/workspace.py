@@ -9,7 +9,8 @@
 * ``snapshot_readonly``: a read-only copy of a directory a unit should only read.
 * ``run_setup``: the plan's ``setup`` command in a fresh workspace, bounded, in its own process
   group; files it creates are excluded from the clone's diff.
-* ``port_range``: each unit's own port range (``PRUN_PORT_BASE``, ``PRUN_PORT_COUNT``).
+* ``port_range``: each unit's own port range (``PRUN_PORT_BASE``, ``PRUN_PORT_COUNT``) from
+  its index in the run; ``prun.ports`` gives them out machine-wide instead.
 
 Every workspace carries a marker (``.git/prun-workspace.json`` in a clone,
 ``.prun-workspace.json`` elsewhere); ``remove`` deletes only directories that carry one.
@@ -29,6 +30,7 @@ from pathlib import Path
 from . import gitcmd
 from .errors import PrunError, UsageError
 from .fsutil import atomic_write_json, read_json
+from .ports import PORT_LIMIT, PortRange, port_settings
 
 MARKER = ".prun-workspace.json"
 CLONE_MARKER = "prun-workspace.json"        # inside the clone's .git folder
@@ -36,9 +38,6 @@ SETUP_LOG = "prun-setup.log"                 # inside the clone's .git folder
 HOOK_NAMES = ("pre-commit", "prepare-commit-msg", "commit-msg", "pre-merge-commit",
               "pre-applypatch", "pre-rebase", "pre-push", "reference-transaction")
 
-PORT_START_DEFAULT = 20000
-PORT_COUNT_DEFAULT = 10
-PORT_LIMIT = 65536
 SETUP_TIMEOUT_DEFAULT = 600.0
 
 
@@ -415,42 +414,13 @@ def _escape_glob(path: str) -> str:
 
 # Ports --------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class PortRange:
-    base: int
-    count: int
-
-    @property
-    def ports(self) -> range:
-        return range(self.base, self.base + self.count)
-
-    def env(self) -> dict[str, str]:
-        return {"PRUN_PORT_BASE": str(self.base), "PRUN_PORT_COUNT": str(self.count)}
-
-
-def _int_env(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if not low <= value <= high:
-        raise UsageError(f"{name}={raw!r} is not a whole number from {low} to {high}",
-                         hint=f"unset {name} for the default {default}")
-    return value
-
-
 def port_range(index: int, env: Mapping[str, str] | None = None) -> PortRange:
     """Unit ``index``'s own ports: ``PRUN_PORT_COUNT`` (default 10) ports starting at
     ``PRUN_PORT_START + index * PRUN_PORT_COUNT`` (start default 20000). Deterministic, so
     units of one run never share a port; indexes past the last whole range wrap around."""
-    env = os.environ if env is None else env
-    start = _int_env(env, "PRUN_PORT_START", PORT_START_DEFAULT, 1024, PORT_LIMIT - 1)
-    count = _int_env(env, "PRUN_PORT_COUNT", PORT_COUNT_DEFAULT, 1, PORT_LIMIT - start)
-    slots = (PORT_LIMIT - start) // count
-    return PortRange(start + (index % slots) * count, count)
+    s = port_settings(env)
+    slots = (PORT_LIMIT - s.start) // s.count
+    return PortRange(s.start + (index % slots) * s.count, s.count)
 
 
 def workspace_env(index: int, env: Mapping[str, str] | None = None) -> dict[str, str]:
