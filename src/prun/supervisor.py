@@ -38,10 +38,12 @@ from .fsutil import atomic_write, sync_fs
 from .keeper import Keeper
 from .ledger import Ledger, PacketStatus, RunStatus, Status, now_iso
 from .plan import Packet
+from .ports import PortsUnavailable
 from .runevents import Event
 from .runstate import RunPaths, _epoch, packet_from_spec
 
 STALL_DEFAULT_S = 600.0
+PORT_RETRY_S = 1.0  # a unit whose fixed port is held looks again this often
 QUIESCE_LIMIT_S = 5.0
 UNKNOWN_RESET_S = 300.0
 FLUSH_S = 0.05  # the ledger lags the supervisor by at most this (a crash loses no worker:
@@ -74,6 +76,7 @@ class UnitState:
     predecessor: str | None = None     # links the next attempt to the one before it
     continue_from: str | None = None   # a state dir to resume (quota follow-up)
     park_until: float | None = None
+    not_before: float | None = None        # waiting for a held fixed port until then
     stop: asyncio.Event | None = None
     superseded: bool = False           # reassigned while running: its output is rejected
     cancel_requested: bool = False
@@ -309,7 +312,7 @@ class Supervisor:
             if u.status == PacketStatus.PARKED and (u.park_until or 0) <= now:
                 u.status = PacketStatus.PENDING
                 self.parked.discard(u.packet.id)
-            if u.status != PacketStatus.PENDING:
+            if u.status != PacketStatus.PENDING or (u.not_before or 0) > now:
                 continue
             deps = [self.units[a].status for a in u.packet.after if a in self.units]
             failed = [a for a in u.packet.after
@@ -325,7 +328,13 @@ class Supervisor:
             self._start(self._attempt(u), u)
 
     def _start(self, coro, u: UnitState) -> None:
-        task = asyncio.get_running_loop().create_task(coro, name=u.packet.id)
+        async def attempt() -> None:
+            try:
+                await coro
+            finally:  # whatever happened, the attempt's ports go back to the registry
+                await self._release_ports(u.attempt_id)
+
+        task = asyncio.get_running_loop().create_task(attempt(), name=u.packet.id)
         self.tasks.add(task)
         task.add_done_callback(lambda _t: self._wake.set())
 
@@ -356,8 +365,14 @@ class Supervisor:
         if reset is not None and reset > time.time():
             return self._park(u, reset, f"the {ex.quota_group(settings.model)} quota pool is "
                               "empty")
+        aid = f"{self.run_id}:{p.id}:{u.seq + 1}"
+        try:
+            held = await asyncio.to_thread(self._reserve_ports, u, aid)
+        except PortsUnavailable as e:
+            return self._wait_for_ports(u, e)
         u.seq += 1
-        u.attempt_id = aid = f"{self.run_id}:{p.id}:{u.seq}"
+        u.attempt_id = aid
+        u.extra["ports"] = held
         result = str(self.paths.results / f"{p.id}.{u.seq}.md")
         self.ledger.record_attempt(
             aid, "queued" if not u.predecessor else f"follows {u.predecessor}",
@@ -418,16 +433,14 @@ class Supervisor:
         starting an attempt, run in a worker thread. Returns (dispatch, mode, launched, quota
         refusal); raises ``dependents.Blocked`` when a packet it comes after was rejected."""
         from . import unitprep
-        from . import workspace as ws
         from .dependents import start
         from .dispatch import Dispatch, prepare
 
         p = u.packet
         begin = start(self.plan, p.id, latest, self.ancestors) if p.after else None
-        index = self.index[p.id]
-        ports = ws.port_range(index, self.env)
+        held = u.extra["ports"]
         ids = {"PRUN_RUN_ID": self.run_id, "PRUN_ATTEMPT_ID": u.attempt_id or "",
-               "PRUN_UNIT_ID": p.id, "PRUN_PACKET_ID": p.id, **ports.env()}
+               "PRUN_UNIT_ID": p.id, "PRUN_PACKET_ID": p.id, **held.env()}
         reuse, u.reuse_workspace = u.reuse_workspace, None  # a follow-up's, used once
         place = unitprep.workspace(
             p, run_id=self.run_id, seq=u.seq, repo_root=self.run["repo_root"], base=u.base,
@@ -436,7 +449,8 @@ class Supervisor:
         ctx = brief.context(
             self.plan, p, workspace=place.kind, result_file=result, base=place.base,
             applied=place.applied, snapshot=place.snapshot,
-            ports=brief.Ports(ports.base, ports.count),
+            ports=brief.Ports(held.range.base, held.range.count, dict(held.named),
+                              tuple(str(r) for r in held.fixed)),
             predecessors=begin.predecessors if begin else {})
         text = self._prompt(u, ctx, executor_name)
         prompt_file = os.path.join(self.paths.prompts, f"{p.id}.{u.seq}.md")
@@ -462,6 +476,41 @@ class Supervisor:
         if not prepared.executor.launches_process:
             return d, mode, d.hand_off(), None  # a session unit: the coordinator runs it
         return d, mode, d.launch(), None
+
+    def _reserve_ports(self, u: UnitState, aid: str):
+        """The attempt's ports from the machine-wide registry (``prun.ports``): its own range,
+        ports assigned by name, its fixed ports. Held in the keeper's name, which lives as long
+        as the run's workers do; released when the attempt ends."""
+        from . import ports
+
+        request = ports.port_request(u.packet.state, self.env, where=u.packet.where("state"))
+        keeper = self.keeper.ident
+        holder = ports.Holder(aid, self.run_id, u.packet.id, keeper.get("pid") or os.getpid(),
+                              keeper.get("create_time"))
+        return ports.reserve(holder, request, self.env)
+
+    def _wait_for_ports(self, u: UnitState, e) -> None:
+        """A fixed port it needs is held (by a unit of any run): it stays queued, and says
+        why once."""
+        u.not_before = time.time() + PORT_RETRY_S
+        note = f"waiting for its ports: {e.message}"
+        if u.extra.get("port_note") == note:
+            u.status = PacketStatus.PENDING
+            return
+        u.extra["port_note"] = note
+        self._set_packet(u, PacketStatus.PENDING, note)
+        self.emit("waiting", u, note)
+
+    async def _release_ports(self, aid: str | None) -> None:
+        from . import ports
+
+        if aid:
+            try:
+                await asyncio.to_thread(ports.release, aid, self.env)
+            except PrunError as e:
+                import sys
+
+                print(f"prun: warning: ports of {aid} not released ({e.line()})", file=sys.stderr)
 
     def _prompt(self, u: UnitState, ctx, executor_name: str) -> str:
         """What this attempt receives: the brief; a resumed turn's request; or, for a fresh

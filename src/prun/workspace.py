@@ -9,8 +9,6 @@
 * ``snapshot_readonly``: a read-only copy of a directory a unit should only read.
 * ``run_setup``: the plan's ``setup`` command in a fresh workspace, bounded, in its own process
   group; files it creates are excluded from the clone's diff.
-* ``port_range``: each unit's own port range (``PRUN_PORT_BASE``, ``PRUN_PORT_COUNT``) from
-  its index in the run; ``prun.ports`` gives them out machine-wide instead.
 
 Every workspace carries a marker (``.git/prun-workspace.json`` in a clone,
 ``.prun-workspace.json`` elsewhere); ``remove`` deletes only directories that carry one.
@@ -30,7 +28,6 @@ from pathlib import Path
 from . import gitcmd
 from .errors import PrunError, UsageError
 from .fsutil import atomic_write_json, read_json
-from .ports import PORT_LIMIT, PortRange, port_settings
 
 MARKER = ".prun-workspace.json"
 CLONE_MARKER = "prun-workspace.json"        # inside the clone's .git folder
@@ -412,22 +409,6 @@ def _escape_glob(path: str) -> str:
     return "".join("\\" + c if c in "*?[]\\!#" else c for c in path)
 
 
-# Ports --------------------------------------------------------------------------------------
-
-def port_range(index: int, env: Mapping[str, str] | None = None) -> PortRange:
-    """Unit ``index``'s own ports: ``PRUN_PORT_COUNT`` (default 10) ports starting at
-    ``PRUN_PORT_START + index * PRUN_PORT_COUNT`` (start default 20000). Deterministic, so
-    units of one run never share a port; indexes past the last whole range wrap around."""
-    s = port_settings(env)
-    slots = (PORT_LIMIT - s.start) // s.count
-    return PortRange(s.start + (index % slots) * s.count, s.count)
-
-
-def workspace_env(index: int, env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The variables a unit's environment gets from its workspace (its port range)."""
-    return port_range(index, env).env()
-
-
-__all__ = ["PortRange", "SetupFailed", "SetupResult", "WorkspaceError", "clone_base",
-           "default_root", "make_clone", "make_scratch", "marker", "port_range", "push_config",
-           "remove", "run_setup", "snapshot_readonly", "strip_push_config", "workspace_env"]
+__all__ = ["SetupFailed", "SetupResult", "WorkspaceError", "clone_base",
+           "default_root", "make_clone", "make_scratch", "marker", "push_config",
+           "remove", "run_setup", "snapshot_readonly", "strip_push_config"]

@@ -10,7 +10,6 @@ import pytest
 from gitrepo import commit_all, g, gone, gout, write
 
 from prun import workspace
-from prun.errors import UsageError
 
 
 def test_clone_is_detached_at_base_with_no_remote_and_guard_hooks(repo, tmp_path):
@@ -145,16 +144,3 @@ def test_setup_timeout_ends_its_whole_process_group(tmp_path):
     res = workspace.run_setup(scratch, cmd, timeout=0.5, check=False)
     assert res.timed_out and not res.ok and res.exit_code is None
     assert gone(int(pidfile.read_text()))
-
-
-def test_port_ranges_are_disjoint_and_configurable():
-    ranges = [workspace.port_range(i, {}) for i in range(200)]
-    seen: set[int] = set()
-    for r in ranges:
-        assert not seen & set(r.ports)
-        seen |= set(r.ports)
-    assert ranges[0] == workspace.PortRange(20000, 10)
-    r = workspace.port_range(2, {"PRUN_PORT_START": "30000", "PRUN_PORT_COUNT": "5"})
-    assert r.env() == {"PRUN_PORT_BASE": "30010", "PRUN_PORT_COUNT": "5"}
-    with pytest.raises(UsageError):
-        workspace.port_range(0, {"PRUN_PORT_COUNT": "zero"})
