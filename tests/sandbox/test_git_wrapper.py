@@ -172,6 +172,12 @@ def test_checking_out_a_commit_without_paths_works(repo, env):
     assert wrapped(repo, env, "checkout", "-q", "main", "--").returncode == 0
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads /proc")
+def test_git_and_what_it_runs_get_the_signal_dispositions_they_would_without_it(repo, env):
+    args = ["-c", "alias.sigs=!grep -E 'SigIgn|SigBlk' /proc/self/status", "sigs"]
+    assert wrapped(repo, env, *args).stdout == real(repo, *args).stdout != ""
+
+
 def test_stdin_reaches_git_unchanged(repo, env):
     data = "some blob\n" * 1000
     got = wrapped(repo, env, "hash-object", "--stdin", input=data)

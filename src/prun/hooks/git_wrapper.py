@@ -121,7 +121,7 @@ def _configured_alias(real: str, opts: list[str], name: str) -> str | None:
 
 
 def main() -> int:
-    import signal
+    import _signal  # the C module under ``signal``, without its enum import: a third faster
 
     real = os.environ.get("PRUN_REAL_GIT") or ""
     if not os.path.isabs(real):
@@ -136,8 +136,8 @@ def main() -> int:
               "coordinator reviews the diff and commits.", file=sys.stderr)
         git_policy.log_refusal(why, " ".join(["git", *args]))
         return REFUSED_EXIT
-    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
-        signal.signal(sig, signal.SIG_DFL)
+    for sig in (_signal.SIGPIPE, _signal.SIGXFSZ):
+        _signal.signal(sig, _signal.SIG_DFL)
     try:
         os.execv(real, [real, *args])
     except OSError as e:
