@@ -53,6 +53,7 @@ ALLOWED = ["git status", "git diff | cat", "git log --oneline -5", "git add -A",
            "git branch", "git branch -a", "git branch --list 'f*'", "git tag", "git tag -l 'v*'",
            "git checkout main", "git checkout main --", "git switch main", "git --version",
            "git restore --staged x", "git stash pop", "git stash list", "git -c alias.s=status s",
+           "git commit --help", "git push -h",
            "echo 'git commit'", "echo \"a; git commit\"", "python3 -c 'print(1)'", "ls -la", ""]
 
 

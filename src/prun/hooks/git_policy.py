@@ -11,9 +11,10 @@ is a glob), ``checkout -f/-p``, ``switch -f/--discard-changes``, ``restore`` (``
 which only touches the index, is allowed); ``stash drop``, ``stash clear``. The same with git's
 own options before the subcommand (``-c core.hooksPath=/dev/null``, ``-C dir``,
 ``--git-dir=...``) and through an alias given with ``-c alias.NAME=...`` (the wrapper also
-resolves configured aliases). A shell line is split into simple commands at ``;``, ``&``, ``|``,
-``(``, ``)``, backquotes and ``$(`` outside quotes; ``sh -c``/``bash -c`` strings and wrappers
-(``env``, ``sudo``, ``timeout``, ``nohup``...) are looked through.
+resolves configured aliases). ``git <subcommand> -h`` or ``--help`` only shows help: allowed.
+A shell line is split into simple commands at ``;``, ``&``, ``|``, ``(``, ``)``, backquotes and
+``$(`` outside quotes; ``sh -c``/``bash -c`` strings and wrappers (``env``, ``sudo``,
+``timeout``, ``nohup``...) are looked through.
 
 A guard against accidents, not a wall: a worker that calls the real git by its path gets past
 it. The throwaway clone (no remote, no transport, refusing hooks) and the sandbox stay the
@@ -142,6 +143,8 @@ def subcommand_refusal(sub: str, args: list[str], base: str = ".") -> str | None
     flags = {a.split("=", 1)[0] for a in args if a.startswith("-") and a != "--"}
     shorts = {c for a in args if a.startswith("-") and not a.startswith("--") for c in a[1:]}
     shown = " ".join([sub, *args])
+    if args[:1] in (["-h"], ["--help"]):   # git shows the usage or the manual, nothing else
+        return None
     if sub in ALWAYS:
         return f"git {sub}"
     if sub == "reset" and "--hard" in flags:
