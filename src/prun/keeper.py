@@ -75,13 +75,14 @@ class _Kid:
 class _Escape:
     """A process that left a worker's group and was reparented to the keeper."""
 
-    __slots__ = ("cmdline", "held_by", "kill_at", "owners", "pid", "start")
+    __slots__ = ("cmdline", "ended", "held_by", "kill_at", "owners", "pid", "start")
 
     def __init__(self, info: dict, owners: set[int]):
         self.pid, self.start, self.cmdline = info["pid"], info["start"], info["cmdline"]
         self.owners = owners              # the spawn ids of the workers it may descend from
+        self.ended = False                # SIGTERM sent
         self.held_by: int | None = None   # the worker whose exit line waits for it to go
-        self.kill_at: float | None = None  # when SIGKILL follows the SIGTERM it got
+        self.kill_at: float | None = None  # when SIGKILL is due (None: not yet, or sent)
 
 
 class _Server:
@@ -241,7 +242,7 @@ class _Server:
         self.finished.add(kid.rid)
         self.held[kid.rid] = code
         for esc in list(self.escapes.values()):
-            if esc.kill_at is None and esc.owners <= self.finished:
+            if not esc.ended and esc.owners <= self.finished:
                 self.end(esc, kid.rid)
 
     def end(self, esc: _Escape, rid: int | None) -> None:
@@ -252,7 +253,7 @@ class _Server:
         cmdline = now["cmdline"] if now and now["cmdline"] else esc.cmdline
         worker = self.workers.get(rid) if rid is not None else None
         self.reply(f"escaped {worker.pid if worker else 0} {esc.pid} {json.dumps(cmdline)}")
-        esc.held_by = rid
+        esc.ended, esc.held_by = True, rid
         if signal_escape(esc.pid, esc.start, signal.SIGTERM):
             esc.kill_at = time.monotonic() + KILL_GRACE_SECONDS
         else:
@@ -267,7 +268,7 @@ class _Server:
             if esc.kill_at is None:
                 continue
             if esc.kill_at <= now:
-                esc.kill_at = float("inf")   # reaped when it is gone
+                esc.kill_at = None           # reaped when it is gone
                 if not signal_escape(esc.pid, esc.start, signal.SIGKILL):
                     del self.escapes[esc.pid]
             elif nearest is None or esc.kill_at - now < nearest:
