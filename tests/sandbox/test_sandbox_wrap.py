@@ -260,9 +260,17 @@ def test_the_unit_sees_only_its_own_processes(bwrap):
 def test_a_sandbox_inside_a_sandbox_is_refused_with_bwraps_reason(bwrap):
     if os.geteuid() != 0:
         pytest.skip("without root, a nested bwrap may be allowed")
-    p = run_in("from prun import sandbox; print(sandbox.unavailable())")
-    assert p.stdout.startswith("bwrap refused: bwrap: "), (p.stdout, p.stderr)
-    assert len(p.stdout.splitlines()) == 1
+    p = run_in("""
+        import subprocess
+        from prun import sandbox
+        print(sandbox.unavailable())
+        failed = subprocess.run(["bwrap", "--dev-bind", "/", "/", "--unshare-pid", "--", "true"],
+                                capture_output=True, text=True)
+        print(failed.returncode, failed.stderr.count("\\n"), failed.stderr[:7])
+    """)
+    reason, failure = p.stdout.splitlines()
+    assert reason.startswith("bwrap refused: bwrap: "), (p.stdout, p.stderr)
+    assert failure == "1 1 bwrap: "          # bwrap's own failure: exit 1, one line
 
 
 def test_without_bwrap_the_reason_names_it(tmp_path):
