@@ -12,6 +12,21 @@ The keeper only ever signals a process group whose leader it started and has not
 the group id cannot have been reused. Before it reaps a leader that ended it ends what the
 leader left in its group (SIGTERM, then SIGKILL), as ``process.Worker.sweep`` does.
 
+Escapes. On Linux the keeper is its workers' subreaper (``PR_SET_CHILD_SUBREAPER``): a process
+that left a worker's group (``setsid``, a double fork) is reparented to the keeper when its
+parent dies, instead of to init. The keeper looks at its children each time it wakes; each new
+one that is not in a worker's group is an escape, tied to its worker by, in this order: the
+``PRUN_ATTEMPT_ID`` in its environment (``/proc/<pid>/environ``); its session, when that is a
+worker's (it left the group, not the session); its ancestry, when the keeper saw it below an
+escape it already held; else the workers that were running when it appeared. When a worker's
+leader has exited, the keeper ends every escape whose workers have all ended: SIGTERM (its group
+when it leads one), ``process.KILL_GRACE_SECONDS``, SIGKILL, each signal only to a process that
+is still the keeper's unreaped child with the start time it had when it was found; and reaps
+it. The worker's ``exit`` line is sent once those are gone, after one ``escaped`` line for each.
+A process the keeper did not start (nor a descendant of one) is never its child, so never
+signalled. An escape that is orphaned while its worker's group is being killed may be found only
+after that worker's ``exit`` line: it is ended all the same, its ``escaped`` line comes late.
+
 Protocol: one JSON object per line on the keeper's stdin; one line of words on its stdout.
 
     {"op": "env", "env": {...}}                  the base environment of later spawns
@@ -21,6 +36,8 @@ Protocol: one JSON object per line on the keeper's stdin; one line of words on i
 
     spawned <id> <pid> <start time>              started (its own session and process group)
     failed <id> <errno> <JSON message>           could not start
+    escaped <pid> <escape pid> <JSON argv>       a process that escaped worker <pid> (0: none
+                                                 could be named) is being ended
     exit <pid> <code>                            ended (after ``<name> <code>`` went to its log)
 
 A code is the exit status, or 128+N for death by signal N.
@@ -34,8 +51,10 @@ import os
 import signal
 import sys
 import threading
+import time
 
 SPAWN_WAIT_S = 60.0      # a spawn reply normally takes a millisecond
+LINEAGE_LIMIT = 10_000   # descendants of escapes remembered at most
 CLOSE_WAIT_S = 5.0
 # dispositions the keeper changes (or Python does) that a worker must not inherit
 _RESET_SIGNALS = (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGXFSZ)
@@ -44,13 +63,46 @@ _APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT
 
 # The keeper process ------------------------------------------------------------------------------
 
+class _Kid:
+    """A worker the keeper started."""
+
+    __slots__ = ("attempt", "log", "name", "pid", "rid")
+
+    def __init__(self, rid: int, pid: int, name: str, log: str, attempt: str | None):
+        self.rid, self.pid, self.name, self.log, self.attempt = rid, pid, name, log, attempt
+
+
+class _Escape:
+    """A process that left a worker's group and was reparented to the keeper."""
+
+    __slots__ = ("cmdline", "ended", "held_by", "kill_at", "owners", "pid", "start")
+
+    def __init__(self, info: dict, owners: set[int]):
+        self.pid, self.start, self.cmdline = info["pid"], info["start"], info["cmdline"]
+        self.owners = owners              # the spawn ids of the workers it may descend from
+        self.ended = False                # SIGTERM sent
+        self.held_by: int | None = None   # the worker whose exit line waits for it to go
+        self.kill_at: float | None = None  # when SIGKILL is due (None: not yet, or sent)
+
+
 class _Server:
     def __init__(self, inp: int, out: int):
+        from .process import become_subreaper
+
         self.inp, self.out = inp, out
-        self.kids: dict[int, tuple[str, str]] = {}   # pid -> (name, exit-code log)
+        self.kids: dict[int, _Kid] = {}      # pid -> an unreaped worker
         self.base_env: dict[str, str] = {}
         self.logs: dict[str, int] = {}
         self.out_ok = True
+        self.subreaper = become_subreaper()
+        self.workers: dict[int, _Kid] = {}   # spawn id -> every worker started
+        self.by_attempt: dict[str, int] = {}
+        self.by_session: dict[int, int] = {}
+        self.finished: set[int] = set()      # spawn ids of workers whose leader was reaped
+        self.held: dict[int, int] = {}       # spawn id -> exit code not yet sent
+        self.escapes: dict[int, _Escape] = {}
+        self.lineage: dict[tuple[int, int], set[int]] = {}   # (pid, start) below an escape
+        self.swept: set[int] = set()         # groups killed whose members may still be dying
 
     def reply(self, line: str) -> None:
         if not self.out_ok:
@@ -103,41 +155,142 @@ class _Server:
                               f"{json.dumps(e.strerror or str(e))}")
         except (ValueError, TypeError) as e:
             return self.reply(f"failed {req['id']} 0 {json.dumps(str(e))}")
-        self.kids[pid] = (req["name"], req["log"])
+        kid = _Kid(req["id"], pid, req["name"], req["log"], env.get("PRUN_ATTEMPT_ID") or None)
+        self.kids[pid] = self.workers[kid.rid] = kid
+        self.by_session[pid] = kid.rid
+        if kid.attempt:
+            self.by_attempt[kid.attempt] = kid.rid
         self.reply(f"spawned {req['id']} {pid} {create_time(pid) or 0}")
 
     def reap(self) -> None:
-        """Collect every child that ended: sweep its group, reap it, log and report its code."""
+        """Collect every child that ended. A worker: sweep its group, see what it left, reap
+        it, log its code, end its escapes. An escape: forget it."""
         while True:
             try:
                 info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
             except ChildProcessError:
-                return
+                break
             if info is None:
-                return
+                break
             pid = info.si_pid
-            known = self.kids.pop(pid, None)
-            if known is not None:            # unreaped: the group id is still ours
+            kid = self.kids.get(pid)
+            if kid is not None:              # unreaped: the group id is still ours
                 _killpg(pid, signal.SIGTERM)
                 _killpg(pid, signal.SIGKILL)
+                self.swept.add(pid)
+                self.adopt()                 # its children came here as it exited
+                del self.kids[pid]
             _, status = os.waitpid(pid, 0)
             code = os.waitstatus_to_exitcode(status)
             code = 128 - code if code < 0 else code
-            if known is not None:
-                self.log(known, code)
-                self.reply(f"exit {pid} {code}")
+            if kid is not None:
+                self.log(kid, code)
+                self.finish(kid, code)
+            else:
+                self.escapes.pop(pid, None)
+        self.adopt()
+        self.release()
 
-    def log(self, known: tuple[str, str], code: int) -> None:
+    def adopt(self) -> None:
+        """Take note of each new child that is not in a worker's group: an escape."""
+        if not self.subreaper:
+            return
+        from .process import children, proc_info
+
+        groups: set[int] = set()
+        for pid in children():
+            if pid in self.kids or pid in self.escapes:
+                continue
+            info = proc_info(pid)
+            if info is None or info["zombie"]:
+                continue
+            groups.add(info["pgid"])
+            if info["pgid"] in self.kids or info["pgid"] in self.swept:
+                continue                     # its worker's group signals reach it
+            esc = self.escapes[pid] = _Escape(info, self._owners(info))
+            if esc.owners <= self.finished:  # its workers have all ended already
+                self.end(esc, max(esc.owners, default=None))
+        self.swept &= groups
+        self.lineage = self._lineage()
+
+    def _owners(self, info: dict) -> set[int]:
+        if info["attempt"] in self.by_attempt:
+            return {self.by_attempt[info["attempt"]]}
+        if info["sid"] != info["pid"] and info["sid"] in self.by_session:
+            return {self.by_session[info["sid"]]}     # it left the group, not the session
+        seen = self.lineage.get((info["pid"], info["start"]))
+        if seen is not None:
+            return set(seen)
+        return {k.rid for k in self.kids.values()} | set(self.held)
+
+    def _lineage(self) -> dict[tuple[int, int], set[int]]:
+        """Every process below an escape, with that escape's workers."""
+        from .process import children, proc_info
+
+        found: dict[tuple[int, int], set[int]] = {}
+        for esc in self.escapes.values():
+            todo = children(esc.pid)
+            while todo and len(found) < LINEAGE_LIMIT:
+                info = proc_info(todo.pop())
+                if info is not None:
+                    found[(info["pid"], info["start"])] = esc.owners
+                    todo.extend(children(info["pid"]))
+        return found
+
+    def finish(self, kid: _Kid, code: int) -> None:
+        """The worker's leader is reaped: end the escapes that now have no worker left."""
+        self.finished.add(kid.rid)
+        self.held[kid.rid] = code
+        for esc in list(self.escapes.values()):
+            if not esc.ended and esc.owners <= self.finished:
+                self.end(esc, kid.rid)
+
+    def end(self, esc: _Escape, rid: int | None) -> None:
+        """Report ``esc`` under worker ``rid`` and send it SIGTERM; SIGKILL follows."""
+        from .process import KILL_GRACE_SECONDS, proc_info, signal_escape
+
+        now = proc_info(esc.pid)
+        cmdline = now["cmdline"] if now and now["cmdline"] else esc.cmdline
+        worker = self.workers.get(rid) if rid is not None else None
+        self.reply(f"escaped {worker.pid if worker else 0} {esc.pid} {json.dumps(cmdline)}")
+        esc.ended, esc.held_by = True, rid
+        if signal_escape(esc.pid, esc.start, signal.SIGTERM):
+            esc.kill_at = time.monotonic() + KILL_GRACE_SECONDS
+        else:
+            del self.escapes[esc.pid]
+
+    def expire(self) -> float | None:
+        """SIGKILL the escapes whose grace is over; seconds until the next one's is."""
+        from .process import signal_escape
+
+        now, nearest = time.monotonic(), None
+        for esc in list(self.escapes.values()):
+            if esc.kill_at is None:
+                continue
+            if esc.kill_at <= now:
+                esc.kill_at = None           # reaped when it is gone
+                if not signal_escape(esc.pid, esc.start, signal.SIGKILL):
+                    del self.escapes[esc.pid]
+            elif nearest is None or esc.kill_at - now < nearest:
+                nearest = esc.kill_at - now
+        return nearest
+
+    def release(self) -> None:
+        """Send each held exit line whose worker's escapes are gone."""
+        waiting = {e.held_by for e in self.escapes.values()}
+        for rid in [r for r in self.held if r not in waiting]:
+            self.reply(f"exit {self.workers[rid].pid} {self.held.pop(rid)}")
+
+    def log(self, kid: _Kid, code: int) -> None:
         from .fsutil import write_all
 
-        name, path = known
         try:
-            fd = self.logs.get(path)
+            fd = self.logs.get(kid.log)
             if fd is None:
-                fd = self.logs[path] = os.open(path, _APPEND | os.O_CLOEXEC, 0o644)
-            write_all(fd, f"{name} {code}\n".encode())
+                fd = self.logs[kid.log] = os.open(kid.log, _APPEND | os.O_CLOEXEC, 0o644)
+            write_all(fd, f"{kid.name} {code}\n".encode())
         except OSError as e:
-            print(f"prun keeper: cannot record {name}'s exit code {code} in {path}: {e}",
+            print(f"prun keeper: cannot record {kid.name}'s exit code {code} in {kid.log}: {e}",
                   file=sys.stderr)
 
     def serve(self) -> int:
@@ -150,8 +303,10 @@ class _Server:
         sel.register(self.inp, selectors.EVENT_READ)
         sel.register(wake_r, selectors.EVENT_READ)
         buf, listening = b"", True
-        while listening or self.kids:
-            for key, _ in sel.select():
+        while listening or self.kids or self.held or self.escapes:
+            timeout = self.expire()
+            self.release()
+            for key, _ in sel.select(timeout):
                 if key.fd == wake_r:
                     while True:
                         try:
@@ -206,6 +361,7 @@ class KeptWorker:
         self.create_time = started
         self.code: int | None = None
         self.orphan = False       # its keeper died: signalled directly, exit code unknown
+        self.escaped: list[dict] = []   # processes that left its group, ended: pid, cmdline
         self._done = threading.Event()
         self._waiters: list = []
 
@@ -366,6 +522,11 @@ class Keeper:
                 w = self.workers.pop(int(pid), None)
                 if w is not None:
                     w._ended(int(code))
+            elif kind == "escaped":
+                pid, escaped, argv = rest.split(" ", 2)
+                w = self.workers.get(int(pid))
+                if w is not None:
+                    w.escaped.append({"pid": int(escaped), "cmdline": json.loads(argv)})
             elif kind == "spawned":
                 rid, pid, started = rest.split()
                 w = KeptWorker(self, int(pid), float(started) or None)

@@ -34,11 +34,26 @@ REFUSED = [
     ("sudo -u bob git commit", "git commit"),
     ("echo $(git commit -m x)", "git commit"),
     ("ls; git -c user.name=x commit", "git commit"),
+    # the tree restored over the worker's edits (the same rule set as the git wrapper's)
+    ("git checkout -- file.py", "git checkout -- file.py"),
+    ("git checkout .", "git checkout ."),
+    ("git checkout HEAD~1 src/x.py", "git checkout HEAD~1 src/x.py"),
+    ("git checkout -f main", "git checkout -f main"),
+    ("git restore src/x.py", "git restore src/x.py"),
+    ("git restore --staged --worktree x", "git restore --staged --worktree x"),
+    ("git switch --discard-changes main", "git switch --discard-changes main"),
+    ("git stash drop", "git stash drop"),
+    ("git stash clear", "git stash clear"),
+    ("git pull", "git pull"),
+    ("git -c alias.ci=commit ci -m x", "git commit"),
+    ("git -c 'alias.up=!git push' up", "git push"),
 ]
 ALLOWED = ["git status", "git diff | cat", "git log --oneline -5", "git add -A", "git stash",
            "git reset HEAD~1", "git reset --soft HEAD", "git clean -n", "git clean -nfd",
            "git branch", "git branch -a", "git branch --list 'f*'", "git tag", "git tag -l 'v*'",
-           "git checkout main", "git checkout -- file.py", "git switch main", "git --version",
+           "git checkout main", "git checkout main --", "git switch main", "git --version",
+           "git restore --staged x", "git stash pop", "git stash list", "git -c alias.s=status s",
+           "git commit --help", "git push -h",
            "echo 'git commit'", "echo \"a; git commit\"", "python3 -c 'print(1)'", "ls -la", ""]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import os
 import signal
 import subprocess
@@ -218,3 +219,238 @@ def test_a_bad_request_is_answered_and_the_keeper_keeps_serving(tmp_path):
         await w.await_exit()
         return w.reap()
     assert drive(body) == 0
+
+
+# Escapes: processes that left a worker's group, reparented to the keeper (its subreaper) -----
+
+needs_subreaper = pytest.mark.skipif(sys.platform != "linux",
+                                     reason="a subreaper is Linux's PR_SET_CHILD_SUBREAPER")
+
+
+def daemon_code(ignore_term: bool = False) -> str:
+    """A daemon that appends to a file every 20 ms until it is killed (or, should a test fail,
+    for two minutes)."""
+    return ("import signal, sys, time\n"
+            + ("signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if ignore_term else "")
+            + "f, end = open(sys.argv[1], 'a'), time.monotonic() + 120\n"
+            "while time.monotonic() < end:\n    f.write('x'); f.flush(); time.sleep(0.02)\n")
+
+
+def worker_code(tick: Path, how: str, ignore_term: bool = False, gate: Path | None = None) -> str:
+    """A worker that starts a daemon outside its group (``how``), prints the daemon's pid once
+    it writes, and exits (after ``gate`` exists, when given)."""
+    daemon = daemon_code(ignore_term)
+    return textwrap.dedent(f"""
+        import os, pathlib, subprocess, sys, time
+        tick = pathlib.Path({str(tick)!r})
+        if {how!r} == "setsid":
+            pid = subprocess.Popen(["setsid", sys.executable, "-c", {daemon!r}, str(tick)]).pid
+        elif {how!r} == "setpgid":             # a group of its own, no environment at all
+            pid = subprocess.Popen([sys.executable, "-c", {daemon!r}, str(tick)], env={{}},
+                                   process_group=0).pid
+        else:                                  # fork, setsid, fork; no environment at all
+            r, w = os.pipe()
+            if os.fork() == 0:
+                os.setsid()
+                pid = os.fork()
+                if pid == 0:
+                    os.execve(sys.executable, [sys.executable, "-c", {daemon!r}, str(tick)], {{}})
+                os.write(w, str(pid).encode())
+                os._exit(0)
+            os.close(w)
+            pid = int(os.read(r, 100))
+        while not (tick.exists() and tick.stat().st_size):
+            time.sleep(0.01)
+        print(pid, flush=True)
+        gate = {str(gate) if gate else None!r}
+        while gate and not os.path.exists(gate):
+            time.sleep(0.01)
+    """)
+
+
+def gone(pid: int) -> bool:
+    return not same_process_alive(pid, None)
+
+
+@needs_subreaper
+@pytest.mark.parametrize("ignore_term", [False, True], ids=["ends-on-sigterm", "ignores-sigterm"])
+def test_a_setsid_daemon_is_ended_when_its_worker_exits_and_reported(tmp_path, ignore_term):
+    tick = tmp_path / "tick"
+
+    async def body(keeper, loop):
+        w = await asyncio.to_thread(_spawn, keeper, tmp_path, "w",
+                                    worker_code(tick, "setsid", ignore_term),
+                                    env={"PRUN_ATTEMPT_ID": "attempt-1"})
+        await w.await_exit()
+        daemon = int((tmp_path / "w.out").read_text())
+        return w.reap(), w.escaped, daemon, gone(daemon), tick.stat().st_size
+    code, escaped, daemon, gone_at_exit, size = drive(body)
+    assert code == 0
+    assert gone_at_exit             # the exit line came only after the daemon was reaped
+    assert [e["pid"] for e in escaped] == [daemon]
+    assert escaped[0]["cmdline"][:2] == [sys.executable, "-c"]
+    assert tick.stat().st_size == size         # nothing writes any more
+    assert _log(tmp_path) == {"w": 0}
+
+
+@needs_subreaper
+def test_a_double_forked_daemon_is_ended_once_no_worker_it_may_come_from_runs(tmp_path):
+    """No environment, a session of its own: it is tied to the workers running when it appeared,
+    and ended when the last of them has ended, never while one may still need it."""
+    tick, gate = tmp_path / "tick", tmp_path / "gate"
+
+    async def body(keeper, loop):
+        other = await asyncio.to_thread(_spawn, keeper, tmp_path, "other",
+                                        worker_code(tmp_path / "other-tick", "setsid",
+                                                    gate=gate))
+        await asyncio.to_thread(poll, lambda: (tmp_path / "other.out").read_text())
+        w = await asyncio.to_thread(_spawn, keeper, tmp_path, "w", worker_code(tick, "fork"))
+        await w.await_exit()
+        daemon = int((tmp_path / "w.out").read_text())
+        alive_after_first = not gone(daemon)
+        gate.touch()
+        await other.await_exit()
+        return w.escaped, other.escaped, daemon, alive_after_first, gone(daemon)
+    first, second, daemon, alive_after_first, gone_after_last = drive(body)
+    assert alive_after_first and first == []
+    assert gone_after_last
+    assert daemon in [e["pid"] for e in second]
+
+
+@needs_subreaper
+def test_a_daemon_that_left_only_the_group_is_tied_to_its_worker_by_its_session(tmp_path):
+    tick, gate = tmp_path / "tick", tmp_path / "gate"
+
+    async def body(keeper, loop):
+        other = await asyncio.to_thread(_spawn, keeper, tmp_path, "other",
+                                        f"import os, time\nwhile not os.path.exists("
+                                        f"{str(gate)!r}): time.sleep(0.01)")
+        w = await asyncio.to_thread(_spawn, keeper, tmp_path, "w", worker_code(tick, "setpgid"))
+        await w.await_exit()
+        daemon = int((tmp_path / "w.out").read_text())
+        result = w.escaped, daemon, gone(daemon)
+        gate.touch()
+        await other.await_exit()
+        return result
+    escaped, daemon, gone_at_exit = drive(body)
+    assert [e["pid"] for e in escaped] == [daemon] and gone_at_exit
+
+
+@needs_subreaper
+def test_an_escape_below_an_escape_is_tied_to_the_same_worker(tmp_path):
+    tick = tmp_path / "tick"
+    inner = textwrap.dedent(f"""
+        import os, subprocess, sys, time
+        p = subprocess.Popen(["setsid", sys.executable, "-c", {daemon_code()!r},
+                              {str(tmp_path / "inner-tick")!r}], env={{}})
+        open({str(tmp_path / "inner.pid")!r}, "w").write(str(p.pid))
+        f, end = open(sys.argv[1], "a"), time.monotonic() + 120
+        while time.monotonic() < end:
+            f.write("x"); f.flush(); time.sleep(0.02)
+    """)
+    code = textwrap.dedent(f"""
+        import pathlib, subprocess, sys, time
+        subprocess.Popen(["setsid", sys.executable, "-c", {inner!r}, {str(tick)!r}])
+        ticks = [pathlib.Path({str(tick)!r}), pathlib.Path({str(tmp_path / "inner-tick")!r})]
+        while not all(t.exists() for t in ticks):
+            time.sleep(0.01)
+    """)
+
+    gate = tmp_path / "gate"
+
+    async def body(keeper, loop):
+        # another worker runs meanwhile: the inner daemon is tied by what the keeper saw
+        # below the outer one, not to whichever workers were running
+        other = await asyncio.to_thread(_spawn, keeper, tmp_path, "other",
+                                        f"import os, time\nwhile not os.path.exists("
+                                        f"{str(gate)!r}): time.sleep(0.01)")
+        w = await asyncio.to_thread(_spawn, keeper, tmp_path, "w", code,
+                                    env={"PRUN_ATTEMPT_ID": "attempt-2"})
+        await w.await_exit()
+        inner_pid = int((tmp_path / "inner.pid").read_text())
+        result = w.escaped, inner_pid, gone(inner_pid), other.exited()
+        gate.touch()
+        await other.await_exit()
+        return result
+    escaped, inner_pid, inner_gone, other_done = drive(body)
+    assert not other_done
+    assert len(escaped) == 2 and escaped[1]["pid"] == inner_pid
+    assert inner_gone and all(gone(e["pid"]) for e in escaped)
+
+
+@needs_subreaper
+def test_a_process_the_keeper_did_not_start_is_never_signalled(tmp_path):
+    """An outsider with the worker's very attempt id, in a session of its own."""
+    tick = tmp_path / "tick"
+    outsider = subprocess.Popen([sys.executable, "-c", daemon_code(), str(tmp_path / "outside")],
+                                env={**os.environ, "PRUN_ATTEMPT_ID": "attempt-3"},
+                                start_new_session=True)
+    try:
+        async def body(keeper, loop):
+            w = await asyncio.to_thread(_spawn, keeper, tmp_path, "w",
+                                        worker_code(tick, "setsid"),
+                                        env={"PRUN_ATTEMPT_ID": "attempt-3"})
+            await w.await_exit()
+            return w.escaped
+        escaped = drive(body)
+        assert len(escaped) == 1 and outsider.pid not in [e["pid"] for e in escaped]
+        assert outsider.poll() is None
+    finally:
+        outsider.kill()
+        outsider.wait()
+
+
+@needs_subreaper
+def test_the_keeper_serves_others_while_an_escape_has_its_grace(tmp_path, monkeypatch):
+    monkeypatch.setenv("PRUN_KILL_GRACE_SECONDS", "60")   # the keeper reads it when it starts
+    tick = tmp_path / "tick"
+
+    async def body(keeper, loop):
+        w = await asyncio.to_thread(_spawn, keeper, tmp_path, "w",
+                                    worker_code(tick, "setsid", ignore_term=True),
+                                    env={"PRUN_ATTEMPT_ID": "attempt-4"})
+        daemon = int(await asyncio.to_thread(
+            poll, lambda: (tmp_path / "w.out").read_text().strip()))
+        await asyncio.to_thread(poll, lambda: w.escaped)     # reported, SIGTERM ignored
+        later = await asyncio.to_thread(_spawn, keeper, tmp_path, "later", "pass")
+        await later.await_exit()
+        held = not w.exited()
+        os.kill(daemon, signal.SIGKILL)                      # cut the grace short
+        await w.await_exit()
+        return later.reap(), held, w.reap()
+    assert drive(body) == (0, True, 0)
+
+
+# A standalone dispatcher: the same from its own process ----------------------------------------
+
+@needs_subreaper
+def test_a_standalone_dispatcher_ends_what_escaped_its_worker(tmp_path):
+    tick = tmp_path / "tick"
+    script = textwrap.dedent(f"""
+        import json, os, subprocess, sys
+        from prun.process import become_subreaper, end_escaped, spawn
+        assert become_subreaper()
+        own = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        w = spawn([sys.executable, "-c", {worker_code(tick, "fork")!r}], cwd={str(tmp_path)!r},
+                  env=dict(os.environ), stdout_path={str(tmp_path / "w.out")!r},
+                  stderr_path={str(tmp_path / "w.err")!r})
+        w.wait_exit(60)
+        w.sweep()
+        code = w.reap()
+        print(json.dumps({{"code": code, "escaped": end_escaped(w), "own": own.poll()}}))
+        own.kill()
+    """)
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout)
+    daemon = int((tmp_path / "w.out").read_text())
+    assert got["code"] == 0 and got["own"] is None     # its own child in its session: untouched
+    assert [e["pid"] for e in got["escaped"]] == [daemon]
+    assert gone(daemon)
+
+
+def test_become_subreaper_says_whether_it_worked():
+    p = subprocess.run([sys.executable, "-c", "from prun.process import become_subreaper; "
+                        "print(become_subreaper())"], capture_output=True, text=True, timeout=60)
+    assert p.stdout.strip() == str(sys.platform == "linux")
