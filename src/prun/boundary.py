@@ -60,6 +60,18 @@ def unknown(may_go_to: Iterable[str]) -> str | None:
     return next((entry for entry in rest if entry not in known), None)
 
 
+def outside(who: str, executor: str, model: str | None, may_go_to: Iterable[str],
+            where: str | None = None) -> UsageError:
+    """The refusal of a unit whose executor is outside its boundary (``where``: file:line)."""
+    reaches = ", ".join(recipients(executor, model)[1:]) or "nothing it declares"
+    return UsageError((f"{where}: " if where else "") + f"{who}: executor {executor}"
+                      + (f" with model {model}" if model else "")
+                      + f" reaches {reaches}, outside the data boundary (may_go_to: "
+                      + ", ".join(may_go_to) + ")",
+                      hint="name an executor inside it, or executor: auto; a new recipient "
+                      "needs its own decision, not a change of configuration")
+
+
 @dataclass(frozen=True)
 class Retention:
     """A parsed ``data.retention``: ``rule`` is keep, delete, note or none."""

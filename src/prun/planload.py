@@ -299,16 +299,10 @@ def _boundary(doc: yamldoc.Doc, where: Sequence[str | int], raw: Mapping[str, An
     executor = fields.get("executor") or ("command" if fields.get("command") else "auto")
     model = fields.get("model")
     if may_go_to and executor != "auto" and not boundary.allowed(may_go_to, executor, model):
-        reaches = ", ".join(boundary.recipients(executor, model)[1:]) or "only itself"
         line = next((doc.line_of([*where, *path]) for path in
                      (("executor",), ("data", "may_go_to"), ("model",)) if path[0] in raw),
                     doc.line_of(where))
-        raise UsageError(f"{doc.source}:{line}: {who}: executor {executor}"
-                         + (f" with model {model}" if model else "")
-                         + f" reaches {reaches}, outside the data boundary (may_go_to: "
-                         + ", ".join(may_go_to) + ")",
-                         hint="name an executor inside it, or executor: auto; a new recipient "
-                         "needs its own decision, not a change of configuration")
+        raise boundary.outside(who, executor, model, may_go_to, f"{doc.source}:{line}")
     return DataBoundary(reachable=_strs(data.get("reachable")), may_go_to=may_go_to,
                         prohibited=_strs(data.get("prohibited")),
                         retention=data.get("retention"))
