@@ -104,6 +104,15 @@ def evidence(view, packet_id: str) -> list[str]:
     return [p for p in dict.fromkeys(paths) if p and os.path.lexists(p)]
 
 
+def until_text(until: float | None) -> str | None:
+    """The end of a ``keep <duration>`` in UTC, rounded up to the second."""
+    import math
+    import time
+
+    return None if until is None else time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                    time.gmtime(math.ceil(until)))
+
+
 def _inside(path: str, folder: str) -> bool:
     real, root = os.path.realpath(path), os.path.realpath(folder)
     return real != root and real.startswith(root + os.sep)
@@ -120,7 +129,6 @@ def sweep(view, *, dry_run: bool, now: float) -> list[tuple]:
     """Remove (unless ``dry_run``) what each packet's retention lets go; one row per path:
     ``(word, packet, path, reason, until)``."""
     from ..boundary import DELETE, KEEP
-    from ..ledger import now_iso
     from ..workspace import marker, remove
 
     finished = finished_at(view)
@@ -131,7 +139,7 @@ def sweep(view, *, dry_run: bool, now: float) -> list[tuple]:
         rule = rules.get(pid) or retention(None)
         until = rule.until(finished)
         keep = rule.rule == KEEP and (until is None or now < until)
-        until_iso = now_iso(until) if keep and until is not None else None
+        until_iso = until_text(until) if keep and until is not None else None
         for a in attempts:
             base_path = a.get("workspace")
             # a cancelled or superseded unit's clone was moved aside by the supervisor
@@ -178,7 +186,7 @@ def run(args) -> int:
     import time
 
     from ..errors import StateError
-    from ..ledger import Ledger, now_iso
+    from ..ledger import Ledger
     from ..runview import open_run
 
     with Ledger.open() as ledger:
@@ -199,8 +207,7 @@ def run(args) -> int:
         rules = {p.id: retention(p) for p in view.packets}
         print(json.dumps({
             "run": view.id, "dry_run": args.dry_run, "owner": view.run.get("cancel_owner"),
-            "retention": {pid: {**rule.as_dict(), "until": None if rule.until(finished) is None
-                                else now_iso(rule.until(finished))}
+            "retention": {pid: {**rule.as_dict(), "until": until_text(rule.until(finished))}
                           for pid, rule in rules.items()},
             "removed": [{"packet": r[1], "path": r[2]} for r in rows if r[0] == "REMOVED"],
             "kept": [{"packet": r[1], "path": r[2], "reason": r[3], "until": r[4]}

@@ -78,6 +78,6 @@ def _inside_boundary(packet, executor: str) -> None:
     model = packet.model
     if executor != "command":
         model = executors.get(executor).settings(os.environ, model=packet.model).model
-    for m in dict.fromkeys((packet.model, model)):
+    for m in dict.fromkeys((model, packet.model)):
         if not boundary.allowed(bound, executor, m):
             raise boundary.outside(f"packet {packet.id}", executor, m, bound)
