@@ -15,7 +15,8 @@ shows them; otherwise terse lines (see docs/run.md):
 `--detach` prints only `RUN <run-id>` and returns at once; follow with `prun wait RUN`.
 
 exit codes: 0 every packet succeeded; 1 some packet did not succeed or the run was cancelled;
-2 bad plan or usage; 3 the run stopped: a packet could not be dispatched (no receipt);
+2 bad plan or usage, a unit outside its data boundary included (nothing is frozen);
+3 the run stopped: a packet could not be dispatched (no receipt);
 124 the run's deadline passed.
 """
 
