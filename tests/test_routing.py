@@ -44,6 +44,7 @@ def states(**left) -> dict:
 ORD = Need("o1")
 ORD2 = Need("o2")
 TOOLS = Need("t1", session_tools=True)
+GOOGLE = Need("g1", may_go_to=("google",))
 
 # (case, needs, readings, policy, expected [(executor, action, words in the reason)])
 CASES = [
@@ -119,6 +120,41 @@ CASES = [
     ("policy: Gemini CLI carries the ordinary share",
      [ORD], states(gemini=0.1), Policy(ordinary="gemini"),
      [("gemini", "assign", "gemini takes the larger share; gemini healthy")]),
+    # the data boundary
+    ("data for google only goes to agy, and says so",
+     [GOOGLE], states(agy_gemini=0.8), Policy(),
+     [("agy", "assign", "data may go to google only: ordinary unit: agy, the policy's only "
+                        "executor inside it; agy-gemini healthy (left 80%)")]),
+    ("data for google only waits for agy rather than going to Sonnet",
+     [GOOGLE, ORD], states(agy_gemini=0, claude=0.9), Policy(),
+     [("agy", "wait", "data may go to google only: ordinary unit: agy-gemini reads empty "
+                      "(resets 2026-11-30T13:00:00+00:00), and its data may not go to session: "
+                      "waits"),
+      ("session", "reroute", "goes to session instead")]),
+    ("data for google only: no overflow to Sonnet past agy's capacity",
+     [Need("c1"), GOOGLE], {}, Policy(capacity={"agy": 1}),
+     [("agy", "assign", "larger share"),
+      ("agy", "wait", "the agy pool's batch capacity of 1 is taken, and its data may not go "
+                      "to session")]),
+    ("data for google only stays with agy under a Sonnet share",
+     [GOOGLE], {}, Policy(ordinary_share=0),
+     [("agy", "assign", "data may go to google only: ordinary unit: agy")]),
+    ("data for anthropic only goes to Sonnet even while agy is healthy",
+     [Need("a1", may_go_to=("anthropic",))], states(agy_gemini=0.9), Policy(),
+     [("session", "assign", "data may go to anthropic only: ordinary unit: session")]),
+    ("data for headless claude only: the Sonnet pool runs it there",
+     [Need("h1", may_go_to=("claude",)), Need("h2", may_go_to=("claude",), session_tools=True)],
+     {}, Policy(),
+     [("claude", "assign", "data may go to claude only: ordinary unit: claude"),
+      ("claude", "assign", "data may go to claude only: needs session tools: Sonnet headless "
+                           "claude")]),
+    ("a boundary both pools are inside changes nothing but the reason",
+     [Need("b1", may_go_to=("google", "anthropic"))], states(agy_gemini=0), Policy(),
+     [("session", "reroute", "data may go to google, anthropic only: ordinary unit: "
+                             "agy-gemini reads empty")]),
+    ("a named executor inside the boundary",
+     [Need("n1", executor="gemini", may_go_to=("google",))], {}, Policy(),
+     [("gemini", "assign", "data may go to google only: named in the packet")]),
 ]
 
 
@@ -158,10 +194,32 @@ def test_lines_and_summary():
     ([Need("x", executor="codex")], "codex is not a prun executor"),
     ([Need("x", executor="nonesuch")], "unknown executor"),
     ([Need("x"), Need("x")], "appears twice"),
+    ([Need("x", session_tools=True, may_go_to=("google",))],
+     "packet x needs session tools, which only Sonnet has (session reaches anthropic; claude "
+     "reaches anthropic), but data may go to google only"),
+    ([Need("x", may_go_to=("gemini",))],
+     "packet x: data may go to gemini only, and no executor of the routing policy is inside "
+     "that (agy reaches google; session reaches anthropic)"),
+    ([Need("x", model="claude-sonnet-4-6", may_go_to=("google",))], "no executor of the routing"),
+    ([Need("x", executor="claude", may_go_to=("agy",), source="a.md:4")],
+     "a.md:4: packet x: executor claude with model sonnet reaches anthropic, outside the data "
+     "boundary (may_go_to: agy)"),
 ])
 def test_refusals(needs, words):
-    with pytest.raises(UsageError, match=words):
+    with pytest.raises(UsageError) as info:
         route(needs, {})
+    assert words in info.value.message and "\n" not in info.value.line()
+
+
+def test_the_boundary_holds_for_the_model_a_run_launches():
+    """The policy's [models] names a Gemini model, the environment a Claude one for agy: the
+    data must be allowed to reach both."""
+    need = Need("x", may_go_to=("google",))
+    env = {"ANTIGRAVITY_DISPATCH_MODEL": "claude-sonnet-4-6"}
+    with pytest.raises(UsageError, match="no executor of the routing policy"):
+        route([need], {}, Policy(models={"agy": "gemini-3.1-pro"}), env)
+    (d,) = route([need], {}, Policy(models={"agy": "gemini-3.1-pro"}))
+    assert (d.executor, d.model) == ("agy", "gemini-3.1-pro")
 
 
 # the policy file -------------------------------------------------------------------------------
@@ -278,6 +336,36 @@ def test_flags_and_files_do_not_mix(tmp_path):
     a = packet(tmp_path, "a.md", "id: a")
     p = prun("route", a, "--session-tools", "--no-quota", cwd=tmp_path)
     assert p.returncode == 2 and "unit flags" in p.stderr
+
+
+def test_route_command_keeps_a_bounded_unit_waiting_for_its_pool(tmp_path):
+    import datetime
+    import os
+
+    read = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    with open(os.environ["PRUN_QUOTA_SNAPSHOT"], "w") as f:
+        json.dump({"version": 1, "updated_at": read, "groups": {
+            "agy-gemini": {"left": 0.0, "resets_at": None, "read_at": read, "source": "probe"}}},
+            f)
+    g = packet(tmp_path, "g.md", "id: g\ndata:\n  may_go_to: [google]")
+    o = packet(tmp_path, "o.md", "id: o")
+    p = prun("route", g, o, cwd=tmp_path)
+    assert p.returncode == 75, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].startswith('WAIT g executor=agy model=gemini-3.8-flash-high action=wait '
+                               'reason="data may go to google only: ordinary unit: agy-gemini '
+                               'reads empty')
+    assert lines[1].startswith("ROUTE o executor=session")
+    assert lines[2] == "ROUTE-SUMMARY units=2 now=1 wait=1 session=1"
+
+
+def test_route_command_refuses_a_boundary_no_policy_executor_is_inside(tmp_path):
+    g = packet(tmp_path, "g.md", "id: g\ndata:\n  may_go_to: [openai]")
+    p = prun("route", g, "--no-quota", cwd=tmp_path)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.startswith(f"prun: {g}:3: packet g: data may go to openai only, and no "
+                               "executor of the routing policy is inside that")
+    assert len(p.stderr.strip().splitlines()) == 1
 
 
 def test_route_command_reads_the_quota_snapshot(tmp_path):

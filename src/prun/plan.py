@@ -11,6 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .boundary import Retention
+
 KINDS = ("read-only", "code")
 EXECUTORS = ("auto", "agy", "claude", "gemini", "session", "command")
 # The mode a packet gets when it names none, by kind. Both kinds work in a workspace prun made
@@ -24,10 +28,20 @@ __all__ = ["DEFAULT_MODE", "EXECUTORS", "KINDS", "DataBoundary", "Packet", "Plan
 
 @dataclass(frozen=True)
 class DataBoundary:
+    """A packet's ``data``: what it may reach, where its data may go (executors or provider
+    families), what is prohibited, and how its evidence is retained (see ``prun.boundary``)."""
+
     reachable: tuple[str, ...] = ()
     may_go_to: tuple[str, ...] = ()
     prohibited: tuple[str, ...] = ()
     retention: str | None = None
+
+    @property
+    def retention_rule(self) -> Retention:
+        """``retention`` parsed: keep, keep <duration>, delete, or a note."""
+        from .boundary import parse_retention
+
+        return parse_retention(self.retention)
 
 
 @dataclass(frozen=True)

@@ -235,7 +235,6 @@ def _packet(doc: yamldoc.Doc, where: Sequence[str | int], raw: Mapping[str, Any]
         except UsageError as e:
             raise UsageError(f"{doc.source}:{doc.line_of([*where, 'timeout'])}: {e.message}",
                              hint=e.hint)
-    data = fields.get("data") or {}
     command = fields.get("command")
     if fields.get("session_tools") and fields.get("executor") in ("agy", "gemini", "command"):
         raise UsageError(f"{doc.source}:{doc.line_of([*where, 'session_tools'])}: packet "
@@ -264,10 +263,7 @@ def _packet(doc: yamldoc.Doc, where: Sequence[str | int], raw: Mapping[str, Any]
         after=tuple(fields.get("after", ())),
         base=fields.get("base"),
         timeout_s=timeout,
-        data=DataBoundary(reachable=_strs(data.get("reachable")),
-                          may_go_to=_strs(data.get("may_go_to")),
-                          prohibited=_strs(data.get("prohibited")),
-                          retention=data.get("retention")),
+        data=_boundary(doc, where, raw, fields, f"packet {fields['id']!r}"),
         requires=tuple(fields.get("requires", ())),
         session_tools=bool(fields.get("session_tools", False)),
         subdispatch=bool(fields.get("subdispatch", False)),
@@ -276,6 +272,41 @@ def _packet(doc: yamldoc.Doc, where: Sequence[str | int], raw: Mapping[str, Any]
         line=doc.line_of(where),
         lines={k: doc.key_line(where, k) for k in raw},
     )
+
+
+def _boundary(doc: yamldoc.Doc, where: Sequence[str | int], raw: Mapping[str, Any],
+              fields: Mapping[str, Any], who: str) -> DataBoundary:
+    """The data boundary of ``fields``, checked (see ``prun.boundary``): every ``may_go_to``
+    entry an executor or a family, a ``keep`` retention with a good duration, and a named
+    executor inside the boundary. Lines point at the packet's own fields (``raw``)."""
+    from . import boundary, executors
+
+    data = fields.get("data") or {}
+    raw_go = data.get("may_go_to")
+    may_go_to = _strs(raw_go)
+    bad = boundary.unknown(may_go_to)
+    if bad is not None:
+        at = [*where, "data", "may_go_to"] + ([may_go_to.index(bad)] if isinstance(raw_go, list)
+                                              else [])
+        raise UsageError(f"{doc.source}:{doc.line_of(at)}: {_dotted(at)}: {bad!r} is neither "
+                         "an executor nor a provider family",
+                         hint=f"use executors ({', '.join(executors.names())}) or families "
+                         f"({', '.join(boundary.FAMILIES)})")
+    try:
+        boundary.parse_retention(data.get("retention"))
+    except UsageError as e:
+        raise UsageError(f"{doc.source}:{doc.line_of([*where, 'data', 'retention'])}: "
+                         f"{e.message}", hint=e.hint)
+    executor = fields.get("executor") or ("command" if fields.get("command") else "auto")
+    model = fields.get("model")
+    if may_go_to and executor != "auto" and not boundary.allowed(may_go_to, executor, model):
+        line = next((doc.line_of([*where, *path]) for path in
+                     (("executor",), ("data", "may_go_to"), ("model",)) if path[0] in raw),
+                    doc.line_of(where))
+        raise boundary.outside(who, executor, model, may_go_to, f"{doc.source}:{line}")
+    return DataBoundary(reachable=_strs(data.get("reachable")), may_go_to=may_go_to,
+                        prohibited=_strs(data.get("prohibited")),
+                        retention=data.get("retention"))
 
 
 def _strs(value) -> tuple[str, ...]:
@@ -323,6 +354,8 @@ def load_plan(path: str | os.PathLike) -> Plan:
     validate(doc, "plan")
     data = doc.data
     defaults = data.get("defaults") or {}
+    if defaults:
+        _boundary(doc, ("defaults",), defaults, defaults, "defaults")
     packets: list[Packet] = []
     for i, entry in enumerate(data["packets"]):
         if isinstance(entry, str):

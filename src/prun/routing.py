@@ -14,6 +14,13 @@ order:
    empty, or its batch capacity from the policy is used up) the unit goes to the other pool, or
    waits when neither can take it. Every unit gets a decision: a batch is never shrunk.
 
+A packet's data boundary (``data.may_go_to``, see ``prun.boundary``) narrows every rule: a
+named executor outside it is refused; session tools go only to a Sonnet executor inside it;
+an ordinary unit chooses only among the policy's executors inside it, and overflows to the
+other pool only when that pool is inside it too (else it waits). A unit no allowed executor
+can take is refused, never sent elsewhere; the reason of every bounded decision starts with
+``data may go to <boundary> only:``.
+
 A group the readings do not report is unknown, and unknown is never empty. A project-local
 policy file (``load_policy``) can change the split; see docs/routing.md.
 """
@@ -24,6 +31,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from . import boundary
 from .errors import UsageError
 
 POOLS = {"agy": "agy", "gemini": "gemini", "claude": "sonnet", "session": "sonnet"}
@@ -44,14 +52,25 @@ class Need:
     session_tools: bool = False
     kind: str = "read-only"
     model: str | None = None
+    may_go_to: tuple[str, ...] = ()     # the data boundary; empty: none given
+    source: str | None = None           # file:line of the boundary, for refusals
 
     @classmethod
     def of(cls, packet) -> Need:
         """From a ``prun.plan.Packet`` (or anything with the same fields)."""
+        data = getattr(packet, "data", None)
+        may_go_to = tuple(getattr(data, "may_go_to", ()) or ())
         return cls(id=packet.id, executor=getattr(packet, "executor", None) or "auto",
                    session_tools=bool(getattr(packet, "session_tools", False)),
                    kind=getattr(packet, "kind", "read-only") or "read-only",
-                   model=getattr(packet, "model", None))
+                   model=getattr(packet, "model", None), may_go_to=may_go_to,
+                   source=packet.where("data") if may_go_to and getattr(packet, "source", None)
+                   else None)
+
+    @property
+    def bounded(self) -> str | None:
+        """``data may go to google only``, or None when the unit has no boundary."""
+        return f"data may go to {', '.join(self.may_go_to)} only" if self.may_go_to else None
 
 
 @dataclass(frozen=True)
@@ -166,11 +185,22 @@ def route(needs: Iterable[Need], states: Mapping[str, object] | None = None,
         if n.executor in executors.REFUSED:
             raise UsageError(f"packet {n.id}: {executors.REFUSED[n.executor]}")
 
+    def resolved(name: str, model: str | None) -> str | None:
+        ex = executors.get(name)
+        return ex.settings(env, model=model).model if ex.name != "command" else model
+
     def target(name: str, need: Need) -> tuple[str | None, str | None, str | None]:
         ex = executors.get(name)
-        model = need.model or policy.models.get(name)
-        model = ex.settings(env, model=model).model if ex.name != "command" else model
+        model = resolved(name, need.model or policy.models.get(name))
         return POOLS.get(name, name if ex.quota_group(model) else None), ex.quota_group(model), model
+
+    def may(name: str, need: Need) -> bool:
+        """The unit's data may go to ``name``: checked for the model routing names and for the
+        one the executor picks without the policy's ``[models]`` (what a run launches)."""
+        if not need.may_go_to:
+            return True
+        models = {target(name, need)[2], resolved(name, need.model)}
+        return all(boundary.allowed(need.may_go_to, name, m) for m in models)
 
     decisions: dict[int, Decision] = {}
 
@@ -178,6 +208,8 @@ def route(needs: Iterable[Need], states: Mapping[str, object] | None = None,
         pool, group, model = target(name, needs[i])
         if action != "wait":
             pools.take(pool)
+        if needs[i].bounded:
+            reason = f"{needs[i].bounded}: {reason}"
         decisions[i] = Decision(needs[i].id, name, model, action, reason, pool, group,
                                 pools.resets(group) if action == "wait" else None)
 
@@ -185,6 +217,9 @@ def route(needs: Iterable[Need], states: Mapping[str, object] | None = None,
     for i, n in enumerate(needs):
         if n.executor in (None, "", "auto"):
             continue
+        if not may(n.executor, n):
+            raise boundary.outside(f"packet {n.id}", n.executor, target(n.executor, n)[2],
+                                   n.may_go_to, n.source)
         pool, group, _ = target(n.executor, n)
         why = pools.why_not(pool, group)
         opening = "named in the packet"
@@ -195,14 +230,20 @@ def route(needs: Iterable[Need], states: Mapping[str, object] | None = None,
         else:
             decide(i, n.executor, "assign", opening if pool is None else f"{opening}; {pools.health(group)}")
 
-    # 2. session tools: Sonnet only
+    # 2. session tools: Sonnet only (the other Sonnet executor when only it is allowed)
     for i, n in enumerate(needs):
         if i in decisions or not n.session_tools:
             continue
-        name = policy.session_tools
+        name = next((x for x in (policy.session_tools, *SONNET) if may(x, n)), None)
+        if name is None:
+            raise UsageError(_at(n) + f"packet {n.id} needs session tools, which only Sonnet "
+                             f"has ({_reach(SONNET, n)}), but {n.bounded}",
+                             hint="let its data go to anthropic (or session), or drop "
+                             "session_tools")
         pool, group, _ = target(name, n)
         why = pools.why_not(pool, group)
-        how = "in-session" if name == "session" else "headless claude, by policy"
+        how = ("in-session" if name == "session" else "headless claude, by policy"
+               if name == policy.session_tools else "headless claude")
         if why:
             decide(i, name, "wait", f"needs session tools, which only Sonnet has, but {why}: waits")
         else:
@@ -215,8 +256,27 @@ def route(needs: Iterable[Need], states: Mapping[str, object] | None = None,
         n = needs[i]
         # spread the share evenly through the batch, the ordinary executor first
         to_ordinary = int((k + 1) * share + 0.5 + 1e-9) > int(k * share + 0.5 + 1e-9)
-        first, other = (policy.ordinary, policy.sonnet) if to_ordinary else (policy.sonnet,
-                                                                             policy.ordinary)
+        sonnet = next((x for x in (policy.sonnet, *SONNET) if may(x, n)), policy.sonnet)
+        inside = [x for x in (policy.ordinary, sonnet) if may(x, n)]
+        if not inside:
+            raise UsageError(_at(n) + f"packet {n.id}: {n.bounded}, and no executor of the "
+                             "routing policy is inside that ("
+                             + _reach((policy.ordinary, sonnet), n) + ")",
+                             hint="name an executor inside it in the packet, or route with a "
+                             "policy whose executors are (docs/routing.md)")
+        if len(inside) == 1:
+            only, = inside
+            pool, group, _ = target(only, n)
+            why = pools.why_not(pool, group)
+            barred = sonnet if only == policy.ordinary else policy.ordinary
+            if why:
+                decide(i, only, "wait", f"ordinary unit: {why}, and its data may not go to "
+                                        f"{barred}: waits")
+            else:
+                decide(i, only, "assign", f"ordinary unit: {only}, the policy's only executor "
+                                          f"inside it; {pools.health(group)}")
+            continue
+        first, other = (policy.ordinary, sonnet) if to_ordinary else (sonnet, policy.ordinary)
         pool1, group1, _ = target(first, n)
         pool2, group2, _ = target(other, n)
         why1 = pools.why_not(pool1, group1)
@@ -237,6 +297,16 @@ def route(needs: Iterable[Need], states: Mapping[str, object] | None = None,
         else:
             decide(i, first, "wait", f"ordinary unit: {why1}, and {why2}: waits")
     return [decisions[i] for i in range(len(needs))]
+
+
+def _at(need: Need) -> str:
+    return f"{need.source}: " if need.source else ""
+
+
+def _reach(names: Iterable[str], need: Need) -> str:
+    """``agy reaches google; session reaches anthropic``: for a refusal's message."""
+    return "; ".join(f"{x} reaches " + ", ".join(boundary.recipients(x, need.model)[1:])
+                     for x in names)
 
 
 def counts(decisions: list[Decision]) -> dict:

@@ -129,13 +129,13 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
                          hint="run plans with code units from a git repository")
     run_id = new_run_id()
     paths = RunPaths(prun_dir(root or Path.cwd()) / "runs" / run_id)
-    paths.make()
     when = deadline_at(deadline if deadline is not None else plan.deadline)
     n_parallel = parallel or plan.parallel or DEFAULT_PARALLEL
     if n_parallel < 1:
         raise UsageError(f"parallel must be at least 1 (got {n_parallel})")
     packets = []
-    routes = unitprep.route_all(plan.packets, env)
+    routes = unitprep.route_all(plan.packets, env)  # may refuse a unit: nothing made yet
+    paths.make()
     for p in plan.packets:
         r = routes[p.id]
         pbase = base

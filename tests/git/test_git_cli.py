@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import os
 import sys
@@ -14,7 +15,7 @@ from gitrepo import gone, gout, make_unit_state, write
 from helpers import prun
 from prun import process, workspace
 from prun.ledger import Ledger
-from prun.plan import Packet
+from prun.plan import DataBoundary, Packet
 
 
 @pytest.fixture
@@ -166,3 +167,102 @@ def test_pause_saves_the_patch_and_stops_only_its_group(repo, recorded_run, tmp_
         for w in (worker, bystander):
             process.end_group(w, grace=2)
             w.reap()
+
+
+# clean and retention ---------------------------------------------------------------------------
+
+def run_plan(repo: Path, units: dict[str, tuple[str, str]], code: str) -> str:
+    """Run a plan of command units (id -> (kind, retention)) for real; the run id."""
+    packets = [{"id": pid, "kind": kind, "executor": "command", "prompt": f"unit {pid}",
+                "command": [sys.executable, "-c", code],
+                **({"owns": ["out/**"]} if kind == "code" else {}),
+                **({"data": {"retention": retention}} if retention else {})}
+               for pid, (kind, retention) in units.items()]
+    (repo / "plan.yaml").write_text(json.dumps({"packets": packets}))
+    r = prun("run", "plan.yaml", cwd=repo)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout.split()[1]
+
+
+def run_attempts(run_id: str) -> dict[str, dict]:
+    with Ledger.open() as ledger:
+        return {a["packet_id"]: dict(a) for a in ledger.attempts(run_id)}
+
+
+def test_clean_keeps_what_retention_keeps(repo):
+    run_id = run_plan(repo, {"k": ("read-only", "keep"), "k30": ("read-only", "keep 30d"),
+                             "k0": ("read-only", "keep 0s"), "n": ("code", "a note for people")},
+                      "print('a result that is long enough to count')")
+    a = run_attempts(run_id)
+    with Ledger.open() as ledger:
+        finished = ledger.find_run(run_id)["finished_at"]
+    end = datetime.datetime.fromisoformat(finished.replace("Z", "+00:00")) + \
+        datetime.timedelta(days=30)
+    until = (end + datetime.timedelta(seconds=1 if end.microsecond else 0)).replace(
+        microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")         # rounded up to the second
+    r = prun("clean", cwd=repo)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[:-1] == [
+        f"KEPT k {a['k']['workspace']} reason=retention",
+        f"REMOVED k0 {a['k0']['workspace']}",
+        f"KEPT k30 {a['k30']['workspace']} reason=retention until={until}",
+        f"REMOVED n {a['n']['workspace']}"]
+    assert lines[-1] == f"CLEAN run={run_id} removed=2 kept=2"
+    assert Path(a["k"]["workspace"]).is_dir() and Path(a["k30"]["workspace"]).is_dir()
+    assert not Path(a["k0"]["workspace"]).exists() and not Path(a["n"]["workspace"]).exists()
+    assert all(Path(x["result_path"]).is_file() and Path(x["state_dir"]).is_dir()
+               for x in a.values())                  # evidence stays unless delete says so
+    again = json.loads(prun("clean", "--json", cwd=repo).stdout)   # kept on every clean
+    assert [(k["packet"], k["reason"], k["until"]) for k in again["kept"]] == [
+        ("k", "retention", None), ("k30", "retention", until)]
+    assert again["retention"]["k30"] == {"rule": "keep", "keep_s": 30 * 86400.0,
+                                         "text": "keep 30d", "until": until}
+    assert again["retention"]["n"]["rule"] == "note" and again["removed"] == []
+
+
+def test_clean_deletes_the_evidence_retention_delete_names(repo):
+    own_result = ("import os; open(os.environ['PRUN_RESULT_FILE'], 'w').write('## Summary\\n"
+                  "the worker wrote its own result\\n'); print('and a response beside it')")
+    run_id = run_plan(repo, {"d": ("code", "delete"), "n": ("read-only", None)}, own_result)
+    a = run_attempts(run_id)
+    run_dir = Path(a["d"]["result_path"]).parents[1]
+    d = a["d"]
+    response = json.loads((Path(d["state_dir"]) / "outcome.json").read_text())["response_file"]
+    assert response and Path(response).is_file()
+    evidence = [str(run_dir / "prompts" / "d.md"), d["result_path"], response, d["state_dir"]]
+    dry = prun("clean", "--dry-run", cwd=repo)
+    assert dry.returncode == 0 and dry.stdout.splitlines()[-1].endswith("dry-run=yes")
+    assert all(Path(p).exists() for p in evidence)
+    j = json.loads(prun("clean", "--dry-run", "--json", cwd=repo).stdout)
+    assert j["retention"]["d"]["rule"] == "delete" and j["retention"]["n"]["rule"] == "none"
+    assert j["owner"]
+    r = prun("clean", cwd=repo)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == f"REMOVED d {d['workspace']}"
+    assert sorted(lines[1:5]) == sorted(f"REMOVED d {p}" for p in evidence)
+    assert lines[5:] == [f"REMOVED n {a['n']['workspace']}", f"CLEAN run={run_id} removed=6 kept=0"]
+    assert not any(Path(p).exists() for p in [d["workspace"], *evidence])
+    n = a["n"]
+    assert Path(n["result_path"]).is_file() and Path(n["state_dir"]).is_dir()
+    assert (run_dir / "prompts" / "n.md").is_file()
+
+
+def test_clean_never_deletes_evidence_outside_the_run_dir(repo, recorded_run, tmp_path):
+    base = gout(repo, "rev-parse", "HEAD")
+    clone = workspace.make_clone(repo, base, tmp_path / "ws" / "a")
+    sd, result = make_unit_state(tmp_path, "a")
+    packet = Packet(id="a", prompt="do it", kind="code", data=DataBoundary(retention="delete"))
+    with Ledger.open() as ledger:
+        ledger.record_run({"id": "run1", "repo_root": str(repo.resolve()), "base": base,
+                           "run_dir": str(tmp_path / "run1")}, [dataclasses.asdict(packet)])
+        ledger.record_attempt("a-1", "test", run_id="run1", packet_id="a", executor="command",
+                              workspace=clone, state_dir=str(sd), result_path=str(result),
+                              status="succeeded")
+    r = prun("clean", cwd=repo)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        f"REMOVED a {clone}", f"KEPT a {result} reason=outside-run-dir",
+        f"KEPT a {sd} reason=outside-run-dir", "CLEAN run=run1 removed=1 kept=2"]
+    assert result.is_file() and sd.is_dir()

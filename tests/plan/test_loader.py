@@ -47,6 +47,7 @@ def test_packet_file_front_matter_and_body(write):
     assert p.data == DataBoundary(reachable=("repository",), may_go_to=("agy",),
                                   prohibited=("credentials",),
                                   retention="deleted after integration")
+    assert p.data.retention_rule.rule == "note"     # outside the grammar: a note for people
     assert p.requires == ("Summary", "Verification")
     assert p.prompt == "Fix the parser.\n\nSecond paragraph.\n"
     assert p.source == str(path) and p.line == 2

@@ -35,7 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "reconcile": ("prun.cli.reconcile", "judge every packet of a run: accepted, rejected, review"),
     "integrate": ("prun.cli.integrate", "apply accepted changes, run the combined check, no commit"),
     "pause": ("prun.cli.pause", "save a unit's diff as a patch and stop it"),
-    "clean": ("prun.cli.clean", "remove a run's workspaces, nothing else"),
+    "clean": ("prun.cli.clean", "remove a run's workspaces (and evidence) as retention allows"),
     "ledger": ("prun.cli.ledger", "show the ledger of runs, packets, attempts and events"),
     "quota": ("prun.cli.quota", "what each quota group has left (the seed's agent-quota)"),
 }

@@ -11,8 +11,9 @@ output: one line per failure, then a summary line
   OK pairs=<n> packets=<m> sequenced=<k>
   FAILED failures=<f> pairs=<n> packets=<m> sequenced=<k>
 
-exit codes: 0 the packets are independent; 1 a rule failed; 2 the plan could not be read
-(the message names the file and line).
+exit codes: 0 the packets are independent; 1 a rule failed; 2 the plan could not be read or
+was refused, e.g. a packet's executor outside its data boundary (the message names the file
+and line).
 """
 
 from __future__ import annotations

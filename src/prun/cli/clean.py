@@ -1,18 +1,30 @@
-"""Remove a run's workspaces (its throwaway clones, scratch dirs and snapshots), nothing else.
+"""Remove a run's workspaces (its throwaway clones, scratch dirs and snapshots), as each
+packet's `data.retention` allows.
 
     prun clean [RUN] [--dry-run] [--json]
 
 RUN defaults to the latest run of this repository. Only folders recorded as an attempt's
 workspace (or that workspace moved aside as `<path>.quarantined` when its attempt was cancelled
 or superseded) *and* carrying prun's workspace marker are removed; anything else is named and
-kept.
+kept. A packet's retention decides the rest:
+
+    keep              its workspaces are kept, always
+    keep <duration>   kept until that long after the run finished, then removed
+    delete            its workspaces and its evidence in the run dir are removed: result files
+                      and the responses beside them, state dirs, quarantined output, prompts
+    anything else     a note for people: its workspaces are removed, its evidence kept
+
 Refused while a unit of the run still runs (its recorded worker is alive, or the run's
 supervisor is alive with unfinished attempts). Reconcile and integrate first: a removed
 clone's change is gone.
 
     REMOVED <packet> <path>
     KEPT <packet> <path> reason=not-a-workspace
+    KEPT <packet> <path> reason=retention [until=<ISO time>]
+    KEPT <packet> <path> reason=outside-run-dir
     CLEAN run=<id> removed=<n> kept=<n>
+
+`--json` adds each packet's retention and the run's cancel owner (who decides about it).
 
 exit codes: 0 done; 1 refused (a unit still runs); 2 bad usage or no such run.
 """
@@ -51,12 +63,131 @@ def running_units(view) -> list[str]:
     return busy
 
 
-def run(args) -> int:
-    from ..errors import StateError
+def retention(packet):
+    """The packet's parsed retention. A packet frozen by an older prun may hold a value the
+    grammar refuses now: it counts as a note."""
+    from ..boundary import NONE, NOTE, Retention
+    from ..errors import UsageError
+
+    if packet is None:
+        return Retention(NONE)
+    try:
+        return packet.data.retention_rule
+    except UsageError:
+        return Retention(NOTE, text=packet.data.retention)
+
+
+def finished_at(view) -> float:
+    """When the run finished: its own end, else its last attempt's, else its start."""
+    import time
+
+    from ..runstate import _epoch
+
+    ends = [_epoch(a.get("finished_at") or a.get("updated_at"))
+            for attempts in view.attempts.values() for a in attempts]
+    return (_epoch(view.run.get("finished_at")) or max((e for e in ends if e), default=None)
+            or _epoch(view.run.get("created_at")) or time.time())
+
+
+def evidence(view, packet_id: str) -> list[str]:
+    """The packet's evidence, as recorded: each attempt's result file and the response beside
+    it, its state dir, its quarantined output, and the prompts frozen for it."""
+    from ..statedir import StateDir
+
+    prompts = os.path.join(view.run["run_dir"], "prompts")
+    paths = [os.path.join(prompts, f"{packet_id}.md")]
+    for a in view.attempts.get(packet_id, []):
+        outcome = StateDir(a["state_dir"]).outcome if a.get("state_dir") else None
+        response = outcome.get("response_file") if isinstance(outcome, dict) else None
+        paths += [a.get("result_path"), response, a.get("state_dir"), a.get("quarantine"),
+                  os.path.join(prompts, f"{packet_id}.{a.get('seq')}.md")]
+    return [p for p in dict.fromkeys(paths) if p and os.path.lexists(p)]
+
+
+def until_text(until: float | None) -> str | None:
+    """The end of a ``keep <duration>`` in UTC, rounded up to the second."""
+    import math
+    import time
+
+    return None if until is None else time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                    time.gmtime(math.ceil(until)))
+
+
+def _inside(path: str, folder: str) -> bool:
+    real, root = os.path.realpath(path), os.path.realpath(folder)
+    return real != root and real.startswith(root + os.sep)
+
+
+def _delete(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+
+
+def sweep(view, *, dry_run: bool, now: float) -> list[tuple]:
+    """Remove (unless ``dry_run``) what each packet's retention lets go; one row per path:
+    ``(word, packet, path, reason, until)``."""
+    from ..boundary import DELETE, KEEP
+    from ..workspace import marker, remove
+
+    finished = finished_at(view)
+    rules = {p.id: retention(p) for p in view.packets}
+    rows: list[tuple] = []
+    seen: set[str] = set()
+    for pid, attempts in sorted(view.attempts.items()):
+        rule = rules.get(pid) or retention(None)
+        until = rule.until(finished)
+        keep = rule.rule == KEEP and (until is None or now < until)
+        until_iso = until_text(until) if keep and until is not None else None
+        for a in attempts:
+            base_path = a.get("workspace")
+            # a cancelled or superseded unit's clone was moved aside by the supervisor
+            for path in (base_path, f"{base_path}.quarantined" if base_path else None):
+                if not path or path in seen or not os.path.lexists(path):
+                    continue
+                seen.add(path)
+                if marker(path) is None or os.path.islink(path):
+                    rows.append(("KEPT", pid, path, "not-a-workspace", None))
+                elif keep:
+                    rows.append(("KEPT", pid, path, "retention", until_iso))
+                else:
+                    if not dry_run:
+                        remove(path)
+                    rows.append(("REMOVED", pid, path, None, None))
+        if rule.rule != DELETE or not view.run.get("run_dir"):
+            continue
+        for path in evidence(view, pid):
+            if not _inside(path, view.run["run_dir"]):
+                rows.append(("KEPT", pid, path, "outside-run-dir", None))
+                continue
+            if not dry_run:
+                _delete(path)
+            rows.append(("REMOVED", pid, path, None, None))
+    return rows
+
+
+def _drop_empty_run_folders(view, rows) -> None:
+    """The run's own folder of workspaces, once the workspaces in it are gone."""
     from ..fsutil import SHARED_DIR
+
+    run_dir = view.run.get("run_dir")
+    for parent in {os.path.dirname(r[2]) for r in rows if r[0] == "REMOVED"}:
+        evidence_folder = bool(run_dir) and (
+            _inside(parent, run_dir) or os.path.realpath(parent) == os.path.realpath(run_dir))
+        if os.path.basename(parent) == view.id and not evidence_folder:
+            with contextlib.suppress(OSError):
+                if set(os.listdir(parent)) <= {SHARED_DIR}:  # the markers' one copy
+                    shutil.rmtree(os.path.join(parent, SHARED_DIR), ignore_errors=True)
+                os.rmdir(parent)
+
+
+def run(args) -> int:
+    import time
+
+    from ..errors import StateError
     from ..ledger import Ledger
     from ..runview import open_run
-    from ..workspace import marker, remove
 
     with Ledger.open() as ledger:
         view = open_run(ledger, args.run_id)
@@ -64,44 +195,27 @@ def run(args) -> int:
         if busy:
             raise StateError(f"run {view.id} still has units running: {', '.join(busy)}",
                              hint=f"wait for them, or `prun cancel {view.id}` first")
-        rows = []
-        seen = set()
-        parents = set()
-        for pid, attempts in sorted(view.attempts.items()):
-            for a in attempts:
-                base_path = a.get("workspace")
-                # a cancelled or superseded unit's clone was moved aside by the supervisor
-                for path in (base_path, f"{base_path}.quarantined" if base_path else None):
-                    if not path or path in seen or not os.path.lexists(path):
-                        continue
-                    seen.add(path)
-                    if marker(path) is None or os.path.islink(path):
-                        rows.append(("KEPT", pid, path, "not-a-workspace"))
-                        continue
-                    if not args.dry_run:
-                        remove(path)
-                        parents.add(os.path.dirname(path))
-                    rows.append(("REMOVED", pid, path, None))
-        for parent in parents:          # the run's own folder of workspaces, once empty
-            if os.path.basename(parent) == view.id:
-                with contextlib.suppress(OSError):
-                    if set(os.listdir(parent)) <= {SHARED_DIR}:  # the markers' one copy
-                        shutil.rmtree(os.path.join(parent, SHARED_DIR), ignore_errors=True)
-                    os.rmdir(parent)
+        rows = sweep(view, dry_run=args.dry_run, now=time.time())
         removed = sum(r[0] == "REMOVED" for r in rows)
         if not args.dry_run and removed:
+            _drop_empty_run_folders(view, rows)
             ledger.record_event("clean", run_id=view.id, cause="prun clean",
                                 data={"removed": [r[2] for r in rows if r[0] == "REMOVED"]})
     kept = len(rows) - removed
     if args.json:
-        print(json.dumps({"run": view.id, "dry_run": args.dry_run,
-                          "removed": [{"packet": r[1], "path": r[2]} for r in rows
-                                      if r[0] == "REMOVED"],
-                          "kept": [{"packet": r[1], "path": r[2], "reason": r[3]} for r in rows
-                                   if r[0] == "KEPT"]}, indent=2, sort_keys=True))
+        finished = finished_at(view)
+        rules = {p.id: retention(p) for p in view.packets}
+        print(json.dumps({
+            "run": view.id, "dry_run": args.dry_run, "owner": view.run.get("cancel_owner"),
+            "retention": {pid: {**rule.as_dict(), "until": until_text(rule.until(finished))}
+                          for pid, rule in rules.items()},
+            "removed": [{"packet": r[1], "path": r[2]} for r in rows if r[0] == "REMOVED"],
+            "kept": [{"packet": r[1], "path": r[2], "reason": r[3], "until": r[4]}
+                     for r in rows if r[0] == "KEPT"]}, indent=2, sort_keys=True))
         return 0
-    for word, pid, path, reason in rows:
-        print(f"{word} {pid} {path}" + (f" reason={reason}" if reason else ""))
+    for word, pid, path, reason, until in rows:
+        print(f"{word} {pid} {path}" + (f" reason={reason}" if reason else "")
+              + (f" until={until}" if until else ""))
     print(f"CLEAN run={view.id} removed={removed} kept={kept}"
           + (" dry-run=yes" if args.dry_run else ""))
     return 0

@@ -9,8 +9,12 @@ finished first). The successor's `predecessor` names it.
 
 With no supervisor running, a detached one is started to carry the request out.
 
+An --executor outside the packet's data boundary (`data.may_go_to`) is refused before anything
+is requested.
+
 exit codes: 0 the successor attempt exists; 1 no such run or packet, or no successor within
---wait seconds (the request stands); 2 bad executor.
+--wait seconds (the request stands); 2 bad executor, or one outside the packet's data
+boundary.
 """
 
 from __future__ import annotations
@@ -32,15 +36,19 @@ def run(args) -> int:
     from ..errors import StateError
     from ..ledger import Ledger
     from ..runstate import RunPaths, resolve_run, spawn_supervisor, wait_for, wake_supervisor
+    from ..runview import packet_from_spec
 
     if args.executor:
         executors.get(args.executor)  # refuses unknown executors and codex (exit 2)
     with Ledger.open() as ledger:
         run = resolve_run(ledger, args.run_id)
         run_id = run["id"]
-        if not any(p["id"] == args.packet for p in ledger.packets(run_id)):
+        row = next((p for p in ledger.packets(run_id) if p["id"] == args.packet), None)
+        if row is None:
             raise StateError(f"run {run_id} has no packet {args.packet}",
                              hint=f"see `prun status {run_id} --all`")
+        if args.executor:
+            _inside_boundary(packet_from_spec(row["spec"], dict(row)), args.executor)
         before = ledger.attempts(run_id, args.packet)
         old = before[-1]["id"] if before else None
         ledger.add_request(run_id, "reassign", args.packet, executor=args.executor,
@@ -57,3 +65,19 @@ def run(args) -> int:
         print(f"REASSIGN {args.packet} run={run_id} executor={executor} "
               f"predecessor={old or 'none'} attempt={new['id'] if new else 'pending'}")
         return 0 if new else 1
+
+
+def _inside_boundary(packet, executor: str) -> None:
+    """Refuse (UsageError) a successor executor the packet's data may not go to: checked for
+    the packet's model and for the model the executor would pick from this environment."""
+    import os
+
+    from .. import boundary, executors
+
+    bound = packet.data.may_go_to
+    model = packet.model
+    if executor != "command":
+        model = executors.get(executor).settings(os.environ, model=packet.model).model
+    for m in dict.fromkeys((model, packet.model)):
+        if not boundary.allowed(bound, executor, m):
+            raise boundary.outside(f"packet {packet.id}", executor, m, bound)

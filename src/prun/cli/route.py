@@ -13,8 +13,12 @@ stdout, one line per unit in the order given, then a summary:
   ROUTE-SUMMARY units=<n> now=<k> wait=<w> <executor>=<count>...
 --json prints one object instead: {"units": [...], "summary": {...}, "policy": path|null}.
 
+A packet's data boundary (`data.may_go_to`) narrows every choice: a unit goes only to an
+executor its data may reach, and waits rather than overflowing to a pool outside it.
+
 exit codes: 0 every unit can start now; 75 at least one unit waits for a pool; 2 bad usage
-(unreadable packet, bad policy file, refused executor such as codex).
+(unreadable packet, bad policy file, refused executor such as codex, a named executor outside
+the packet's data boundary, or a unit no executor inside its boundary can run).
 """
 
 from __future__ import annotations

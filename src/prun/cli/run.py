@@ -20,8 +20,9 @@ fails it is refused with the same `FAIL ...` lines and exit 1, and nothing is ma
 the ledger (an `overlap-allowed` event).
 
 exit codes: 0 every packet succeeded; 1 some packet did not succeed or the run was cancelled,
-or the plan failed the independence test (nothing frozen); 2 bad plan or usage; 3 the run
-stopped: a packet could not be dispatched (no receipt); 124 the run's deadline passed.
+or the plan failed the independence test (nothing frozen); 2 bad plan or usage, a unit outside
+its data boundary included (nothing frozen); 3 the run stopped: a packet could not be
+dispatched (no receipt); 124 the run's deadline passed.
 """
 
 from __future__ import annotations

@@ -133,6 +133,19 @@ class Agy(Executor):
             return GROUP_GEMINI
         return GROUP_CLAUDE_GPT
 
+    def recipients(self, model: str | None) -> tuple[str, ...]:
+        """Antigravity is a Google service, so every unit reaches google; its Claude models
+        (``CLAUDE_GPT_MODELS``) reach anthropic too, gpt-oss reaches openai. A model prun does
+        not know is taken to reach both."""
+        if not model or is_gemini(model):
+            return ("agy", "google")
+        name = model.strip().lower()
+        if name.startswith("claude"):
+            return ("agy", "google", "anthropic")
+        if name.startswith("gpt"):
+            return ("agy", "google", "openai")
+        return ("agy", "google", "anthropic", "openai")
+
     def build(self, unit: Unit, env: Mapping[str, str]) -> Launch:
         from .records import Launch
 

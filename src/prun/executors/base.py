@@ -7,7 +7,10 @@ An executor knows everything prun knows about one CLI and nothing else:
 * ``build``: the argv, environment and stdin for one unit;
 * ``reader``: a parser of the CLI's output stream (session id, text, tool use, the final result);
 * ``judge``: whether a finished run succeeded, from its exit code *and* its final event;
-* ``quota_hit``: whether a failure was a quota or rate-limit error, and when it resets.
+* ``quota_hit``: whether a failure was a quota or rate-limit error, and when it resets;
+* ``recipients``: where a unit's data goes for a model (its name, then the vendor families
+  ``google``, ``anthropic``, ``openai``, ``local``), which the data boundary is checked against
+  (``prun.boundary``).
 
 Capabilities are class flags so that routing and the dispatcher can ask instead of guessing.
 The dispatcher (``prun.dispatch``) owns the rest of the contract (state dir, publishing,
@@ -143,6 +146,12 @@ class Executor:
     def quota_group(self, model: str | None) -> str | None:
         """The quota pool a unit on ``model`` draws from (None when prun does not meter it)."""
         return None
+
+    def recipients(self, model: str | None) -> tuple[str, ...]:
+        """Where a unit on ``model`` (None: the default) sends its data: this executor's name,
+        then the vendor families it reaches. Declaring no family means the executor is allowed
+        only where a packet's ``may_go_to`` names it."""
+        return (self.name,)
 
     # launch ---------------------------------------------------------------------------------
     def binary(self, env: Mapping[str, str]) -> str:

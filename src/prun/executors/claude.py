@@ -208,6 +208,10 @@ class Claude(Executor):
     def quota_group(self, model: str | None) -> str | None:
         return GROUP
 
+    def recipients(self, model: str | None) -> tuple[str, ...]:
+        """Claude Code talks to Anthropic, whatever the model."""
+        return ("claude", "anthropic")
+
     def build(self, unit: Unit, env: Mapping[str, str]) -> Launch:
         s = unit.settings
         from .records import Launch

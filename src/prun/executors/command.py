@@ -57,6 +57,11 @@ class Command(Executor):
         argv = [_fill(a, values) for a in unit.command]
         return Launch(argv=argv, env=dict(env), stdin_path=None if uses_file else unit.prompt_file)
 
+    def recipients(self, model: str | None) -> tuple[str, ...]:
+        """A program on this machine: its data stays local (what the program itself sends is
+        the packet author's to bound)."""
+        return ("command", "local")
+
     def reader(self) -> StreamReader:
         return CommandReader()
 

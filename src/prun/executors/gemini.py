@@ -110,6 +110,10 @@ class Gemini(Executor):
     def quota_group(self, model: str | None) -> str | None:
         return GROUP
 
+    def recipients(self, model: str | None) -> tuple[str, ...]:
+        """Gemini CLI talks to Google, whatever the model."""
+        return ("gemini", "google")
+
     def build(self, unit: Unit, env: Mapping[str, str]) -> Launch:
         from .records import Launch
 

@@ -53,6 +53,10 @@ class Session(Executor):
     def quota_group(self, model: str | None) -> str | None:
         return "claude"  # a Sonnet subagent draws on the coordinator's Claude account
 
+    def recipients(self, model: str | None) -> tuple[str, ...]:
+        """A subagent of the coordinator's Claude session: Anthropic."""
+        return ("session", "anthropic")
+
     def reader(self) -> StreamReader:
         return _NoStream()
 
