@@ -49,7 +49,9 @@ class Request:
                  timeout_s: float | None = None, workspace: str | None = None,
                  state_root: str | None = None, env: Mapping[str, str] | None = None,
                  attempt_id: str | None = None, extra_env: Mapping[str, str] | None = None,
-                 route_reason: str | None = None, briefed: bool = False):
+                 route_reason: str | None = None, briefed: bool = False,
+                 sandbox: object = None, read_only: Sequence[str] = (),
+                 writable: Sequence[str] = (), outbox: bool = False):
         self.executor = executor
         self.prompt_file = prompt_file
         self.result_file = result_file
@@ -68,6 +70,10 @@ class Request:
         self.route_reason = route_reason    # why the router chose this executor (unit.json)
         self.extra_env = dict(extra_env or {})
         self.briefed = briefed              # the prompt is a run's brief: it has its contract
+        self.sandbox = sandbox              # auto | on | off (None: $PRUN_SANDBOX, else auto)
+        self.read_only = tuple(read_only)   # more paths the sandbox mounts read-only
+        self.writable = tuple(writable)     # ... and writable
+        self.outbox = outbox                # the worker writes its result in its state dir
 
 
 class Prepared:
@@ -75,7 +81,8 @@ class Prepared:
 
     def __init__(self, request: Request, executor: Executor, settings: Settings, prompt: str,
                  result_file: str, mode: str, workspace: str | None, add_dirs: tuple[str, ...],
-                 resume_id: str | None, command: tuple[str, ...], env: dict[str, str]):
+                 resume_id: str | None, command: tuple[str, ...], env: dict[str, str],
+                 sandbox: str = "auto"):
         self.request = request
         self.executor = executor
         self.settings = settings
@@ -87,6 +94,7 @@ class Prepared:
         self.resume_id = resume_id
         self.command = command
         self.env = env
+        self.sandbox = sandbox              # the setting, resolved: auto | on | off
 
 
 class Outcome:
@@ -150,7 +158,24 @@ def prepare(req: Request, *, reopen: bool = False) -> Prepared:
                          f"(at most {MAX_PROMPT_BYTES})",
                          hint="paste what defines the task and point at files for the rest")
     return Prepared(req, executor, settings, prompt, result_file, mode, workspace, add_dirs,
-                    resume_id, command, env)
+                    resume_id, command, env, _sandbox_setting(req, env, executor))
+
+
+def _sandbox_setting(req: Request, env: Mapping[str, str], executor: Executor) -> str:
+    """The sandbox setting (the request's, else ``$PRUN_SANDBOX``, else auto); ``on`` where no
+    sandbox can be made is refused here, before anything exists."""
+    from .sandbox import parse_setting, unavailable
+
+    raw = req.sandbox if req.sandbox is not None else (env.get("PRUN_SANDBOX", "").strip() or None)
+    try:
+        setting = parse_setting(raw)
+    except UsageError as e:
+        raise UsageError(e.message if req.sandbox is not None else f"PRUN_SANDBOX: {e.message}",
+                         hint=e.hint)
+    if setting == "on" and executor.launches_process and (why := unavailable()) is not None:
+        raise UsageError(f"sandbox: on, but no sandbox can be made here: {why}",
+                         hint="install bubblewrap (Debian: bubblewrap), or use sandbox: auto")
+    return setting
 
 
 def _read_prompt(path: str) -> str:
@@ -232,6 +257,12 @@ class Dispatch:
         self.outcome: Outcome | None = None
         self.state = state or statedir.create(prepared.request.unit_id,
                                               prepared.request.state_root)
+        # where the worker writes its own result: its result path, or (in a run) its outbox in
+        # the state dir, copied to the result path when it is published
+        self.write_path = (statedir.outbox(self.state, prepared.result_file)
+                           if prepared.request.outbox else prepared.result_file)
+        self.sandboxed: bool | None = None  # decided at launch
+        self.escaped: list[dict] = []       # processes that left its group, ended with it
         self.dispatcher_pid = dispatcher_pid or os.getpid()
         self.settings = prepared.settings
         self.requested_model = prepared.settings.model
@@ -333,7 +364,7 @@ class Dispatch:
         return Unit(unit_id=p.request.unit_id, prompt=p.prompt,
                     prompt_file=sd.file(statedir.PROMPT), settings=self.settings, mode=p.mode,
                     workspace=self.workspace, add_dirs=p.add_dirs, resume_id=p.resume_id,
-                    command=p.command, state_dir=sd.path, result_file=p.result_file,
+                    command=p.command, state_dir=sd.path, result_file=self.write_path,
                     briefed=p.request.briefed)
 
     # 2. launch, or hand off when the executor launches no process ----------------------------
@@ -356,21 +387,24 @@ class Dispatch:
         env = dict(p.env)
         env.update(p.request.extra_env)
         env.update({"PRUN_UNIT_ID": p.request.unit_id, "PRUN_STATE_DIR": sd.path,
-                    "PRUN_RESULT_FILE": p.result_file})
+                    "PRUN_RESULT_FILE": self.write_path})
         try:
+            _git_wrapper_first(env)
             launch = p.executor.build(unit, env)
+            argv = [_program(launch, self.workspace), *launch.argv[1:]]
+            self.sandboxed = self._sandbox_here()
+            if self.sandboxed:
+                argv = self._sandboxed(argv)
+            stdin = _absolute(launch.stdin_path, self.workspace)
             if self.keeper is not None:
                 self.worker = self.keeper.spawn(
-                    [_program(launch, self.workspace), *launch.argv[1:]], cwd=self.workspace,
-                    env=launch.env, stdout_path=sd.file(statedir.TAIL),
-                    stderr_path=sd.file(statedir.STDERR),
-                    stdin_path=_absolute(launch.stdin_path, self.workspace),
-                    name=os.path.basename(sd.path), log=_exit_log(sd))
+                    argv, cwd=self.workspace, env=launch.env,
+                    stdout_path=sd.file(statedir.TAIL), stderr_path=sd.file(statedir.STDERR),
+                    stdin_path=stdin, name=os.path.basename(sd.path), log=_exit_log(sd))
             else:
-                self.worker = spawn(launch.argv, cwd=self.workspace, env=launch.env,
+                self.worker = spawn(argv, cwd=self.workspace, env=launch.env,
                                     stdout_path=sd.file(statedir.TAIL),
-                                    stderr_path=sd.file(statedir.STDERR),
-                                    stdin_path=launch.stdin_path)
+                                    stderr_path=sd.file(statedir.STDERR), stdin_path=stdin)
         except LaunchError as e:
             self.launch_error = e.line()
             self._write_pending_unit()
@@ -388,6 +422,7 @@ class Dispatch:
         started = getattr(self.worker, "create_time", None) or create_time(self.worker.pid)
         record["workspace"] = self.workspace
         record["argv"] = _redact_prompt(launch.argv, p.prompt)
+        record["sandbox"] = self.sandboxed
         record["worker"] = {"pid": self.worker.pid, "pgid": self.worker.pid,
                             "create_time": started, "started_at": _iso(self.launched_at)}
         if self.keeper is not None:
@@ -396,6 +431,38 @@ class Dispatch:
         self.receipt = f"pid:{self.worker.pid}@{started or self.launched_at:.3f}"
         self._ledger("launch")
         return True
+
+    def _sandbox_here(self) -> bool:
+        """Whether this unit runs in the sandbox: ``off`` never; ``on`` always (refused at
+        prepare where none can be made); ``auto`` where one can be made, else one line, once."""
+        from .sandbox import unavailable
+
+        if self.p.sandbox == "off":
+            return False
+        why = unavailable()
+        if why is None:
+            return True
+        _say_once(f"prun: units run unsandboxed: {why}")
+        return False
+
+    def _sandboxed(self, argv: list[str]) -> list[str]:
+        """``argv`` in the sandbox: its workspace, state dir and result folder writable (a
+        run's result is written to the outbox in its state dir), the real repository and what
+        the caller names read-only; extra directories writable only in accept-edits mode."""
+        from .gitcmd import toplevel
+        from .sandbox import wrap
+
+        p, req = self.p, self.p.request
+        writable = [self.workspace, self.state.path, *req.writable]
+        if self.write_path == p.result_file:
+            writable.append(os.path.dirname(p.result_file))
+        read_only = list(req.read_only)
+        (writable if p.mode == "accept-edits" else read_only).extend(p.add_dirs)
+        if not req.read_only:  # a standalone dispatch: the repository it was started from
+            real = toplevel(os.getcwd())
+            if real:
+                read_only.append(real)
+        return wrap(argv, writable=writable, read_only=read_only)
 
     def _write_pending_unit(self) -> None:
         if self._unit_pending:
@@ -506,7 +573,7 @@ class Dispatch:
     def finish(self, exit_code: int | None, *, timed_out: bool = False, cancelled: bool = False,
                refused: QuotaExhausted | None = None) -> Outcome:
         """Judge the run, publish the result (or FALLBACK), write outcome.json last."""
-        from .fsutil import atomic_write, file_size, link_new, publish_new, read_text, tail_bytes
+        from .fsutil import read_text, tail_bytes
 
         p, sd = self.p, self.state
         self._write_pending_unit()  # a run's attempt the quota gate refused before its launch
@@ -548,44 +615,8 @@ class Dispatch:
             from . import quota
 
             quota.after_backend_failure(p.executor, self.p.env)
-        def beside_worker_result() -> str | None:
-            """Keep the worker's own result; the final response goes beside it."""
-            if not (response and response.strip()):
-                return None
-            path = _sibling_path(p.result_file)
-            publish_new(path, response, durable=self.durable)
-            return path
-
-        published = None
-        sibling = None
-        if file_size(p.result_file) > 0:
-            published = "worker"
-            sibling = beside_worker_result()
-        else:
-            if verdict == "ok" and len((response or "").strip().encode()) < MIN_RESPONSE_BYTES:
-                verdict = "short-response"
-                error = (f"final response is {len((response or '').strip().encode())} bytes "
-                         f"(fewer than {MIN_RESPONSE_BYTES})")
-            text = response if verdict == "ok" else self._fallback_text(verdict, error, exit_code,
-                                                                        stream)
-            # a response that is a whole file (a command's stdout) is linked into place
-            whole = stream.response_file if verdict == "ok" and stream.response is None else None
-            exists = os.path.lexists(p.result_file)
-            linked = link_new(whole, p.result_file, durable=self.durable) \
-                if whole and not exists else None
-            if linked is not None:
-                published = "response" if linked else "worker"
-                if not linked:  # the worker wrote it at the last moment
-                    sibling = beside_worker_result()
-            elif exists:
-                atomic_write(p.result_file, text,  # the worker left an empty file: replace it
-                             durable=self.durable)
-                published = "response" if verdict == "ok" else "fallback"
-            elif publish_new(p.result_file, text, durable=self.durable):
-                published = "response" if verdict == "ok" else "fallback"
-            else:  # the worker wrote it at the last moment
-                published = "worker"
-                sibling = beside_worker_result()
+        published, sibling, verdict, error = self._publish(verdict, error, exit_code, stream,
+                                                           response)
         from . import published as index
 
         landed = index.identity(p.result_file)
@@ -608,7 +639,8 @@ class Dispatch:
                       if hit else None),
             "started_at": _iso(self.started), "finished_at": _iso(finished),
             "duration_s": round(finished - self.started, 3),
-            "state_dir": sd.path, "result_identity": landed,
+            "state_dir": sd.path, "result_identity": landed, "sandboxed": self.sandboxed,
+            "escaped": self.escaped or None,
         }
         sd.write_json(statedir.OUTCOME, info, durable=self.durable)
         if landed is not None:  # waiters treat the result as landed from now on
@@ -616,6 +648,52 @@ class Dispatch:
         self.outcome = Outcome(kind, code, verdict, error, published, info)
         self._ledger("finish")
         return self.outcome
+
+    def _publish(self, verdict: str, error: str | None, exit_code: int | None,
+                 stream: StreamResult, response: str | None):
+        """Publish the unit's result at its result path, atomically and never over another
+        file: the worker's own result (copied from its outbox in a run), else the final
+        response (a command's whole stdout, copied), else a FALLBACK saying why. A published
+        result is a read-only copy: nothing the worker left behind can still write it.
+        Returns (published: worker|response|fallback, the response's sibling, verdict, error)."""
+        from .fsutil import atomic_write, file_size, publish_copy, publish_new
+
+        dest, durable = self.p.result_file, self.durable
+        if file_size(self.write_path) > 0:     # the worker wrote its own result
+            if self.write_path != dest:
+                publish_copy(self.write_path, dest, durable=durable)
+            return "worker", self._beside(response), verdict, error
+        whole = stream.response_file if stream.response is None else None
+        size = len((response or "").strip().encode())
+        if verdict == "ok" and size < MIN_RESPONSE_BYTES:
+            verdict = "short-response"
+            error = f"final response is {size} bytes (fewer than {MIN_RESPONSE_BYTES})"
+        kind = "response" if verdict == "ok" else "fallback"
+        if file_size(dest) > 0:                # the worker wrote it at the last moment
+            return "worker", self._beside(response), verdict, error
+        if verdict == "ok" and whole:
+            done = publish_copy(whole, dest, durable=durable)
+        else:
+            text = response if verdict == "ok" else self._fallback_text(verdict, error,
+                                                                        exit_code, stream)
+            if os.path.lexists(dest):            # the worker left an empty file: replace it
+                atomic_write(dest, text or "", durable=durable)
+                done = True
+            else:
+                done = publish_new(dest, text or "", durable=durable)
+        if not done:                           # the worker wrote it at the last moment
+            return "worker", self._beside(response), verdict, error
+        return kind, None, verdict, error
+
+    def _beside(self, response: str | None) -> str | None:
+        """Keep the worker's own result; the final response goes beside it."""
+        from .fsutil import publish_new
+
+        if not (response and response.strip()):
+            return None
+        path = _sibling_path(self.p.result_file)
+        publish_new(path, response, durable=self.durable)
+        return path
 
     def _final_stream(self) -> StreamResult:
         if self.reader is None:
@@ -658,6 +736,9 @@ def run_sync(req: Request, on_state_dir: Callable[[str], None] | None = None) ->
 
     prepared = prepare(req)
     d = Dispatch(prepared)
+    from .process import become_subreaper, end_escaped
+
+    reaper = become_subreaper()  # what leaves the worker's group comes back here to be ended
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _cancel)
     refused = handed = None
@@ -682,6 +763,13 @@ def run_sync(req: Request, on_state_dir: Callable[[str], None] | None = None) ->
             code = d.worker.reap()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)  # publishing the outcome must not be interrupted
+    if reaper and d.worker is not None:
+        d.escaped = end_escaped(d.worker)
+        if d.escaped:
+            import sys
+
+            print(f"prun: {len(d.escaped)} process(es) left unit {req.unit_id}'s process group "
+                  "and were ended with it", file=sys.stderr)
     if handed is not None:
         return handed
     return d.finish(code, timed_out=timed_out, cancelled=cancelled, refused=refused)
@@ -738,6 +826,32 @@ def _program(launch, workspace: str) -> str:
 
 def _absolute(path: str | None, workspace: str) -> str | None:
     return os.path.join(workspace, path) if path else None
+
+
+def _git_wrapper_first(env: dict[str, str]) -> None:
+    """Put prun's git wrapper first on the worker's PATH (every executor): it refuses commit,
+    push and destructive git with one line, and passes everything else to the real git."""
+    from .errors import LaunchError
+    from .hooks.git_wrapper import git_wrapper_dir
+
+    try:
+        folder = git_wrapper_dir(statedir.user_state_dir(env))
+    except LaunchError:
+        return  # no git here to misuse
+    path = env.get("PATH", os.defpath)
+    if not path.startswith(folder + os.pathsep):
+        env["PATH"] = folder + os.pathsep + path
+
+
+_SAID: set[str] = set()
+
+
+def _say_once(line: str) -> None:
+    if line not in _SAID:
+        _SAID.add(line)
+        import sys
+
+        print(line, file=sys.stderr, flush=True)
 
 
 _FOUND: dict[tuple[str, str | None], tuple[str, float]] = {}

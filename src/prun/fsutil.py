@@ -86,24 +86,37 @@ def publish_new(dest: str | os.PathLike, data: bytes | str, *, durable: bool = T
         _unlink_quietly(tmp)
 
 
-def link_new(source: str | os.PathLike, dest: str | os.PathLike, *,
-             durable: bool = True) -> bool | None:
-    """Publish the finished file ``source`` at ``dest`` as a hard link (atomic, no copy) unless
-    ``dest`` exists. True if linked, False if ``dest`` exists, None if no link can be made here
-    (another file system, no hard links): then copy it with ``publish_new``."""
-    if durable:
-        fd = os.open(source, os.O_RDONLY | os.O_CLOEXEC)
+def publish_copy(source: str | os.PathLike, dest: str | os.PathLike, *,
+                 durable: bool = True) -> bool:
+    """Publish a copy of the finished file ``source`` at ``dest`` unless ``dest`` exists
+    (False then): copied in bounded chunks to a temp file beside ``dest``, then linked into
+    place like ``publish_new``. A copy, never a link: what wrote ``source`` cannot change it."""
+    import shutil
+
+    dest = os.fspath(dest)
+    folder, name = os.path.split(os.path.abspath(dest))
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.{next(_counter)}.tmp")
+    with open(source, "rb") as src, open(tmp, "xb") as out:
         try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            shutil.copyfileobj(src, out, 1 << 20)
+            out.flush()
+            if durable:
+                os.fsync(out.fileno())
+        except BaseException:
+            _unlink_quietly(tmp)
+            raise
     try:
-        os.link(source, dest)
+        os.link(tmp, dest)
         return True
     except FileExistsError:
         return False
     except OSError:
-        return None
+        if os.path.lexists(dest):
+            return False
+        os.replace(tmp, dest)
+        return True
+    finally:
+        _unlink_quietly(tmp)
 
 
 def create_new(dest: str | os.PathLike, data: bytes, mode: int = 0o666) -> None:

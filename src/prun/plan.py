@@ -68,6 +68,7 @@ class Packet:
     session_tools: bool = False
     subdispatch: bool = False
     snapshot: bool = True                   # read-only units read the code through a snapshot
+    sandbox: str | None = None              # auto | on | off (None: the plan's, else auto)
     source: str | None = None               # file the packet came from
     line: int | None = None                 # line of its front matter / mapping
     lines: dict[str, int] = field(default_factory=dict, compare=False, repr=False)  # field -> line
@@ -99,6 +100,7 @@ class Plan:
     on_event: str | None = None
     setup: str | None = None                # runs in each fresh workspace before its unit
     base: str | None = None                 # default base revision
+    sandbox: str | None = None              # auto | on | off for every packet that names none
     lines: dict[str, int] = field(default_factory=dict, compare=False, repr=False)  # key -> line
 
     def where(self, key: str | None = None) -> str:

@@ -268,6 +268,7 @@ def _packet(doc: yamldoc.Doc, where: Sequence[str | int], raw: Mapping[str, Any]
         session_tools=bool(fields.get("session_tools", False)),
         subdispatch=bool(fields.get("subdispatch", False)),
         snapshot=bool(fields.get("snapshot", True)),
+        sandbox=_sandbox(doc, [*where, "sandbox"], fields.get("sandbox")),
         source=doc.source,
         line=doc.line_of(where),
         lines={k: doc.key_line(where, k) for k in raw},
@@ -307,6 +308,18 @@ def _boundary(doc: yamldoc.Doc, where: Sequence[str | int], raw: Mapping[str, An
     return DataBoundary(reachable=_strs(data.get("reachable")), may_go_to=may_go_to,
                         prohibited=_strs(data.get("prohibited")),
                         retention=data.get("retention"))
+
+
+def _sandbox(doc: yamldoc.Doc, where: Sequence[str | int], value) -> str | None:
+    """A ``sandbox:`` value as auto, on or off (YAML's unquoted on/off are booleans)."""
+    if value is None:
+        return None
+    from .sandbox import parse_setting
+
+    try:
+        return parse_setting(value)
+    except UsageError as e:
+        raise UsageError(f"{doc.source}:{doc.line_of(list(where))}: {e.message}", hint=e.hint)
 
 
 def _strs(value) -> tuple[str, ...]:
@@ -379,6 +392,7 @@ def load_plan(path: str | os.PathLike) -> Plan:
         on_event=_join_argv(data.get("on_event")),
         setup=_join_argv(data.get("setup")),
         base=data.get("base"),
+        sandbox=_sandbox(doc, ["sandbox"], data.get("sandbox")),
         lines={k: doc.key_line((), k) for k in data},
     )
     check_plan(plan)

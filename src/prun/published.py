@@ -50,18 +50,38 @@ def entry_path(result_file: str, folder: str | None = None) -> str:
     return os.path.join(folder or index_dir(), entry_name(result_file))
 
 
-def identity(result_file: str) -> dict | None:
-    """What ``lookup`` will check of ``result_file`` as it is now, or None if it is missing or
-    empty."""
+def identity(result_file: str, *, content: bool = True) -> dict | None:
+    """What ``result_file`` is now, or None if it is missing or empty: its path, device,
+    inode, size and modification time (what ``lookup`` checks), and with ``content`` its
+    SHA-256 (what ``changed`` checks: a published result must never change)."""
     path = os.path.abspath(result_file)
     try:
-        st = os.stat(path)
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            if st.st_size == 0:
+                return None
+            ident = {"path": path, "dev": st.st_dev, "ino": st.st_ino, "size": st.st_size,
+                     "mtime_ns": st.st_mtime_ns}
+            if content:
+                ident["sha256"] = hashlib.file_digest(f, "sha256").hexdigest()
     except OSError:
         return None
-    if st.st_size == 0:
+    return ident
+
+
+def changed(recorded: dict | None) -> str | None:
+    """Why the published result ``recorded`` (an outcome's ``result_identity``) is no longer
+    what was published, or None when it still is (or nothing was recorded)."""
+    if not isinstance(recorded, dict) or not recorded.get("path"):
         return None
-    return {"path": path, "dev": st.st_dev, "ino": st.st_ino, "size": st.st_size,
-            "mtime_ns": st.st_mtime_ns}
+    now = identity(recorded["path"], content="sha256" in recorded)
+    if now is None:
+        return "it is gone or empty"
+    if now["size"] != recorded.get("size"):
+        return f"its size is {now['size']} bytes, {recorded.get('size')} when published"
+    if "sha256" in recorded and now["sha256"] != recorded["sha256"]:
+        return "its content changed after it was published"
+    return None
 
 
 def record(result_file: str, state_dir: str, *, outcome: str | None = None) -> bool:

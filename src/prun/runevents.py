@@ -15,7 +15,7 @@ ACTIONABLE = frozenset({"handoff", "succeeded", "failed", "timeout", "cancelled"
                         "stalled", "parked", "stopped", "run-done"})
 # Kinds that mean a unit did not succeed (the terse line printer shows these).
 NON_SUCCESS = frozenset({"handoff", "failed", "timeout", "cancelled", "quarantined", "blocked", "stalled",
-                         "parked", "stopped"})
+                         "parked", "stopped", "escaped", "waiting"})
 
 
 @dataclass

@@ -135,6 +135,7 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
         raise UsageError(f"parallel must be at least 1 (got {n_parallel})")
     packets = []
     routes = unitprep.route_all(plan.packets, env)  # may refuse a unit: nothing made yet
+    sandboxes = _sandboxes(plan, env, routes)        # may refuse sandbox: on: nothing made yet
     paths.make()
     for p in plan.packets:
         r = routes[p.id]
@@ -143,7 +144,7 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
             pbase = gitcmd.rev(root, plan.base_of(p))
         spec = packet_spec(p)
         spec.update({"routed_executor": r.executor, "routing_reason": r.reason,
-                     "base_commit": pbase})
+                     "base_commit": pbase, "sandbox": sandboxes[p.id]})
         packets.append({"id": p.id, "kind": p.kind, "executor": r.executor, "model": p.model,
                         "mode": p.effective_mode, "base": pbase, "after": list(p.after),
                         "timeout_s": p.timeout_s, **{"spec": spec}})
@@ -155,6 +156,26 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
            "check_command": plan.check, "on_event": plan.on_event, "setup": plan.setup}
     ledger.record_run(run, packets)
     return run
+
+
+def _sandboxes(plan: Plan, env: Mapping[str, str], routes) -> dict[str, str]:
+    """Each packet's sandbox setting (its own, else the plan's, else ``$PRUN_SANDBOX``, else
+    auto). ``on`` where no sandbox can be made refuses the run before anything is frozen."""
+    from .sandbox import parse_setting, unavailable
+
+    try:
+        default = parse_setting(plan.sandbox or env.get("PRUN_SANDBOX", "").strip() or None)
+    except UsageError as e:
+        raise UsageError(f"PRUN_SANDBOX: {e.message}", hint=e.hint)
+    out = {p.id: p.sandbox or default for p in plan.packets}
+    wanted = [p for p in plan.packets
+              if out[p.id] == "on" and routes[p.id].executor != "session"]
+    if wanted and (why := unavailable()) is not None:
+        p = wanted[0]
+        raise UsageError(f"{p.where('sandbox')}: packet {p.id} asks for sandbox: on, but no "
+                         f"sandbox can be made here: {why}",
+                         hint="install bubblewrap (Debian: bubblewrap), or use sandbox: auto")
+    return out
 
 
 def resolve_run(ledger: Ledger, run_arg: str | None):

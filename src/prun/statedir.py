@@ -14,6 +14,8 @@ Files (all optional until written; ``outcome.json`` is written last and means "f
                      dispatcher pid and start time; once the worker runs, its pid, process
                      group and start time (``worker``)
     outcome.json     outcome, exit code, backend status, error, timestamps (written last)
+    result.md        units of a run: where the worker writes its own result (its outbox); prun
+                     publishes a copy at the result path (named in ``result-file``)
     handoff.md       session units only: the prompt plus the unit contract, for the subagent
     receipt          session units only: the subagent's identifier (``prun receipt``)
 
@@ -50,6 +52,7 @@ PROMPT = "prompt"
 UNIT = "unit.json"
 OUTCOME = "outcome.json"
 HANDOFF = "handoff.md"
+OUTBOX = "result"
 RECEIPT = "receipt"
 
 DURABLE = frozenset({OUTCOME, CONVERSATION_ID})
@@ -188,6 +191,13 @@ class StateDir:
             return os.stat(self.file(TAIL)).st_mtime
         except OSError:
             return None
+
+
+def outbox(sd: StateDir, result_file: str) -> str:
+    """Where a run's worker writes its result: ``<state dir>/result<ext of result_file>``."""
+    name = os.path.basename(result_file)
+    stem, dot, ext = name.rpartition(".")
+    return sd.file(OUTBOX + (f".{ext}" if dot and stem else ""))
 
 
 def _line(text: str) -> bytes:

@@ -133,6 +133,8 @@ class Supervisor:
                 executor=row["executor"], reason=spec.get("routing_reason") or "",
                 base=row["base"])
         self.order = list(self.units.values())
+        self.sandbox = {pid: json.loads(row["spec"]).get("sandbox")
+                        for pid, row in ((r["id"], r) for r in ledger.packets(run_id))}
         from .independence import ancestors
         from .plan import Plan
 
@@ -145,7 +147,7 @@ class Supervisor:
                    attempt_id=u.attempt_id if u else None,
                    executor=u.executor if u else None, cause=cause,
                    data={k: v for k, v in data.items() if v is not None})
-        if kind in ("stalled", "stopped", "parked", "blocked", "handoff"):
+        if kind in ("stalled", "stopped", "parked", "blocked", "handoff", "escaped", "waiting"):
             self.ledger.record_event(kind, run_id=self.run_id, packet_id=ev.packet_id,
                                      attempt_id=ev.attempt_id, status=kind, cause=cause,
                                      data=ev.data or None)
@@ -446,8 +448,10 @@ class Supervisor:
             p, run_id=self.run_id, seq=u.seq, repo_root=self.run["repo_root"], base=u.base,
             setup=self.run["setup"], env={**self.env, **ids}, start=begin, reuse=reuse)
         u.workspace, u.attempt_base, u.result_file = place.path, place.base, result
+        state = statedir.create(p.id, str(self.paths.state))
         ctx = brief.context(
-            self.plan, p, workspace=place.kind, result_file=result, base=place.base,
+            self.plan, p, workspace=place.kind, result_file=statedir.outbox(state, result),
+            base=place.base,
             applied=place.applied, snapshot=place.snapshot,
             ports=brief.Ports(held.range.base, held.range.count, dict(held.named),
                               tuple(str(r) for r in held.fixed)),
@@ -464,9 +468,14 @@ class Supervisor:
             command=p.command if executor_name == "command" else None, model=p.model,
             effort=p.effort, timeout_s=p.timeout_s, workspace=place.path,
             state_root=str(self.paths.state), env=self.env, attempt_id=u.attempt_id,
-            extra_env=extra, briefed=True)
-        prepared = prepare(request)
-        d = Dispatch(prepared, dispatcher_pid=os.getpid(), record=False, in_run=True,
+            extra_env=extra, briefed=True, sandbox=self.sandbox.get(p.id), outbox=True,
+            read_only=self._read_only(place))
+        try:
+            prepared = prepare(request)
+        except PrunError:
+            shutil.rmtree(state.path, ignore_errors=True)  # nothing was written in it yet
+            raise
+        d = Dispatch(prepared, state, dispatcher_pid=os.getpid(), record=False, in_run=True,
                      keeper=self.keeper)
         mode = p.effective_mode
         try:
@@ -512,6 +521,16 @@ class Supervisor:
 
                 print(f"prun: warning: ports of {aid} not released ({e.line()})", file=sys.stderr)
 
+    def _read_only(self, place) -> tuple[str, ...]:
+        """What a unit's sandbox mounts read-only: the real repository (its .git and the
+        run's results included), every other workspace of the run and its snapshot (the unit's
+        own workspace and state dir stay writable)."""
+        from . import workspace as ws
+
+        paths = [self.run["repo_root"], os.path.join(ws.default_root(self.env), self.run_id),
+                 place.snapshot]
+        return tuple(p for p in paths if p)
+
     def _prompt(self, u: UnitState, ctx, executor_name: str) -> str:
         """What this attempt receives: the brief; a resumed turn's request; or, for a fresh
         attempt carrying on an earlier one, the brief with what that one left."""
@@ -545,6 +564,7 @@ class Supervisor:
             u.stop.set()
         code, why = await d.wait_async(u.stop, self.deadline,
                                        on_end=lambda why: self._ending(u, why))
+        d.escaped = list(getattr(d.worker, "escaped", ()))  # ended by the keeper with it
         quiet = True
         if why is not None:
             quiet = await _quiesce(d.worker.pid)
@@ -632,6 +652,11 @@ class Supervisor:
         cause = info.get("reason") or outcome
         if not quiet:
             cause += "; its process group did not end within the bound"
+        if info.get("escaped"):
+            what = "; ".join(" ".join(e.get("cmdline") or ["?"])[:80] for e in info["escaped"])
+            note = f"{len(info['escaped'])} process(es) left its process group: {what}"
+            self.emit("escaped", u, f"{note}; ended with it")
+            cause += f"; {note}"
         q = info.get("quota") or {}
         self.ledger.update_attempt(
             aid, cause, status=status, reason=info.get("reason"),

@@ -36,6 +36,9 @@ def add_arguments(p) -> None:
                    "else $PRUN_CLAUDE_MODEL or sonnet; gemini: else $PRUN_GEMINI_MODEL)")
     p.add_argument("--effort", help="the effort (agy Gemini models; claude)")
     p.add_argument("--route-reason", help="why this executor was chosen (kept in unit.json)")
+    p.add_argument("--sandbox", choices=["auto", "on", "off"],
+                   help="run the unit in a bubblewrap sandbox: auto (default, where one can be "
+                   "made; else $PRUN_SANDBOX), on (refuse without one), off")
     p.add_argument("--timeout", help="seconds or a duration such as 45m "
                    "(agy: else $ANTIGRAVITY_DISPATCH_TIMEOUT_SECONDS, default 2700)")
 
@@ -49,7 +52,7 @@ def run(args) -> int:
                   result_file=args.result_file, unit_id=args.unit_id, mode=args.mode,
                   add_dirs=args.add_dir, continue_from=args.continue_from, command=args.command,
                   model=args.model, effort=args.effort, timeout_s=timeout,
-                  route_reason=args.route_reason)
+                  route_reason=args.route_reason, sandbox=args.sandbox)
 
     def announce(path: str) -> None:
         sys.stdout.write(f"STATE-DIR {path}\n")
