@@ -6,7 +6,8 @@
   URL left in its config, ``protocol.allow=never`` (no transport reaches anything, even with
   ``--no-verify``), and ``core.hooksPath`` pointed at prun's hooks, which refuse commit, push,
   rebase and branch or tag changes.
-* ``snapshot_readonly``: a read-only copy of a directory a unit should only read.
+* ``snapshot_readonly``: a read-only copy of a directory a unit should only read
+  (``make_readonly`` takes the write bits off a tree; ``prun.snapshot`` uses it too).
 * ``run_setup``: the plan's ``setup`` command in a fresh workspace, bounded, in its own process
   group; files it creates are excluded from the clone's diff.
 * ``port_range``: each unit's own port range (``PRUN_PORT_BASE``, ``PRUN_PORT_COUNT``).
@@ -243,14 +244,35 @@ def snapshot_readonly(src: str | os.PathLike, dest: str | os.PathLike) -> str:
                              hint="give a fresh path")
     shutil.copytree(src, dest, symlinks=True)
     _write_marker(os.path.join(dest, MARKER), "snapshot", source=src)
-    no_write = ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
-    for folder, dirs, files in os.walk(dest, topdown=False):
-        for name in files + dirs:
-            p = os.path.join(folder, name)
-            if not os.path.islink(p):
-                os.chmod(p, stat.S_IMODE(os.lstat(p).st_mode) & no_write)
-    os.chmod(dest, stat.S_IMODE(os.stat(dest).st_mode) & no_write)
+    make_readonly(dest)
     return dest
+
+
+_WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
+
+
+def make_readonly(root: str | os.PathLike) -> None:
+    """Take every write permission off ``root`` and everything under it. Symbolic links are
+    left alone (their mode means nothing); an entry that has no write bit is not touched at all.
+    A file with write bits that is hard-linked from elsewhere (a local clone links the source's
+    object files) is replaced by a copy first, so the other tree keeps its modes."""
+    root = os.fspath(root)
+    for folder, dirs, files in os.walk(root, topdown=False):  # a folder after what it holds
+        for name in files + dirs:
+            _drop_write(os.path.join(folder, name))
+    _drop_write(root)
+
+
+def _drop_write(path: str) -> None:
+    st = os.lstat(path)
+    mode = stat.S_IMODE(st.st_mode)
+    if stat.S_ISLNK(st.st_mode) or not mode & _WRITE_BITS:
+        return
+    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        copy = f"{path}.prun-unshare"
+        shutil.copy2(path, copy)
+        os.replace(copy, path)
+    os.chmod(path, mode & ~_WRITE_BITS)
 
 
 # Removal ------------------------------------------------------------------------------------
@@ -449,5 +471,6 @@ def workspace_env(index: int, env: Mapping[str, str] | None = None) -> dict[str,
 
 
 __all__ = ["PortRange", "SetupFailed", "SetupResult", "WorkspaceError", "clone_base",
-           "default_root", "make_clone", "make_scratch", "marker", "port_range", "push_config",
-           "remove", "run_setup", "snapshot_readonly", "strip_push_config", "workspace_env"]
+           "default_root", "make_clone", "make_readonly", "make_scratch", "marker", "port_range",
+           "push_config", "remove", "run_setup", "snapshot_readonly", "strip_push_config",
+           "workspace_env"]
