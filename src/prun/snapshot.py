@@ -9,15 +9,15 @@ and processes alike.
 Made once, under an exclusive ``flock`` on ``parent`` (the others wait for it whole):
 
 1. ``git clone --local --no-checkout`` into ``<name>.making``, then the base checked out
-   detached by one worker per core, as ``workspace.make_clone`` does;
-2. ``origin`` removed, no push config left, ``protocol.allow=never``, and
-   ``core.trustctime=false`` (step 4 changes every file's ctime; without it each ``git status``
+   detached by one worker per core, as ``workspace.make_clone`` does, with
+   ``core.trustctime=false`` (step 4 moves every file's ctime; without it each ``git status``
    would read every file again, unable to record what it learnt in the read-only index);
+2. ``origin`` removed, no push config left, ``protocol.allow=never``;
 3. ``.git/logs`` removed (its first line names the source path: nothing in a snapshot does),
    and the marker ``.git/prun-workspace.json`` (kind ``snapshot``, the base) written, so
    ``workspace.remove`` and ``prun clean`` remove it;
 4. every write bit taken off every file and folder, ``.git`` included
-   (``workspace.make_readonly``);
+   (``workspace.drop_write`` on each entry);
 5. renamed to its final name (a half-made snapshot is never visible under it), then recorded
    outside it (atomic, durable writes): the stat of every entry in ``<name>.stat``, then
    ``<name>.json`` with the base and the fingerprint of that listing. Finding the snapshot
@@ -45,7 +45,7 @@ from .workspace import (
     WorkspaceError,
     _inside,
     _write_marker,
-    make_readonly,
+    drop_write,
     marker,
     remove,
     strip_push_config,
@@ -89,12 +89,12 @@ def ensure_snapshot(parent: str, repo_root: str, base: str) -> Snapshot:
         if found:
             return found
         if not os.path.lexists(path):
-            _make(repo_root, base, path)
-        elif (marker(path) or {}).get("base") != base:
+            return _record(path, base, _make(repo_root, base, path))
+        if (marker(path) or {}).get("base") != base:
             raise WorkspaceError(f"{path} exists and is not the snapshot of {base[:12]}",
                                  hint="remove it, or give the run another workspace folder")
-        # else: made whole by a caller that died before recording it
-        return _record(path, base)
+        return _record(path, base, _walk(path))  # made whole by a caller that died before
+
 
 
 def snapshot_changes(path: str) -> list[str]:
@@ -137,7 +137,8 @@ def remove_snapshot(path: str) -> bool:
 
 # Making -------------------------------------------------------------------------------------
 
-def _make(repo_root: str, base: str, path: str) -> None:
+def _make(repo_root: str, base: str, path: str) -> dict[str, os.stat_result]:
+    """Make the snapshot at ``path``; returns the lstat of every entry in it."""
     making = f"{path}.making"
     if os.path.lexists(making):  # left by a maker that died: only the lock holder makes one
         _discard(making)
@@ -148,17 +149,24 @@ def _make(repo_root: str, base: str, path: str) -> None:
                              hint="give the run's frozen base commit")
     try:
         gitcmd.git(["clone", "--quiet", "--local", "--no-checkout", "-c", "core.longpaths=true",
-                    repo_root, making])
+                    "-c", "core.trustctime=false", repo_root, making])
         gitcmd.git(["-c", "checkout.workers=0", "checkout", "--quiet", "--detach", base], making)
         gitcmd.git(["remote", "remove", "origin"], making)
         strip_push_config(making)
         gitcmd.git(["config", "protocol.allow", "never"], making)
-        gitcmd.git(["config", "core.trustctime", "false"], making)
         git_dir = os.path.join(making, ".git")
         shutil.rmtree(os.path.join(git_dir, "logs"), ignore_errors=True)
         _write_marker(os.path.join(git_dir, CLONE_MARKER), "snapshot", base=base)
-        make_readonly(making)
+        listing = _walk(making)
+        # one walk for the modes and the record: what a folder holds before the folder
+        for rel in sorted(listing.keys() - {"."}, reverse=True):
+            entry = os.path.join(making, rel)
+            if drop_write(entry, listing[rel]):
+                listing[rel] = os.lstat(entry)
+        drop_write(making, listing["."])
         os.rename(making, path)
+        listing["."] = os.lstat(path)   # the rename moved its ctime, and nothing else's
+        return listing
     except BaseException as e:  # nothing half-made is left, even for the next maker to sweep
         _discard(making)
         if isinstance(e, gitcmd.GitError):
@@ -213,15 +221,16 @@ def _recorded(path: str, base: str) -> Snapshot | None:
     return Snapshot(path, base, record["fingerprint"])
 
 
-def _record(path: str, base: str) -> Snapshot:
-    """Write the listing (``<name>.stat``, a JSON array of ``_entry`` rows), then the record
-    (``<name>.json``) that names its fingerprint: a record is only ever beside its listing."""
+def _record(path: str, base: str, listing: dict[str, os.stat_result]) -> Snapshot:
+    """Write ``listing`` (the lstat of every entry) as ``<name>.stat``, a JSON array of
+    ``_entry`` rows, then the record ``<name>.json`` that names its fingerprint: a record is
+    only ever beside its listing."""
     import json
 
-    entries = [_entry(rel, st) for rel, st in sorted(_walk(path).items())]
-    listing = json.dumps(entries).encode()
-    atomic_write(_listing_path(path), listing)
-    fingerprint = _fingerprint(listing)
+    entries = [_entry(rel, st) for rel, st in sorted(listing.items()) if rel != IGNORED]
+    data = json.dumps(entries).encode()
+    atomic_write(_listing_path(path), data)
+    fingerprint = _fingerprint(data)
     atomic_write_json(_record_path(path), {"kind": "snapshot", "base": base,
                                            "fingerprint": fingerprint, "entries": len(entries)})
     return Snapshot(path, base, fingerprint)
@@ -278,8 +287,6 @@ def _walk(root: str) -> dict[str, os.stat_result]:
         with listing:
             for entry in listing:
                 rel = prefix + entry.name
-                if rel == IGNORED:
-                    continue
                 try:
                     st = entry.stat(follow_symlinks=False)
                 except FileNotFoundError:
@@ -291,6 +298,7 @@ def _walk(root: str) -> dict[str, os.stat_result]:
 
 
 def _differences(before: dict[str, list], now: dict[str, os.stat_result]) -> list[tuple]:
+    now.pop(IGNORED, None)
     added, removed = now.keys() - before.keys(), before.keys() - now.keys()
     listing_changed = {posixpath.dirname(rel) or "." for rel in added | removed}
     items = [(rel, "added") for rel in added] + [(rel, "removed") for rel in removed]

@@ -7,7 +7,7 @@
   ``--no-verify``), and ``core.hooksPath`` pointed at prun's hooks, which refuse commit, push,
   rebase and branch or tag changes.
 * ``snapshot_readonly``: a read-only copy of a directory a unit should only read
-  (``make_readonly`` takes the write bits off a tree; ``prun.snapshot`` uses it too).
+  (``make_readonly`` takes the write bits off a tree, ``drop_write`` off one entry).
 * ``run_setup``: the plan's ``setup`` command in a fresh workspace, bounded, in its own process
   group; files it creates are excluded from the clone's diff.
 * ``port_range``: each unit's own port range (``PRUN_PORT_BASE``, ``PRUN_PORT_COUNT``).
@@ -252,27 +252,31 @@ _WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
 
 
 def make_readonly(root: str | os.PathLike) -> None:
-    """Take every write permission off ``root`` and everything under it. Symbolic links are
-    left alone (their mode means nothing); an entry that has no write bit is not touched at all.
-    A file with write bits that is hard-linked from elsewhere (a local clone links the source's
-    object files) is replaced by a copy first, so the other tree keeps its modes."""
+    """Take every write permission off ``root`` and everything under it (``drop_write`` on
+    each entry, a folder after what it holds)."""
     root = os.fspath(root)
-    for folder, dirs, files in os.walk(root, topdown=False):  # a folder after what it holds
+    for folder, dirs, files in os.walk(root, topdown=False):
         for name in files + dirs:
-            _drop_write(os.path.join(folder, name))
-    _drop_write(root)
+            path = os.path.join(folder, name)
+            drop_write(path, os.lstat(path))
+    drop_write(root, os.lstat(root))
 
 
-def _drop_write(path: str) -> None:
-    st = os.lstat(path)
+def drop_write(path: str, st: os.stat_result) -> bool:
+    """Take the write bits off the entry at ``path`` whose lstat is ``st``; True if its mode
+    changed. A symbolic link is left alone (its mode means nothing), and so is an entry with no
+    write bit (not even its ctime moves). A writable file hard-linked from elsewhere (a local
+    clone links the source's object files) is replaced by a copy first, so the other tree
+    keeps its modes: its folder must still be writable then."""
     mode = stat.S_IMODE(st.st_mode)
     if stat.S_ISLNK(st.st_mode) or not mode & _WRITE_BITS:
-        return
+        return False
     if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
         copy = f"{path}.prun-unshare"
         shutil.copy2(path, copy)
         os.replace(copy, path)
     os.chmod(path, mode & ~_WRITE_BITS)
+    return True
 
 
 # Removal ------------------------------------------------------------------------------------
@@ -471,6 +475,6 @@ def workspace_env(index: int, env: Mapping[str, str] | None = None) -> dict[str,
 
 
 __all__ = ["PortRange", "SetupFailed", "SetupResult", "WorkspaceError", "clone_base",
-           "default_root", "make_clone", "make_readonly", "make_scratch", "marker", "port_range",
-           "push_config", "remove", "run_setup", "snapshot_readonly", "strip_push_config",
-           "workspace_env"]
+           "default_root", "drop_write", "make_clone", "make_readonly", "make_scratch", "marker",
+           "port_range", "push_config", "remove", "run_setup", "snapshot_readonly",
+           "strip_push_config", "workspace_env"]
