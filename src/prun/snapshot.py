@@ -93,8 +93,8 @@ def ensure_snapshot(parent: str, repo_root: str, base: str) -> Snapshot:
         if (marker(path) or {}).get("base") != base:
             raise WorkspaceError(f"{path} exists and is not the snapshot of {base[:12]}",
                                  hint="remove it, or give the run another workspace folder")
-        return _record(path, base, _walk(path))  # made whole by a caller that died before
-
+        # made whole by a caller that died before recording it
+        return _record(path, base, _walk(path))
 
 
 def snapshot_changes(path: str) -> list[str]:
@@ -105,10 +105,10 @@ def snapshot_changes(path: str) -> list[str]:
     re-moded is caught, and so is a moved ``HEAD`` or a changed ref (files under ``.git``).
     ctime cannot be set back from user space: a rewrite that restores mtime and size is still
     caught. Not compared: ``.git/index`` (a plain ``git status`` run as root may rewrite it)
-    and the times of the ``.git`` folder that rewrite renames it into; the ctime of object
-    files the local clone hard-linked from the source (any later clone of the source links
-    them again, which moves their ctime); a folder's times when an entry in it was added or
-    removed (that entry is the change). Each item is ``<path> <what>``: ``added``,
+    and the times and size of the ``.git`` folder that rewrite renames it into; the ctime of
+    object files the local clone hard-linked from the source (any later clone of the source
+    links them again, which moves their ctime); a folder's times when an entry in it was
+    added or removed (that entry is the change). Each item is ``<path> <what>``: ``added``,
     ``removed``, ``modified``, ``mode 444->644`` or ``type file->dir``; at most
     ``CHANGES_SHOWN`` of them (objects last), then ``+<n> more``.
     """
@@ -116,7 +116,9 @@ def snapshot_changes(path: str) -> list[str]:
     recorded = _entries(path)
     if not os.path.lexists(path):
         return [". removed"]
-    items = _differences({e[0]: e for e in recorded}, _walk(path))
+    now = _walk(path)
+    now.pop(IGNORED, None)
+    items = _differences({e[0]: e for e in recorded}, now)
     items.sort(key=lambda item: (item[0].startswith(_OBJECTS), item[0]))
     shown = [f"{rel} {what}" for rel, what in items[:CHANGES_SHOWN]]
     if len(items) > CHANGES_SHOWN:
@@ -298,13 +300,14 @@ def _walk(root: str) -> dict[str, os.stat_result]:
 
 
 def _differences(before: dict[str, list], now: dict[str, os.stat_result]) -> list[tuple]:
-    now.pop(IGNORED, None)
     added, removed = now.keys() - before.keys(), before.keys() - now.keys()
     listing_changed = {posixpath.dirname(rel) or "." for rel in added | removed}
     items = [(rel, "added") for rel in added] + [(rel, "removed") for rel in removed]
     for rel in before.keys() & now.keys():
-        _, kind, mode, size, mtime, ctime = before[rel]
         st = now[rel]
+        if _entry(rel, st) == before[rel]:  # the usual case, at the cost of one comparison
+            continue
+        _, kind, mode, size, mtime, ctime = before[rel]
         if _kind(st.st_mode) != kind:
             items.append((rel, f"type {kind}->{_kind(st.st_mode)}"))
             continue
