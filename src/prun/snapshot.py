@@ -215,12 +215,13 @@ def _listing_path(path: str) -> str:
 def _recorded(path: str, base: str) -> Snapshot | None:
     """The snapshot at ``path`` when it is whole and recorded, else None."""
     record = read_json(_record_path(path))
-    if not isinstance(record, dict) or not os.path.isdir(path):
+    fingerprint = record.get("fingerprint") if isinstance(record, dict) else None
+    if not isinstance(fingerprint, str) or not os.path.isdir(path):
         return None
     if record.get("base") != base:
         raise WorkspaceError(f"{path} holds the snapshot of {record.get('base')}, not {base}",
                              hint="give the run another workspace folder")
-    return Snapshot(path, base, record["fingerprint"])
+    return Snapshot(path, base, fingerprint)
 
 
 def _record(path: str, base: str, listing: dict[str, os.stat_result]) -> Snapshot:

@@ -211,6 +211,13 @@ def test_an_untouched_snapshot_reports_nothing_after_git_reads_it(repo, base, pa
     assert snapshot_changes(snap.path) == []
 
 
+def test_clones_and_gc_of_the_source_are_not_changes_to_it(repo, base, parent, tmp_path):
+    snap = ensure_snapshot(str(parent), str(repo), base)
+    workspace.make_clone(repo, base, tmp_path / "ws" / "code-unit")  # links the objects again
+    g(repo, "gc", "-q", "--prune=now")                               # unlinks the loose ones
+    assert snapshot_changes(snap.path) == []
+
+
 def add_file(snap: Path) -> None:
     with loosened(snap / "src/app"):
         (snap / "src/app/new.py").write_text("NEW = 1\n")
