@@ -28,8 +28,14 @@ def base(repo) -> str:
 
 
 @pytest.fixture
-def parent(tmp_path) -> Path:
-    return tmp_path / "ws" / "run1"
+def parent(tmp_path):
+    """The run's folder of workspaces; its snapshots are removed after the test (pytest, not
+    root, could not delete their read-only folders)."""
+    folder = tmp_path / "ws" / "run1"
+    yield folder
+    for name in os.listdir(folder) if folder.exists() else ():
+        if workspace.marker(folder / name):
+            workspace.remove(folder / name)
 
 
 def names(folder: Path) -> set[str]:
