@@ -30,39 +30,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from benchkit import git, make_repo, timed
+
 from prun import workspace
 from prun.plan import Packet
 from prun.reconcile import UnitInput, reconcile
-
-ENV = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@example.invalid",
-       "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@example.invalid",
-       "GIT_CONFIG_NOSYSTEM": "1"}
-
-
-def git(*args: str, cwd=None) -> None:
-    subprocess.run(["git", *args], cwd=cwd, env=ENV, check=True, capture_output=True)
-
-
-def make_repo(root: Path, files: int, packed: bool = True) -> None:
-    root.mkdir()
-    git("init", "-q", "-b", "main", cwd=root)
-    for i in range(files):
-        d = root / f"pkg{i % 50:02d}" / f"mod{i % 7}"
-        d.mkdir(parents=True, exist_ok=True)
-        (d / f"file{i:05d}.py").write_text(f"# file {i}\n" + "x = 1\n" * (i % 40 + 1))
-    (root / "assets").mkdir()
-    (root / "assets" / "blob.bin").write_bytes(os.urandom(4096))
-    git("add", "-A", cwd=root)
-    git("commit", "-q", "-m", "base", cwd=root)
-    if packed:  # as a repository fetched from a server is; --loose measures the other case
-        git("gc", "-q", cwd=root)
-
-
-def timed(fn) -> float:
-    t = time.perf_counter()
-    fn()
-    return time.perf_counter() - t
-
 
 PARALLEL = "git -c checkout.workers=0 clone --local (no guards, same parallel checkout)"
 

@@ -6,7 +6,8 @@
   URL left in its config, ``protocol.allow=never`` (no transport reaches anything, even with
   ``--no-verify``), and ``core.hooksPath`` pointed at prun's hooks, which refuse commit, push,
   rebase and branch or tag changes.
-* ``snapshot_readonly``: a read-only copy of a directory a unit should only read.
+* ``snapshot_readonly``: a read-only copy of a directory a unit should only read
+  (``make_readonly`` takes the write bits off a tree, ``drop_write`` off one entry).
 * ``run_setup``: the plan's ``setup`` command in a fresh workspace, bounded, in its own process
   group; files it creates are excluded from the clone's diff.
 
@@ -249,14 +250,39 @@ def snapshot_readonly(src: str | os.PathLike, dest: str | os.PathLike) -> str:
                              hint="give a fresh path")
     shutil.copytree(src, dest, symlinks=True)
     _write_marker(os.path.join(dest, MARKER), "snapshot", source=src)
-    no_write = ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
-    for folder, dirs, files in os.walk(dest, topdown=False):
-        for name in files + dirs:
-            p = os.path.join(folder, name)
-            if not os.path.islink(p):
-                os.chmod(p, stat.S_IMODE(os.lstat(p).st_mode) & no_write)
-    os.chmod(dest, stat.S_IMODE(os.stat(dest).st_mode) & no_write)
+    make_readonly(dest)
     return dest
+
+
+_WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
+
+
+def make_readonly(root: str | os.PathLike) -> None:
+    """Take every write permission off ``root`` and everything under it (``drop_write`` on
+    each entry, a folder after what it holds)."""
+    root = os.fspath(root)
+    for folder, dirs, files in os.walk(root, topdown=False):
+        for name in files + dirs:
+            path = os.path.join(folder, name)
+            drop_write(path, os.lstat(path))
+    drop_write(root, os.lstat(root))
+
+
+def drop_write(path: str, st: os.stat_result) -> bool:
+    """Take the write bits off the entry at ``path`` whose lstat is ``st``; True if its mode
+    changed. A symbolic link is left alone (its mode means nothing), and so is an entry with no
+    write bit (not even its ctime moves). A writable file hard-linked from elsewhere (a local
+    clone links the source's object files) is replaced by a copy first, so the other tree
+    keeps its modes: its folder must still be writable then."""
+    mode = stat.S_IMODE(st.st_mode)
+    if stat.S_ISLNK(st.st_mode) or not mode & _WRITE_BITS:
+        return False
+    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        copy = f"{path}.prun-unshare"
+        shutil.copy2(path, copy)
+        os.replace(copy, path)
+    os.chmod(path, mode & ~_WRITE_BITS)
+    return True
 
 
 # Removal ------------------------------------------------------------------------------------
@@ -409,6 +435,6 @@ def _escape_glob(path: str) -> str:
     return "".join("\\" + c if c in "*?[]\\!#" else c for c in path)
 
 
-__all__ = ["SetupFailed", "SetupResult", "WorkspaceError", "clone_base",
-           "default_root", "make_clone", "make_scratch", "marker", "push_config",
-           "remove", "run_setup", "snapshot_readonly", "strip_push_config"]
+__all__ = ["SetupFailed", "SetupResult", "WorkspaceError", "clone_base", "default_root",
+           "drop_write", "make_clone", "make_readonly", "make_scratch", "marker", "push_config",
+           "remove", "run_setup", "set_clone_base", "snapshot_readonly", "strip_push_config"]
