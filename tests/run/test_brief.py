@@ -65,7 +65,9 @@ def test_code_unit_is_told_its_whole_contract(repo, tmp_path):
     assert "reachable: the repository; prohibited: credentials; retention: results kept" \
         in contract
     att = _attempts(run_id)
-    assert f"write it to {att['api']['result_path']} in one operation" in contract
+    outbox = str(Path(att["api"]["state_dir"]) / "result.md")  # published as a copy
+    assert f"write it to {outbox} in one operation" in contract
+    assert seen["api"]["env"]["PRUN_RESULT_FILE"] == outbox
     assert "with the sections Summary, Open items" in contract
     assert "Start no other agents" in contract
     assert task.strip() == "Do the work of api and report."

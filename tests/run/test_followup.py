@@ -62,7 +62,9 @@ def test_a_quota_follow_up_of_a_code_unit_keeps_its_edits(repo, tmp_path, monkey
     assert second["result_path"] != first["result_path"]
     rec = json.loads(prun("reconcile", run_id, "--json").stdout)
     (p,) = rec["packets"]
-    assert p["attempt"] == second["id"] and p["verdict"] == "accepted"
+    assert p["attempt"] == second["id"]
+    # the fake reports no tool use, so a change it made is a hollow success to review
+    assert [r["code"] for r in p["reasons"]] == ["hollow-no-tool-use"]
     assert sorted(f["path"] for f in p["change"]["files"]) == ["first-edit.txt",
                                                                "second-edit.txt"]
 
@@ -90,7 +92,8 @@ def test_followup_resumes_a_gemini_unit_in_the_same_folder(repo, tmp_path, monke
     assert two["cwd"] == one["cwd"] and "--resume" in two["argv"]
     prompt = two["argv"][two["argv"].index("-p") + 1]
     assert prompt.startswith("Check the error paths too.")
-    assert f"Write the result of this turn to {second['result_path']}" in prompt
+    outbox = Path(second["state_dir"]) / "result.md"
+    assert f"Write the result of this turn to {outbox}" in prompt
     assert "Resumed" in Path(second["result_path"]).read_text()
     rec = json.loads(prun("reconcile", run_id, "--json").stdout)
     assert rec["packets"][0]["attempt"] == second["id"]
