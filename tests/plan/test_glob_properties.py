@@ -1,12 +1,17 @@
 """Properties of the glob engine, on globs and paths drawn from a small alphabet: the overlap
-test, the containment test and the matcher agree."""
+test, the containment test and the matcher agree, and so do ``prun check`` and reconcile's
+scope check, which both use it."""
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from prun.globs import covers, matches, overlap
+from prun.independence import check
+from prun.plan import Packet, Plan
+from prun.reconcile import scope_reasons
 
 # Segments a glob is made of: literals (file and folder names), wildcards, classes.
 GLOB_SEGMENTS = ["a", "b", "ab", "x.md", "docs", "*", "?", "**", "*.md", "a*", "?b", "[ab]",
@@ -43,3 +48,45 @@ def test_covers_agrees_with_the_matcher(wide, narrow, drawn):
     if matches(narrow, "/".join(drawn)) and not matches(wide, "/".join(drawn)):
         assert not covers(wide, narrow)
 
+
+def _packet(pid, owns, generates, shared):
+    return Packet(id=pid, prompt="x", kind="code", owns=tuple(owns),
+                  generates=tuple(generates), shared=shared)
+
+
+@pytest.fixture(scope="module")
+def empty(tmp_path_factory):
+    """A repository root without folders: no dotted name is read as one."""
+    return tmp_path_factory.mktemp("empty")
+
+
+ids = st.sampled_from(["a", "b", "c"])
+globs_list = st.lists(globs_, min_size=0, max_size=2)
+shared_map = st.dictionaries(globs_, ids, max_size=2)
+
+
+@FEW
+@given(globs_list, globs_list, globs_list, globs_list, shared_map, shared_map,
+       st.lists(paths, min_size=1, max_size=20))
+def test_what_check_calls_independent_reconcile_never_accepts_twice(
+        empty, owns_a, owns_b, gen_a, gen_b, shared_a, shared_b, drawn):
+    """When check finds no ``files`` failure between a and b, no path is accepted for both
+    by the scope check (with the plan-wide view a run gives it)."""
+    a, b = _packet("a", owns_a or ["a"], gen_a, shared_a), _packet("b", owns_b or ["b"], gen_b,
+                                                                   shared_b)
+    plan = Plan(packets=(a, b))
+    report = check(plan, use_git=False, repo=empty)
+    if any(f.rule == "files" for f in report.failures):
+        event("check: not independent")
+        return
+    event("check: independent")
+    shared: dict[str, str] = {}
+    for p in plan.packets:
+        for key, owner in p.shared.items():
+            shared.setdefault(key, owner)
+    wa, wb = plan.may_write(a), plan.may_write(b)
+    examples = [e for x in wa for y in wb if (e := overlap(x, y)) is not None]
+    for path in [*drawn, *examples]:
+        accepted = [p.id for p, w in ((a, wa), (b, wb))
+                    if not scope_reasons(p, [path], may_write=w, shared=shared)]
+        assert len(accepted) < 2, (path, accepted)
