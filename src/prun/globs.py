@@ -262,8 +262,10 @@ def _alphabet(*automata: Automaton) -> list[str]:
 
 
 _WILD = re.compile(r"[*?\[\\]")     # where a pattern stops being a fixed string
+_SPECIAL = re.compile(r"[*?\[\]\\]")  # after the last of these, it is one again
 
 
+@lru_cache(maxsize=65536)
 def fixed_prefix(pattern: str) -> str:
     """The fixed beginning of ``pattern`` (normalized): the characters before its first
     wildcard, class or escape. Every path it matches starts with them, so two globs can only
@@ -271,6 +273,21 @@ def fixed_prefix(pattern: str) -> str:
     pat = normalize(pattern)
     wild = _WILD.search(pat)
     return pat[:wild.start()] if wild else pat
+
+
+@lru_cache(maxsize=65536)
+def fixed_suffix(pattern: str) -> str:
+    """The fixed end of ``pattern`` (normalized): the characters after its last wildcard,
+    class or escape, or nothing when it may reach below the name it ends with (``src/api``,
+    ``src/**``). Every path it matches ends with them."""
+    pat = normalize(pattern)
+    if _folder_like(pat.rsplit("/", 1)[-1]):
+        return ""
+    tail = _SPECIAL.split(pat)[-1]
+    head = pat[:len(pat) - len(tail)]
+    if set(head.split("/")) == {"**"}:
+        return tail.lstrip("/")     # '**/x' matches 'x' itself
+    return tail
 
 
 def resolve_folder(pattern: str, root: str | os.PathLike | None) -> str:
@@ -289,6 +306,9 @@ def overlap(a: str, b: str) -> str | None:
     pa, pb = fixed_prefix(a), fixed_prefix(b)
     if not (pa.startswith(pb) or pb.startswith(pa)):
         return None     # anchored patterns with diverging fixed beginnings never meet
+    sa, sb = fixed_suffix(a), fixed_suffix(b)
+    if not (sa.endswith(sb) or sb.endswith(sa)):
+        return None     # nor do patterns with diverging fixed ends
     ma, mb = compile_glob(a), compile_glob(b)
     # Breadth-first over pairs of states of the two automata (their product), epsilon moves
     # first, so the example found is short.

@@ -18,10 +18,11 @@ and how to fix it.
 
 The verdict covers every pair, but pairs are not visited one by one (10,000 packets make 50
 million). Only the pairs an index puts together can fail, and only those are judged: globs by
-their fixed prefix (two globs can only share a path when the fixed prefix of one starts with
-the other's; ``**/x`` has none and meets everything), state resources by kind and name (port
-numbers by range), code packets by resolved base. ``pairs`` is counted, and the sequenced
-pairs come from the ``after`` ancestry.
+their fixed prefix and suffix (two globs can only share a path when the fixed prefix of one
+starts with the other's and the fixed suffix of one ends with the other's; ``**/x.md`` has no
+prefix, so it is compared with every glob, but judged only beside those whose suffix meets
+``x.md``), state resources by kind and name (port numbers by range), code packets by resolved
+base. ``pairs`` is counted, and the sequenced pairs come from the ``after`` ancestry.
 """
 
 from __future__ import annotations
@@ -257,16 +258,18 @@ def _sequenced(fx: Facts) -> list[tuple[str, str]]:
 # Which pairs can fail ---------------------------------------------------------------------------
 
 class _Prefixes:
-    """Items filed under the fixed prefix of their glob (``globs.fixed_prefix``), the prefixes
-    sorted, so the ones starting with a given prefix are found by bisection."""
+    """Items filed under the fixed prefix of their glob (``globs.fixed_prefix``), each with the
+    glob's fixed suffix; the prefixes sorted, so the ones starting with a given prefix are found
+    by bisection."""
 
     def __init__(self, items: Iterable[tuple[str, object]]):
-        self.by: dict[str, list] = {}
+        self.by: dict[str, list[tuple[str, object]]] = {}
         for glob, item in items:
-            self.by.setdefault(globs.fixed_prefix(glob), []).append(item)
+            self.by.setdefault(globs.fixed_prefix(glob), []).append(
+                (globs.fixed_suffix(glob), item))
         self.keys = sorted(self.by)
 
-    def starting_with(self, prefix: str) -> Iterator[list]:
+    def starting_with(self, prefix: str) -> Iterator[list[tuple[str, object]]]:
         k = bisect_left(self.keys, prefix)
         while k < len(self.keys) and self.keys[k].startswith(prefix):
             yield self.by[self.keys[k]]
@@ -274,14 +277,22 @@ class _Prefixes:
 
 
 def _meeting(x: _Prefixes, y: _Prefixes) -> Iterator[tuple]:
-    """Every (item of x, item of y) whose globs may overlap: one prefix starts with the other."""
+    """Every (item of x, item of y) whose globs may overlap: the fixed prefix of one starts
+    with the other's, and the fixed suffix of one ends with the other's."""
     for prefix, xs in x.by.items():
         for ys in y.starting_with(prefix):
-            yield from product(xs, ys)
+            yield from _ends_meet(xs, ys)
     if x is not y:
         for prefix, ys in y.by.items():
             for xs in x.starting_with(prefix):
-                yield from product(xs, ys)
+                yield from _ends_meet(xs, ys)
+
+
+def _ends_meet(xs: list[tuple[str, object]], ys: list[tuple[str, object]]) -> Iterator[tuple]:
+    for sx, ix in xs:
+        for sy, iy in ys:
+            if sx.endswith(sy) or sy.endswith(sx):
+                yield ix, iy
 
 
 def _candidates(fx: Facts) -> set[tuple[int, int]]:

@@ -8,10 +8,11 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from prun.globs import covers, matches, overlap
+from prun.globs import covers, fixed_prefix, fixed_suffix, matches, overlap
 from prun.independence import check
 from prun.plan import Packet, Plan
 from prun.reconcile import scope_reasons
+from prun.runview import RunView
 
 # Segments a glob is made of: literals (file and folder names), wildcards, classes.
 GLOB_SEGMENTS = ["a", "b", "ab", "x.md", "docs", "*", "?", "**", "*.md", "a*", "?b", "[ab]",
@@ -36,6 +37,14 @@ def test_overlap_agrees_with_the_matcher(g1, g2, drawn):
     else:
         assert matches(g1, example) and matches(g2, example), example
     assert (overlap(g2, g1) is None) == (example is None)
+
+
+@FEW
+@given(globs_, st.lists(paths, min_size=1, max_size=30))
+def test_every_match_has_the_fixed_prefix_and_suffix(glob, drawn):
+    example = overlap(glob, glob)
+    for path in [p for p in drawn if matches(glob, p)] + ([example] if example else []):
+        assert path.startswith(fixed_prefix(glob)) and path.endswith(fixed_suffix(glob))
 
 
 @FEW
@@ -71,7 +80,7 @@ shared_map = st.dictionaries(globs_, ids, max_size=2)
 def test_what_check_calls_independent_reconcile_never_accepts_twice(
         empty, owns_a, owns_b, gen_a, gen_b, shared_a, shared_b, drawn):
     """When check finds no ``files`` failure between a and b, no path is accepted for both
-    by the scope check (with the plan-wide view a run gives it)."""
+    by the scope check, with the plan-wide view a run gives it (``RunView.unit_inputs``)."""
     a, b = _packet("a", owns_a or ["a"], gen_a, shared_a), _packet("b", owns_b or ["b"], gen_b,
                                                                    shared_b)
     plan = Plan(packets=(a, b))
@@ -80,13 +89,10 @@ def test_what_check_calls_independent_reconcile_never_accepts_twice(
         event("check: not independent")
         return
     event("check: independent")
-    shared: dict[str, str] = {}
-    for p in plan.packets:
-        for key, owner in p.shared.items():
-            shared.setdefault(key, owner)
-    wa, wb = plan.may_write(a), plan.may_write(b)
-    examples = [e for x in wa for y in wb if (e := overlap(x, y)) is not None]
+    ua, ub = RunView({"id": "r1", "repo_root": str(empty)}, [a, b]).unit_inputs()
+    examples = [e for x in ua.may_write for y in ub.may_write if (e := overlap(x, y))]
     for path in [*drawn, *examples]:
-        accepted = [p.id for p, w in ((a, wa), (b, wb))
-                    if not scope_reasons(p, [path], may_write=w, shared=shared)]
+        accepted = [u.packet.id for u in (ua, ub)
+                    if not scope_reasons(u.packet, [path], may_write=u.may_write,
+                                         shared=u.shared)]
         assert len(accepted) < 2, (path, accepted)
