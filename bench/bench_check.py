@@ -34,15 +34,14 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "src"))
-sys.path.insert(0, str(HERE.parent / "tests" / "plan"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "plan"))
 
-from benchkit import compile_prun  # noqa: E402
-from pairwise import pairwise_check  # noqa: E402
+from benchkit import compile_prun
+from pairwise import pairwise_check
 
-from prun.independence import check  # noqa: E402
-from prun.plan import load_plan  # noqa: E402
+from prun.independence import check
+from prun.plan import load_plan
 
 LEAD = "mod-00000"
 
