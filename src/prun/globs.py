@@ -1,5 +1,7 @@
 """Owned-path globs as languages: match a path, and decide whether two globs can ever match
-the same path (even one that does not exist yet) or whether one covers the other.
+the same path (even one that does not exist yet) or whether one covers the other. This is
+prun's one glob engine: ``prun check`` compares packets with it and reconciliation decides
+with it whether a touched path is in a packet's scope (docs/plans.md, "Paths and globs").
 
 Syntax (git's wildmatch, anchored at the repository root):
 
@@ -13,21 +15,26 @@ Syntax (git's wildmatch, anchored at the repository root):
              is always a folder; ``pyproject.toml`` is one file; ``src/*`` is only the
              entries directly in ``src``, write ``src/**`` for the whole tree
 
-A pattern is compiled to a small nondeterministic automaton over characters. Two patterns
-overlap when the product of their automata reaches a pair of accepting states; the search runs
-over a finite alphabet of representatives (every character the patterns name, '/', and one
-character they do not name, which stands for all the others), so it is exact, and it returns
-a short path both patterns match as the example. Containment (``covers``) is the same
-search over sets of states.
+A dotted name that is an existing folder of the repository (``conf.d``) is a file name to
+the patterns alone; ``resolve_folder`` reads it as the folder, for callers that know the root.
+
+A pattern is compiled to a small nondeterministic automaton over characters that accepts real
+paths only (no empty segment, no '/' at either end). Two patterns overlap when the product of
+their automata reaches a pair of accepting states; the search runs over a finite alphabet of
+representatives (every character the patterns name, '/', and one character they do not name,
+which stands for all the others), so it is exact, and it returns a short path both patterns
+match as the example. Containment (``covers``) is the same search over sets of states.
 """
 
 from __future__ import annotations
 
+import os
+import re
 from collections import deque
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-# A character set: ("lit", c) | ("seg",) any but '/' | ("any",) | ("cls", chars, negated)
+# A character set: ("lit", c) | ("seg",) any but '/' | ("cls", chars, negated)
 CharSet = tuple
 
 
@@ -37,8 +44,6 @@ def _in(cs: CharSet, ch: str) -> bool:
         return cs[1] == ch
     if kind == "seg":
         return ch != "/"
-    if kind == "any":
-        return True
     return ch != "/" and ((ch in cs[1]) != cs[2])
 
 
@@ -134,7 +139,8 @@ def _parse_class(seg: str, i: int) -> tuple[CharSet, int] | None:
 
 @lru_cache(maxsize=4096)
 def compile_glob(pattern: str) -> Automaton:
-    """The automaton of ``pattern`` (normalized), with directory-prefix coverage."""
+    """The automaton of ``pattern`` (normalized), with directory-prefix coverage. It accepts
+    paths as they are: segments that are never empty, with no '/' at either end."""
     pat = normalize(pattern)
     a = Automaton(pat)
     cur = a.state()
@@ -147,25 +153,28 @@ def compile_glob(pattern: str) -> Automaton:
                 n = a.state()
                 a.edge(cur, ("lit", "/"), n)
                 cur = n
-            if last:            # everything below (or everything, for a lone '**')
-                f = a.state()
-                a.edge(cur, ("any",), f)
-                a.edge(f, ("any",), f)
-                cur = f
-                need_sep = False
-            else:               # zero or more whole segments, each followed by '/'
+            if last:            # one or more segments (everything below, or everything)
+                cur = _segments(a, cur)
+            else:               # zero or more segments, each followed by '/'
                 t, u = a.state(), a.state()
                 a.eps[cur].append(t)
-                a.edge(cur, ("seg",), u)
-                a.edge(u, ("any",), u)
+                a.edge(t, ("seg",), u)
+                a.edge(u, ("seg",), u)
                 a.edge(u, ("lit", "/"), t)
                 cur = t
-                need_sep = False
+            need_sep = False
             continue
         if need_sep:
             n = a.state()
             a.edge(cur, ("lit", "/"), n)
             cur = n
+        if set(seg) == {"*"}:   # a segment of stars alone: any name, never an empty one
+            n = a.state()
+            a.edge(cur, ("seg",), n)
+            a.edge(n, ("seg",), n)
+            cur = n
+            need_sep = True
+            continue
         i = 0
         while i < len(seg):
             c = seg[i]
@@ -204,12 +213,20 @@ def compile_glob(pattern: str) -> Automaton:
         # A pattern that names a folder covers everything below it. Only a literal name
         # without an extension is taken as a folder: 'src/*.js' is about files, and
         # 'pyproject.toml' is a file, not a folder that '**/x.py' could reach into.
-        d, e = a.state(), a.state()
+        d = a.state()
         a.edge(cur, ("lit", "/"), d)
-        a.edge(d, ("any",), e)
-        a.edge(e, ("any",), e)
-        a.accept.add(e)
+        a.accept.add(_segments(a, d))
     return a
+
+
+def _segments(a: Automaton, start: int) -> int:
+    """Add ``one or more segments joined by '/'`` from ``start``; the state it ends in."""
+    end, sep = a.state(), a.state()
+    a.edge(start, ("seg",), end)
+    a.edge(end, ("seg",), end)
+    a.edge(end, ("lit", "/"), sep)
+    a.edge(sep, ("seg",), end)
+    return end
 
 
 def _folder_like(segment: str) -> bool:
@@ -222,11 +239,21 @@ def matches(pattern: str, path: str) -> bool:
     """Does ``pattern`` cover ``path`` (relative to the repository root, '/' separated)?"""
     a = compile_glob(pattern)
     states = a.start()
-    for ch in normalize(path):
+    for ch in path_of(path):
         states = a.step(states, ch)
         if not states:
             return False
     return a.accepts(states)
+
+
+def path_of(path: str) -> str:
+    """A path as patterns see it: no leading './' or '/', no doubled or trailing '/'. Unlike
+    a pattern, a path keeps its spaces: ``notes.txt `` is not ``notes.txt``."""
+    while path.startswith("./"):
+        path = path[2:]
+    while "//" in path:
+        path = path.replace("//", "/")
+    return path.strip("/")
 
 
 def _alphabet(*automata: Automaton) -> list[str]:
@@ -234,20 +261,54 @@ def _alphabet(*automata: Automaton) -> list[str]:
     return [_outside(named), *sorted(named)]
 
 
-def _literal_prefix(pattern: str) -> str:
-    """The characters before the first wildcard or escape: every match starts with them."""
-    for i, c in enumerate(pattern):
-        if c in "*?[\\":
-            return pattern[:i]
+_WILD = re.compile(r"[*?\[\\]")     # where a pattern stops being a fixed string
+_SPECIAL = re.compile(r"[*?\[\]\\]")  # after the last of these, it is one again
+
+
+@lru_cache(maxsize=65536)
+def fixed_prefix(pattern: str) -> str:
+    """The fixed beginning of ``pattern`` (normalized): the characters before its first
+    wildcard, class or escape. Every path it matches starts with them, so two globs can only
+    overlap when the fixed prefix of one starts with that of the other."""
+    pat = normalize(pattern)
+    wild = _WILD.search(pat)
+    return pat[:wild.start()] if wild else pat
+
+
+@lru_cache(maxsize=65536)
+def fixed_suffix(pattern: str) -> str:
+    """The fixed end of ``pattern`` (normalized): the characters after its last wildcard,
+    class or escape, or nothing when it may reach below the name it ends with (``src/api``,
+    ``src/**``). Every path it matches ends with them."""
+    pat = normalize(pattern)
+    if _folder_like(pat.rsplit("/", 1)[-1]):
+        return ""
+    tail = _SPECIAL.split(pat)[-1]
+    head = pat[:len(pat) - len(tail)]
+    if set(head.split("/")) == {"**"}:
+        return tail.lstrip("/")     # '**/x' matches 'x' itself
+    return tail
+
+
+def resolve_folder(pattern: str, root: str | os.PathLike | None) -> str:
+    """``pattern`` as it reads in the repository at ``root``: a dotted literal name that is an
+    existing folder there (``conf.d``) stands for the whole folder (``conf.d/**``)."""
+    norm = normalize(pattern)
+    if root is not None and "." in norm and not _WILD.search(norm) \
+            and os.path.isdir(os.path.join(root, norm)):
+        return norm + "/**"
     return pattern
 
 
 @lru_cache(maxsize=65536)
 def overlap(a: str, b: str) -> str | None:
     """A short path both globs cover, or None when no path can match both."""
-    pa, pb = _literal_prefix(normalize(a)), _literal_prefix(normalize(b))
+    pa, pb = fixed_prefix(a), fixed_prefix(b)
     if not (pa.startswith(pb) or pb.startswith(pa)):
         return None     # anchored patterns with diverging fixed beginnings never meet
+    sa, sb = fixed_suffix(a), fixed_suffix(b)
+    if not (sa.endswith(sb) or sb.endswith(sa)):
+        return None     # nor do patterns with diverging fixed ends
     ma, mb = compile_glob(a), compile_glob(b)
     # Breadth-first over pairs of states of the two automata (their product), epsilon moves
     # first, so the example found is short.
@@ -290,18 +351,13 @@ def _outside(*excluded: frozenset[str]) -> str:
     return chr(k)
 
 
-_NONE: frozenset[str] = frozenset()
-
-
 def _meet(x: CharSet, y: CharSet) -> str | None:
     """A character in both sets, or None."""
     if x[0] == "lit":
         return x[1] if _in(y, x[1]) else None
     if y[0] == "lit":
         return y[1] if _in(x, y[1]) else None
-    if x[0] == "any" and y[0] == "any":
-        return "x"
-    if x[0] in ("any", "seg") and y[0] in ("any", "seg"):
+    if x[0] == "seg" and y[0] == "seg":
         return "x"
     cx = x if x[0] == "cls" else None
     cy = y if y[0] == "cls" else None

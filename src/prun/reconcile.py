@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from . import globs
 from .changes import Change, read_change
 from .fsutil import atomic_write, read_json, read_text, tail_bytes
 from .plan import Packet
@@ -72,6 +73,8 @@ class UnitInput:
     executor: str | None = None
     reports_tool_use: bool | None = None  # None: ask the executor class
     rescoped: str | None = None         # a directly approved change of scope (why)
+    may_write: tuple[str, ...] | None = None  # the globs it may change (default: see scope_reasons)
+    shared: Mapping[str, str] | None = None   # the plan's shared paths -> integration owner
 
 
 @dataclass
@@ -135,36 +138,28 @@ class Report:
 
 # Scope --------------------------------------------------------------------------------------
 
-def owned_spec(globs: Iterable[str]):
-    """The packet's owned globs with git's wildmatch rules (``GitIgnoreSpec``: ``*`` stays in one
-    folder, ``**`` crosses folders, a pattern with no slash matches at any depth, a trailing
-    slash means a folder and everything under it), paths relative to the repository root."""
-    import pathspec
-
-    return pathspec.GitIgnoreSpec.from_lines(list(globs))
-
-
-def scope_reasons(packet: Packet, paths: Iterable[str]) -> list[Reason]:
-    """Scope leaks (paths outside the owned and generated globs) and shared files touched by a
-    packet that is not their integration owner."""
-    spec = owned_spec((*packet.owns, *getattr(packet, "generates", ())))
-    shared = [(_norm(k), owned_spec([k]) if set(k) & set("*?[") else None, owner)
-              for k, owner in packet.shared.items()]
+def scope_reasons(packet: Packet, paths: Iterable[str], *,
+                  may_write: Iterable[str] | None = None,
+                  shared: Mapping[str, str] | None = None) -> list[Reason]:
+    """Scope leaks (paths outside the globs ``packet`` may write) and shared files touched by
+    a packet that is not their integration owner. Globs are ``prun.globs`` globs, as
+    ``prun check`` reads them. ``shared`` maps every shared path of the plan to its integration
+    owner (default: the packet's own ``shared``); ``may_write`` defaults to the packet's
+    ``owns``, ``generates`` and the paths of ``shared`` it is the integration owner of."""
+    shared = dict(packet.shared if shared is None else shared)
+    if may_write is None:
+        mine = (k for k, owner in shared.items() if owner == packet.id)
+        may_write = (*packet.owns, *packet.generates, *mine)
+    allowed = tuple(may_write)
     reasons = []
     for path in sorted(set(paths)):
-        owner = next((o for key, sp, o in shared
-                      if (sp.match_file(path) if sp else key == _norm(path))), None)
+        owner = next((o for key, o in shared.items() if globs.matches(key, path)), None)
         if owner is not None:
             if owner != packet.id:
                 reasons.append(Reason("shared-not-owner", {"path": path, "owner": owner}))
-        elif not spec.match_file(path):
+        elif not any(globs.matches(g, path) for g in allowed):
             reasons.append(Reason("scope-leak", {"path": path}))
     return reasons
-
-
-def _norm(path: str) -> str:
-    path = path.replace("\\", "/")
-    return path[2:] if path.startswith("./") else path
 
 
 # Result sections ----------------------------------------------------------------------------
@@ -341,7 +336,8 @@ def judge(unit: UnitInput, *, with_patch: bool = False) -> Verdict:
                     rejected.append(Reason("worker-committed", {"commit": c[:12]}))
                 if change.head_moved:
                     rejected.append(Reason("head-moved", {"head": change.head[:12]}))
-                rejected.extend(scope_reasons(p, change.paths))
+                rejected.extend(scope_reasons(p, change.paths, may_write=unit.may_write,
+                                              shared=unit.shared))
                 if change.empty and status in SUCCESS:
                     review.append(Reason("hollow-empty-diff"))
 

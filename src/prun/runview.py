@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
 from .errors import StateError, UsageError
-from .plan import DataBoundary, Packet
+from .globs import normalize, resolve_folder
+from .plan import DataBoundary, Packet, Plan
 from .reconcile import UnitInput
 
 QUARANTINED = "quarantined"
@@ -43,7 +44,18 @@ class RunView:
         return next((p for p in self.packets if p.id == packet_id), None)
 
     def unit_inputs(self, rescoped: Mapping[str, str] | None = None) -> list[UnitInput]:
+        """What reconciliation needs about each packet. Scope is the plan's: a packet may
+        change what ``Plan.may_write`` gives it, and a shared path declared by any packet
+        belongs to its integration owner (the first declaration of a path wins). Globs read
+        as ``prun check`` reads them in the run's repository (``conf.d``, an existing folder,
+        is the whole folder)."""
         rescoped = rescoped or {}
+        plan = Plan(packets=tuple(self.packets))
+        root = self.repo_root
+        shared: dict[str, str] = {}
+        for p in self.packets:
+            for path, owner in p.shared.items():
+                shared.setdefault(normalize(resolve_folder(path, root)), owner)
         out = []
         for p in self.packets:
             a = self.deciding(p.id) or {}
@@ -52,7 +64,9 @@ class RunView:
                 state_dir=a.get("state_dir"), workspace=a.get("workspace"),
                 base=a.get("base") or self.bases.get(p.id) or self.run.get("base"),
                 result_file=a.get("result_path"), executor=a.get("executor") or None,
-                rescoped=rescoped.get(p.id)))
+                rescoped=rescoped.get(p.id),
+                may_write=tuple(resolve_folder(g, root) for g in plan.may_write(p)),
+                shared=shared))
         return out
 
 

@@ -8,7 +8,8 @@ import pytest
 from gitrepo import g, gout, make_unit_state, write
 
 from prun import workspace
-from prun.plan import Packet
+from prun.independence import check
+from prun.plan import Packet, Plan
 from prun.reconcile import (
     ACCEPTED,
     NEEDS_REVIEW,
@@ -16,9 +17,11 @@ from prun.reconcile import (
     UnitInput,
     judge,
     reconcile,
+    scope_reasons,
     section_reasons,
     sections,
 )
+from prun.runview import RunView
 
 SUMMARY = "## Summary\n\nChanged the app.\n\n## Verification\n\nran pytest: 3 passed\n"
 
@@ -92,6 +95,76 @@ def test_shared_file_touched_by_a_unit_that_is_not_its_owner(unit):
     assert reasons(v1) == ["reason=shared-not-owner path=pyproject.toml owner=p2"]
     assert v1.verdict == REJECTED
     assert v2.verdict == ACCEPTED, reasons(v2)
+
+
+def test_globs_read_as_check_reads_them_so_one_file_is_never_accepted_twice(unit):
+    # 'a' owns the Markdown files at the root, 'b' those in docs/: independent, says check.
+    plan = Plan(packets=(Packet(id="a", prompt="p", kind="code", owns=("*.md",)),
+                         Packet(id="b", prompt="p", kind="code", owns=("docs/*.md",))))
+    assert check(plan, use_git=False).ok
+    ua, ca = unit("a", owns=("*.md",))
+    ub, cb = unit("b", owns=("docs/*.md",))
+    for c in (ca, cb):
+        write(clone_path(c), {"docs/guide.md": "# Edited\n"})
+    write(clone_path(ca), {"README.md": "edited\n"})
+    va, vb = judge(ua), judge(ub)
+    assert reasons(va) == ["reason=scope-leak path=docs/guide.md"]
+    assert vb.verdict == ACCEPTED, reasons(vb)
+
+
+def test_a_shared_path_declared_by_another_packet_belongs_to_its_owner(repo, tmp_path):
+    """p1 names p2 the integration owner of pyproject.toml; p2 does not repeat it. The run's
+    view gives p2 the file and refuses it to p1 (and to p3, which owns it)."""
+    base = gout(repo, "rev-parse", "HEAD")
+    packets = [Packet(id="p1", prompt="p", kind="code", owns=("src/app/**",),
+                      shared={"pyproject.toml": "p2"}),
+               Packet(id="p2", prompt="p", kind="code", owns=("src/lib/**",)),
+               Packet(id="p3", prompt="p", kind="code", owns=("pyproject.toml", "docs/**"))]
+    attempts = {}
+    for p in packets:
+        clone = workspace.make_clone(repo, base, tmp_path / "ws" / p.id)
+        write(clone_path(clone), {"pyproject.toml": "[project]\nname = 'y'\n"})
+        sd, result = make_unit_state(tmp_path, p.id, result=SUMMARY)
+        attempts[p.id] = [{"id": f"{p.id}-a1", "status": "succeeded", "state_dir": str(sd),
+                           "workspace": clone, "base": base, "result_path": str(result),
+                           "executor": "command"}]
+    view = RunView({"id": "r1", "repo_root": str(repo)}, packets, attempts)
+    inputs = {u.packet.id: u for u in view.unit_inputs()}
+    assert inputs["p2"].may_write == ("src/lib/**", "pyproject.toml")
+    assert inputs["p3"].shared == {"pyproject.toml": "p2"}
+    got = {v.packet_id: reasons(v) for v in reconcile(inputs.values()).verdicts}
+    assert got == {"p1": ["reason=shared-not-owner path=pyproject.toml owner=p2"],
+                   "p2": [],
+                   "p3": ["reason=shared-not-owner path=pyproject.toml owner=p2"]}
+
+
+def test_scope_reasons_read_globs_as_prun_globs():
+    p = Packet(id="p", prompt="p", kind="code", owns=("src/api", "docs/*.md", "notes.txt"),
+               generates=("gen/**",), shared={"config/*.toml": "lead", "pyproject.toml": "p"})
+    paths = ["src/api/v1/h.py",      # a plain name covers its folder
+             "docs/a.md", "docs/sub/b.md",  # '*' stays in one folder
+             "gen/x/y.json", "pyproject.toml", "config/app.toml",
+             "notes.txt ",           # a path keeps its spaces: not the owned notes.txt
+             "x/notes.txt"]          # globs are anchored at the root
+    assert [r.text() for r in scope_reasons(p, paths)] == [
+        "reason=shared-not-owner path=config/app.toml owner=lead",
+        "reason=scope-leak path=docs/sub/b.md",
+        'reason=scope-leak path="notes.txt "',
+        "reason=scope-leak path=x/notes.txt"]
+    # The plan's view, given explicitly: what the packet may write and every shared path.
+    got = scope_reasons(p, ["src/api/x.py", "lock/uv.lock"], may_write=("lock/**",),
+                        shared={"src/api/**": "other"})
+    assert [r.text() for r in got] == ["reason=shared-not-owner path=src/api/x.py owner=other"]
+
+
+def test_a_dotted_name_that_is_a_folder_in_the_repository_is_the_folder(repo, tmp_path):
+    packet = Packet(id="p", prompt="p", kind="code", owns=("conf.d",))
+    (repo / "conf.d").mkdir()
+    view = RunView({"id": "r1", "repo_root": str(repo)}, [packet])
+    (u,) = view.unit_inputs()
+    assert u.may_write == ("conf.d/**",)
+    assert scope_reasons(packet, ["conf.d/app.conf"], may_write=u.may_write) == []
+    assert scope_reasons(packet, ["conf.d/app.conf"])[0].code == "scope-leak"
 
 
 def test_binary_files_renames_deletions_and_untracked_files(unit):

@@ -7,7 +7,7 @@ import itertools
 import pathspec
 import pytest
 
-from prun.globs import common, covers, matches, normalize, overlap
+from prun.globs import common, covers, fixed_prefix, fixed_suffix, matches, normalize, overlap
 
 OVERLAP = [
     ("src/**/*.py", "src/api/*.py"),
@@ -84,6 +84,13 @@ def test_normalize():
     assert normalize("./src//api/") == "src/api/**"
     assert normalize("./src//api") == "src/api"
     assert normalize("/") == "**"
+
+
+def test_fixed_prefix_and_suffix():
+    assert [fixed_prefix(p) for p in ("src/api/**", "./docs/*.md", "**/x.py", "a\\*b")] == \
+        ["src/api/", "docs/", "", "a"]
+    assert [fixed_suffix(p) for p in ("**/x.py", "a/**/x.py", "src/*.py", "src/api", "src/**",
+                                      "x.md")] == ["x.py", "/x.py", ".py", "", "", "x.md"]
 
 
 PATTERNS = ["src", "src/api", "src/**", "src/**/*.py", "src/*.py", "**/test_*.py", "*.md",

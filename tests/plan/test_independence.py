@@ -159,6 +159,20 @@ def test_state_shared_resource_fails(plan_of, sa, sb, resource):
     assert fix.startswith(f"give each its own {resource.split(':')[0]}")
 
 
+@pytest.mark.parametrize(("sa", "sb"), [
+    ("port:web", "port:web"),          # a named port is assigned to each unit on its own
+    ("port:web", "port:8080"),
+    ("ports:api", "port:api"),
+])
+def test_state_named_ports_never_collide(plan_of, sa, sb):
+    plan = plan_of(f"""
+        packets:
+          - {{id: a, state: ["{sa}"], prompt: x}}
+          - {{id: b, state: ["{sb}"], prompt: x}}
+        """)
+    assert failures(plan) == []
+
+
 # --- order ----------------------------------------------------------------------------------
 
 def test_order_reader_of_another_packets_output_fails(plan_of):
