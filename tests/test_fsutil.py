@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
-from pathlib import Path
 
 import pytest
 
@@ -54,29 +51,13 @@ def test_sync_fs_and_non_durable_publish(tmp_path):
     assert (tmp_path / "r.md").read_text() == "result text"
 
 
-def test_link_new_publishes_without_a_copy_and_never_overwrites(tmp_path):
-    from prun.fsutil import link_new
-
+def test_publish_copy_copies_and_never_overwrites(tmp_path):
     src = tmp_path / "out"
-    src.write_bytes(b"whole output\n")
-    assert link_new(src, tmp_path / "r.md") is True
-    assert (tmp_path / "r.md").samefile(src)
+    src.write_bytes(b"whole output\n" * 100_000)
+    assert fsutil.publish_copy(src, tmp_path / "r.md") is True
+    assert (tmp_path / "r.md").read_bytes() == src.read_bytes()
+    assert not (tmp_path / "r.md").samefile(src)          # a copy: src may change, it won't
     (tmp_path / "taken.md").write_text("the worker's own\n")
-    assert link_new(src, tmp_path / "taken.md", durable=False) is False
+    assert fsutil.publish_copy(src, tmp_path / "taken.md", durable=False) is False
     assert (tmp_path / "taken.md").read_text() == "the worker's own\n"
-
-
-def test_link_new_says_when_no_link_can_be_made(tmp_path):
-    from prun.fsutil import link_new
-
-    other = Path("/dev/shm")
-    if not other.is_dir() or os.stat(other).st_dev == os.stat(tmp_path).st_dev:
-        pytest.skip("needs a second file system at /dev/shm")
-    src = tmp_path / "out"
-    src.write_bytes(b"whole output\n")
-    folder = Path(tempfile.mkdtemp(dir=other))
-    try:
-        assert link_new(src, folder / "r.md", durable=False) is None
-        assert not (folder / "r.md").exists()
-    finally:
-        shutil.rmtree(folder)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "r.md", "taken.md"]

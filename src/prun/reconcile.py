@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from . import globs
 from .changes import Change, read_change
 from .fsutil import atomic_write, read_json, read_text, tail_bytes
-from .plan import Packet
+from .globs import normalize, resolve_folder
+from .plan import Packet, Plan
 
 ACCEPTED = "accepted"
 REJECTED = "rejected"
@@ -137,6 +138,21 @@ class Report:
 
 
 # Scope --------------------------------------------------------------------------------------
+
+def plan_scope(plan: Plan, root: str | None = None) -> tuple[dict[str, tuple[str, ...]],
+                                                            dict[str, str]]:
+    """The scope of every packet of ``plan`` as ``prun check`` reads it: what each may change
+    (``Plan.may_write``), and the plan-wide shared paths with their integration owner (the
+    first declaration of a path wins); a dotted name that is a folder of ``root`` is the whole
+    folder."""
+    shared: dict[str, str] = {}
+    for p in plan.packets:
+        for path, owner in p.shared.items():
+            shared.setdefault(normalize(resolve_folder(path, root)), owner)
+    may_write = {p.id: tuple(resolve_folder(g, root) for g in plan.may_write(p))
+                 for p in plan.packets}
+    return may_write, shared
+
 
 def scope_reasons(packet: Packet, paths: Iterable[str], *,
                   may_write: Iterable[str] | None = None,
@@ -274,9 +290,11 @@ SUCCESS = ("succeeded",)
 LIVE = ("pending", "parked", "dispatched", "running", "cancel-requested")
 
 
-def judge(unit: UnitInput, *, with_patch: bool = False) -> Verdict:
+def judge(unit: UnitInput, *, with_patch: bool = False,
+          snapshots: Mapping[str, list[str]] | None = None) -> Verdict:
     """The verdict for one packet, with every reason found. ``with_patch`` keeps the clone's
-    binary patch in ``verdict.change.patch`` (for integration)."""
+    binary patch in ``verdict.change.patch`` (for integration); ``snapshots``: what changed in
+    each snapshot, when the caller checked them already."""
     p = unit.packet
     v = Verdict(p.id, ACCEPTED, attempt_id=unit.attempt_id, status=unit.status,
                 rescoped=unit.rescoped)
@@ -317,6 +335,13 @@ def judge(unit: UnitInput, *, with_patch: bool = False) -> Verdict:
         and status not in SUCCESS
     if text is not None and p.requires and not failed_text:
         rejected.extend(section_reasons(text, p.requires))
+    rejected += _published_reasons(outcome)
+    for path in _snapshots(unit.state_dir):
+        changes = (snapshots.get(path) if snapshots is not None and path in snapshots
+                   else _snapshot_changes(path))
+        if changes:
+            rejected.append(Reason("snapshot-modified", {"snapshot": path, "first": changes[0],
+                                                         "changes": len(changes)}))
 
     # the change of a code-writing unit
     if p.writes_code and finished and (unit.attempt_id or unit.state_dir):
@@ -354,16 +379,52 @@ def judge(unit: UnitInput, *, with_patch: bool = False) -> Verdict:
 
 def reconcile(units: Iterable[UnitInput], run_id: str | None = None, *,
               with_patch: bool = False) -> Report:
-    """Verdicts for every packet, in packet id order (units are judged concurrently)."""
+    """Verdicts for every packet, in packet id order (units are judged concurrently; a
+    snapshot the run's read-only units share is checked once)."""
     ordered = sorted(units, key=lambda u: u.packet.id)
+    shared = {path for u in ordered for path in _snapshots(u.state_dir)}
+    snapshots = {path: _snapshot_changes(path) for path in sorted(shared)}
     if len(ordered) < 2:
-        return Report([judge(u, with_patch=with_patch) for u in ordered], run_id)
+        return Report([judge(u, with_patch=with_patch, snapshots=snapshots) for u in ordered],
+                      run_id)
     from concurrent.futures import ThreadPoolExecutor
 
     # Each verdict is mostly waiting on git; units are independent, so judge them at once.
     with ThreadPoolExecutor(max_workers=min(len(ordered), 2 * (os.cpu_count() or 2), 16)) as ex:
-        verdicts = list(ex.map(lambda u: judge(u, with_patch=with_patch), ordered))
+        verdicts = list(ex.map(lambda u: judge(u, with_patch=with_patch, snapshots=snapshots),
+                               ordered))
     return Report(verdicts, run_id)
+
+
+def _published_reasons(outcome: Mapping) -> list[Reason]:
+    """A published result that changed after publication is never accepted."""
+    from .published import changed
+
+    ident = outcome.get("result_identity")
+    why = changed(ident)
+    return [Reason("result-changed", {"path": ident["path"], "why": why})] if why else []
+
+
+def _snapshots(state_dir: str | None) -> list[str]:
+    """The read-only snapshots a unit was given (its extra directories that are snapshots)."""
+    if not state_dir:
+        return []
+    unit = read_json(os.path.join(state_dir, "unit.json"))
+    dirs = unit.get("add_dirs") if isinstance(unit, dict) else None
+    from .workspace import marker
+
+    return [d for d in dirs or () if isinstance(d, str)
+            and (marker(d) or {}).get("kind") == "snapshot"]
+
+
+def _snapshot_changes(path: str) -> list[str]:
+    from .errors import PrunError
+    from .snapshot import snapshot_changes
+
+    try:
+        return snapshot_changes(path)
+    except PrunError as e:  # its record is gone or was tampered with: that is a change too
+        return [e.message]
 
 
 def _word(value: object) -> str:

@@ -14,9 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
 from .errors import StateError, UsageError
-from .globs import normalize, resolve_folder
 from .plan import DataBoundary, Packet, Plan
-from .reconcile import UnitInput
+from .reconcile import UnitInput, plan_scope
 
 QUARANTINED = "quarantined"
 
@@ -50,12 +49,7 @@ class RunView:
         as ``prun check`` reads them in the run's repository (``conf.d``, an existing folder,
         is the whole folder)."""
         rescoped = rescoped or {}
-        plan = Plan(packets=tuple(self.packets))
-        root = self.repo_root
-        shared: dict[str, str] = {}
-        for p in self.packets:
-            for path, owner in p.shared.items():
-                shared.setdefault(normalize(resolve_folder(path, root)), owner)
+        may_write, shared = plan_scope(Plan(packets=tuple(self.packets)), self.repo_root)
         out = []
         for p in self.packets:
             a = self.deciding(p.id) or {}
@@ -65,8 +59,7 @@ class RunView:
                 base=a.get("base") or self.bases.get(p.id) or self.run.get("base"),
                 result_file=a.get("result_path"), executor=a.get("executor") or None,
                 rescoped=rescoped.get(p.id),
-                may_write=tuple(resolve_folder(g, root) for g in plan.may_write(p)),
-                shared=shared))
+                may_write=may_write[p.id], shared=shared))
         return out
 
 

@@ -39,6 +39,7 @@ from .keeper import Keeper
 from .ledger import Ledger, PacketStatus, RunStatus, Status, now_iso
 from .plan import Packet
 from .ports import PortsUnavailable
+from .reconcile import plan_scope
 from .runevents import Event
 from .runstate import RunPaths, _epoch, packet_from_spec
 
@@ -140,6 +141,7 @@ class Supervisor:
 
         self.plan = Plan(packets=tuple(u.packet for u in self.order))
         self.ancestors = ancestors(self.plan)
+        self._scope: tuple | None = None      # each packet's may_write and the shared paths
 
     # events --------------------------------------------------------------------------------
     def emit(self, kind: str, u: UnitState | None = None, cause: str = "", **data) -> None:
@@ -547,6 +549,9 @@ class Supervisor:
         """The deciding attempt of every packet ``u`` comes after, as reconcile reads it."""
         from .reconcile import UnitInput
 
+        if self._scope is None:
+            self._scope = plan_scope(self.plan, self.run["repo_root"])
+        may_write, shared = self._scope
         out = {}
         for pid in self.ancestors.get(u.packet.id, ()):
             a = self.units[pid]
@@ -554,7 +559,8 @@ class Supervisor:
             out[pid] = UnitInput(
                 packet=a.packet, attempt_id=a.attempt_id, status=status,
                 state_dir=a.state_dir, workspace=a.workspace, base=a.attempt_base or a.base,
-                result_file=a.result_file, executor=a.executor)
+                result_file=a.result_file, executor=a.executor, may_write=may_write[pid],
+                shared=shared)
         return out
 
     async def _watch(self, u: UnitState, d) -> None:

@@ -216,7 +216,9 @@ def test_caller_workspace_with_mode(fake_agy, unit, tmp_path):
 
 
 def test_plan_mode_never_gets_the_skip_flag(fake_agy, unit, tmp_path):
-    proc = dispatch(unit, "--mode", "plan", "--add-dir", str(tmp_path))
+    extra = tmp_path / "extra"      # read-only in plan mode (the sandbox mounts it so)
+    extra.mkdir()
+    proc = dispatch(unit, "--mode", "plan", "--add-dir", str(extra))
     assert proc.returncode == 0, proc.stderr
     assert "--dangerously-skip-permissions" not in argv_of(fake_agy)
 
@@ -350,9 +352,10 @@ def test_timeout_ends_the_group_and_publishes_fallback(fake_agy, unit, scenario)
 
 def test_timeout_ends_grandchildren(fake_agy, unit, tmp_path):
     pidfile = tmp_path / "grandchild.pid"
+    # unsandboxed: the process group alone ends them (tests/sandbox covers the sandbox)
     proc = dispatch(unit, env={"FAKE_AGY_SCENARIO": "grandchild", "FAKE_AGY_PIDFILE": str(pidfile),
                                "ANTIGRAVITY_DISPATCH_TIMEOUT_SECONDS": "1",
-                               "PRUN_TIMEOUT_GRACE_SECONDS": "0.2"})
+                               "PRUN_TIMEOUT_GRACE_SECONDS": "0.2", "PRUN_SANDBOX": "off"})
     assert proc.returncode == 124
     assert not _alive(int(pidfile.read_text()))
 

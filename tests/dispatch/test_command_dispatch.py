@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shlex
 import sys
@@ -41,14 +42,18 @@ def test_prompt_on_stdin_and_stdout_is_the_response(unit):
     assert outcome["outcome"] == "succeeded" and outcome["executor"] == "command"
 
 
-def test_the_output_is_published_as_it_was_written_by_a_link_not_a_copy(unit):
-    # bytes that are not UTF-8 survive; the result is the worker's stdout file itself
+def test_the_output_is_published_as_a_copy_of_what_was_written(unit):
+    # bytes that are not UTF-8 survive; the result is a copy of the worker's stdout, not the
+    # file itself: nothing the worker left running can change a published result
     code = "import sys; sys.stdout.buffer.write(b'caf\\xe9 \\xff result of the unit\\n')"
     proc = dispatch(unit, f"{PY} -c {shlex.quote(code)}")
     assert proc.returncode == 0, proc.stderr
     tail = state_dir(proc) / "tail"
     assert unit["result"].read_bytes() == b"caf\xe9 \xff result of the unit\n"
-    assert unit["result"].samefile(tail)
+    assert not unit["result"].samefile(tail)
+    outcome = json.loads((state_dir(proc) / "outcome.json").read_text())
+    assert outcome["result_identity"]["sha256"] == hashlib.sha256(
+        unit["result"].read_bytes()).hexdigest()
 
 
 def test_prompt_file_placeholder_closes_stdin(unit):

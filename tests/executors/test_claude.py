@@ -104,7 +104,7 @@ def test_resume_of_an_unknown_session_fails(claude_unit, fake_claude, tmp_path):
     p = claude_unit.dispatch("--continue-from", str(old))
     assert p.returncode == 1
     text = claude_unit.result.read_text()
-    assert text.startswith("FALLBACK reason=status-error")
+    assert text.startswith("FALLBACK reason=resume-refused")   # a run starts a fresh attempt
     assert "No conversation found with session ID" in text
     assert not (claude_unit.state / "conversation-id").exists()  # the zero uuid is no session
 

@@ -81,7 +81,7 @@ def test_resume_of_an_unknown_session_is_exit_42(gemini_unit, tmp_path):
     (old / "conversation-id").write_text("deadbeef-0000\n")
     p = gemini_unit.dispatch("--continue-from", str(old))
     assert p.returncode == 1
-    assert gemini_unit.outcome["reason"] == "startup-refused"
+    assert gemini_unit.outcome["reason"] == "resume-refused"
     assert "resume" in gemini_unit.outcome["error"]
 
 
@@ -146,7 +146,7 @@ def test_hang_with_relaunch_ends_the_whole_group(gemini_unit, tmp_path):
     pidfile = tmp_path / "child.pid"
     p = gemini_unit.dispatch("--timeout", "1", env={
         "FAKE_GEMINI_SCENARIO": "hang", "GEMINI_CLI_NO_RELAUNCH": "false",
-        "FAKE_GEMINI_PIDFILE": str(pidfile)})
+        "FAKE_GEMINI_PIDFILE": str(pidfile), "PRUN_SANDBOX": "off"})  # pids of the host
     assert p.returncode == 124
     assert gemini_unit.result.read_text().startswith("FALLBACK reason=timeout")
     child = int(pidfile.read_text())

@@ -230,7 +230,7 @@ def test_clean_deletes_the_evidence_retention_delete_names(repo):
     d = a["d"]
     response = json.loads((Path(d["state_dir"]) / "outcome.json").read_text())["response_file"]
     assert response and Path(response).is_file()
-    evidence = [str(run_dir / "prompts" / "d.md"), d["result_path"], response, d["state_dir"]]
+    evidence = [str(run_dir / "prompts" / "d.1.md"), d["result_path"], response, d["state_dir"]]
     dry = prun("clean", "--dry-run", cwd=repo)
     assert dry.returncode == 0 and dry.stdout.splitlines()[-1].endswith("dry-run=yes")
     assert all(Path(p).exists() for p in evidence)
@@ -246,7 +246,7 @@ def test_clean_deletes_the_evidence_retention_delete_names(repo):
     assert not any(Path(p).exists() for p in [d["workspace"], *evidence])
     n = a["n"]
     assert Path(n["result_path"]).is_file() and Path(n["state_dir"]).is_dir()
-    assert (run_dir / "prompts" / "n.md").is_file()
+    assert (run_dir / "prompts" / "n.1.md").is_file()
 
 
 def test_clean_never_deletes_evidence_outside_the_run_dir(repo, recorded_run, tmp_path):

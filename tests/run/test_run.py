@@ -121,7 +121,8 @@ def test_deadline_cancels_the_unit_and_its_descendants(repo, tmp_path):
     code = ("import subprocess, time; "
             "p = subprocess.Popen(['sleep', '300']); "
             f"open({str(pidfile)!r}, 'w').write(str(p.pid)); time.sleep(300)")
-    plan = write_plan(repo / "plan.yaml", [py_unit("slow", code)], deadline="2s")
+    plan = write_plan(repo / "plan.yaml", [py_unit("slow", code)], deadline="2s",
+                      sandbox="off")  # its pid as the host sees it (tests/sandbox: sandboxed)
     r = prun("run", str(plan), "-v")
     assert r.returncode == 124, r.stdout + r.stderr
     run_id = r.stdout.split()[1]
