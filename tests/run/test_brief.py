@@ -152,3 +152,32 @@ def test_agent_cli_gets_the_snapshot_as_its_extra_directory(repo, tmp_path, monk
     prompt = argv[argv.index("-p") + 1]
     assert prompt.startswith("# prun unit `look`") and snap in prompt
     assert prompt.rstrip().endswith("Read the code and report.")
+
+
+def test_a_changed_snapshot_or_result_is_never_accepted(repo, tmp_path):
+    log = tmp_path / "seen.jsonl"
+    plan = write_plan(repo / "plan.yaml", [_record(log, "look"), _record(log, "other")])
+    r = prun("run", str(plan))
+    assert r.returncode == 0, r.stdout + r.stderr
+    run_id = r.stdout.split()[1]
+    assert prun("reconcile", run_id).returncode == 0
+    att = _attempts(run_id)
+    snap = Path(json.loads(log.read_text().splitlines()[0])["env"]["PRUN_REPO_SNAPSHOT"])
+    readme = snap / "README"
+    os.chmod(readme, 0o644)
+    readme.write_text("changed by a unit\n")
+    result = Path(att["other"]["result_path"])
+    with open(result, "a") as f:
+        f.write("appended after it was published\n")
+    rec = prun("reconcile", run_id)
+    assert rec.returncode == 1
+    lines = rec.stdout.splitlines()
+    assert any(line.startswith(f"REJECTED look reason=snapshot-modified snapshot={snap} "
+                               "first=\"README ") and line.endswith("changes=2")
+               for line in lines), lines
+    assert any(line.startswith(f"REJECTED other reason=result-changed path={result}")
+               for line in lines), lines
+    # prun clean removes the run's snapshot with the workspaces
+    cleaned = prun("clean", run_id)
+    assert f"REMOVED - {snap}" in cleaned.stdout.splitlines()
+    assert not snap.exists() and not Path(f"{snap}.json").exists()

@@ -18,8 +18,8 @@ Refused while a unit of the run still runs (its recorded worker is alive, or the
 supervisor is alive with unfinished attempts). Reconcile and integrate first: a removed
 clone's change is gone.
 
-    REMOVED <packet> <path>
-    KEPT <packet> <path> reason=not-a-workspace
+    REMOVED <packet> <path>            (`-` for the run's read-only snapshot, which its
+    KEPT <packet> <path> reason=not-a-workspace     read-only units share)
     KEPT <packet> <path> reason=retention [until=<ISO time>]
     KEPT <packet> <path> reason=outside-run-dir
     CLEAN run=<id> removed=<n> kept=<n>
@@ -164,7 +164,36 @@ def sweep(view, *, dry_run: bool, now: float) -> list[tuple]:
             if not dry_run:
                 _delete(path)
             rows.append(("REMOVED", pid, path, None, None))
+    rows += _snapshots(view, rows, rules, finished, now, dry_run)
     return rows
+
+
+def _snapshots(view, rows, rules, finished, now: float, dry_run: bool) -> list[tuple]:
+    """The run's read-only snapshots (beside its workspaces), shared by its read-only units:
+    kept while a read-only packet's retention keeps its workspace, else removed."""
+    from ..boundary import KEEP
+    from ..snapshot import remove_snapshot
+    from ..workspace import marker
+
+    folders = {os.path.dirname(a["workspace"]) for attempts in view.attempts.values()
+               for a in attempts if a.get("workspace")}
+    kept = any(r.rule == KEEP and (r.until(finished) is None or now < r.until(finished))
+               for p in view.packets if not p.writes_code for r in [rules[p.id]])
+    out = []
+    for folder in sorted(folders):
+        if os.path.basename(folder) != view.id or not os.path.isdir(folder):
+            continue
+        for name in sorted(os.listdir(folder)):
+            path = os.path.join(folder, name)
+            if not name.startswith("snapshot-") or (marker(path) or {}).get("kind") != "snapshot":
+                continue
+            if kept:
+                out.append(("KEPT", "-", path, "retention", None))
+                continue
+            if not dry_run:
+                remove_snapshot(path)
+            out.append(("REMOVED", "-", path, None, None))
+    return out
 
 
 def _drop_empty_run_folders(view, rows) -> None:
