@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from helpers import FAKES, make_fake_cli
+from prun import sandbox
 
 
 @pytest.fixture(scope="session")
@@ -37,3 +40,14 @@ def fake_agy(tmp_path, monkeypatch):
     log = tmp_path / "agy-calls.jsonl"
     monkeypatch.setenv("FAKE_AGY_LOG", str(log))
     return log
+
+
+@pytest.fixture
+def bwrap() -> None:
+    """Skip where no sandbox can be made here; on CI (CI=true) that is a failure instead."""
+    why = sandbox.unavailable()
+    if why is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI must have the sandbox: {why}")
+    pytest.skip(f"no sandbox here: {why}")

@@ -28,6 +28,7 @@ RESCAN_S = 30.0  # a full look now and then, in case the platform dropped an eve
 
 EXIT_ALL_LANDED = 0
 EXIT_TIMEOUT = 2
+EXIT_CHANGED = 1   # every file landed, but one was written again after it was published
 
 
 @dataclass(frozen=True)
@@ -35,13 +36,13 @@ class FileState:
     """One look at a result file."""
 
     path: str
-    status: str                     # missing, empty, settling, published, stable
+    status: str                     # missing, empty, settling, published, stable, changed
     size: int = 0
     ready_at: float | None = None   # settling: wall time when its stable window ends
 
     @property
     def landed(self) -> bool:
-        return self.status in ("published", "stable")
+        return self.status in ("published", "stable", "changed")
 
 
 class LandingRule:
@@ -64,6 +65,8 @@ class LandingRule:
             return FileState(path, "empty")
         if published.lookup(path, st, self.index_folder) is not None:
             return FileState(path, "published", st.st_size)
+        if published.rewritten(path, st, self.index_folder):
+            return FileState(path, "changed", st.st_size)
         sig = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         seen = self._seen.get(path)
         if seen is None or seen[0] != sig:
@@ -90,7 +93,9 @@ def gather(paths: Iterable[str], *, emit: Callable[[str], None],
            timeout: float = DEFAULT_TIMEOUT_S, window: float = DEFAULT_STABLE_WINDOW_S,
            mode: str = "native", interval: float = 1.0) -> int:
     """Print ``GATHER-START``, a ``DONE`` line per landed file, then return 0; or print
-    ``TIMEOUT remaining=<k>`` and return 2 when ``timeout`` seconds pass first."""
+    ``TIMEOUT remaining=<k>`` and return 2 when ``timeout`` seconds pass first. A published
+    result written again in place afterwards lands as ``CHANGED <path> reason=result-changed``
+    and the return is 1 once every file has landed."""
     from .watch import Watch
 
     pending: dict[str, None] = dict.fromkeys(os.path.abspath(os.path.expanduser(p)) for p in paths)
@@ -115,6 +120,7 @@ def gather(paths: Iterable[str], *, emit: Callable[[str], None],
             watch.add_dir(watched[p])
         emit(f"GATHER-START count={len(pending)} timeout={_seconds(timeout)}s")
         ready_at: dict[str, float] = {}
+        changed = 0
         last_full = time.monotonic()
         todo: Iterable[str] = list(pending)
         missing_folders = any(point != os.path.dirname(p) for p, point in watched.items())
@@ -127,13 +133,17 @@ def gather(paths: Iterable[str], *, emit: Callable[[str], None],
                 if state.landed:
                     del pending[p]
                     ready_at.pop(p, None)
-                    emit(f"DONE {p}")
+                    if state.status == "changed":
+                        changed += 1
+                        emit(f"CHANGED {p} reason=result-changed")
+                    else:
+                        emit(f"DONE {p}")
                 elif state.ready_at is not None:
                     ready_at[p] = state.ready_at
                 else:
                     ready_at.pop(p, None)
             if not pending:
-                return EXIT_ALL_LANDED
+                return EXIT_CHANGED if changed else EXIT_ALL_LANDED
             left = timeout - (time.monotonic() - started)
             if left <= 0:
                 emit(f"TIMEOUT remaining={len(pending)}")

@@ -181,9 +181,11 @@ MIGRATIONS: list[str] = [
         handled_at TEXT
     );
     """,
-    # 2: the brief each attempt received; a request's payload (a follow-up's prompt)
+    # 2: the brief each attempt received, whether it ran sandboxed; a request's payload (a
+    # follow-up's prompt)
     """
     ALTER TABLE attempts ADD COLUMN brief TEXT;
+    ALTER TABLE attempts ADD COLUMN sandboxed INTEGER;
     ALTER TABLE requests ADD COLUMN data TEXT;
     """,
 ]
@@ -191,7 +193,8 @@ MIGRATIONS: list[str] = [
 _ATTEMPT_FIELDS = ("run_id", "packet_id", "seq", "executor", "requested_model", "model",
                    "routing_reason", "mode", "workspace", "base", "state_dir", "result_path",
                    "receipt", "predecessor", "continue_from", "status", "reason", "exit_code",
-                   "error", "resets_at", "quarantine", "dispatched_at", "finished_at", "brief")
+                   "error", "resets_at", "quarantine", "dispatched_at", "finished_at", "brief",
+                   "sandboxed")
 _ATTEMPT_SET = frozenset(_ATTEMPT_FIELDS)
 
 
@@ -597,6 +600,13 @@ class Ledger:
             args.append(limit)
         return self.conn.execute(sql, args).fetchall()
 
+    def packet_notes(self, run_id: str) -> dict[str, str]:
+        """Each packet's latest status note: the cause of its last status change."""
+        rows = self.conn.execute(
+            "SELECT packet_id, cause FROM events WHERE seq IN (SELECT max(seq) FROM events"
+            " WHERE run_id = ? AND kind = 'packet' GROUP BY packet_id)", (run_id,)).fetchall()
+        return {r["packet_id"]: r["cause"] for r in rows if r["cause"]}
+
     def last_event_seq(self, run_id: str | None = None) -> int:
         if run_id is None:
             row = self.conn.execute("SELECT max(seq) FROM events").fetchone()
@@ -705,7 +715,8 @@ def _record_dispatch(step: str, d) -> None:
         elif step == "launch":
             ledger.update_attempt(attempt_id, "worker started", status=Status.DISPATCHED,
                                   receipt=d.receipt, workspace=d.workspace,
-                                  model=d.settings.model, dispatched_at=now_iso())
+                                  model=d.settings.model, dispatched_at=now_iso(),
+                                  sandboxed=d.sandboxed)
         elif step == "finish":
             o = d.outcome
             status = {"succeeded": Status.SUCCEEDED, "timeout": Status.TIMEOUT,

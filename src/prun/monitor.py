@@ -234,7 +234,10 @@ class Monitor:
         fallback = size > 0 and self._first_line(u).startswith("FALLBACK")
         exit_code = outcome.get("exit_code") if outcome else None
         u.next_check = None
-        if fallback:
+        changed = published.changed(outcome.get("result_identity")) if outcome else None
+        if changed:  # something wrote the result after it was published: never trust it
+            state, note = "failed", "result-changed"
+        elif fallback:
             state, note = "failed", "fallback:" + _fallback_reason(self._first_line(u), outcome)
         elif outcome:
             kind = str(outcome.get("outcome") or "finished")

@@ -174,6 +174,22 @@ def _prune(folder: str) -> None:
                     pass
 
 
+def rewritten(result_file: str, st: os.stat_result, folder: str | None = None) -> bool:
+    """Was the file at ``result_file`` published (the index has its entry, for this very file:
+    the same device and inode) and then written again in place (its size or modification
+    time differs)? A file replaced by another is a new file, not this."""
+    try:
+        with open(entry_path(os.path.abspath(result_file), folder), "rb") as f:
+            ident = json.loads(f.read()).get("result_identity")
+    except (OSError, ValueError, AttributeError):
+        return False
+    if not isinstance(ident, dict):
+        return False
+    same_file = ident.get("dev") == st.st_dev and ident.get("ino") == st.st_ino
+    return same_file and (ident.get("size"), ident.get("mtime_ns")) != (st.st_size,
+                                                                      st.st_mtime_ns)
+
+
 def lookup(result_file: str, st: os.stat_result | None = None,
            folder: str | None = None) -> dict | None:
     """The index entry for ``result_file`` if the file on disk is the one a dispatcher published

@@ -71,6 +71,8 @@ def unit_line(u, now: float) -> str:
         words.append(word("reason", u.reason))
     if u.resets_at and u.status == "parked":
         words.append(word("resets_at", u.resets_at))
+    if u.note and u.status in ("pending", "parked"):
+        words.append(word("note", u.note.splitlines()[0][:200]))
     if u.result_path and u.status not in ("succeeded", "pending", "running", "parked"):
         words.append(word("result", u.result_path))
     return " ".join(words)

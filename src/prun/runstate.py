@@ -216,6 +216,7 @@ class UnitView:
     result_path: str | None
     reason: str | None
     resets_at: str | None
+    note: str | None = None        # the cause of its last status change (why it waits)
 
     def elapsed(self, now: float) -> float | None:
         if self.started is None:
@@ -243,6 +244,7 @@ def view(ledger: Ledger, run_id: str) -> RunView:
     for a in ledger.attempts(run_id):
         last[a["packet_id"]] = dict(a)
         n[a["packet_id"]] = n.get(a["packet_id"], 0) + 1
+    notes = ledger.packet_notes(run_id)
     units = []
     for p in ledger.packets(run_id):
         a = last.get(p["id"])
@@ -260,7 +262,7 @@ def view(ledger: Ledger, run_id: str) -> RunView:
             started=_epoch(a["dispatched_at"]) if a else None,
             finished=_epoch(a["finished_at"]) if a else None, last_activity=activity,
             result_path=a["result_path"] if a else None, reason=a["reason"] if a else None,
-            resets_at=a["resets_at"] if a else None))
+            resets_at=a["resets_at"] if a else None, note=notes.get(p["id"])))
     return RunView(run, units, supervisor_alive(run))
 
 

@@ -428,7 +428,8 @@ class Supervisor:
         self.ledger.update_attempt(aid, "worker started", status=Status.DISPATCHED,
                                    receipt=d.receipt, state_dir=d.state.path,
                                    workspace=d.workspace, mode=mode, model=d.settings.model,
-                                   dispatched_at=now_iso(d.launched_at))
+                                   dispatched_at=now_iso(d.launched_at),
+                                   sandboxed=d.sandboxed)
         self.emit("dispatched", u, receipt=d.receipt)
         await self._watch(u, d)
 

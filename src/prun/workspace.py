@@ -191,7 +191,10 @@ def make_clone(repo_root: str | os.PathLike, base: str, dest: str | os.PathLike)
         shutil.rmtree(dest, ignore_errors=True)
         raise WorkspaceError(f"could not make a clone at {dest}: {e.message}",
                              hint="check that the repository is readable and the disk not full")
-    _write_marker(os.path.join(git_dir, CLONE_MARKER), "clone", base=commit, source=repo_root)
+    # nothing in the clone names the real repository: its marker records no source, and the
+    # reflog (whose first line says "clone: from <path>") goes
+    shutil.rmtree(os.path.join(git_dir, "logs"), ignore_errors=True)
+    _write_marker(os.path.join(git_dir, CLONE_MARKER), "clone", base=commit)
     return dest
 
 

@@ -2,7 +2,8 @@
 
 FAKE_AGY_SCENARIO   success (default), error_status, quota, nonzero_exit, no_result, hang,
                     writes_result, writes_result_then_error, huge, slow, non_utf8, ignore_term,
-                    grandchild, blank_status, short_response, garbage
+                    grandchild, blank_status, short_response, garbage, shell
+FAKE_AGY_SHELL      the shell scenario's command (run through sh, like agy's run_command)
 FAKE_AGY_RESPONSE   the final response text
 FAKE_AGY_ERROR      the error text of an ERROR result
 FAKE_AGY_LOG        append one JSON line per call: argv, cwd, whether stdin was closed, env keys
@@ -127,5 +128,12 @@ elif scenario == "short_response":
 elif scenario == "garbage":
     print("this is not json at all")
     sys.exit(0)
+elif scenario == "shell":  # its run_command tool: FAKE_AGY_SHELL through sh, as agy runs it
+    emit({"event": "step_update", "step_update": {"step_type": "tool",
+                                                  "tool_name": "run_command"}})
+    ran = subprocess.run(["sh", "-c", os.environ["FAKE_AGY_SHELL"]], capture_output=True,
+                         text=True)
+    step(f"exit {ran.returncode}: {ran.stdout}{ran.stderr}")
+    result("SUCCESS", f"{response} The command exited {ran.returncode}: {ran.stderr.strip()}")
 else:
     sys.exit(f"fake agy: unknown scenario {scenario}")

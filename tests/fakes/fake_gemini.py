@@ -1,7 +1,8 @@
 """A fake Gemini CLI (``gemini -p``) for tests: the real 0.61 stream-json, scripted by env.
 
 FAKE_GEMINI_SCENARIO  success (default), tool_use, error_status, quota, daily_quota,
-                      no_result, hang, nonzero_exit
+                      no_result, hang, nonzero_exit, shell
+FAKE_GEMINI_SHELL     the shell scenario's command (its run_shell_command tool)
 FAKE_GEMINI_RESPONSE  the answer text (streamed as several delta messages)
 FAKE_GEMINI_HOME      where sessions are kept, per working folder, so --resume works
 FAKE_GEMINI_LOG       append one JSON line per call: argv, cwd, stdin closed, env keys
@@ -162,5 +163,16 @@ elif scenario == "hang":
     signal.signal(signal.SIGTERM, lambda *a: os._exit(0))
     while True:
         time.sleep(3600)
+elif scenario == "shell":  # run_shell_command with --yolo: FAKE_GEMINI_SHELL through sh
+    tid = f"run_shell_command__run_shell_command_{int(time.time() * 1000)}_0"
+    command = os.environ["FAKE_GEMINI_SHELL"]
+    emit({"type": "tool_use", "timestamp": ts, "tool_name": "run_shell_command",
+          "tool_id": tid, "parameters": {"command": command}})
+    ran = subprocess.run(["sh", "-c", command], capture_output=True, text=True)
+    emit({"type": "tool_result", "timestamp": ts, "tool_id": tid,
+          "status": "success" if ran.returncode == 0 else "error",
+          "output": ran.stdout + ran.stderr})
+    deltas(f"{answer} The command exited {ran.returncode}: {ran.stderr.strip()}")
+    result("success")
 else:
     sys.exit(f"fake gemini: unknown scenario {scenario}")

@@ -8,19 +8,6 @@ import select
 
 import pytest
 
-from prun import sandbox
-
-
-@pytest.fixture
-def bwrap() -> None:
-    """Skip where no sandbox can be made here; on CI (CI=true) that is a failure instead."""
-    why = sandbox.unavailable()
-    if why is None:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI must have the sandbox: {why}")
-    pytest.skip(f"no sandbox here: {why}")
-
 
 class Holders:
     """A pipe handed to a process tree: ``fd`` is the write end to pass down (``pass_fds``);

@@ -3,14 +3,15 @@
 Prints `GATHER-START count=N timeout=Ss`, then `DONE <absolute path>` per file as it lands.
 A file has landed when it exists, is non-empty and is final: published by a prun dispatcher
 (at once), or quiet for the stable window (anyone else's file). A file already complete when
-gather starts counts.
+gather starts counts. A file prun published that was then written again in place (by something
+its unit left running) lands as `CHANGED <path> reason=result-changed` instead: do not trust it.
 
 environment: PRUN_GATHER_TIMEOUT, PRUN_STABLE_WINDOW (seconds or 10s, 2m, ...),
 PRUN_WATCH=native|poll, PRUN_WATCH_POLL_INTERVAL, PRUN_STATE_ROOT (where the published-results
 index lives).
 
-exit codes: 0 every file landed; 2 the timeout passed first (`TIMEOUT remaining=<k>`), or bad
-usage.
+exit codes: 0 every file landed; 1 every file landed, one or more CHANGED; 2 the timeout passed
+first (`TIMEOUT remaining=<k>`), or bad usage.
 """
 
 from __future__ import annotations

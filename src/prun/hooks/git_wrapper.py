@@ -1,11 +1,12 @@
 """prun's git wrapper: the ``git`` first on every worker's PATH, whatever its executor.
 
 ``git_wrapper_dir(state_root)`` makes (once, atomically) a folder holding an executable ``git``:
-a two-line shell script that sets ``PRUN_REAL_GIT`` (the real git, found on PATH when the folder
-was made, skipping any folder of such wrappers) and runs this file with the interpreter prun
-runs under (``-E -s -S``: no ``PYTHON*`` variables, no site packages; only the standard
-library is needed). Its name is a hash of that script, so another interpreter or another git
-gets another folder. Put it first on a worker's PATH.
+a small shell script that runs the commands that only read (``READ_ONLY``: status, diff, log,
+show, ...) as the real git straight away, and for anything else sets ``PRUN_REAL_GIT`` (the real
+git, found on PATH when the folder was made, skipping any folder of such wrappers) and runs this
+file with the interpreter prun runs under (``-E -s -S``: no ``PYTHON*`` variables, no site
+packages; only the standard library is needed). Its name is a hash of that script, so another
+interpreter or another git gets another folder. Put it first on a worker's PATH.
 
 Run as ``git ARGS``: when ``git_policy`` refuses ARGS (git's own options before the subcommand
 included, and a configured alias looked up with the real git for names that are not git's own
@@ -30,6 +31,10 @@ except ImportError:  # run by path, as the wrapper script does: the sibling modu
 REFUSED_EXIT = 1
 HEADER = "# prun's git wrapper"
 WRAPPERS = "git-wrapper"      # the folder under a state root holding one folder per wrapper
+# git's own commands that never change a repository's history or a worker's edits: passed to
+# the real git by the shell script itself
+READ_ONLY = ("status", "diff", "log", "show", "blame", "grep", "ls-files", "ls-tree",
+             "rev-parse", "cat-file", "describe", "shortlog", "version", "--version", "help")
 
 
 def git_wrapper_dir(state_root: str) -> str:
@@ -46,6 +51,9 @@ def git_wrapper_dir(state_root: str) -> str:
 
         raise LaunchError("no git on PATH to wrap", hint="install git or fix PATH")
     script = (f"#!/bin/sh\n{HEADER}: refuses commit, push and the like; made by prun\n"
+              # the commands that only read go straight to git (no interpreter to start):
+              # an alias cannot take the name of one of git's own commands
+              f"case \"$1\" in {'|'.join(READ_ONLY)}) exec {shlex.quote(real)} \"$@\";; esac\n"
               f"PRUN_REAL_GIT={shlex.quote(real)} exec {shlex.quote(sys.executable)} -E -s -S "
               f"{shlex.quote(os.path.abspath(__file__))} \"$@\"\n")
     parent = os.path.join(state_root, WRAPPERS)
