@@ -120,7 +120,7 @@ def gather(paths: Iterable[str], *, emit: Callable[[str], None],
             watch.add_dir(watched[p])
         emit(f"GATHER-START count={len(pending)} timeout={_seconds(timeout)}s")
         ready_at: dict[str, float] = {}
-        changed = 0
+        rewritten = 0                # files published, then written again in place
         last_full = time.monotonic()
         todo: Iterable[str] = list(pending)
         missing_folders = any(point != os.path.dirname(p) for p, point in watched.items())
@@ -134,7 +134,7 @@ def gather(paths: Iterable[str], *, emit: Callable[[str], None],
                     del pending[p]
                     ready_at.pop(p, None)
                     if state.status == "changed":
-                        changed += 1
+                        rewritten += 1
                         emit(f"CHANGED {p} reason=result-changed")
                     else:
                         emit(f"DONE {p}")
@@ -143,7 +143,7 @@ def gather(paths: Iterable[str], *, emit: Callable[[str], None],
                 else:
                     ready_at.pop(p, None)
             if not pending:
-                return EXIT_CHANGED if changed else EXIT_ALL_LANDED
+                return EXIT_CHANGED if rewritten else EXIT_ALL_LANDED
             left = timeout - (time.monotonic() - started)
             if left <= 0:
                 emit(f"TIMEOUT remaining={len(pending)}")

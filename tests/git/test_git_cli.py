@@ -207,15 +207,18 @@ def test_clean_keeps_what_retention_keeps(repo):
         f"KEPT k {a['k']['workspace']} reason=retention",
         f"REMOVED k0 {a['k0']['workspace']}",
         f"KEPT k30 {a['k30']['workspace']} reason=retention until={until}",
-        f"REMOVED n {a['n']['workspace']}"]
-    assert lines[-1] == f"CLEAN run={run_id} removed=2 kept=2"
+        f"REMOVED n {a['n']['workspace']}",
+        # the read-only units' snapshot stays while a read-only packet's retention keeps
+        f"KEPT - {Path(a['n']['workspace']).parent / ('snapshot-' + a['n']['base'][:12])} "
+        "reason=retention"]
+    assert lines[-1] == f"CLEAN run={run_id} removed=2 kept=3"
     assert Path(a["k"]["workspace"]).is_dir() and Path(a["k30"]["workspace"]).is_dir()
     assert not Path(a["k0"]["workspace"]).exists() and not Path(a["n"]["workspace"]).exists()
     assert all(Path(x["result_path"]).is_file() and Path(x["state_dir"]).is_dir()
                for x in a.values())                  # evidence stays unless delete says so
     again = json.loads(prun("clean", "--json", cwd=repo).stdout)   # kept on every clean
     assert [(k["packet"], k["reason"], k["until"]) for k in again["kept"]] == [
-        ("k", "retention", None), ("k30", "retention", until)]
+        ("k", "retention", None), ("k30", "retention", until), ("-", "retention", None)]
     assert again["retention"]["k30"] == {"rule": "keep", "keep_s": 30 * 86400.0,
                                          "text": "keep 30d", "until": until}
     assert again["retention"]["n"]["rule"] == "note" and again["removed"] == []
@@ -242,7 +245,9 @@ def test_clean_deletes_the_evidence_retention_delete_names(repo):
     lines = r.stdout.splitlines()
     assert lines[0] == f"REMOVED d {d['workspace']}"
     assert sorted(lines[1:5]) == sorted(f"REMOVED d {p}" for p in evidence)
-    assert lines[5:] == [f"REMOVED n {a['n']['workspace']}", f"CLEAN run={run_id} removed=6 kept=0"]
+    snapshot = next(line.split()[2] for line in lines if line.startswith("REMOVED - "))
+    assert lines[5:] == [f"REMOVED n {a['n']['workspace']}", f"REMOVED - {snapshot}",
+                         f"CLEAN run={run_id} removed=7 kept=0"]
     assert not any(Path(p).exists() for p in [d["workspace"], *evidence])
     n = a["n"]
     assert Path(n["result_path"]).is_file() and Path(n["state_dir"]).is_dir()

@@ -162,7 +162,7 @@ def test_an_edited_published_file_is_no_longer_trusted(tmp_path):
     with open(result, "a") as f:
         f.write("edited by someone afterwards\n")
     assert published.lookup(str(result)) is None
-    assert rule.check(str(result)).status == "settling"
+    assert rule.check(str(result)).status == "changed"   # written again: never trusted
 
 
 def test_a_reused_result_path_is_not_trusted(tmp_path):
