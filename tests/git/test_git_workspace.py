@@ -29,6 +29,19 @@ def test_clone_is_detached_at_base_with_no_remote_and_guard_hooks(repo, tmp_path
     assert workspace.marker(clone)["kind"] == "clone"
 
 
+def test_nothing_in_a_clone_names_the_real_repository(repo, tmp_path):
+    clone = workspace.make_clone(repo, "HEAD", tmp_path / "ws" / "c1")
+    needle = os.fsencode(os.path.realpath(repo))
+    for folder, _dirs, files in os.walk(clone):
+        for name in files:
+            path = os.path.join(folder, name)
+            if os.path.islink(path):
+                continue
+            with open(path, "rb") as f:
+                assert needle not in f.read(), f"{path} names the source repository"
+    assert workspace.clone_base(clone) == gout(repo, "rev-parse", "HEAD")
+
+
 def test_worker_commit_is_refused_even_with_no_verify(repo, tmp_path):
     clone = workspace.make_clone(repo, "HEAD", tmp_path / "ws" / "u1")
     base = gout(clone, "rev-parse", "HEAD")

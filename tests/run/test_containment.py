@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shlex
 import shutil
 import subprocess
 import sys
@@ -238,3 +239,67 @@ def test_destructive_git_is_refused_for_every_executor(repo, tmp_path, monkeypat
     refused = [json.loads(line)["refused"] for line in log.splitlines()]
     for word in ("reset --hard", "clean", "commit", "push", "branch", "tag"):
         assert any(word in why for why in refused), (word, refused)
+
+
+def _bin_without_bwrap(tmp_path) -> str:
+    """A PATH with what a run needs (git, sh, env) but no bwrap: no sandbox can be made."""
+    folder = tmp_path / "nobwrap"
+    folder.mkdir()
+    for tool in ("git", "sh", "env", "true"):
+        os.symlink(shutil.which(tool), folder / tool)
+    return str(folder)
+
+
+def test_sandbox_on_refuses_where_none_can_be_made_and_auto_says_so_once(repo, tmp_path):
+    plan = write_plan(repo / "plan.yaml", [_py("a", "print('a result long enough to keep')"),
+                                           _py("b", "print('a result long enough to keep')")],
+                      sandbox="on")
+    env = {"PATH": _bin_without_bwrap(tmp_path)}
+    r = prun("run", str(plan), env=env)
+    assert r.returncode == 2 and r.stdout == ""
+    assert "asks for sandbox: on, but no sandbox can be made here: no bwrap on PATH" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    with Ledger.open() as led:
+        assert led.runs() == []                          # nothing frozen
+    auto = write_plan(repo / "auto.yaml", [_py("a", "print('a result long enough to keep')"),
+                                           _py("b", "print('a result long enough to keep')")])
+    r = prun("run", str(auto), env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    said = [line for line in r.stderr.splitlines() if "units run unsandboxed" in line]
+    assert said == ["prun: units run unsandboxed: no bwrap on PATH (Debian package bubblewrap)"]
+    prompt = tmp_path / "p.md"
+    prompt.write_text("say something long enough\n")
+    d = prun("dispatch", "--executor", "command", "--command", "echo a result long enough",
+             "--prompt-file", str(prompt), "--result-file", str(tmp_path / "r.md"),
+             "--unit-id", "u", "--sandbox", "on", env=env)
+    assert d.returncode == 2 and d.stdout == "" and not (tmp_path / "r.md").exists()
+    assert "sandbox: on, but no sandbox can be made here" in d.stderr
+
+
+def test_a_standalone_dispatch_is_sandboxed_too(repo, tmp_path, bwrap):
+    prompt = tmp_path / "p.md"
+    prompt.write_text("try to write into the repository you were started from\n")
+    code = (f"import os; p = {str(repo / 'escaped.txt')!r}\n"
+            "try:\n    open(p, 'w').write('x'); print('wrote into the real repository!')\n"
+            "except OSError as e:\n    print('refused as it should be:', e.strerror)")
+    r = prun("dispatch", "--executor", "command", "--command",
+             f"{sys.executable} -c {shlex.quote(code)}", "--prompt-file", str(prompt),
+             "--result-file", str(tmp_path / "r.md"), "--unit-id", "u", cwd=repo)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "r.md").read_text().startswith("refused as it should be")
+    assert not (repo / "escaped.txt").exists()
+    state = Path(r.stdout.split()[1])
+    assert json.loads((state / "unit.json").read_text())["sandbox"] is True
+
+
+def test_the_setup_command_sees_the_unit_and_its_ports(repo, tmp_path):
+    seen = tmp_path / "setup.json"
+    plan = write_plan(repo / "plan.yaml", [_py("s", "print('a result long enough to keep')",
+                                                state=["port:web"])],
+                      setup=[sys.executable, "-c", "import json, os; json.dump(dict(os.environ), "
+                             f"open({str(seen)!r}, 'w'))"])
+    r = prun("run", str(plan))
+    assert r.returncode == 0, r.stdout + r.stderr
+    env = json.loads(seen.read_text())
+    assert env["PRUN_UNIT_ID"] == env["PRUN_PACKET_ID"] == "s"
+    assert int(env["PRUN_PORT_BASE"]) and int(env["PRUN_PORT_WEB"])
