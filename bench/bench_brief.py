@@ -16,9 +16,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 
-from prun import brief  # noqa: E402
-from prun.independence import ancestors  # noqa: E402
 from prun.plan import load_plan  # noqa: E402
+from prun.plan.independence import ancestors  # noqa: E402
+from prun.run import brief  # noqa: E402
 
 RUN_DIR = "/home/someone/work/project/.prun/runs/20261201-093000-4f2a"
 SNAPSHOT = "/home/someone/.local/state/prun/workspaces/20261201-093000-4f2a/snapshot-1a2b3c4d5e6f"

@@ -40,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "plan"))
 from benchkit import compile_prun
 from pairwise import pairwise_check
 
-from prun.independence import check
 from prun.plan import load_plan
+from prun.plan.independence import check
 
 LEAD = "mod-00000"
 

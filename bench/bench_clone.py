@@ -3,14 +3,14 @@
     python bench/bench_clone.py [--files 5000] [--repeat 7] [--units 50]
 
 1. Making a workspace of a FILES-file repository, three ways in the same run: prun's guarded
-   throwaway clone (``prun.workspace.make_clone``: clone, detached checkout of the base,
+   throwaway clone (``prun.git.workspace.make_clone``: clone, detached checkout of the base,
    origin removed, push config stripped, hooks and ``protocol.allow=never`` set), a plain
    ``git clone --local``, and ``git worktree add --detach``. Median of REPEAT runs each,
    interleaved so that cache warmth favours none; each workspace is deleted and the disk
    synced between measurements, outside the timed part. The source is packed (``git gc``), as a
    repository fetched from a server is; ``--loose`` leaves its objects loose instead.
 2. Reconciling UNITS code units (each clone with modified, added, untracked, deleted, renamed
-   and binary files) with ``prun.reconcile.reconcile``, beside a bare loop of ``git diff
+   and binary files) with ``prun.git.reconcile.reconcile``, beside a bare loop of ``git diff
    --stat`` over the same clones (which sees neither untracked files nor renames).
 
 Prints Markdown tables.
@@ -32,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from benchkit import git, make_repo, timed
 
-from prun import workspace
+from prun.git import workspace
+from prun.git.reconcile import UnitInput, reconcile
 from prun.plan import Packet
-from prun.reconcile import UnitInput, reconcile
 
 PARALLEL = "git -c checkout.workers=0 clone --local (no guards, same parallel checkout)"
 

@@ -6,7 +6,7 @@
    wrapper (``prun.hooks.git_wrapper.git_wrapper_dir``) and CALLS times straight to the real
    git, rounds interleaved so that cache warmth favours neither; beside them ``python -E -s -S
    -c pass``, the interpreter start that the wrapper cannot go below.
-2. Where a sandbox can be made here: ``true`` started CALLS times in ``prun.sandbox.wrap`` (one
+2. Where a sandbox can be made here: ``true`` started CALLS times in ``prun.attempt.sandbox.wrap`` (one
    read-only and one writable path) and CALLS times directly.
 
 Each row is the median over ROUNDS of the time for CALLS calls, and that divided by CALLS.
@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from prun import sandbox
+from prun.attempt import sandbox
 from prun.hooks.git_wrapper import git_wrapper_dir
 
 

@@ -59,7 +59,7 @@ def main() -> int:
     ap.add_argument("--parallel", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    from prun import sandbox
+    from prun.attempt import sandbox
 
     why = sandbox.unavailable()
     if why:

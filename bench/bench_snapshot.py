@@ -3,13 +3,13 @@
     python bench/bench_snapshot.py [--files 5000] [--repeat 7] [--units 20] [--dir DIR]
 
 1. Giving UNITS read-only units of one run the repository to read: one
-   ``prun.snapshot.ensure_snapshot`` that makes the snapshot and UNITS more that find it,
+   ``prun.git.snapshot.ensure_snapshot`` that makes the snapshot and UNITS more that find it,
    beside one plain ``git clone --local`` of the same FILES-file repository (packed, as a
    repository fetched from a server is). Median of REPEAT rounds, the two in alternating order;
    each is deleted and the disk synced between measurements, outside the timed part. The
    ratio of the two in each round is printed too: on a shared machine it drifts less than
    either time.
-2. ``prun.snapshot.snapshot_changes`` on that snapshot (nothing changed, the usual answer)
+2. ``prun.git.snapshot.snapshot_changes`` on that snapshot (nothing changed, the usual answer)
    beside ``git status --porcelain`` in it, which sees neither modes nor ``.git``.
 
 Prints Markdown tables.
@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from benchkit import git, make_repo, timed
 
-from prun.snapshot import ensure_snapshot, remove_snapshot, snapshot_changes
+from prun.git.snapshot import ensure_snapshot, remove_snapshot, snapshot_changes
 
 SNAPSHOT = "prun snapshot (1 made + {units} found)"
 FINDS = "of which the {units} finds"

@@ -34,9 +34,9 @@ import threading
 import time
 from pathlib import Path
 
-from prun import published
-from prun.fsutil import publish_new
-from prun.process import create_time
+from prun._util.fsutil import publish_new
+from prun._util.process import create_time
+from prun.attempt import published
 
 WAKE = "monitor wake-up (exit)"
 TEXT = "# Result\n\nEverything the unit was asked for, in one write.\n"

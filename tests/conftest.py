@@ -7,7 +7,7 @@ import os
 import pytest
 
 from helpers import FAKES, make_fake_cli
-from prun import sandbox
+from prun.attempt import sandbox
 
 
 @pytest.fixture(scope="session")

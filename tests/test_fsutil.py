@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from prun import fsutil
+from prun._util import fsutil
 
 
 def test_create_shared_links_to_one_read_only_copy(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 
 from helpers import prun
 from prun.errors import UsageError
-from prun.routing import Need, Policy, find_policy, load_policy, route, summary
+from prun.plan.routing import Need, Policy, find_policy, load_policy, route, summary
 
 
 @dataclass(frozen=True)

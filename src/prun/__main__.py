@@ -1,3 +1,3 @@
-from prun.cli import entry
+from .cli import entry
 
 entry()

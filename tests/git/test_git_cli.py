@@ -13,7 +13,8 @@ import pytest
 from gitrepo import gone, gout, make_unit_state, write
 
 from helpers import prun
-from prun import process, workspace
+from prun._util import process
+from prun.git import workspace
 from prun.ledger import Ledger
 from prun.plan import DataBoundary, Packet
 

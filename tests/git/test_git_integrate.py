@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from gitrepo import gout, make_unit_state, write
 
-from prun import workspace
 from prun.errors import UsageError
-from prun.integrate import add_worktree, integrate, order
+from prun.git import workspace
+from prun.git.integrate import add_worktree, integrate, order
+from prun.git.reconcile import UnitInput, reconcile
 from prun.plan import Packet
-from prun.reconcile import UnitInput, reconcile
 
 
 @pytest.fixture

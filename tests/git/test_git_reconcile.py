@@ -7,10 +7,8 @@ import os
 import pytest
 from gitrepo import g, gout, make_unit_state, write
 
-from prun import workspace
-from prun.independence import check
-from prun.plan import Packet, Plan
-from prun.reconcile import (
+from prun.git import workspace
+from prun.git.reconcile import (
     ACCEPTED,
     NEEDS_REVIEW,
     REJECTED,
@@ -21,7 +19,9 @@ from prun.reconcile import (
     section_reasons,
     sections,
 )
-from prun.runview import RunView
+from prun.plan import Packet, Plan
+from prun.plan.independence import check
+from prun.run.view import RunView
 
 SUMMARY = "## Summary\n\nChanged the app.\n\n## Verification\n\nran pytest: 3 passed\n"
 

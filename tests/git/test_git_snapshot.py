@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from gitrepo import commit_all, g, gout, write
 
-from prun import workspace
 from prun.errors import StateError, UsageError
-from prun.snapshot import CHANGES_SHOWN, ensure_snapshot, remove_snapshot, snapshot_changes
+from prun.git import workspace
+from prun.git.snapshot import CHANGES_SHOWN, ensure_snapshot, remove_snapshot, snapshot_changes
 
 WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
 
@@ -86,7 +86,7 @@ def test_eight_threads_get_one_snapshot(repo, base, parent):
 
 CHILD = """
 import json, os, sys
-from prun.snapshot import ensure_snapshot
+from prun.git.snapshot import ensure_snapshot
 sys.stdin.readline()                     # the parent says go to all three at once
 snap = ensure_snapshot(*sys.argv[1:4])
 print(json.dumps([snap.path, snap.base, snap.fingerprint, os.stat(snap.path).st_ino]))

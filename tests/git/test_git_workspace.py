@@ -9,7 +9,7 @@ import sys
 import pytest
 from gitrepo import commit_all, g, gone, gout, write
 
-from prun import workspace
+from prun.git import workspace
 
 
 def test_clone_is_detached_at_base_with_no_remote_and_guard_hooks(repo, tmp_path):

@@ -1,4 +1,4 @@
-"""The independence test judged pair by pair: the reference that ``prun.independence.check``
+"""The independence test judged pair by pair: the reference that ``prun.plan.independence.check``
 (which judges only the pairs its indexes put together) must agree with, report for report,
 and a maker of random plans full of overlaps to compare them on."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import random
 from itertools import combinations
 
-from prun.independence import Report, facts, pair_failures
 from prun.plan import Packet, Plan
+from prun.plan.independence import Report, facts, pair_failures
 
 
 def pairwise_check(plan: Plan, *, repo=None, use_git: bool = True,

@@ -11,10 +11,10 @@ import pytest
 
 from helpers import prun
 from prun import executors
-from prun.boundary import DELETE, KEEP, NONE, NOTE, Retention, allowed, parse_retention
 from prun.errors import UsageError
 from prun.ledger import Ledger
 from prun.plan import load_packet
+from prun.plan.boundary import DELETE, KEEP, NONE, NOTE, Retention, allowed, parse_retention
 
 
 @pytest.mark.parametrize("executor,model,expected", [

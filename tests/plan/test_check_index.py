@@ -8,8 +8,8 @@ import random
 import pytest
 from pairwise import pairwise_check, random_plan
 
-from prun.independence import ancestors, check
 from prun.plan import Packet, Plan
+from prun.plan.independence import ancestors, check
 
 
 @pytest.mark.parametrize("dense", [0.0, 0.05, 0.3, 0.8])

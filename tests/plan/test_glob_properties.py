@@ -8,11 +8,11 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from prun.globs import covers, fixed_prefix, fixed_suffix, matches, overlap
-from prun.independence import check
+from prun.git.reconcile import scope_reasons
 from prun.plan import Packet, Plan
-from prun.reconcile import scope_reasons
-from prun.runview import RunView
+from prun.plan.globs import covers, fixed_prefix, fixed_suffix, matches, overlap
+from prun.plan.independence import check
+from prun.run.view import RunView
 
 # Segments a glob is made of: literals (file and folder names), wildcards, classes.
 GLOB_SEGMENTS = ["a", "b", "ab", "x.md", "docs", "*", "?", "**", "*.md", "a*", "?b", "[ab]",

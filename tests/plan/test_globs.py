@@ -7,7 +7,7 @@ import itertools
 import pathspec
 import pytest
 
-from prun.globs import common, covers, fixed_prefix, fixed_suffix, matches, normalize, overlap
+from prun.plan.globs import common, covers, fixed_prefix, fixed_suffix, matches, normalize, overlap
 
 OVERLAP = [
     ("src/**/*.py", "src/api/*.py"),

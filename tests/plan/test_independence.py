@@ -9,8 +9,8 @@ import pytest
 
 from helpers import prun
 from prun.errors import UsageError
-from prun.independence import check
 from prun.plan import load_plan
+from prun.plan.independence import check
 
 
 @pytest.fixture

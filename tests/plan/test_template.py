@@ -20,8 +20,8 @@ def test_template_loads_as_written(tmp_path):
 
 
 def test_template_mentions_every_field():
-    schema = json.loads(files("prun").joinpath("schemas/packet.schema.json").read_text())
-    text = files("prun").joinpath("templates/packet.md").read_text()
+    schema = json.loads(files("prun.plan").joinpath("schemas/packet.schema.json").read_text())
+    text = files("prun.plan").joinpath("templates/packet.md").read_text()
     front = text.split("\n---\n")[0]
     for name in schema["properties"]:
         if name in ("prompt", "prompt_file"):

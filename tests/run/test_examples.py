@@ -20,7 +20,7 @@ def _commit(repo: Path) -> None:
 
 def test_the_review_example_reads_the_code_through_its_snapshot(repo):
     shutil.copytree(ROOT / "examples" / "review", repo / "examples" / "review")
-    for module in ("brief", "dependents", "ports", "snapshot"):
+    for module in ("run/brief", "run/dependents", "run/ports", "git/snapshot"):
         target = repo / "src" / "prun" / f"{module}.py"
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / "src" / "prun" / f"{module}.py", target)
@@ -32,4 +32,4 @@ def test_the_review_example_reads_the_code_through_its_snapshot(repo):
     assert rec.stdout.splitlines()[-1].endswith("accepted=4 rejected=0 review=0 complete=yes")
     results = sorted((repo / ".prun" / "runs").glob("*/results/review-brief.1.md"))
     text = results[0].read_text()
-    assert "`src/prun/brief.py`" in text and "read from the run's read-only snapshot" in text
+    assert "`src/prun/run/brief.py`" in text and "read from the run's read-only snapshot" in text

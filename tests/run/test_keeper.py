@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from runkit import poll
 
-from prun.keeper import Keeper
-from prun.process import end_group, same_process_alive
+from prun._util.process import end_group, same_process_alive
+from prun.run.keeper import Keeper
 
 
 def _spawn(keeper: Keeper, tmp: Path, name: str, code: str, **kw):
@@ -161,7 +161,7 @@ def test_keeper_outlives_its_supervisor_and_logs_codes_meanwhile(tmp_path):
         import asyncio, os, sys, time
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         from test_keeper import _spawn
-        from prun.keeper import Keeper
+        from prun.run.keeper import Keeper
         from pathlib import Path
 
         async def main():
@@ -428,7 +428,7 @@ def test_a_standalone_dispatcher_ends_what_escaped_its_worker(tmp_path):
     tick = tmp_path / "tick"
     script = textwrap.dedent(f"""
         import json, os, subprocess, sys
-        from prun.process import become_subreaper, end_escaped, spawn
+        from prun._util.process import become_subreaper, end_escaped, spawn
         assert become_subreaper()
         own = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
         w = spawn([sys.executable, "-c", {worker_code(tick, "fork")!r}], cwd={str(tmp_path)!r},
@@ -451,6 +451,6 @@ def test_a_standalone_dispatcher_ends_what_escaped_its_worker(tmp_path):
 
 
 def test_become_subreaper_says_whether_it_worked():
-    p = subprocess.run([sys.executable, "-c", "from prun.process import become_subreaper; "
+    p = subprocess.run([sys.executable, "-c", "from prun._util.process import become_subreaper; "
                         "print(become_subreaper())"], capture_output=True, text=True, timeout=60)
     assert p.stdout.strip() == str(sys.platform == "linux")

@@ -11,15 +11,15 @@ import threading
 
 import pytest
 
-from prun import ports
+from prun._util.process import create_time
 from prun.errors import UsageError
-from prun.process import create_time
+from prun.run import ports
 
 # A process that holds ports, as a supervisor or dispatcher would: it reserves and releases
 # what its stdin asks for and answers each line with one line of JSON.
 HOLDER = r"""
 import json, sys
-from prun import ports
+from prun.run import ports
 
 print("ready", flush=True)
 for line in sys.stdin:

@@ -153,8 +153,8 @@ def test_kill_9_of_the_supervisor_then_resume(repo, tmp_path):
     # one unit finishes while no supervisor runs; two keep running
     done_meanwhile = first[0]["packet_id"]
     (gates / done_meanwhile).touch()
-    from prun.dispatch import recorded_exit
-    from prun.statedir import StateDir
+    from prun.attempt.dispatch import recorded_exit
+    from prun.attempt.statedir import StateDir
 
     poll(lambda: recorded_exit(StateDir(first[0]["state_dir"])) is not None)
     resumed = subprocess.Popen([sys.executable, "-m", "prun", "resume", run_id, "--plain"],

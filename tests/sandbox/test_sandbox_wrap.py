@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from prun import sandbox
+from prun._util.process import Worker, end_group, spawn
+from prun.attempt import sandbox
 from prun.errors import UsageError
-from prun.process import Worker, end_group, spawn
 
 
 def run_in(code: str, *, writable=(), read_only=(), timeout: float = 60):
@@ -262,7 +262,7 @@ def test_a_sandbox_inside_a_sandbox_is_refused_with_bwraps_reason(bwrap):
         pytest.skip("without root, a nested bwrap may be allowed")
     p = run_in("""
         import subprocess
-        from prun import sandbox
+        from prun.attempt import sandbox
         print(sandbox.unavailable())
         failed = subprocess.run(["bwrap", "--dev-bind", "/", "/", "--unshare-pid", "--", "true"],
                                 capture_output=True, text=True)
@@ -274,7 +274,7 @@ def test_a_sandbox_inside_a_sandbox_is_refused_with_bwraps_reason(bwrap):
 
 
 def test_without_bwrap_the_reason_names_it(tmp_path):
-    p = subprocess.run([sys.executable, "-c", "from prun import sandbox; "
+    p = subprocess.run([sys.executable, "-c", "from prun.attempt import sandbox; "
                         "print(sandbox.unavailable())"], capture_output=True, text=True,
                        env={**os.environ, "PATH": str(tmp_path)}, timeout=60)
     expected = "no bwrap on PATH" if sys.platform == "linux" else "not Linux"
@@ -282,7 +282,7 @@ def test_without_bwrap_the_reason_names_it(tmp_path):
 
 
 def test_wrap_refuses_where_no_sandbox_can_be_made(tmp_path):
-    p = subprocess.run([sys.executable, "-c", "from prun import sandbox\n"
+    p = subprocess.run([sys.executable, "-c", "from prun.attempt import sandbox\n"
                         "try:\n    sandbox.wrap(['true'], writable=[], read_only=[])\n"
                         "except Exception as e:\n    print(type(e).__name__, e.exit_code)"],
                        capture_output=True, text=True, env={**os.environ, "PATH": str(tmp_path)},

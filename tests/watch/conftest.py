@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from watchkit import Background
 
-from prun.process import create_time
+from prun._util.process import create_time
 
 
 @pytest.fixture

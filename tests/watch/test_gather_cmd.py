@@ -14,9 +14,9 @@ import pytest
 from watchkit import age, publish
 
 from helpers import prun
-from prun import published
-from prun.fsutil import publish_new
-from prun.gather import LandingRule
+from prun._util.fsutil import publish_new
+from prun.attempt import published
+from prun.watch.gather import LandingRule
 
 
 def test_published_results_land_at_once_with_the_seed_lines(tmp_path):

@@ -15,8 +15,8 @@ import pytest
 from watchkit import age, end_worker_group, publish, wait_for, write_outcome
 
 from helpers import prun
-from prun.statedir import StateDir
-from prun.timeparse import parse_duration
+from prun._util.timeparse import parse_duration
+from prun.attempt.statedir import StateDir
 
 MONITOR_CMD = f"{shlex.quote(sys.executable)} -m prun monitor"
 

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
+from prun._util.process import create_time
 from prun.errors import UsageError
-from prun.process import create_time
-from prun.watch import Watch, poll_interval, resolve_mode
+from prun.watch.notify import Watch, poll_interval, resolve_mode
 
 
 @pytest.mark.parametrize("mode", ["native", "poll"])

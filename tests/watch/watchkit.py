@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from prun import published
-from prun.fsutil import publish_new
+from prun._util.fsutil import publish_new
+from prun.attempt import published
 
 
 def wait_for(condition, timeout: float = 20.0, what: str = "condition"):

@@ -42,7 +42,7 @@ def run(args) -> int:
         return _print(args, packet.id, None, _preview(plan, packet, None, None))
     from ..ledger import Ledger
     from ..plan import Plan
-    from ..runview import open_run
+    from ..run.view import open_run
 
     with Ledger.open() as ledger:
         view = open_run(ledger, args.run_id)
@@ -78,8 +78,8 @@ def _packet(plan, packet_id: str, where: str):
 
 def _preview(plan, packet, run_dir: str | None, base: str | None) -> str:
     """What the first attempt of ``packet`` would receive, with launch-time values marked."""
-    from .. import brief
-    from ..independence import ancestors
+    from ..plan.independence import ancestors
+    from ..run import brief
 
     if base is None and plan.path:
         base = _head(plan)
@@ -98,7 +98,7 @@ def _preview(plan, packet, run_dir: str | None, base: str | None) -> str:
 
 
 def _head(plan) -> str | None:
-    from .. import gitcmd
+    from .._util import gitcmd
     from ..ledger import repo_root
 
     root = repo_root(plan.root)
@@ -111,7 +111,7 @@ def _head(plan) -> str | None:
 
 
 def _print(args, packet_id: str, attempt_id: str | None, text: str) -> int:
-    from ..brief import TASK_HEADING
+    from ..run.brief import TASK_HEADING
 
     preview = attempt_id is None
     if args.json:

@@ -24,7 +24,7 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from ..errors import StateError
     from ..ledger import Ledger
-    from ..runstate import RunPaths, spawn_supervisor, wait_for, wake_supervisor
+    from ..run.state import RunPaths, spawn_supervisor, wait_for, wake_supervisor
 
     with Ledger.open() as ledger:
         attempt = ledger.attempt(args.target) if ":" in args.target else None

@@ -32,8 +32,8 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from ..independence import check
     from ..plan import load_plan
+    from ..plan.independence import check
 
     plan = load_plan(args.plan)
     report = check(plan, repo=args.repo, use_git=not args.no_git)

@@ -45,9 +45,9 @@ def add_arguments(p) -> None:
 
 def running_units(view) -> list[str]:
     """Packets of the run with a unit still running (or about to, under a live supervisor)."""
+    from .._util.process import same_process_alive
+    from ..attempt.statedir import StateDir
     from ..ledger import TERMINAL
-    from ..process import same_process_alive
-    from ..statedir import StateDir
 
     supervisor = same_process_alive(view.run.get("supervisor_pid"),
                                     view.run.get("supervisor_started"))
@@ -66,8 +66,8 @@ def running_units(view) -> list[str]:
 def retention(packet):
     """The packet's parsed retention. A packet frozen by an older prun may hold a value the
     grammar refuses now: it counts as a note."""
-    from ..boundary import NONE, NOTE, Retention
     from ..errors import UsageError
+    from ..plan.boundary import NONE, NOTE, Retention
 
     if packet is None:
         return Retention(NONE)
@@ -81,7 +81,7 @@ def finished_at(view) -> float:
     """When the run finished: its own end, else its last attempt's, else its start."""
     import time
 
-    from ..runstate import _epoch
+    from ..run.state import _epoch
 
     ends = [_epoch(a.get("finished_at") or a.get("updated_at"))
             for attempts in view.attempts.values() for a in attempts]
@@ -92,7 +92,7 @@ def finished_at(view) -> float:
 def evidence(view, packet_id: str) -> list[str]:
     """The packet's evidence, as recorded: each attempt's result file and the response beside
     it, its state dir, its quarantined output, and the prompts frozen for it."""
-    from ..statedir import StateDir
+    from ..attempt.statedir import StateDir
 
     prompts = os.path.join(view.run["run_dir"], "prompts")
     paths = [os.path.join(prompts, f"{packet_id}.md")]
@@ -128,8 +128,8 @@ def _delete(path: str) -> None:
 def sweep(view, *, dry_run: bool, now: float) -> list[tuple]:
     """Remove (unless ``dry_run``) what each packet's retention lets go; one row per path:
     ``(word, packet, path, reason, until)``."""
-    from ..boundary import DELETE, KEEP
-    from ..workspace import marker, remove
+    from ..git.workspace import marker, remove
+    from ..plan.boundary import DELETE, KEEP
 
     finished = finished_at(view)
     rules = {p.id: retention(p) for p in view.packets}
@@ -171,9 +171,9 @@ def sweep(view, *, dry_run: bool, now: float) -> list[tuple]:
 def _snapshots(view, rows, rules, finished, now: float, dry_run: bool) -> list[tuple]:
     """The run's read-only snapshots (beside its workspaces), shared by its read-only units:
     kept while a read-only packet's retention keeps its workspace, else removed."""
-    from ..boundary import KEEP
-    from ..snapshot import remove_snapshot
-    from ..workspace import marker
+    from ..git.snapshot import remove_snapshot
+    from ..git.workspace import marker
+    from ..plan.boundary import KEEP
 
     folders = {os.path.dirname(a["workspace"]) for attempts in view.attempts.values()
                for a in attempts if a.get("workspace")}
@@ -198,7 +198,7 @@ def _snapshots(view, rows, rules, finished, now: float, dry_run: bool) -> list[t
 
 def _drop_empty_run_folders(view, rows) -> None:
     """The run's own folder of workspaces, once the workspaces in it are gone."""
-    from ..fsutil import SHARED_DIR
+    from .._util.fsutil import SHARED_DIR
 
     run_dir = view.run.get("run_dir")
     for parent in {os.path.dirname(r[2]) for r in rows if r[0] == "REMOVED"}:
@@ -216,7 +216,7 @@ def run(args) -> int:
 
     from ..errors import StateError
     from ..ledger import Ledger
-    from ..runview import open_run
+    from ..run.view import open_run
 
     with Ledger.open() as ledger:
         view = open_run(ledger, args.run_id)

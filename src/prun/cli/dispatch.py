@@ -44,8 +44,8 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from ..dispatch import Request, run_sync
-    from ..timeparse import parse_duration
+    from .._util.timeparse import parse_duration
+    from ..attempt.dispatch import Request, run_sync
 
     timeout = parse_duration(args.timeout, what="--timeout") if args.timeout else None
     req = Request(executor=args.executor, prompt_file=args.prompt_file,

@@ -36,8 +36,8 @@ def run(args) -> int:
 
     from ..errors import UsageError
     from ..ledger import Ledger
-    from ..runstate import RunPaths, spawn_supervisor, wait_for, wake_supervisor
-    from ..runview import open_run
+    from ..run.state import RunPaths, spawn_supervisor, wait_for, wake_supervisor
+    from ..run.view import open_run
 
     text = _read_prompt(args.prompt_file)
     with Ledger.open() as ledger:

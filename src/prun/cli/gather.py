@@ -31,8 +31,8 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from ..gather import DEFAULT_STABLE_WINDOW_S, DEFAULT_TIMEOUT_S, gather
-    from ..watch import exit_quickly, poll_interval, resolve_mode
+    from ..watch.gather import DEFAULT_STABLE_WINDOW_S, DEFAULT_TIMEOUT_S, gather
+    from ..watch.notify import exit_quickly, poll_interval, resolve_mode
 
     timeout = duration_option(args.timeout, "PRUN_GATHER_TIMEOUT", "--timeout",
                               DEFAULT_TIMEOUT_S)
@@ -52,7 +52,7 @@ def run(args) -> int:
 
 def duration_option(option: str | None, env: str, what: str, default: float) -> float:
     """An option's duration, else the environment variable's, else the default (seconds)."""
-    from ..timeparse import parse_duration
+    from .._util.timeparse import parse_duration
 
     if option is not None:
         return parse_duration(option, what=what)

@@ -44,12 +44,12 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from .._util.timeparse import parse_duration
     from ..errors import UsageError
-    from ..integrate import add_worktree, integrate
+    from ..git.integrate import add_worktree, integrate
+    from ..git.reconcile import reconcile
     from ..ledger import Ledger
-    from ..reconcile import reconcile
-    from ..runview import open_run
-    from ..timeparse import parse_duration
+    from ..run.view import open_run
 
     timeout = parse_duration(args.check_timeout, what="--check-timeout")
     with Ledger.open() as ledger:
@@ -85,6 +85,6 @@ def run(args) -> int:
 
 
 def _toplevel() -> str | None:
-    from ..gitcmd import toplevel
+    from .._util.gitcmd import toplevel
 
     return toplevel(os.getcwd())

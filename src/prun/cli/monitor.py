@@ -43,17 +43,11 @@ def run(args) -> int:
     import json
     import shlex
 
+    from .._util.timeparse import parse_duration
     from ..errors import UsageError
-    from ..gather import DEFAULT_STABLE_WINDOW_S
-    from ..monitor import (
-        DEFAULT_STALL_S,
-        Monitor,
-        digest_line,
-        relaunch_argv,
-        summary_line,
-    )
-    from ..timeparse import parse_duration
-    from ..watch import exit_quickly, poll_interval, resolve_mode
+    from ..watch.gather import DEFAULT_STABLE_WINDOW_S
+    from ..watch.monitor import DEFAULT_STALL_S, Monitor, digest_line, relaunch_argv, summary_line
+    from ..watch.notify import exit_quickly, poll_interval, resolve_mode
     from .gather import duration_option
 
     if not args.state_dirs and not args.seen_stalled:

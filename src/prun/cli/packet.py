@@ -26,10 +26,10 @@ def template(packet_id: str, *, kind: str | None = None) -> str:
     """The packet template text for ``packet_id``."""
     from importlib.resources import files
 
-    from ..statedir import check_unit_id
+    from ..attempt.statedir import check_unit_id
 
     check_unit_id(packet_id)
-    text = files("prun").joinpath("templates/packet.md").read_text(encoding="utf-8")
+    text = files("prun.plan").joinpath("templates/packet.md").read_text(encoding="utf-8")
     text = text.replace("{id}", packet_id).replace("{{", "{").replace("}}", "}")
     if kind:
         text = text.replace("\nkind: read-only\n", f"\nkind: {kind}\n", 1)
@@ -37,8 +37,8 @@ def template(packet_id: str, *, kind: str | None = None) -> str:
 
 
 def run(args) -> int:
+    from .._util.fsutil import publish_new
     from ..errors import UsageError
-    from ..fsutil import publish_new
 
     text = template(args.id, kind=args.kind)
     if args.output == "-":

@@ -29,11 +29,11 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from .._util.process import same_process_alive
     from ..errors import UsageError
+    from ..git.pause import pause
     from ..ledger import Ledger, Status
-    from ..pause import pause
-    from ..process import same_process_alive
-    from ..runview import open_run
+    from ..run.view import open_run
 
     with Ledger.open() as ledger:
         view = open_run(ledger, args.run_id)
@@ -48,7 +48,7 @@ def run(args) -> int:
         base = attempt.get("base") or view.bases.get(args.packet_id) or view.run.get("base")
 
         def ask_supervisor() -> bool:
-            from ..runstate import wake_supervisor
+            from ..run.state import wake_supervisor
 
             ledger.add_request(view.id, "cancel", target=attempt["id"],
                                cause=f"paused: prun pause {args.packet_id}")

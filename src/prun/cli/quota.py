@@ -33,7 +33,8 @@ def run(args) -> int:
     import os
     import time
 
-    from .. import config, quota
+    from .. import quota
+    from .._util import config
     from ..errors import StateError
 
     env = os.environ
@@ -63,7 +64,7 @@ def _fmt_left(left) -> str:
 
 
 def _fmt_age(age) -> str:
-    from ..timeparse import format_duration
+    from .._util.timeparse import format_duration
 
     return "never" if age is None else format_duration(age)
 
@@ -93,7 +94,7 @@ def _snapshot_age(snap, now: float):
 
 
 def _snapshot_line(snap, cfg, now: float) -> str:
-    from ..timeparse import format_duration
+    from .._util.timeparse import format_duration
 
     line = (f"SNAPSHOT age={_fmt_age(_snapshot_age(snap, now))} "
             f"ttl={format_duration(cfg.ttl_s)}")

@@ -35,8 +35,8 @@ def run(args) -> int:
     from .. import executors
     from ..errors import StateError
     from ..ledger import Ledger
-    from ..runstate import RunPaths, resolve_run, spawn_supervisor, wait_for, wake_supervisor
-    from ..runview import packet_from_spec
+    from ..run.state import RunPaths, resolve_run, spawn_supervisor, wait_for, wake_supervisor
+    from ..run.view import packet_from_spec
 
     if args.executor:
         executors.get(args.executor)  # refuses unknown executors and codex (exit 2)
@@ -72,7 +72,8 @@ def _inside_boundary(packet, executor: str) -> None:
     the packet's model and for the model the executor would pick from this environment."""
     import os
 
-    from .. import boundary, executors
+    from .. import executors
+    from ..plan import boundary
 
     bound = packet.data.may_go_to
     model = packet.model

@@ -21,9 +21,9 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from .. import statedir
+    from .._util.fsutil import publish_new
+    from ..attempt import statedir
     from ..errors import UsageError
-    from ..fsutil import publish_new
     from ..ledger import record_receipt
 
     attempt = (args.attempt_id or "").strip()

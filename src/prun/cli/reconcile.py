@@ -44,7 +44,7 @@ def rescoped_map(values: list[str]) -> dict[str, str]:
 
 
 def exit_code(report) -> int:
-    from ..reconcile import REJECTED
+    from ..git.reconcile import REJECTED
 
     if any(v.verdict == REJECTED and not v.rescoped for v in report.verdicts):
         return 1
@@ -53,9 +53,9 @@ def exit_code(report) -> int:
 
 def run(args) -> int:
     from ..errors import UsageError
+    from ..git.reconcile import reconcile
     from ..ledger import Ledger
-    from ..reconcile import reconcile
-    from ..runview import open_run
+    from ..run.view import open_run
 
     rescoped = rescoped_map(args.rescoped)
     with Ledger.open() as ledger:

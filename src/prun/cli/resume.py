@@ -22,7 +22,7 @@ def run(args) -> int:
 
     from ..errors import StateError
     from ..ledger import Ledger
-    from ..runstate import RunPaths, resolve_run, spawn_supervisor, supervisor_alive
+    from ..run.state import RunPaths, resolve_run, spawn_supervisor, supervisor_alive
     from .run import supervise
 
     with Ledger.open() as ledger:

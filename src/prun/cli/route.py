@@ -49,8 +49,8 @@ def run(args) -> int:
     import json
     import os
 
-    from .. import routing
     from ..errors import EXIT_OK, EXIT_QUOTA, UsageError
+    from ..plan import routing
 
     if args.packets:
         if args.executor or args.session_tools or args.model or args.kind != "read-only":
@@ -90,7 +90,8 @@ def _group_states(env) -> dict:
 
 def _needs_from_file(path: str):
     """Routing needs from a plan file (.yaml/.yml) or a packet file, loaded and validated."""
-    from .. import plan, routing
+    from ..plan import model as plan
+    from ..plan import routing
 
     if path.endswith((".yaml", ".yml")):
         return [routing.Need.of(p) for p in plan.load_plan(path).packets]

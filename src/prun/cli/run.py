@@ -45,10 +45,10 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from ..independence import check
     from ..ledger import Ledger
     from ..plan import load_plan
-    from ..runstate import RunPaths, freeze, spawn_supervisor
+    from ..plan.independence import check
+    from ..run.state import RunPaths, freeze, spawn_supervisor
 
     plan = load_plan(args.plan)
     report = check(plan)
@@ -76,14 +76,14 @@ def supervise(ledger, run_id: str, *, verbose: bool = False, plain: bool = False
     """Drive the run in this process with a renderer; print the summary; the exit code."""
     import os
 
-    from ..keeper import Keeper
+    from ..run.keeper import Keeper
 
     keeper = Keeper(dict(os.environ))
     keeper.launch()  # its start-up overlaps the supervisor's imports
     try:
         from ..ledger import Ledger
-        from ..render import LineRenderer, LiveRenderer
-        from ..supervisor import run_supervisor
+        from ..run.render import LineRenderer, LiveRenderer
+        from ..run.supervisor import run_supervisor
 
         live = sys.stdout.isatty() and not plain
         renderer = LiveRenderer(Ledger.open(ledger.path), run_id) if live else \
@@ -94,8 +94,8 @@ def supervise(ledger, run_id: str, *, verbose: bool = False, plain: bool = False
             renderer.close()
     finally:
         keeper.close()
-    from ..render import summary_lines
-    from ..runstate import view
+    from ..run.render import summary_lines
+    from ..run.state import view
 
     for line in summary_lines(view(ledger, run_id)):
         print(line)

@@ -27,8 +27,8 @@ def run(args) -> int:
     from dataclasses import asdict
 
     from ..ledger import Ledger
-    from ..render import summary_lines
-    from ..runstate import resolve_run, view
+    from ..run.render import summary_lines
+    from ..run.state import resolve_run, view
 
     with Ledger.open() as ledger:
         row = resolve_run(ledger, args.run_id)

@@ -50,10 +50,10 @@ def classify(ev, any_done: bool) -> str | None:
 
 
 def run(args) -> int:
+    from .._util.timeparse import parse_duration
     from ..ledger import Ledger
-    from ..render import run_line, word
-    from ..runstate import resolve_run, supervisor_alive, view
-    from ..timeparse import parse_duration
+    from ..run.render import run_line, word
+    from ..run.state import resolve_run, supervisor_alive, view
 
     limit = parse_duration(args.timeout, what="--timeout") if args.timeout else None
     start = time.monotonic()

@@ -10,10 +10,10 @@ An executor knows everything prun knows about one CLI and nothing else:
 * ``quota_hit``: whether a failure was a quota or rate-limit error, and when it resets;
 * ``recipients``: where a unit's data goes for a model (its name, then the vendor families
   ``google``, ``anthropic``, ``openai``, ``local``), which the data boundary is checked against
-  (``prun.boundary``).
+  (``prun.plan.boundary``).
 
 Capabilities are class flags so that routing and the dispatcher can ask instead of guessing.
-The dispatcher (``prun.dispatch``) owns the rest of the contract (state dir, publishing,
+The dispatcher (``prun.attempt.dispatch``) owns the rest of the contract (state dir, publishing,
 FALLBACK, timeouts, exit codes) so every executor honours it the same way.
 """
 
@@ -131,7 +131,7 @@ class Executor:
         return Settings(model=model, effort=effort, timeout_s=self.timeout(env, timeout_s))
 
     def timeout(self, env: Mapping[str, str], given: float | None) -> float:
-        from ..timeparse import parse_duration
+        from .._util.timeparse import parse_duration
 
         if given is not None:
             return given

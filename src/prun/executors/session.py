@@ -75,7 +75,7 @@ class Session(Executor):
 
 def handoff_text(unit: Unit) -> str:
     """The prompt followed by the contract every unit works under (a run's brief already
-    states it: ``prun.brief``)."""
+    states it: ``prun.run.brief``)."""
     if unit.briefed:
         return unit.prompt
     if unit.mode == "plan":

@@ -51,7 +51,7 @@ def warn(text: str) -> None:
 
 
 def _config(env: Mapping[str, str], strict: bool):
-    from .. import config
+    from .._util import config
     from ..errors import PrunError
 
     try:
@@ -178,7 +178,7 @@ def group_states(env: Mapping[str, str] | None = None) -> dict[str, GroupState]:
         snap = current(env)
     except Exception as e:
         return {g: GroupState(g, error=f"quota snapshot not available: {e}") for g in KNOWN_GROUPS}
-    from .. import config
+    from .._util import config
 
     try:
         cfg = config.quota(env)

@@ -73,7 +73,7 @@ def gate(executor, settings, env: Mapping[str, str]) -> GateDecision | None:
     try:
         snap = current(env, (GROUP_GEMINI, GROUP_CLAUDE_GPT))
     except Exception as e:  # the gate must never stop a dispatch by breaking...
-        from ..dispatch import Cancelled
+        from ..attempt.dispatch import Cancelled
 
         if isinstance(e, Cancelled):  # ...but a cancel is not a breakage
             raise

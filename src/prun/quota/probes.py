@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 
-from ..process import Worker
+from .._util.process import Worker
 from .snapshot import GroupState, iso, normalise_time, parse_time
 
 MAX_OUTPUT = 256 * 1024

@@ -238,7 +238,7 @@ def update(path: str, change: Callable[[dict[str, GroupState]], None]) -> Snapsh
 
     Unreadable entries are dropped (the file is repaired); the write is atomic.
     """
-    from ..fsutil import atomic_write_json
+    from .._util.fsutil import atomic_write_json
 
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with FileLock(path + ".lock", wait_s=LOCK_WAIT_S):

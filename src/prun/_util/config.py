@@ -1,0 +1,142 @@
+"""prun's config file: TOML, optional, read when a command needs it.
+
+Location: ``$PRUN_CONFIG`` when set, else ``config.toml`` in the user's config folder for
+``prun`` (platformdirs: ``~/.config/prun/config.toml`` on Linux,
+``~/Library/Application Support/prun/config.toml`` on macOS). A missing file means defaults.
+A file that is not valid TOML, or holds a value of the wrong type, raises ``ConfigError``
+(exit 2) naming the file and the key.
+
+Sections read so far (see docs/quota.md)::
+
+    [quota]
+    ttl = "5m"            # a reading older than this is re-read before use (when a probe exists)
+    probe_timeout = "15s" # a probe still running after this is killed with its process group
+    hit_reset = "15m"     # how long a quota error that names no reset time counts as empty
+
+    [quota.probes]        # one command per quota group: a list of words, or one shell-like string
+    claude = ["python3", "/opt/probes/claude_probe.py"]
+    agy-gemini = "python3 /opt/probes/agy_probe.py --group agy-gemini"
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ..errors import UsageError
+
+DEFAULT_TTL_S = 300.0
+DEFAULT_PROBE_TIMEOUT_S = 15.0
+DEFAULT_HIT_RESET_S = 900.0
+
+
+class ConfigError(UsageError):
+    """The config file cannot be read or holds a bad value (exit 2)."""
+
+
+def config_path(env: Mapping[str, str] | None = None) -> str:
+    """``$PRUN_CONFIG``, else ``<user config dir>/prun/config.toml``."""
+    env = os.environ if env is None else env
+    given = env.get("PRUN_CONFIG", "").strip()
+    if given:
+        return os.path.abspath(os.path.expanduser(given))
+    import platformdirs
+
+    return os.path.join(platformdirs.user_config_dir("prun", appauthor=False), "config.toml")
+
+
+def load(env: Mapping[str, str] | None = None) -> dict:
+    """The whole config file as a dict; ``{}`` when there is none."""
+    path = config_path(env)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return {}
+    except IsADirectoryError:
+        raise ConfigError(f"config file is a directory: {path}",
+                          hint="point PRUN_CONFIG at a TOML file")
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path}: {e.strerror}",
+                          hint="check its permissions or point PRUN_CONFIG elsewhere")
+    import tomllib
+
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(f"config file {path} is not valid TOML: {e}",
+                          hint="fix the file (see docs/quota.md for its keys)")
+
+
+@dataclass(frozen=True)
+class QuotaConfig:
+    """The ``[quota]`` section, resolved."""
+
+    probes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    ttl_s: float = DEFAULT_TTL_S
+    probe_timeout_s: float = DEFAULT_PROBE_TIMEOUT_S
+    hit_reset_s: float = DEFAULT_HIT_RESET_S
+    path: str = ""
+
+
+def quota(env: Mapping[str, str] | None = None) -> QuotaConfig:
+    """The quota settings and probe commands from the config file (defaults when absent)."""
+    path = config_path(env)
+    section = load(env).get("quota", {})
+    if not isinstance(section, dict):
+        raise _bad(path, "quota", "a table")
+    probes_raw = section.get("probes", {})
+    if not isinstance(probes_raw, dict):
+        raise _bad(path, "quota.probes", "a table of group = command")
+    probes = {}
+    for group, command in probes_raw.items():
+        probes[str(group)] = _command(command, path, f"quota.probes.{group}")
+    return QuotaConfig(
+        probes=probes,
+        ttl_s=_duration(section.get("ttl"), DEFAULT_TTL_S, path, "quota.ttl"),
+        probe_timeout_s=_duration(section.get("probe_timeout"), DEFAULT_PROBE_TIMEOUT_S, path,
+                                  "quota.probe_timeout"),
+        hit_reset_s=_duration(section.get("hit_reset"), DEFAULT_HIT_RESET_S, path,
+                              "quota.hit_reset"),
+        path=path,
+    )
+
+
+def _command(value, path: str, key: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        import shlex
+
+        try:
+            words = shlex.split(value)
+        except ValueError as e:
+            raise ConfigError(f"{path}: {key} is not a valid command line: {e}",
+                              hint="write it as a list of words instead")
+    elif isinstance(value, list) and all(isinstance(w, str) for w in value):
+        words = list(value)
+    else:
+        raise _bad(path, key, "a command: a list of strings or one string")
+    if not words or not words[0].strip():
+        raise _bad(path, key, "a non-empty command")
+    return tuple(words)
+
+
+def _duration(value, default: float, path: str, key: str) -> float:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise _bad(path, key, 'seconds or a duration such as "5m"')
+    from .timeparse import parse_duration
+
+    try:
+        seconds = parse_duration(value, what=key)
+    except UsageError as e:
+        raise ConfigError(f"{path}: {e.message}", hint=e.hint)
+    if seconds <= 0:
+        raise _bad(path, key, "a positive duration")
+    return seconds
+
+
+def _bad(path: str, key: str, wanted: str) -> ConfigError:
+    return ConfigError(f"{path}: {key} must be {wanted}",
+                       hint="fix the config file (see docs/quota.md)")

@@ -1,0 +1,89 @@
+"""The one place prun runs git: argv lists, no shell, a clean environment, bounded waits.
+
+Every git call in workspaces, reconciliation and integration goes through ``git()``, so the
+environment rules live here once: inherited ``GIT_DIR``/``GIT_WORK_TREE``/``GIT_INDEX_FILE``
+(set when prun runs inside a git hook) never leak in, git never prompts, and its messages are
+in the C locale so they can be parsed. A failure becomes ``GitError`` carrying the argv, the
+exit code and stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+
+from ..errors import PrunError
+
+GIT_TIMEOUT_S = 600.0
+
+# Variables that would point git at another repository, index or config than the one asked for.
+_SCRUB = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
+          "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE",
+          "GIT_PREFIX", "GIT_CEILING_DIRECTORIES", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS",
+          "GIT_CONFIG_COUNT")
+
+
+class GitError(PrunError):
+    """A git command failed: ``argv``, ``returncode`` and ``stderr`` say how."""
+
+    def __init__(self, argv: Sequence[str], returncode: int, stderr: str, *, hint=None):
+        first = (stderr.strip().splitlines() or [f"exit code {returncode}"])[-1]
+        super().__init__(f"git {' '.join(argv)}: {first}", hint=hint)
+        self.argv = list(argv)
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in _SCRUB and not k.startswith("GIT_CONFIG_KEY_")
+           and not k.startswith("GIT_CONFIG_VALUE_")}
+    env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANGUAGE": "C",
+                "GIT_OPTIONAL_LOCKS": "0"})
+    if extra:
+        env.update(extra)
+    return env
+
+
+def git(args: Sequence[str], cwd: str | os.PathLike | None = None, *, check: bool = True,
+        env: Mapping[str, str] | None = None, input: bytes | None = None,
+        text: bool = True, timeout: float = GIT_TIMEOUT_S) -> subprocess.CompletedProcess:
+    """Run ``git -C cwd args...``; stdout and stderr captured. Raises ``GitError`` when
+    ``check`` and git exits non-zero."""
+    argv = ["git"]
+    if cwd is not None:
+        argv += ["-C", os.fspath(cwd)]
+    argv += list(args)
+    try:
+        proc = subprocess.run(argv, input=input, capture_output=True, env=git_env(env),
+                              timeout=timeout, check=False)
+    except FileNotFoundError:
+        raise PrunError("git not found on PATH", hint="install git")
+    except subprocess.TimeoutExpired:
+        raise PrunError(f"git {' '.join(args)} took longer than {timeout:.0f}s")
+    if text:
+        proc.stdout = proc.stdout.decode("utf-8", "surrogateescape")
+    stderr = proc.stderr.decode("utf-8", "replace")
+    proc.stderr = stderr
+    if check and proc.returncode != 0:
+        raise GitError(args, proc.returncode, stderr)
+    return proc
+
+
+def out(args: Sequence[str], cwd: str | os.PathLike | None = None, **kw) -> str:
+    """git's stdout as text, trailing newline removed."""
+    return git(args, cwd, **kw).stdout.rstrip("\n")
+
+
+def rev(repo: str | os.PathLike, revision: str) -> str:
+    """The commit id ``revision`` names in ``repo``; GitError when it names none."""
+    if not revision or revision.startswith("-"):
+        raise GitError(["rev-parse", revision], 128, f"bad revision {revision!r}")
+    return out(["rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"], repo)
+
+
+def toplevel(path: str | os.PathLike) -> str | None:
+    """The root of the git work tree holding ``path``, or None when there is none."""
+    proc = git(["rev-parse", "--show-toplevel"], path, check=False)
+    return proc.stdout.strip() or None if proc.returncode == 0 else None

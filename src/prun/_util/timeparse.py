@@ -1,0 +1,44 @@
+"""Durations as people write them: ``90``, ``90s``, ``45m``, ``2h``, ``1h30m``, ``1.5h``."""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import UsageError
+
+_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?", re.IGNORECASE)
+_SCALE = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+
+
+def parse_duration(text: str | int | float, *, what: str = "duration") -> float:
+    """Seconds in ``text``; raises UsageError naming ``what`` when it is not a duration."""
+    if isinstance(text, int | float) and not isinstance(text, bool):
+        if text < 0:
+            raise UsageError(f"{what} must not be negative: {text}")
+        return float(text)
+    raw = str(text).strip()
+    pos, total, parts = 0, 0.0, 0
+    while pos < len(raw):
+        m = _PART.match(raw, pos)
+        if not m or m.end() == pos:
+            break
+        unit = m.group(2).lower() if m.group(2) else None
+        total += float(m.group(1)) * _SCALE[unit]
+        parts += 1
+        pos = m.end()
+        while pos < len(raw) and raw[pos] == " ":
+            pos += 1
+    if not raw or parts == 0 or pos != len(raw):
+        raise UsageError(f"bad {what}: {text!r}",
+                         hint="give seconds or a duration such as 90, 45m, 2h or 1h30m")
+    return total
+
+
+def format_duration(seconds: float) -> str:
+    """Compact and stable: ``42s``, ``3m05s``, ``2h10m``."""
+    s = round(max(0.0, seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"

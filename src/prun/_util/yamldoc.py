@@ -1,0 +1,137 @@
+"""YAML documents that remember where each value came from.
+
+Plans and packet front matter are YAML written by hand, so every error must name the file and
+the line. ``load`` parses one document and keeps PyYAML's node tree beside the data; ``line_of``
+maps a path of keys and indexes (as a JSON Schema error reports it) back to a line number.
+Duplicate keys are refused (plain PyYAML keeps the last one silently).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import UsageError
+
+
+@dataclass(frozen=True)
+class Doc:
+    """Parsed YAML: ``data`` (plain Python) and ``node`` (its PyYAML node tree)."""
+
+    data: Any
+    node: Any
+    source: str
+    offset: int = 0  # lines before the YAML text in its file (front matter: 1)
+
+    def line_of(self, path: Sequence[str | int] = ()) -> int:
+        """1-based line in ``source`` of the value at ``path`` (or its nearest known parent)."""
+        return line_of(self.node, path) + self.offset
+
+    def key_line(self, path: Sequence[str | int], key: str) -> int:
+        """1-based line of the key ``key`` in the mapping at ``path``."""
+        node = _walk(self.node, path)
+        if node is not None and node.id == "mapping":
+            for k, _v in node.value:
+                if k.value == key:
+                    return k.start_mark.line + 1 + self.offset
+        return self.line_of(path)
+
+    def where(self, path: Sequence[str | int] = ()) -> str:
+        return f"{self.source}:{self.line_of(path)}"
+
+
+def load(text: str, source: str, *, offset: int = 0) -> Doc:
+    """Parse ``text`` (one YAML document) from ``source``; UsageError names file and line."""
+    import yaml
+
+    fast = getattr(yaml, "CSafeLoader", None)
+    if fast is not None:  # libyaml: ten times faster on a plan of a thousand packets
+        loader = fast(text)
+        try:
+            node = loader.get_single_node()
+            if node is not None:
+                _refuse_duplicate_keys(node, source, offset)
+                return Doc(_plain(loader.construct_document(node)), node, source, offset)
+        except yaml.YAMLError:
+            pass  # parse it again below: the pure-Python parser's messages name the problem
+        finally:
+            loader.dispose()
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return Doc(None, None, source, offset)
+        _refuse_duplicate_keys(node, source, offset)
+        data = loader.construct_document(node)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line = (mark.line + 1 + offset) if mark else offset + 1
+        what = " ".join(x for x in (e.context, e.problem) if x)
+        if e.context_mark and mark and e.context_mark.line != mark.line:
+            what += f" (the construct opened at line {e.context_mark.line + 1 + offset})"
+        raise UsageError(f"{source}:{line}: bad YAML: {what}",
+                         hint="fix the syntax there; quote values that contain ': ' or start "
+                         "with a special character such as '*', '&', '!', '{' or '['")
+    except yaml.YAMLError as e:
+        raise UsageError(f"{source}:{offset + 1}: bad YAML: {e}", hint="fix the YAML syntax")
+    finally:
+        loader.dispose()
+    return Doc(_plain(data), node, source, offset)
+
+
+def _plain(value: Any) -> Any:
+    """YAML timestamps become ISO strings, so schemas and code see only JSON types."""
+    if isinstance(value, dict):
+        return {str(k) if not isinstance(k, str) else k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, _dt.datetime | _dt.date):
+        return value.isoformat()
+    return value
+
+
+def _refuse_duplicate_keys(node, source: str, offset: int) -> None:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.id == "mapping":
+            seen: dict[str, int] = {}
+            for k, v in n.value:
+                key = str(k.value)
+                line = k.start_mark.line + 1 + offset
+                if key in seen and k.tag != "tag:yaml.org,2002:merge":
+                    raise UsageError(f"{source}:{line}: duplicate key {key!r} "
+                                     f"(first at line {seen[key]})",
+                                     hint="keep one of them")
+                seen[key] = line
+                stack.append(v)
+        elif n.id == "sequence":
+            stack.extend(n.value)
+
+
+def _walk(node, path: Sequence[str | int]):
+    for step in path:
+        if node is None:
+            return None
+        if node.id == "mapping":
+            node = next((v for k, v in node.value if k.value == str(step)), None)
+        elif node.id == "sequence" and isinstance(step, int) and 0 <= step < len(node.value):
+            node = node.value[step]
+        else:
+            return None
+    return node
+
+
+def line_of(node, path: Sequence[str | int] = ()) -> int:
+    """1-based line (within the YAML text) of the deepest node on ``path`` that exists."""
+    if node is None:
+        return 1
+    best = node
+    for i in range(len(path) + 1):
+        found = _walk(node, path[:i])
+        if found is None:
+            break
+        best = found
+    return best.start_mark.line + 1

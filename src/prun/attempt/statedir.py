@@ -1,0 +1,214 @@
+"""The state dir: one folder per attempt, the file protocol of the seed's dispatcher.
+
+Files (all optional until written; ``outcome.json`` is written last and means "finished"):
+
+    tail             the worker's stdout as it ran (the agent's event stream, or a command's output)
+    stderr           the worker's stderr
+    dispatch-pid     PID of the process that dispatched the unit (dispatcher or supervisor)
+    result-file      absolute path of the unit's result file
+    conversation-id  the backend's conversation or session id (agy init event, claude/gemini init)
+    model            the model that actually ran
+    quota-note       the MODEL-FALLBACK line or quota refusal, when the quota gate acted
+    prompt           a copy of the unit's prompt (for follow-ups, reassignment and recovery)
+    unit.json        what was launched: unit id, executor, models, mode, workspace, argv, timeout,
+                     dispatcher pid and start time; once the worker runs, its pid, process
+                     group and start time (``worker``)
+    outcome.json     outcome, exit code, backend status, error, timestamps (written last)
+    result.md        units of a run: where the worker writes its own result (its outbox); prun
+                     publishes a copy at the result path (named in ``result-file``)
+    handoff.md       session units only: the prompt plus the unit contract, for the subagent
+    receipt          session units only: the subagent's identifier (``prun receipt``)
+
+Everything here is plain files so that any later prun command, and any person, can rebuild
+the attempt's state after the process that made it is gone.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+
+from .._util.fsutil import (
+    SHARED_DIR,
+    atomic_write,
+    atomic_write_json,
+    create_new,
+    create_shared,
+    file_size,
+    read_json,
+    read_text,
+)
+from ..errors import UsageError
+
+TAIL = "tail"
+STDERR = "stderr"
+DISPATCH_PID = "dispatch-pid"
+RESULT_FILE = "result-file"
+CONVERSATION_ID = "conversation-id"
+MODEL = "model"
+QUOTA_NOTE = "quota-note"
+PROMPT = "prompt"
+UNIT = "unit.json"
+OUTCOME = "outcome.json"
+HANDOFF = "handoff.md"
+OUTBOX = "result"
+RECEIPT = "receipt"
+
+DURABLE = frozenset({OUTCOME, CONVERSATION_ID})
+
+UNIT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
+
+
+def check_unit_id(unit_id: str) -> str:
+    if not unit_id or not UNIT_ID_RE.match(unit_id) or ".." in unit_id:
+        raise UsageError(
+            f"bad unit id {unit_id!r}",
+            hint="use letters, digits, '.', '_' and '-', starting with a letter or digit",
+        )
+    return unit_id
+
+
+def user_state_dir(env=None) -> str:
+    """prun's folder in the user's state folder: ``$XDG_STATE_HOME/prun``, else
+    ``~/.local/state/prun`` (state dirs, workspaces and the ledger outside a repository)."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_STATE_HOME", "").strip() or os.path.expanduser("~/.local/state")
+    return os.path.join(base, "prun")
+
+
+def default_root() -> str:
+    """Where standalone dispatches keep their state dirs: $PRUN_STATE_ROOT, else the user's
+    state folder ($XDG_STATE_HOME/prun/units or ~/.local/state/prun/units)."""
+    root = os.environ.get("PRUN_STATE_ROOT", "").strip()
+    if root:
+        return os.path.abspath(root)
+    return os.path.join(user_state_dir(), "units")
+
+
+def create(unit_id: str, root: str | None = None) -> StateDir:
+    """Make a fresh, uniquely named state dir for one attempt of ``unit_id``."""
+    root = root or default_root()
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    for _ in range(100):
+        path = os.path.join(root, f"{unit_id}-{stamp}-{os.urandom(3).hex()}")
+        try:
+            os.mkdir(path)
+            return StateDir(path)
+        except FileExistsError:
+            continue
+        except FileNotFoundError:  # the first state dir under this root
+            os.makedirs(root, exist_ok=True)
+    raise OSError(f"could not make a unique state dir under {root}")
+
+
+class StateDir:
+    """One attempt's state dir (a plain class: it is made on the dispatcher's fast path)."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, StateDir) and other.path == self.path
+
+    def __hash__(self) -> int:
+        return hash(self.path)
+
+    def __repr__(self) -> str:
+        return f"StateDir({self.path!r})"
+
+    def file(self, name: str) -> str:
+        return f"{self.path}/{name}" if self.path[-1:] != "/" else self.path + name
+
+    # writing ------------------------------------------------------------------------------
+    # Only outcome.json is fsynced: the others are rebuilt from it or re-read at once, and a
+    # rename is atomic for readers either way (this halves the cost of a unit's bookkeeping).
+    def write(self, name: str, text: str) -> None:
+        atomic_write(self.file(name), text if text.endswith("\n") else text + "\n",
+                     durable=name in DURABLE)
+
+    def write_new(self, name: str, text: str) -> None:
+        """Create a one-value file that does not exist yet, in place (one file creation, no
+        rename): for a fresh state dir, whose readers take an empty file for a missing one."""
+        create_new(self.file(name), _line(text))
+
+    def write_shared(self, name: str, text: str) -> None:
+        """``write_new`` for a value many state dirs of a run hold (the supervisor's pid, a
+        model): a hard link to one read-only copy beside them (``fsutil.create_shared``)."""
+        create_shared(self.file(name), _line(text),
+                      os.path.join(os.path.dirname(self.path), SHARED_DIR))
+
+    def write_json(self, name: str, obj, durable: bool | None = None) -> None:
+        atomic_write_json(self.file(name), obj,
+                          durable=name in DURABLE if durable is None else durable)
+
+    # reading ------------------------------------------------------------------------------
+    def read(self, name: str) -> str | None:
+        """A one-value file's stripped text, or None when it is missing or empty."""
+        text = read_text(self.file(name))
+        return text.strip() or None if text is not None else None
+
+    def read_json(self, name: str):
+        return read_json(self.file(name))
+
+    def exists(self, name: str) -> bool:
+        return os.path.exists(self.file(name))
+
+    @property
+    def unit(self) -> dict:
+        return self.read_json(UNIT) or {}
+
+    @property
+    def worker(self) -> dict | None:
+        """The launched worker (pid, pgid, create_time, started_at), or None before launch."""
+        info = self.unit.get("worker")
+        return info if isinstance(info, dict) and info.get("pid") else None
+
+    @property
+    def outcome(self) -> dict | None:
+        return self.read_json(OUTCOME)
+
+    @property
+    def result_file(self) -> str | None:
+        return self.read(RESULT_FILE)
+
+    @property
+    def dispatch_pid(self) -> int | None:
+        text = self.read(DISPATCH_PID)
+        try:
+            return int(text.split()[0]) if text else None
+        except ValueError:
+            return None
+
+    @property
+    def tail_size(self) -> int:
+        return file_size(self.file(TAIL))
+
+    def tail_mtime(self) -> float | None:
+        try:
+            return os.stat(self.file(TAIL)).st_mtime
+        except OSError:
+            return None
+
+
+def outbox(sd: StateDir, result_file: str) -> str:
+    """Where a run's worker writes its result: ``<state dir>/result<ext of result_file>``."""
+    name = os.path.basename(result_file)
+    stem, dot, ext = name.rpartition(".")
+    return sd.file(OUTBOX + (f".{ext}" if dot and stem else ""))
+
+
+def _line(text: str) -> bytes:
+    return (text if text.endswith("\n") else text + "\n").encode("utf-8", "replace")
+
+
+def open_existing(path: str) -> StateDir:
+    """A state dir given by a person or a coordinator; refused when it is not one."""
+    if not path:
+        raise UsageError("empty state dir argument", hint="pass the path printed as STATE-DIR")
+    p = os.path.expanduser(path)
+    if not os.path.isdir(p):
+        raise UsageError(f"not a state dir: {path}", hint="pass the path printed as STATE-DIR")
+    return StateDir(os.path.realpath(p))

@@ -1,0 +1,163 @@
+"""Pausing one unit: its diff saved as a patch, its own process group stopped.
+
+This is the seed's "a writer discovers a shared file or dependency outside its packet": the
+affected unit is paused, its change preserved, and revised packets then run as new attempts
+linked to it. prun signals only the process group its state dir records (``unit.json``'s worker: pid,
+process group, start time), and only while the recorded pid is the process that started then.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .._util.fsutil import atomic_write, atomic_write_json
+from .._util.process import KILL_GRACE_SECONDS, same_process_alive
+from ..attempt.statedir import StateDir
+from ..errors import StateError
+
+PAUSED_PATCH = "paused.patch"
+PAUSED_JSON = "paused.json"
+
+
+@dataclass
+class PauseResult:
+    state_dir: str
+    stopped: str                       # stopped, gone (already ended), not-started
+    patch: str | None = None
+    files: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def stop_recorded_group(state_dir: str, grace: float = KILL_GRACE_SECONDS) -> str:
+    """End the worker group recorded in ``state_dir/unit.json``: SIGTERM to the group, then
+    SIGKILL to members still there after ``grace`` seconds. Returns ``stopped``, ``gone`` (it
+    had already ended) or ``not-started`` (no worker was recorded)."""
+    import psutil
+
+    info = StateDir(state_dir).worker
+    if info is None:
+        return "not-started"
+    pid = int(info["pid"])
+    pgid = int(info.get("pgid") or pid)
+    if not same_process_alive(pid, info.get("create_time")):
+        return "gone"
+    try:
+        actual = os.getpgid(pid)
+    except ProcessLookupError:
+        return "gone"
+    if actual != pgid or pgid != pid:
+        raise StateError(f"process {pid} no longer leads the group prun recorded ({pgid})",
+                         hint="it was not left alone: stop it by hand if it is yours")
+    members = []
+    for p in psutil.process_iter():
+        try:
+            if os.getpgid(p.pid) == pgid:
+                p.create_time()        # cache the identity psutil checks before signalling
+                members.append(p)
+        except (ProcessLookupError, psutil.Error, OSError):
+            continue
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return "gone"
+    left = _wait_gone(members, grace)
+    for p in left:
+        try:
+            p.kill()                   # psutil refuses a pid that was reused meanwhile
+        except psutil.Error:
+            pass
+    _wait_gone(left, grace)
+    return "stopped"
+
+
+def _wait_gone(procs, timeout: float):
+    """Bounded wait until every process has exited (a zombie counts as gone)."""
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    while True:
+        left = []
+        for p in procs:
+            try:
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    left.append(p)
+            except psutil.Error:
+                pass
+        if not left or time.monotonic() >= deadline:
+            return left
+        psutil.wait_procs(left, timeout=min(0.1, max(0.0, deadline - time.monotonic())))
+
+
+def _worker(state_dir: str):
+    """The recorded worker as a psutil process, or None when it is not running any more."""
+    import psutil
+
+    info = StateDir(state_dir).worker
+    if info is None:
+        return None
+    if not same_process_alive(int(info["pid"]), info.get("create_time")):
+        return None
+    try:
+        return psutil.Process(int(info["pid"]))
+    except psutil.Error:
+        return None
+
+
+def _save_patch(result: PauseResult, workspace: str | None, base: str | None) -> bool:
+    """Write the clone's change as ``paused.patch``; False when the clone cannot be read
+    (gone, or moved to ``<clone>.quarantined`` by the supervisor meanwhile)."""
+    from .._util.gitcmd import GitError
+    from .changes import read_change
+    from .workspace import clone_base
+
+    for path in (workspace, f"{workspace}.quarantined" if workspace else None):
+        if not path or not os.path.isdir(os.path.join(path, ".git")):
+            continue
+        try:
+            change = read_change(path, base or clone_base(path) or "HEAD", with_patch=True)
+        except (GitError, OSError):
+            continue
+        result.patch = os.path.join(result.state_dir, PAUSED_PATCH)
+        atomic_write(result.patch, change.patch or b"")
+        result.files = change.paths
+        return True
+    return False
+
+
+def pause(state_dir: str, workspace: str | None, base: str | None, *,
+          ask_supervisor: Callable[[], bool] | None = None,
+          grace: float = KILL_GRACE_SECONDS) -> PauseResult:
+    """Pause the unit of ``state_dir``: save its clone's change against ``base`` as
+    ``<state dir>/paused.patch`` (binary, untracked files included), stop it, save the
+    change again once it has stopped, and write ``paused.json``.
+
+    ``ask_supervisor`` asks a live supervisor to cancel the attempt (so it records a
+    cancellation and quarantines partial output); it returns False when none will. prun then
+    stops the recorded process group itself, and also when the supervisor has not within a
+    bound."""
+    if not os.path.isdir(state_dir):
+        raise StateError(f"state dir not found: {state_dir}")
+    result = PauseResult(state_dir, "not-started")
+    _save_patch(result, workspace, base)            # a first copy while it still runs
+    try:
+        worker = _worker(state_dir)
+        if worker is None:
+            result.stopped = "gone" if StateDir(state_dir).worker else "not-started"
+        elif ask_supervisor is not None and ask_supervisor() \
+                and not _wait_gone([worker], 2 * grace + 5):
+            result.stopped = "stopped"
+        else:
+            result.stopped = stop_recorded_group(state_dir, grace)
+            if result.stopped == "gone":
+                result.stopped = "stopped"
+    finally:
+        _save_patch(result, workspace, base)        # the final copy, once it has stopped
+        atomic_write_json(os.path.join(state_dir, PAUSED_JSON),
+                          {**result.as_dict(), "at": time.time()})
+    return result

@@ -1,0 +1,443 @@
+"""Workspaces: where a unit works, made so that its mistakes stay out of the real repository.
+
+* ``make_scratch``: a fresh, empty directory outside any git work tree (read-only units).
+* ``make_clone``: a throwaway clone for a code-writing unit: ``git clone --local -c
+  core.longpaths=true``, the base commit checked out detached, ``origin`` removed and no push
+  URL left in its config, ``protocol.allow=never`` (no transport reaches anything, even with
+  ``--no-verify``), and ``core.hooksPath`` pointed at prun's hooks, which refuse commit, push,
+  rebase and branch or tag changes.
+* ``snapshot_readonly``: a read-only copy of a directory a unit should only read
+  (``make_readonly`` takes the write bits off a tree, ``drop_write`` off one entry).
+* ``run_setup``: the plan's ``setup`` command in a fresh workspace, bounded, in its own process
+  group; files it creates are excluded from the clone's diff.
+
+Every workspace carries a marker (``.git/prun-workspace.json`` in a clone,
+``.prun-workspace.json`` elsewhere); ``remove`` deletes only directories that carry one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .._util import gitcmd
+from .._util.fsutil import atomic_write_json, read_json
+from ..errors import PrunError, UsageError
+
+MARKER = ".prun-workspace.json"
+CLONE_MARKER = "prun-workspace.json"        # inside the clone's .git folder
+SETUP_LOG = "prun-setup.log"                 # inside the clone's .git folder
+HOOK_NAMES = ("pre-commit", "prepare-commit-msg", "commit-msg", "pre-merge-commit",
+              "pre-applypatch", "pre-rebase", "pre-push", "reference-transaction")
+
+SETUP_TIMEOUT_DEFAULT = 600.0
+
+
+class WorkspaceError(PrunError):
+    """A workspace could not be made, prepared or removed."""
+
+
+# Locations ----------------------------------------------------------------------------------
+
+def default_root(env: Mapping[str, str] | None = None) -> str:
+    """Where workspaces go: ``$PRUN_WORKSPACE_ROOT``, else the user's state folder
+    (``$XDG_STATE_HOME/prun/workspaces`` or ``~/.local/state/prun/workspaces``)."""
+    env = os.environ if env is None else env
+    root = env.get("PRUN_WORKSPACE_ROOT", "").strip()
+    if root:
+        return os.path.abspath(os.path.expanduser(root))
+    from ..attempt.statedir import user_state_dir
+
+    return os.path.join(user_state_dir(env), "workspaces")
+
+
+def _inside(path: str, root: str) -> bool:
+    path, root = os.path.realpath(path), os.path.realpath(root)
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _nearest_git(path: str) -> str | None:
+    """The nearest folder at or above ``path`` that holds a ``.git`` entry."""
+    p = Path(os.path.realpath(path))
+    for folder in (p, *p.parents):
+        if (folder / ".git").exists():
+            return str(folder)
+    return None
+
+
+def _write_marker(path: str, kind: str, **info) -> None:
+    # Not fsynced: the rename is atomic for readers, and a marker lost to a power cut only
+    # leaves an empty workspace that ``remove`` will not touch (a run makes one per unit).
+    atomic_write_json(path, {"kind": kind, "created": time.time(), **info}, durable=False)
+
+
+def marker(path: str | os.PathLike) -> dict | None:
+    """The marker of the prun workspace at ``path``, or None when it is not one."""
+    path = os.fspath(path)
+    for candidate in (os.path.join(path, ".git", CLONE_MARKER), os.path.join(path, MARKER)):
+        info = read_json(candidate)
+        if isinstance(info, dict) and info.get("kind"):
+            return info
+    return None
+
+
+# Scratch dirs -------------------------------------------------------------------------------
+
+def make_scratch(parent: str | os.PathLike, name: str) -> str:
+    """A fresh, empty directory ``<parent>/<name>-<random>`` outside any git work tree, so a
+    stray ``git`` command there reaches no repository. Returns its absolute path."""
+    parent = os.path.abspath(os.fspath(parent))
+    checked = _OUTSIDE_GIT.get(parent)
+    cached = checked is not None and time.monotonic() - checked < OUTSIDE_GIT_TTL_S
+    if not cached:  # a run makes hundreds of scratch dirs in one parent: check it now and then
+        os.makedirs(parent, exist_ok=True)
+        repo = _nearest_git(parent)
+        if repo:
+            raise WorkspaceError(
+                f"scratch dirs must live outside any git work tree; {parent} is inside {repo}",
+                hint="set PRUN_WORKSPACE_ROOT to a folder outside the repository")
+        _OUTSIDE_GIT[parent] = time.monotonic()
+    try:
+        path = tempfile.mkdtemp(prefix=f"{name}-", dir=parent)
+    except FileNotFoundError:  # the parent was removed since it was checked
+        if not cached:
+            raise
+        _OUTSIDE_GIT.pop(parent, None)
+        return make_scratch(parent, name)
+    _shared_marker(path, parent)
+    return path
+
+
+def _shared_marker(path: str, parent: str) -> None:
+    """A scratch dir's marker, linked to one copy in its parent (``fsutil.create_shared``):
+    a run makes hundreds of scratch dirs side by side."""
+    import json
+
+    from .._util.fsutil import SHARED_DIR, create_shared
+
+    data = json.dumps({"kind": "scratch", "parent": parent}).encode() + b"\n"
+    create_shared(os.path.join(path, MARKER), data, os.path.join(parent, SHARED_DIR))
+
+
+_OUTSIDE_GIT: dict[str, float] = {}  # parents found outside any git work tree, and when
+OUTSIDE_GIT_TTL_S = 10.0
+
+
+# Throwaway clones ---------------------------------------------------------------------------
+
+def hooks_dir() -> str:
+    """prun's git hooks, shipped in the package (``prun/hooks``)."""
+    return str(Path(__file__).parents[1] / "hooks")
+
+
+def _hooks_for(git_dir: str) -> str:
+    """The hooks folder a clone points at: the package's own when its hooks are executable,
+    else (an install that dropped the mode bits) a copy in the clone's git dir."""
+    src = hooks_dir()
+    if all(os.access(os.path.join(src, h), os.X_OK) for h in HOOK_NAMES):
+        return src
+    dest = os.path.join(git_dir, "prun-hooks")
+    os.makedirs(dest, exist_ok=True)
+    for h in HOOK_NAMES:
+        target = os.path.join(dest, h)
+        shutil.copyfile(os.path.join(src, h), target)
+        os.chmod(target, 0o755)
+    return dest
+
+
+# Config keys that could give a clone a way out: any remote, URL rewrites, a default push remote.
+_PUSH_KEYS = ("remote.", "url.", "branch.", "push.", "credential.")
+
+
+def make_clone(repo_root: str | os.PathLike, base: str, dest: str | os.PathLike) -> str:
+    """A throwaway clone of ``repo_root`` at ``dest`` with ``base`` checked out (detached),
+    no remote, no push URL, no transport, and prun's refusing hooks. Returns its path.
+
+    ``dest`` must not exist yet (or be an empty folder) and must lie outside ``repo_root``.
+    """
+    repo_root = os.path.abspath(os.fspath(repo_root))
+    dest = os.path.abspath(os.fspath(dest))
+    if _inside(dest, repo_root):
+        raise WorkspaceError(f"a clone must live outside the repository: {dest}",
+                             hint="set PRUN_WORKSPACE_ROOT to a folder outside the repository")
+    if os.path.exists(dest) and (not os.path.isdir(dest) or os.listdir(dest)):
+        raise WorkspaceError(f"clone destination already exists: {dest}",
+                             hint="give a fresh path; prun never reuses a workspace")
+    try:
+        commit = gitcmd.rev(repo_root, base)
+    except gitcmd.GitError:
+        raise WorkspaceError(f"base {base!r} is not a commit in {repo_root}",
+                             hint="give a commit id, branch or tag that exists")
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    try:
+        gitcmd.git(["clone", "--quiet", "--local", "--no-checkout", "-c", "core.longpaths=true",
+                    repo_root, dest])
+        # parallel checkout (one worker per core): the files are most of a clone's cost
+        gitcmd.git(["-c", "checkout.workers=0", "checkout", "--quiet", "--detach", commit],
+                   dest)
+        gitcmd.git(["remote", "remove", "origin"], dest)
+        git_dir = os.path.join(dest, ".git")
+        strip_push_config(dest)
+        gitcmd.git(["config", "core.hooksPath", _hooks_for(git_dir)], dest)
+        gitcmd.git(["config", "protocol.allow", "never"], dest)
+    except gitcmd.GitError as e:
+        # a half-made clone may still have its origin: it must not be left for anyone to use
+        shutil.rmtree(dest, ignore_errors=True)
+        raise WorkspaceError(f"could not make a clone at {dest}: {e.message}",
+                             hint="check that the repository is readable and the disk not full")
+    # nothing in the clone names the real repository: its marker records no source, and the
+    # reflog (whose first line says "clone: from <path>") goes
+    shutil.rmtree(os.path.join(git_dir, "logs"), ignore_errors=True)
+    _write_marker(os.path.join(git_dir, CLONE_MARKER), "clone", base=commit)
+    return dest
+
+
+def strip_push_config(clone: str | os.PathLike) -> list[str]:
+    """Remove every remote, URL rewrite (``insteadOf``/``pushInsteadOf``), branch upstream,
+    push default and credential helper from the clone's own config. Returns the keys removed."""
+    listing = gitcmd.git(["config", "--local", "--null", "--list"], clone, check=False).stdout
+    removed: list[str] = []
+    for entry in filter(None, listing.split("\0")):
+        key = entry.split("\n", 1)[0]
+        if key.lower().startswith(_PUSH_KEYS) and key not in removed:
+            gitcmd.git(["config", "--local", "--unset-all", key], clone, check=False)
+            removed.append(key)
+    return removed
+
+
+def push_config(clone: str | os.PathLike) -> list[str]:
+    """Config entries (``key=value``) in the clone that name a remote or a push URL (should be
+    none)."""
+    listing = gitcmd.git(["config", "--local", "--null", "--list"], clone, check=False).stdout
+    found = []
+    for entry in filter(None, listing.split("\0")):
+        key, _, value = entry.partition("\n")
+        k = key.lower()
+        if k.startswith("remote.") or k.endswith((".pushinsteadof", ".insteadof", ".pushurl")):
+            found.append(f"{key}={value}")
+    return found
+
+
+def clone_base(clone: str | os.PathLike) -> str | None:
+    """The base commit recorded when the clone was made."""
+    info = read_json(os.path.join(os.fspath(clone), ".git", CLONE_MARKER))
+    return info.get("base") if isinstance(info, dict) else None
+
+
+def set_clone_base(clone: str | os.PathLike, commit: str) -> None:
+    """Record ``commit`` as the clone's base: a dependent's clone starts from a commit prun
+    made on top of the run's base (its predecessors' accepted changes)."""
+    path = os.path.join(os.fspath(clone), ".git", CLONE_MARKER)
+    info = read_json(path)
+    info = info if isinstance(info, dict) else {"kind": "clone"}
+    info["base"] = commit
+    atomic_write_json(path, info, durable=False)
+
+
+# Read-only snapshots ------------------------------------------------------------------------
+
+def snapshot_readonly(src: str | os.PathLike, dest: str | os.PathLike) -> str:
+    """Copy ``src`` to ``dest`` (symlinks kept as links) and take away every write permission,
+    so a unit reading it cannot change the original or the copy by accident."""
+    src, dest = os.path.abspath(os.fspath(src)), os.path.abspath(os.fspath(dest))
+    if not os.path.isdir(src):
+        raise UsageError(f"not a directory: {src}", hint="give an existing directory to snapshot")
+    if os.path.exists(dest):
+        raise WorkspaceError(f"snapshot destination already exists: {dest}",
+                             hint="give a fresh path")
+    shutil.copytree(src, dest, symlinks=True)
+    _write_marker(os.path.join(dest, MARKER), "snapshot", source=src)
+    make_readonly(dest)
+    return dest
+
+
+_WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
+
+
+def make_readonly(root: str | os.PathLike) -> None:
+    """Take every write permission off ``root`` and everything under it (``drop_write`` on
+    each entry, a folder after what it holds)."""
+    root = os.fspath(root)
+    for folder, dirs, files in os.walk(root, topdown=False):
+        for name in files + dirs:
+            path = os.path.join(folder, name)
+            drop_write(path, os.lstat(path))
+    drop_write(root, os.lstat(root))
+
+
+def drop_write(path: str, st: os.stat_result) -> bool:
+    """Take the write bits off the entry at ``path`` whose lstat is ``st``; True if its mode
+    changed. A symbolic link is left alone (its mode means nothing), and so is an entry with no
+    write bit (not even its ctime moves). A writable file hard-linked from elsewhere (a local
+    clone links the source's object files) is replaced by a copy first, so the other tree
+    keeps its modes: its folder must still be writable then."""
+    mode = stat.S_IMODE(st.st_mode)
+    if stat.S_ISLNK(st.st_mode) or not mode & _WRITE_BITS:
+        return False
+    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        copy = f"{path}.prun-unshare"
+        shutil.copy2(path, copy)
+        os.replace(copy, path)
+    os.chmod(path, mode & ~_WRITE_BITS)
+    return True
+
+
+# Removal ------------------------------------------------------------------------------------
+
+def remove(path: str | os.PathLike) -> bool:
+    """Delete the prun workspace at ``path`` (read-only snapshots included). Refuses a folder
+    that carries no prun marker. Returns False when it was already gone."""
+    path = os.path.abspath(os.fspath(path))
+    if not os.path.lexists(path):
+        return False
+    if os.path.islink(path) or marker(path) is None:
+        raise WorkspaceError(f"not a prun workspace, left alone: {path}",
+                             hint="prun removes only the workspaces it made")
+
+    def _writable_then_retry(func, p, _exc):
+        for q in (os.path.dirname(p), p):
+            try:
+                if not os.path.islink(q):
+                    os.chmod(q, stat.S_IMODE(os.lstat(q).st_mode) | stat.S_IWUSR | stat.S_IXUSR
+                             | stat.S_IRUSR)
+            except OSError:
+                pass
+        func(p)
+
+    os.chmod(path, stat.S_IMODE(os.stat(path).st_mode) | stat.S_IWUSR | stat.S_IXUSR)
+    shutil.rmtree(path, onerror=_writable_then_retry)
+    return True
+
+
+# Setup --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SetupResult:
+    ok: bool
+    exit_code: int | None        # None: it timed out and was ended
+    timed_out: bool
+    duration_s: float
+    log: str                     # the file holding its stdout and stderr
+    tail: str                    # the last lines of that output
+    excluded: tuple[str, ...] = ()  # untracked paths it made, excluded from the clone's diff
+
+    def line(self) -> str:
+        state = "timeout" if self.timed_out else f"exit={self.exit_code}"
+        return f"SETUP {'ok' if self.ok else 'failed'} {state} took={self.duration_s:.1f}s"
+
+
+class SetupFailed(WorkspaceError):
+    """The plan's setup command failed or timed out; ``result`` holds what happened."""
+
+    def __init__(self, result: SetupResult, command):
+        why = "timed out" if result.timed_out else f"exited with code {result.exit_code}"
+        last = result.tail.strip().splitlines()[-1:] or [""]
+        super().__init__(f"setup command {command!r} {why}: {last[0]}".rstrip(": "),
+                         hint=f"see {result.log}; fix the plan's setup command")
+        self.result = result
+
+
+def run_setup(workspace: str | os.PathLike, command: str | Sequence[str],
+              env: Mapping[str, str] | None = None, timeout: float | None = None, *,
+              log_path: str | os.PathLike | None = None, check: bool = True) -> SetupResult:
+    """Run the plan's ``setup`` command in ``workspace`` before its unit starts.
+
+    A string runs through ``/bin/sh -c`` (it is the plan author's shell line); a list runs as
+    argv. It gets its own process group, stdin closed, and ``timeout`` seconds (default 600);
+    past that its whole group is ended. Output goes to ``log_path`` (default: the clone's
+    ``.git/prun-setup.log``, else a file beside the workspace). In a clone, untracked files it
+    made are added to ``.git/info/exclude`` so they never count as the unit's change.
+    Raises ``SetupFailed`` on failure when ``check``.
+    """
+    workspace = os.path.abspath(os.fspath(workspace))
+    git_dir = os.path.join(workspace, ".git")
+    is_clone = os.path.isdir(git_dir)
+    if log_path is None:
+        log_path = (os.path.join(git_dir, SETUP_LOG) if is_clone
+                    else workspace.rstrip(os.sep) + ".setup.log")
+    before = _untracked(workspace) if is_clone else set()
+    ran = run_bounded(command, workspace, env,
+                      SETUP_TIMEOUT_DEFAULT if timeout is None else timeout, log_path)
+    excluded: tuple[str, ...] = ()
+    if ran.ok and is_clone:
+        excluded = tuple(sorted(_untracked(workspace) - before))
+        if excluded:
+            os.makedirs(os.path.join(git_dir, "info"), exist_ok=True)
+            with open(os.path.join(git_dir, "info", "exclude"), "a", encoding="utf-8") as f:
+                f.write("# made by the plan's setup command (prun)\n")
+                f.writelines("/" + _escape_glob(p) + "\n" for p in excluded)
+    result = SetupResult(ran.ok, ran.exit_code, ran.timed_out, ran.duration_s, ran.log,
+                         ran.tail, excluded)
+    if check and not ran.ok:
+        raise SetupFailed(result, command)
+    return result
+
+
+@dataclass(frozen=True)
+class Ran:
+    """A bounded command's end: exit code (None when it timed out), time taken, its output."""
+
+    exit_code: int | None
+    timed_out: bool
+    duration_s: float
+    log: str
+    tail: str
+
+    @property
+    def ok(self) -> bool:
+        return not self.timed_out and self.exit_code == 0
+
+
+def shell_argv(command: str | Sequence[str]) -> list[str]:
+    """A plan's command: a string is a shell line (``/bin/sh -c``), a list is argv."""
+    if isinstance(command, str):
+        return ["cmd", "/c", command] if os.name == "nt" else ["/bin/sh", "-c", command]
+    return [str(a) for a in command]
+
+
+def run_bounded(command: str | Sequence[str], cwd: str, env: Mapping[str, str] | None,
+                timeout: float, log_path: str | os.PathLike) -> Ran:
+    """Run ``command`` in ``cwd`` in its own process group, stdin closed, stdout and stderr to
+    ``log_path``; past ``timeout`` seconds its whole group is ended. Leftover processes of the
+    group are ended when its leader exits."""
+    from .._util import process
+    from .._util.fsutil import tail_bytes
+
+    log_path = os.fspath(log_path)
+    full_env = dict(os.environ if env is None else env)
+    started = time.monotonic()
+    try:
+        worker = process.spawn(shell_argv(command), cwd=cwd, env=full_env,
+                               stdout_path=log_path, stderr_path=log_path)
+    except OSError as e:
+        return Ran(127, False, 0.0, log_path, str(e))
+    timed_out = not worker.wait_exit(float(timeout))
+    if timed_out:
+        process.end_group(worker)
+    else:
+        worker.sweep()
+    code = worker.reap()
+    tail = tail_bytes(log_path, 4000).decode("utf-8", "replace")
+    return Ran(None if timed_out else code, timed_out, time.monotonic() - started, log_path,
+               tail)
+
+
+def _untracked(clone: str) -> set[str]:
+    listing = gitcmd.git(["ls-files", "-z", "--others", "--exclude-standard", "--directory"],
+                         clone).stdout
+    return {p.rstrip("/") for p in listing.split("\0") if p}
+
+
+def _escape_glob(path: str) -> str:
+    return "".join("\\" + c if c in "*?[]\\!#" else c for c in path)
+
+
+__all__ = ["SetupFailed", "SetupResult", "WorkspaceError", "clone_base", "default_root",
+           "drop_write", "make_clone", "make_readonly", "make_scratch", "marker", "push_config",
+           "remove", "run_setup", "set_clone_base", "snapshot_readonly", "strip_push_config"]

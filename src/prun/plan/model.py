@@ -1,0 +1,162 @@
+"""Packets and plans: what a coordinator hands prun.
+
+A packet is a Markdown file whose YAML front matter holds the machine fields and whose body is
+the unit's prompt. A plan is a YAML file with run settings and its packets (inline mappings, or
+paths and globs of packet files, relative to the plan). Field names are fixed (see
+docs/plans.md and the JSON Schemas in ``prun/schemas``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .boundary import Retention
+
+KINDS = ("read-only", "code")
+EXECUTORS = ("auto", "agy", "claude", "gemini", "session", "command")
+# The mode a packet gets when it names none, by kind. Both kinds work in a workspace prun made
+# for them (a scratch dir, a throwaway clone), where the seed's unattended default applies;
+# ``mode: plan`` is the strictly read-only opt-in.
+DEFAULT_MODE = {"read-only": "accept-edits", "code": "accept-edits"}
+
+__all__ = ["DEFAULT_MODE", "EXECUTORS", "KINDS", "DataBoundary", "Packet", "Plan",
+           "load_packet", "load_plan"]
+
+
+@dataclass(frozen=True)
+class DataBoundary:
+    """A packet's ``data``: what it may reach, where its data may go (executors or provider
+    families), what is prohibited, and how its evidence is retained (see ``prun.plan.boundary``)."""
+
+    reachable: tuple[str, ...] = ()
+    may_go_to: tuple[str, ...] = ()
+    prohibited: tuple[str, ...] = ()
+    retention: str | None = None
+
+    @property
+    def retention_rule(self) -> Retention:
+        """``retention`` parsed: keep, keep <duration>, delete, or a note."""
+        from .boundary import parse_retention
+
+        return parse_retention(self.retention)
+
+
+@dataclass(frozen=True)
+class Packet:
+    id: str
+    prompt: str
+    scope: str | None = None                # one line: what the unit does and where it stops
+    kind: str = "read-only"                 # read-only | code
+    executor: str = "auto"
+    command: tuple[str, ...] | str | None = None
+    model: str | None = None
+    effort: str | None = None
+    mode: str | None = None                 # accept-edits | plan (default from kind)
+    owns: tuple[str, ...] = ()              # globs, relative to the repository root
+    generates: tuple[str, ...] = ()         # outputs its commands regenerate (count as owned)
+    reads: tuple[str, ...] = ()             # paths whose content it consumes
+    shared: dict[str, str] = field(default_factory=dict)  # path -> integration owner id
+    state: tuple[str, ...] = ()             # e.g. port:8080, db:orders, fixture:users
+    after: tuple[str, ...] = ()             # packet ids this one comes after
+    base: str | None = None                 # base revision (defaults to the plan's)
+    timeout_s: float | None = None
+    data: DataBoundary = field(default_factory=DataBoundary)
+    requires: tuple[str, ...] = ()          # result sections the result must carry
+    session_tools: bool = False
+    subdispatch: bool = False
+    snapshot: bool = True                   # read-only units read the code through a snapshot
+    sandbox: str | None = None              # auto | on | off (None: the plan's, else auto)
+    source: str | None = None               # file the packet came from
+    line: int | None = None                 # line of its front matter / mapping
+    lines: dict[str, int] = field(default_factory=dict, compare=False, repr=False)  # field -> line
+
+    def where(self, field_name: str | None = None) -> str:
+        """``file:line`` of the packet, or of one of its fields."""
+        line = self.lines.get(field_name, self.line) if field_name else self.line
+        return f"{self.source}:{line}" if self.source else f"packet {self.id}"
+
+    @property
+    def writes_code(self) -> bool:
+        return self.kind == "code"
+
+    @property
+    def effective_mode(self) -> str:
+        return self.mode or DEFAULT_MODE.get(self.kind, "accept-edits")
+
+
+@dataclass(frozen=True)
+class Plan:
+    packets: tuple[Packet, ...]
+    path: str | None = None
+    name: str | None = None
+    deadline: str | None = None             # a duration ("2h") or an ISO time
+    cancel_owner: str | None = None
+    cancel_action: str = "cancel"
+    check: str | None = None                # the combined check command
+    parallel: int | None = None
+    on_event: str | None = None
+    setup: str | None = None                # runs in each fresh workspace before its unit
+    base: str | None = None                 # default base revision
+    sandbox: str | None = None              # auto | on | off for every packet that names none
+    lines: dict[str, int] = field(default_factory=dict, compare=False, repr=False)  # key -> line
+
+    def where(self, key: str | None = None) -> str:
+        """``file:line`` of the plan, or of one of its keys."""
+        line = self.lines.get(key, 1) if key else 1
+        return f"{self.path}:{line}" if self.path else "the plan"
+
+    def packet(self, packet_id: str) -> Packet | None:
+        return next((p for p in self.packets if p.id == packet_id), None)
+
+    @property
+    def root(self) -> Path:
+        return Path(self.path).parent if self.path else Path.cwd()
+
+    def deadline_at(self, start: float) -> float | None:
+        """The terminal deadline as a Unix time, for a run that started at ``start``."""
+        if self.deadline is None:
+            return None
+        from .._util.timeparse import parse_duration
+
+        try:
+            return start + parse_duration(self.deadline, what="deadline")
+        except Exception:
+            import datetime as dt
+
+            when = dt.datetime.fromisoformat(self.deadline.replace("Z", "+00:00"))
+            if when.tzinfo is None:
+                when = when.astimezone()  # a time without zone is local time
+            return when.timestamp()
+
+    def may_write(self, packet: Packet) -> tuple[str, ...]:
+        """Every glob ``packet`` may change: its ``owns``, its ``generates``, and the shared
+        paths (declared by any packet) whose integration owner it is. A diff touching anything
+        else is a scope leak."""
+        mine = tuple(path for p in self.packets for path, owner in p.shared.items()
+                     if owner == packet.id)
+        return tuple(dict.fromkeys((*packet.owns, *packet.generates, *mine)))
+
+    def base_of(self, packet: Packet) -> str | None:
+        """The revision ``packet`` starts from as written (its own, else the plan's)."""
+        return packet.base or self.base
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(p.id for p in self.packets)
+
+
+def load_packet(path, **kwargs) -> Packet:
+    """Read one packet file (YAML front matter, Markdown prompt). See ``prun.plan.load``."""
+    from .load import load_packet as _load
+
+    return _load(path, **kwargs)
+
+
+def load_plan(path) -> Plan:
+    """Read a plan file and its packets, validated. See ``prun.plan.load``."""
+    from .load import load_plan as _load
+
+    return _load(path)

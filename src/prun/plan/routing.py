@@ -1,0 +1,398 @@
+"""Routing: which executor runs each unit, and why (the seed's "Executors" rule).
+
+``route(needs, states, policy)`` is a pure function: the quota readings come in as an argument
+(``prun.quota.group_states``' ``GroupState`` values, or anything with ``known``, ``empty``,
+``left`` and ``resets_at``), so the same inputs always give the same decisions. The rules, in
+order:
+
+1. An executor named in the packet wins (it still waits when its own pool cannot take it).
+2. A unit that needs session tools goes to Sonnet: the in-session ``session`` executor (or
+   headless ``claude`` when the packet names it or the policy says so). No other pool can
+   stand in; when the Claude pool cannot take it, it waits.
+3. Everything else goes to agy for the larger share (all of it by default) while agy's Gemini
+   group is healthy, else to Sonnet. When the chosen pool cannot take a unit (its group reads
+   empty, or its batch capacity from the policy is used up) the unit goes to the other pool, or
+   waits when neither can take it. Every unit gets a decision: a batch is never shrunk.
+
+A packet's data boundary (``data.may_go_to``, see ``prun.plan.boundary``) narrows every rule: a
+named executor outside it is refused; session tools go only to a Sonnet executor inside it;
+an ordinary unit chooses only among the policy's executors inside it, and overflows to the
+other pool only when that pool is inside it too (else it waits). A unit no allowed executor
+can take is refused, never sent elsewhere; the reason of every bounded decision starts with
+``data may go to <boundary> only:``.
+
+A group the readings do not report is unknown, and unknown is never empty. A project-local
+policy file (``load_policy``) can change the split; see docs/routing.md.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from ..errors import UsageError
+from . import boundary
+
+POOLS = {"agy": "agy", "gemini": "gemini", "claude": "sonnet", "session": "sonnet"}
+ORDINARY = ("agy", "gemini")        # executors that may carry the ordinary share
+SONNET = ("session", "claude")      # executors that run Sonnet units
+POLICY_FILE = os.path.join(".prun", "policy.toml")
+# agy's dispatcher runs a unit aimed at its empty Claude-and-GPT group on the Gemini default
+# instead (MODEL-FALLBACK), so that group alone being empty does not close the agy pool.
+MODEL_FALLBACK = {"agy-claude-gpt": "agy-gemini"}
+
+
+@dataclass(frozen=True)
+class Need:
+    """What routing needs to know about one unit (a packet, or flags for one unit)."""
+
+    id: str
+    executor: str = "auto"
+    session_tools: bool = False
+    kind: str = "read-only"
+    model: str | None = None
+    may_go_to: tuple[str, ...] = ()     # the data boundary; empty: none given
+    source: str | None = None           # file:line of the boundary, for refusals
+
+    @classmethod
+    def of(cls, packet) -> Need:
+        """From a ``prun.plan.Packet`` (or anything with the same fields)."""
+        data = getattr(packet, "data", None)
+        may_go_to = tuple(getattr(data, "may_go_to", ()) or ())
+        return cls(id=packet.id, executor=getattr(packet, "executor", None) or "auto",
+                   session_tools=bool(getattr(packet, "session_tools", False)),
+                   kind=getattr(packet, "kind", "read-only") or "read-only",
+                   model=getattr(packet, "model", None), may_go_to=may_go_to,
+                   source=packet.where("data") if may_go_to and getattr(packet, "source", None)
+                   else None)
+
+    @property
+    def bounded(self) -> str | None:
+        """``data may go to google only``, or None when the unit has no boundary."""
+        return f"data may go to {', '.join(self.may_go_to)} only" if self.may_go_to else None
+
+
+@dataclass(frozen=True)
+class Policy:
+    ordinary: str = "agy"               # executor of the ordinary share: agy or gemini
+    ordinary_share: float = 1.0         # share of ordinary units it takes while healthy (0..1)
+    sonnet: str = "session"             # Sonnet executor for ordinary units: session or claude
+    session_tools: str = "session"      # executor for units needing session tools
+    capacity: Mapping[str, int] = field(default_factory=dict)  # pool -> most units per batch
+    models: Mapping[str, str] = field(default_factory=dict)    # executor -> model
+    source: str | None = None           # the file it came from
+
+
+@dataclass(frozen=True)
+class Decision:
+    packet: str
+    executor: str
+    model: str | None
+    action: str                          # assign, reroute (went to the other pool), wait
+    reason: str
+    pool: str | None = None
+    group: str | None = None
+    resets_at: str | None = None
+
+    @property
+    def waits(self) -> bool:
+        return self.action == "wait"
+
+    def line(self) -> str:
+        import json
+
+        kind = "WAIT" if self.waits else "ROUTE"
+        return (f"{kind} {self.packet} executor={self.executor} model={self.model or '-'} "
+                f"action={self.action} reason={json.dumps(self.reason, ensure_ascii=False)}")
+
+    def as_dict(self) -> dict:
+        return {"packet": self.packet, "executor": self.executor, "model": self.model,
+                "action": self.action, "reason": self.reason, "pool": self.pool,
+                "group": self.group, "resets_at": self.resets_at}
+
+
+class _Pools:
+    """Per-pool health and batch capacity while a batch is being routed."""
+
+    def __init__(self, states: Mapping[str, object], policy: Policy):
+        self.states = states
+        self.capacity = dict(policy.capacity)
+        self.used: dict[str, int] = {}
+
+    def _empty(self, group: str | None) -> str | None:
+        state = self.states.get(group) if group else None
+        if state is None or not _known(state) or not getattr(state, "empty", False):
+            return None
+        resets = getattr(state, "resets_at", None)
+        return f"{group} reads empty" + (f" (resets {resets})" if resets else
+                                         " (reset time unknown)")
+
+    def why_not(self, pool: str | None, group: str | None) -> str | None:
+        """Why ``pool`` cannot take one more unit now, or None when it can."""
+        if pool is None:
+            return None
+        why = self._empty(group)
+        if why and group in MODEL_FALLBACK:
+            other = self._empty(MODEL_FALLBACK[group])
+            why = f"{why}, and so does {other}" if other else None
+        if why:
+            return why
+        cap = self.capacity.get(pool)
+        if cap is not None and self.used.get(pool, 0) >= cap:
+            return f"the {pool} pool's batch capacity of {cap} is taken"
+        return None
+
+    def take(self, pool: str | None) -> None:
+        if pool is not None:
+            self.used[pool] = self.used.get(pool, 0) + 1
+
+    def health(self, group: str | None) -> str:
+        if group in MODEL_FALLBACK and self._empty(group):
+            return (f"{self._empty(group)}, so the dispatcher runs the Gemini default instead "
+                    f"(MODEL-FALLBACK); {self.health(MODEL_FALLBACK[group])}")
+        state = self.states.get(group) if group else None
+        if state is None or not _known(state):
+            return f"{group} not read (unknown is never empty)"
+        left = getattr(state, "left", None)
+        if isinstance(left, int | float) and 0 <= left <= 1:
+            left = f"{left:.0%}"  # the snapshot's fraction
+        return f"{group} healthy" + (f" (left {left})" if left is not None else "")
+
+    def resets(self, group: str | None) -> str | None:
+        state = self.states.get(group) if group else None
+        return getattr(state, "resets_at", None) if state is not None else None
+
+
+def _known(state) -> bool:
+    return bool(getattr(state, "known", True))
+
+
+def route(needs: Iterable[Need], states: Mapping[str, object] | None = None,
+          policy: Policy | None = None, env: Mapping[str, str] | None = None) -> list[Decision]:
+    """One decision per unit, in the order given. ``env`` only supplies default models."""
+    from .. import executors
+
+    needs = list(needs)
+    policy = policy or Policy()
+    env = env or {}
+    pools = _Pools(states or {}, policy)
+    seen: set[str] = set()
+    for n in needs:
+        if n.id in seen:
+            raise UsageError(f"packet id {n.id!r} appears twice", hint="give every unit its own id")
+        seen.add(n.id)
+        if n.executor in executors.REFUSED:
+            raise UsageError(f"packet {n.id}: {executors.REFUSED[n.executor]}")
+
+    def resolved(name: str, model: str | None) -> str | None:
+        ex = executors.get(name)
+        return ex.settings(env, model=model).model if ex.name != "command" else model
+
+    def target(name: str, need: Need) -> tuple[str | None, str | None, str | None]:
+        ex = executors.get(name)
+        model = resolved(name, need.model or policy.models.get(name))
+        return POOLS.get(name, name if ex.quota_group(model) else None), ex.quota_group(model), model
+
+    def may(name: str, need: Need) -> bool:
+        """The unit's data may go to ``name``: checked for the model routing names and for the
+        one the executor picks without the policy's ``[models]`` (what a run launches)."""
+        if not need.may_go_to:
+            return True
+        models = {target(name, need)[2], resolved(name, need.model)}
+        return all(boundary.allowed(need.may_go_to, name, m) for m in models)
+
+    decisions: dict[int, Decision] = {}
+
+    def decide(i: int, name: str, action: str, reason: str) -> None:
+        pool, group, model = target(name, needs[i])
+        if action != "wait":
+            pools.take(pool)
+        if needs[i].bounded:
+            reason = f"{needs[i].bounded}: {reason}"
+        decisions[i] = Decision(needs[i].id, name, model, action, reason, pool, group,
+                                pools.resets(group) if action == "wait" else None)
+
+    # 1. named executors first: they claim their pools' capacity before anything is moved
+    for i, n in enumerate(needs):
+        if n.executor in (None, "", "auto"):
+            continue
+        if not may(n.executor, n):
+            raise boundary.outside(f"packet {n.id}", n.executor, target(n.executor, n)[2],
+                                   n.may_go_to, n.source)
+        pool, group, _ = target(n.executor, n)
+        why = pools.why_not(pool, group)
+        opening = "named in the packet"
+        if n.session_tools and n.executor == "claude":
+            opening = "needs session tools; the packet allows headless claude"
+        if why:
+            decide(i, n.executor, "wait", f"{opening}, but {why}: waits")
+        else:
+            decide(i, n.executor, "assign", opening if pool is None else f"{opening}; {pools.health(group)}")
+
+    # 2. session tools: Sonnet only (the other Sonnet executor when only it is allowed)
+    for i, n in enumerate(needs):
+        if i in decisions or not n.session_tools:
+            continue
+        name = next((x for x in (policy.session_tools, *SONNET) if may(x, n)), None)
+        if name is None:
+            raise UsageError(_at(n) + f"packet {n.id} needs session tools, which only Sonnet "
+                             f"has ({_reach(SONNET, n)}), but {n.bounded}",
+                             hint="let its data go to anthropic (or session), or drop "
+                             "session_tools")
+        pool, group, _ = target(name, n)
+        why = pools.why_not(pool, group)
+        how = ("in-session" if name == "session" else "headless claude, by policy"
+               if name == policy.session_tools else "headless claude")
+        if why:
+            decide(i, name, "wait", f"needs session tools, which only Sonnet has, but {why}: waits")
+        else:
+            decide(i, name, "assign", f"needs session tools: Sonnet {how}")
+
+    # 3. ordinary units: the ordinary executor's share, the rest to Sonnet, overflow crosses over
+    ordinary = [i for i in range(len(needs)) if i not in decisions]
+    share = policy.ordinary_share
+    for k, i in enumerate(ordinary):
+        n = needs[i]
+        # spread the share evenly through the batch, the ordinary executor first
+        to_ordinary = int((k + 1) * share + 0.5 + 1e-9) > int(k * share + 0.5 + 1e-9)
+        sonnet = next((x for x in (policy.sonnet, *SONNET) if may(x, n)), policy.sonnet)
+        inside = [x for x in (policy.ordinary, sonnet) if may(x, n)]
+        if not inside:
+            raise UsageError(_at(n) + f"packet {n.id}: {n.bounded}, and no executor of the "
+                             "routing policy is inside that ("
+                             + _reach((policy.ordinary, sonnet), n) + ")",
+                             hint="name an executor inside it in the packet, or route with a "
+                             "policy whose executors are (docs/routing.md)")
+        if len(inside) == 1:
+            only, = inside
+            pool, group, _ = target(only, n)
+            why = pools.why_not(pool, group)
+            barred = sonnet if only == policy.ordinary else policy.ordinary
+            if why:
+                decide(i, only, "wait", f"ordinary unit: {why}, and its data may not go to "
+                                        f"{barred}: waits")
+            else:
+                decide(i, only, "assign", f"ordinary unit: {only}, the policy's only executor "
+                                          f"inside it; {pools.health(group)}")
+            continue
+        first, other = (policy.ordinary, sonnet) if to_ordinary else (sonnet, policy.ordinary)
+        pool1, group1, _ = target(first, n)
+        pool2, group2, _ = target(other, n)
+        why1 = pools.why_not(pool1, group1)
+        if not why1:
+            if to_ordinary:
+                reason = f"ordinary unit: {first} takes the larger share; {pools.health(group1)}"
+                if share < 1:
+                    reason = f"ordinary unit: {first}'s share ({share:g}) by policy; " \
+                             f"{pools.health(group1)}"
+            else:
+                reason = f"ordinary unit: Sonnet's share ({1 - share:g}) by policy"
+            decide(i, first, "assign", reason)
+            continue
+        why2 = pools.why_not(pool2, group2)
+        if not why2:
+            decide(i, other, "reroute", f"ordinary unit: {why1}, so it goes to {other} instead; "
+                                        f"{pools.health(group2)}")
+        else:
+            decide(i, first, "wait", f"ordinary unit: {why1}, and {why2}: waits")
+    return [decisions[i] for i in range(len(needs))]
+
+
+def _at(need: Need) -> str:
+    return f"{need.source}: " if need.source else ""
+
+
+def _reach(names: Iterable[str], need: Need) -> str:
+    """``agy reaches google; session reaches anthropic``: for a refusal's message."""
+    return "; ".join(f"{x} reaches " + ", ".join(boundary.recipients(x, need.model)[1:])
+                     for x in names)
+
+
+def counts(decisions: list[Decision]) -> dict:
+    """``{"units", "now", "wait", "executors": {name: units starting now}}``."""
+    per: dict[str, int] = {}
+    for d in decisions:
+        if not d.waits:
+            per[d.executor] = per.get(d.executor, 0) + 1
+    waiting = sum(d.waits for d in decisions)
+    return {"units": len(decisions), "now": len(decisions) - waiting, "wait": waiting,
+            "executors": dict(sorted(per.items()))}
+
+
+def summary(decisions: list[Decision]) -> str:
+    """``ROUTE-SUMMARY units=N now=a wait=w <executor>=n ...`` (executors sorted by name)."""
+    c = counts(decisions)
+    parts = [f"units={c['units']}", f"now={c['now']}", f"wait={c['wait']}"]
+    parts += [f"{k}={v}" for k, v in c["executors"].items()]
+    return "ROUTE-SUMMARY " + " ".join(parts)
+
+
+# The policy file ---------------------------------------------------------------------------------
+
+def find_policy(env: Mapping[str, str], cwd: str | None = None) -> str | None:
+    """``$PRUN_POLICY``, else ``.prun/policy.toml`` at the repository root above ``cwd``."""
+    given = env.get("PRUN_POLICY", "").strip()
+    if given:
+        if not os.path.isfile(given):
+            raise UsageError(f"PRUN_POLICY names no file: {given}",
+                             hint="point it at a policy TOML file, or unset it")
+        return os.path.abspath(given)
+    folder = os.path.abspath(cwd or os.getcwd())
+    while True:
+        candidate = os.path.join(folder, POLICY_FILE)
+        if os.path.isfile(candidate):
+            return candidate
+        if os.path.exists(os.path.join(folder, ".git")):
+            return None  # the repository root: stop here
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+
+
+def load_policy(path: str | None) -> Policy:
+    """Read a policy file (TOML, table ``[routing]``, optional ``[capacity]`` and ``[models]``)."""
+    if not path:
+        return Policy()
+    import tomllib
+
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as e:
+        raise UsageError(f"cannot read policy file {path}: {e.strerror}")
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"policy file {path} is not valid TOML: {e}")
+    bad = sorted(set(data) - {"routing", "capacity", "models"})
+    r = data.get("routing", {})
+    bad += [f"routing.{k}" for k in sorted(set(r) - {"ordinary", "ordinary_share", "sonnet",
+                                                      "session_tools"})]
+    if bad:
+        raise UsageError(f"policy file {path}: unknown key(s) {', '.join(bad)}",
+                         hint="see docs/routing.md for the keys")
+
+    def pick(key: str, allowed: tuple[str, ...], default: str) -> str:
+        value = r.get(key, default)
+        if value not in allowed:
+            raise UsageError(f"policy file {path}: routing.{key} = {value!r}",
+                             hint="use one of " + ", ".join(allowed))
+        return value
+
+    share = r.get("ordinary_share", 1.0)
+    if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1:
+        raise UsageError(f"policy file {path}: routing.ordinary_share = {share!r}",
+                         hint="use a number from 0 to 1")
+    capacity = data.get("capacity", {})
+    for pool, cap in capacity.items():
+        if pool not in set(POOLS.values()) or isinstance(cap, bool) or not isinstance(cap, int) \
+                or cap < 0:
+            raise UsageError(f"policy file {path}: capacity.{pool} = {cap!r}",
+                             hint="pools are agy, gemini, sonnet; capacities whole numbers >= 0")
+    models = data.get("models", {})
+    if not all(isinstance(v, str) and v for v in models.values()):
+        raise UsageError(f"policy file {path}: [models] values must be model names")
+    return Policy(ordinary=pick("ordinary", ORDINARY, "agy"), ordinary_share=float(share),
+                  sonnet=pick("sonnet", SONNET, "session"),
+                  session_tools=pick("session_tools", SONNET, "session"),
+                  capacity=dict(capacity), models=dict(models), source=path)

@@ -1,0 +1,83 @@
+"""The plan's ``on_event`` hook: a shell command run on each actionable event, so a person
+can be notified. It can never harm the run: it runs in its own process group with a bounded
+time (``PRUN_HOOK_TIMEOUT``, default 30 s; its group is ended past it), at most four at once,
+its output goes to ``<run dir>/hooks.log``, and its failures are only logged there.
+
+Environment given to the command: ``PRUN_EVENT`` (the kind), ``PRUN_RUN_ID``,
+``PRUN_PACKET_ID``, ``PRUN_ATTEMPT_ID``, ``PRUN_EVENT_CAUSE``, ``PRUN_EVENT_JSON`` (the whole
+event) and, for a finished unit, ``PRUN_RESULT_FILE``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+
+from .events import Event
+
+MAX_CONCURRENT = 4
+
+
+class EventHooks:
+    def __init__(self, command: str | None, log_path: str, env: dict[str, str]):
+        self.command = command
+        self.log_path = log_path
+        self.env = env
+        self.timeout = float(env.get("PRUN_HOOK_TIMEOUT", "") or 30)
+        self._sem = asyncio.Semaphore(MAX_CONCURRENT)
+        self._tasks: set[asyncio.Task] = set()
+
+    def fire(self, event: Event) -> None:
+        if not self.command or not event.actionable:
+            return
+        task = asyncio.get_running_loop().create_task(self._run(event))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, event: Event) -> None:
+        async with self._sem:
+            try:
+                await self._run_one(event)
+            except Exception as e:  # a hook never harms the run
+                self._log(f"hook for {event.kind} could not run: {e}")
+
+    async def _run_one(self, event: Event) -> None:
+        env = dict(self.env)
+        env.update({"PRUN_EVENT": event.kind, "PRUN_RUN_ID": event.run_id,
+                    "PRUN_PACKET_ID": event.packet_id or "",
+                    "PRUN_ATTEMPT_ID": event.attempt_id or "",
+                    "PRUN_EVENT_CAUSE": event.cause or "",
+                    "PRUN_EVENT_JSON": json.dumps(event.to_json(), default=str)})
+        if event.data.get("result_file"):
+            env["PRUN_RESULT_FILE"] = str(event.data["result_file"])
+        with open(self.log_path, "ab") as log:
+            proc = await asyncio.create_subprocess_exec(
+                "/bin/sh", "-c", self.command, stdin=asyncio.subprocess.DEVNULL, stdout=log,
+                stderr=log, env=env, start_new_session=True)
+        try:
+            code = await asyncio.wait_for(proc.wait(), self.timeout)
+        except TimeoutError:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            await proc.wait()
+            self._log(f"hook for {event.kind} ended after {self.timeout:g} s")
+            return
+        if code != 0:
+            self._log(f"hook for {event.kind} exited with code {code}")
+
+    async def drain(self, limit: float | None = None) -> None:
+        """Wait (bounded) for hooks still running."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=limit or self.timeout + 1)
+
+    def _log(self, line: str) -> None:
+        try:
+            with open(self.log_path, "a", encoding="utf-8") as f:
+                f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {line}\n")
+        except OSError:
+            pass

@@ -1,0 +1,124 @@
+"""What a run decides for each unit before launching it: its executor (routing), its
+workspace, and whether its quota pool is known to be empty.
+
+Each decision is one small function so the supervisor stays readable and the policy lives in
+the module that owns it (``prun.plan.routing``, ``prun.git.workspace``, ``prun.quota``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ..plan import Packet
+
+
+@dataclass(frozen=True)
+class Route:
+    executor: str
+    reason: str
+
+
+def route_all(packets: Sequence[Packet], env: Mapping[str, str]) -> dict[str, Route]:
+    """Each packet's executor and the reason, decided for the whole batch by
+    ``prun.plan.routing`` (the seed's Executors rule, the project's policy, current quota)."""
+    from ..plan import routing
+
+    if all(p.executor == "command" for p in packets):
+        return {p.id: Route("command", "named by the packet (command)") for p in packets}
+    from ..quota import group_states
+
+    policy = routing.load_policy(routing.find_policy(env))
+    decisions = routing.route([routing.Need.of(p) for p in packets], dict(group_states(env)),
+                              policy, env)
+    return {d.packet: Route(d.executor, d.reason) for d in decisions}
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Where one attempt works, as the brief describes it."""
+
+    path: str
+    kind: str                          # "clone" (code units) or "scratch" (read-only units)
+    base: str | None                   # the commit its workspace starts from
+    snapshot: str | None = None        # the run's read-only view of the code at its base
+    applied: tuple[str, ...] = ()      # predecessors whose accepted changes it starts with
+
+
+def workspace(packet: Packet, *, run_id: str, seq: int, repo_root: str | None,
+              base: str | None, setup: str | None, env: Mapping[str, str],
+              start=None, reuse: str | None = None) -> Workspace:
+    """Make the unit's workspace: a scratch dir for a read-only unit (with the run's read-only
+    snapshot of the code beside it), a throwaway clone at the frozen base for a code unit (for
+    a dependent, with its predecessors' accepted changes committed as its base); then the
+    plan's setup command. ``reuse``: a follow-up keeps its predecessor's workspace."""
+    from ..errors import UsageError
+    from ..git import workspace as ws
+
+    root = os.path.join(ws.default_root(env), run_id)
+    snapshot = None
+    if not packet.writes_code and packet.snapshot and repo_root and base:
+        from ..git.snapshot import ensure_snapshot
+
+        snapshot = ensure_snapshot(root, repo_root, base).path
+    if reuse and os.path.isdir(reuse):
+        kind = "clone" if packet.writes_code else "scratch"
+        start_base = (ws.clone_base(reuse) if packet.writes_code else None) or base
+        return Workspace(reuse, kind, start_base, snapshot)
+    name = f"{packet.id}.{seq}"
+    applied: tuple[str, ...] = ()
+    if packet.writes_code:
+        if not repo_root or not base:
+            raise UsageError(f"packet {packet.id} writes code, but the run has no git base",
+                             hint="run the plan inside a git repository")
+        path = ws.make_clone(repo_root, base, os.path.join(root, name))
+        if start is not None and start.patches:
+            from .dependents import commit_start
+
+            base = commit_start(path, start) or base
+            ws.set_clone_base(path, base)
+            applied = start.applied
+        kind = "clone"
+    else:
+        path = ws.make_scratch(root, name)
+        kind = "scratch"
+    if setup:
+        ws.run_setup(path, setup, env)
+    return Workspace(path, kind, base, snapshot, applied)
+
+
+STATES_TTL_S = 10.0
+_cache: tuple[float, dict] | None = None
+
+
+def pool_reset(executor, model: str | None, env: Mapping[str, str]) -> float | None:
+    """When the unit's quota pool is known to be empty: the reset time (epoch seconds; an
+    unknown reset counts as five minutes away). None: launch (unknown is never empty)."""
+    group = executor.quota_group(model)
+    if group is None:
+        return None
+    try:
+        from ..quota import group_states
+        from ..quota.snapshot import parse_time
+    except ImportError:
+        return None
+    global _cache
+    if _cache is None or time.monotonic() - _cache[0] > STATES_TTL_S:
+        _cache = (time.monotonic(), group_states(env))
+    state = _cache[1].get(group)
+    if state is None or not state.empty:
+        return None
+    if state.resets_at:
+        try:
+            return parse_time(state.resets_at)
+        except (ValueError, OverflowError, OSError):
+            pass
+    return time.time() + 300
+
+
+def forget_pool_states() -> None:
+    """Read the quota snapshot afresh next time (a quota hit was just recorded)."""
+    global _cache
+    _cache = None

@@ -1,0 +1,185 @@
+"""Showing a run: terse stable lines (pipes, coordinators) or a live table (a terminal).
+
+Line formats (one record per line, ``key=value`` words; values with spaces are JSON-quoted):
+
+    RUN <run-id> status=<s> packets=<n> <status>=<count>... elapsed=<d> supervisor=<alive|gone>
+    UNIT <packet> <event> attempt=<attempt-id> executor=<x> [cause="..."] [result=<path>]
+    STOPPED action="..." need="..."
+    RESULTS <folder>
+
+Without ``--verbose`` only what needs attention is printed per unit (failures, timeouts,
+cancellations, stalls, parking, a stopped run); successes show in the final counts.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import TextIO
+
+from .._util.timeparse import format_duration
+from .events import NON_SUCCESS, Event
+
+
+def word(key: str, value) -> str:
+    v = str(value)
+    if v == "" or any(c in v for c in ' "=\n'):
+        v = json.dumps(v)
+    return f"{key}={v}"
+
+
+def event_line(ev: Event) -> str:
+    words = ["UNIT", ev.packet_id or "-", ev.kind]
+    if ev.attempt_id:
+        words.append(word("attempt", ev.attempt_id))
+    if ev.executor:
+        words.append(word("executor", ev.executor))
+    if ev.cause and ev.kind not in ("succeeded", "dispatched"):
+        words.append(word("cause", ev.cause.splitlines()[0][:200]))
+    for key in ("resets_at", "quarantine", "handoff", "receipt_cmd"):
+        if ev.data.get(key):
+            words.append(word(key, ev.data[key]))
+    if ev.kind != "succeeded" and ev.data.get("result_file"):
+        words.append(word("result", ev.data["result_file"]))
+    return " ".join(words)
+
+
+def run_line(view) -> str:
+    run = view.run
+    counts = view.counts()
+    words = ["RUN", run["id"], word("status", run["status"]), word("packets", len(view.units))]
+    words += [word(k, counts[k]) for k in sorted(counts)]
+    started = _epoch(run["created_at"])
+    end = _epoch(run["finished_at"]) or time.time()
+    if started:
+        words.append(word("elapsed", format_duration(end - started)))
+    words.append(word("supervisor", "alive" if view.supervisor_alive else "gone"))
+    return " ".join(words)
+
+
+def unit_line(u, now: float) -> str:
+    words = ["UNIT", u.packet_id, u.status]
+    if u.attempt_id:
+        words.append(word("attempt", u.attempt_id))
+    if u.executor:
+        words.append(word("executor", u.executor))
+    el = u.elapsed(now)
+    if el is not None:
+        words.append(word("elapsed", format_duration(el)))
+    if u.reason and u.status != "succeeded":
+        words.append(word("reason", u.reason))
+    if u.resets_at and u.status == "parked":
+        words.append(word("resets_at", u.resets_at))
+    if u.note and u.status in ("pending", "parked"):
+        words.append(word("note", u.note.splitlines()[0][:200]))
+    if u.result_path and u.status not in ("succeeded", "pending", "running", "parked"):
+        words.append(word("result", u.result_path))
+    return " ".join(words)
+
+
+QUIET = ("succeeded", "running", "pending")  # counted on the RUN line, not listed
+
+
+def summary_lines(view, everything: bool = False) -> list[str]:
+    """The run line, a line per unit that needs attention (every unit with ``everything``),
+    and where the results are. Running and pending units are listed once the run is over
+    (a pending unit then means the run stopped before it)."""
+    now = time.time()
+    lines = [run_line(view)]
+    over = view.run["status"] != "running"
+    for u in view.units:
+        if everything or u.status not in QUIET or (over and u.status != "succeeded"):
+            lines.append(unit_line(u, now))
+    lines.append(f"RESULTS {view.run['run_dir']}/results")
+    return lines
+
+
+def _epoch(iso):
+    from .state import _epoch as epoch
+
+    return epoch(iso)
+
+
+class LineRenderer:
+    """Prints one line per event worth reporting."""
+
+    def __init__(self, out: TextIO = sys.stdout, verbose: bool = False):
+        self.out = out
+        self.verbose = verbose
+
+    def handle(self, ev: Event) -> None:
+        if ev.kind in ("run-started", "run-done"):
+            if self.verbose:
+                self._print(f"{ev.kind.upper()} {ev.run_id} {word('cause', ev.cause)}")
+            return
+        if ev.kind == "stopped":
+            self._print(" ".join(["STOPPED", word("packet", ev.packet_id),
+                                  word("action", ev.data.get("action", "")),
+                                  word("need", ev.cause)]))
+            return
+        if self.verbose or ev.kind in NON_SUCCESS:
+            self._print(event_line(ev))
+
+    def _print(self, line: str) -> None:
+        self.out.write(line + "\n")
+        self.out.flush()
+
+    def close(self) -> None:
+        pass
+
+
+MAX_ROWS = 40
+# The live table shows what needs attention first, finished successes last.
+ORDER = {"failed": 0, "timeout": 0, "blocked": 0, "parked": 1, "running": 2, "cancelled": 3,
+         "pending": 4, "succeeded": 5}
+
+
+class LiveRenderer:
+    """A rich live table: unit, executor, model, state, elapsed, last activity."""
+
+    def __init__(self, ledger, run_id: str):
+        from rich.console import Console
+        from rich.live import Live
+
+        self.ledger = ledger
+        self.run_id = run_id
+        self.console = Console()
+        self.notes: list[str] = []
+        self.live = Live(self._table(), console=self.console, refresh_per_second=2,
+                         transient=False, get_renderable=self._table)
+        self.live.start()
+
+    def handle(self, ev: Event) -> None:
+        if ev.kind in NON_SUCCESS and ev.cause:
+            self.notes = [*self.notes, f"{ev.packet_id or 'run'}: {ev.kind}: {ev.cause}"][-5:]
+
+    def _table(self):
+        from rich.table import Table
+
+        from .state import view
+
+        t = Table(title=f"prun run {self.run_id}", expand=False)
+        for col in ("unit", "executor", "model", "state", "elapsed", "last activity"):
+            t.add_column(col)
+        now = time.time()
+        try:
+            v = view(self.ledger, self.run_id)
+        except Exception:
+            return t
+        units = sorted(v.units, key=lambda u: ORDER.get(u.status, 0))
+        for u in units[:MAX_ROWS]:
+            el = u.elapsed(now)
+            act = u.last_activity
+            t.add_row(u.packet_id, u.executor or "", u.model or "", u.status,
+                      format_duration(el) if el is not None else "",
+                      f"{format_duration(now - act)} ago" if act else "")
+        t.caption = "  ".join(f"{k}={n}" for k, n in sorted(v.counts().items()))
+        if len(units) > MAX_ROWS:
+            t.caption += f"  ({len(units) - MAX_ROWS} more not shown)"
+        if self.notes:
+            t.caption += "\n" + "\n".join(self.notes)
+        return t
+
+    def close(self) -> None:
+        self.live.stop()

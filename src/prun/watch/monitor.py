@@ -1,0 +1,393 @@
+"""``prun monitor``: watch running units' state dirs and return on the first actionable event.
+
+Events, in the order they win when several hold at once:
+
+    FAILED    any unit failed: its result is a FALLBACK, or its dispatcher is gone (the pid in
+              ``dispatch-pid`` no longer runs, or runs with another start time) and it left no
+              ``outcome.json``, or the dispatcher finished without a result
+    STALLED   any unit's ``tail`` has not grown for the stall threshold
+    ALL-DONE  every unit is done
+    TIMEOUT   the optional ``--timeout`` passed first
+
+A unit's state:
+
+    done      its result has landed (``prun.watch.gather.LandingRule``): published by the dispatcher,
+              or written by the worker and stable for the window. A stable worker-written
+              result counts without reading the backend's status; the dispatcher's exit code is
+              shown once ``outcome.json`` has one
+    failed    see FAILED
+    stalled   see STALLED
+    running   none of the above
+    waiting   a ``session`` unit (a subagent the coordinator spawned; no process, no tail) whose
+              result has not landed. Such a unit is never stalled and never has a dead
+              dispatcher; it is done when its result file is non-empty and stable
+
+The monitor only observes: it opens a unit's files for reading and never signals, moves or
+writes anything of a unit's. It sleeps on file-system events (``prun.watch.notify``), on the exit of
+each dispatcher process (a pidfd on Linux; elsewhere a check every ``PID_POLL_S``), and on the
+next deadline (a stall threshold or a stable window running out).
+"""
+
+from __future__ import annotations
+
+import calendar
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from ..attempt import published, statedir
+from ..attempt.statedir import StateDir
+from .gather import DEFAULT_STABLE_WINDOW_S, LandingRule
+
+DEFAULT_STALL_S = 600.0
+PID_POLL_S = 2.0      # liveness checks where a process exit cannot wake us
+RESCAN_S = 60.0       # a full look now and then, in case the platform dropped an event
+
+EXIT_ALL_DONE = 0
+EXIT_STALLED = 3
+EXIT_FAILED = 4
+EXIT_TIMEOUT = 124
+
+EVENTS = {"ALL-DONE": EXIT_ALL_DONE, "STALLED": EXIT_STALLED, "FAILED": EXIT_FAILED,
+          "TIMEOUT": EXIT_TIMEOUT}
+STILL_RUNNING = ("running", "stalled", "waiting")
+STATES = ("done", "running", "stalled", "failed", "waiting")
+
+
+@dataclass
+class UnitReport:
+    """One digest line."""
+
+    state_dir: str
+    unit_id: str
+    state: str
+    executor: str
+    elapsed_s: float | None
+    tail_bytes: int | None
+    idle_s: float | None
+    model: str | None
+    result_file: str | None
+    exit_code: int | None
+    note: str
+
+
+@dataclass
+class Report:
+    event: str
+    units: list[UnitReport]
+    watch: str
+
+    @property
+    def exit_code(self) -> int:
+        return EVENTS[self.event]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        counts = dict.fromkeys(STATES, 0)
+        for u in self.units:
+            counts[u.state] += 1
+        return counts
+
+    @property
+    def still_running(self) -> list[UnitReport]:
+        return [u for u in self.units if u.state in STILL_RUNNING]
+
+    def as_dict(self) -> dict:
+        return {"event": self.event, "exit_code": self.exit_code, "units_total": len(self.units),
+                "counts": self.counts, "watch": self.watch,
+                "units": [asdict(u) for u in self.units]}
+
+
+class _Unit:
+    """What the monitor keeps about one state dir between looks."""
+
+    def __init__(self, sd: StateDir, seen_stalled: bool, started: float):
+        self.sd = sd
+        self.seen_stalled = seen_stalled
+        self.started = started
+        self.unit: dict = {}
+        self.result_file: str | None = None
+        self.entry_name: str | None = None
+        self.first_line: tuple[tuple, str] | None = None
+        self.report: UnitReport | None = None
+        self.next_check: float | None = None
+        self.key: tuple[int, float | None] | None = None   # the dispatcher: pid, start time
+
+    @property
+    def executor(self) -> str:
+        return str(self.unit.get("executor") or "")
+
+    def dispatcher(self) -> tuple[int | None, float | None]:
+        d = self.unit.get("dispatcher") or {}
+        pid = d.get("pid") if isinstance(d, dict) else None
+        if pid:
+            return int(pid), d.get("create_time")
+        return self.sd.dispatch_pid, None
+
+
+class Monitor:
+    def __init__(self, state_dirs: Sequence[str], *, stall_s: float = DEFAULT_STALL_S,
+                 window: float = DEFAULT_STABLE_WINDOW_S, mode: str = "native",
+                 interval: float = 1.0, seen_stalled: Sequence[str] = ()):
+        seen = {os.path.realpath(os.path.expanduser(p)) for p in seen_stalled}
+        now = time.time()
+        dirs = list(dict.fromkeys([*state_dirs, *seen_stalled]))
+        self.units = [_Unit(statedir.open_existing(p), False, now) for p in dirs]
+        for u in self.units:
+            u.seen_stalled = u.sd.path in seen
+        self.stall_s = stall_s
+        self.rule = LandingRule(window)
+        self.mode = mode
+        self.interval = interval
+        self._procs: dict[tuple[int, float | None], str] = {}
+
+    # the loop ---------------------------------------------------------------------------------
+    def run(self, timeout: float | None = None) -> Report:
+        from .notify import Watch
+
+        started = time.monotonic()
+        watch = self.watch = Watch(self.mode, self.interval)
+        try:
+            if self.mode != "poll":  # polled, see the settling check in _look instead
+                try:
+                    os.makedirs(self.rule.index_folder, exist_ok=True)
+                    watch.add_dir(self.rule.index_folder)
+                except OSError:
+                    pass
+            for u in self.units:
+                watch.add_dir(u.sd.path)
+            for u in self.units:
+                self._look(u)
+            last_full = time.monotonic()
+            while True:
+                event = self._event()
+                if event is None and timeout is not None and time.monotonic() - started >= timeout:
+                    event = "TIMEOUT"
+                if event:
+                    return Report(event, [u.report for u in self.units], self._watch_label())
+                now = time.time()
+                polled = "unsupported" in self._procs.values()
+                wake = [(PID_POLL_S if polled else RESCAN_S) - (time.monotonic() - last_full)]
+                wake += [u.next_check - now for u in self.units if u.next_check is not None]
+                if timeout is not None:
+                    wake.append(timeout - (time.monotonic() - started))
+                changes = watch.wait(min(wake))
+                now = time.time()
+                due = {id(u) for u in self.units
+                       if u.next_check is not None and u.next_check <= now}
+                polled = "unsupported" in self._procs.values()
+                if time.monotonic() - last_full >= (PID_POLL_S if polled else RESCAN_S):
+                    last_full = time.monotonic()
+                    due = {id(u) for u in self.units}
+                for key in [k for k in self._procs if k[0] in changes.exited]:
+                    self._procs[key] = "exited"
+                due |= self._touched(changes)
+                for u in self.units:
+                    if id(u) in due:
+                        self._look(u)
+        finally:
+            watch.close(wait=False)  # the answer is ready: do not make the caller wait
+
+    def _touched(self, changes) -> set[int]:
+        """The units an event concerns: a file in its state dir, its result file or index
+        entry, or its dispatcher's exit."""
+        folders = {os.path.dirname(p) for p in changes.paths}
+        names = {os.path.basename(p) for p in changes.paths}
+        return {id(u) for u in self.units
+                if u.sd.path in folders or u.result_file in changes.paths
+                or u.entry_name in names or (u.key is not None and u.key[0] in changes.exited)}
+
+    def _event(self) -> str | None:
+        states = [u.report.state for u in self.units]
+        if "failed" in states:
+            return "FAILED"
+        if "stalled" in states:
+            return "STALLED"
+        if all(s == "done" for s in states):
+            return "ALL-DONE"
+        return None
+
+    def _watch_label(self) -> str:
+        if self.mode == "native" and self.watch.degraded:
+            return "native+poll"
+        return self.mode
+
+    # one look at one unit ---------------------------------------------------------------------
+    def _look(self, u: _Unit) -> None:
+        sd, now = u.sd, time.time()
+        if not u.unit:
+            u.unit = sd.unit
+        if u.result_file is None:
+            rf = sd.result_file or u.unit.get("result_file")
+            if rf:
+                u.result_file = os.path.abspath(rf)
+                u.entry_name = published.entry_name(u.result_file)
+                parent = os.path.dirname(u.result_file)
+                if os.path.isdir(parent):
+                    self.watch.add_dir(parent)  # before the look below: no race
+        session = u.executor == "session"
+        alive = True if session else self._alive(u)   # before reading outcome.json
+        outcome = sd.outcome if sd.exists(statedir.OUTCOME) else None
+        fs = self.rule.check(u.result_file, now) if u.result_file else None
+        size = fs.size if fs else 0
+        fallback = size > 0 and self._first_line(u).startswith("FALLBACK")
+        exit_code = outcome.get("exit_code") if outcome else None
+        u.next_check = None
+        changed = published.changed(outcome.get("result_identity")) if outcome else None
+        if changed:  # something wrote the result after it was published: never trust it
+            state, note = "failed", "result-changed"
+        elif fallback:
+            state, note = "failed", "fallback:" + _fallback_reason(self._first_line(u), outcome)
+        elif outcome:
+            kind = str(outcome.get("outcome") or "finished")
+            if size > 0:
+                state = "done"
+                how = str(outcome.get("published") or "response")
+                note = how if kind == "succeeded" else f"{how}-result,{kind}"
+            else:
+                state, note = "failed", f"no-result,{kind}"
+        elif fs is not None and fs.landed:
+            state = "done"
+            note = "published" if fs.status == "published" else "worker-result"
+        elif session:  # no process: waiting for its receipt, then for its result
+            state = "waiting"
+            if fs and fs.status == "settling":
+                note = "result-settling"
+            elif not u.sd.exists(statedir.RECEIPT):
+                note = "no-receipt"
+            else:
+                note = "no-result-yet"
+        elif not alive:
+            state, note = "failed", "dispatcher-dead"
+        else:
+            state, note = "running", ""
+            idle = now - self._tail_since(u)
+            if idle >= self.stall_s:
+                state, note = "stalled", "tail-idle"
+            else:
+                u.next_check = now + (self.stall_s - idle)
+            if fs is not None and fs.status == "settling":
+                note = "result-settling" if not note else f"{note},result-settling"
+            if u.key is None:
+                note = "no-dispatch-pid" if not note else f"{note},no-dispatch-pid"
+        if u.report is not None and u.report.state == "done" and state != "done":
+            state, note = "done", u.report.note  # done stays done (say the result was moved)
+            u.next_check = None
+        if fs is not None and fs.ready_at is not None and state in STILL_RUNNING:
+            # Polling does not watch the published-results index: look again each interval.
+            ready = min(fs.ready_at, now + self.interval) if self.mode == "poll" else fs.ready_at
+            u.next_check = min(u.next_check or ready, ready)
+        u.report = self._report(u, state, note, exit_code, outcome, session, now)
+
+    def _alive(self, u: _Unit) -> bool:
+        from .._util.process import same_process_alive
+
+        pid, ctime = u.dispatcher()
+        key = u.key = (pid, ctime) if pid else None
+        if key is None:
+            return True  # no dispatch-pid yet: nothing to check
+        state = self._procs.get(key)
+        if state is None:
+            state = self._procs[key] = self.watch.add_process(*key)
+        if state == "watching":
+            return True
+        if state in ("unsupported", "exited"):
+            if same_process_alive(*key):
+                return True
+            self._procs[key] = "gone"
+            return False
+        return False  # gone
+
+    def _tail_since(self, u: _Unit) -> float:
+        """When the tail last grew (its modification time), or when the unit started."""
+        since = u.sd.tail_mtime() or _started_at(u) or u.started
+        return max(since, u.started) if u.seen_stalled else since
+
+    def _first_line(self, u: _Unit) -> str:
+        try:
+            st = os.stat(u.result_file)
+            sig = (st.st_ino, st.st_size, st.st_mtime_ns)
+            if u.first_line is None or u.first_line[0] != sig:
+                with open(u.result_file, "rb") as f:
+                    head = f.read(200).decode("utf-8", "replace").splitlines()
+                u.first_line = (sig, head[0] if head else "")
+            return u.first_line[1]
+        except OSError:
+            return ""
+
+    def _report(self, u: _Unit, state: str, note: str, exit_code, outcome, session: bool,
+                now: float) -> UnitReport:
+        start = _started_at(u)
+        if outcome and isinstance(outcome.get("duration_s"), int | float):
+            elapsed = float(outcome["duration_s"])
+        else:
+            elapsed = now - start if start else None
+        tail = None if session else u.sd.tail_size
+        tail_m = None if session else u.sd.tail_mtime()
+        return UnitReport(
+            state_dir=u.sd.path,
+            unit_id=str(u.unit.get("unit_id") or os.path.basename(u.sd.path)),
+            state=state, executor=u.executor or "-",
+            elapsed_s=None if elapsed is None else round(elapsed, 1),
+            tail_bytes=tail, idle_s=None if tail_m is None else round(max(0.0, now - tail_m), 1),
+            model=u.sd.read(statedir.MODEL) or u.unit.get("model"),
+            result_file=u.result_file, exit_code=exit_code, note=note)
+
+
+def _started_at(u: _Unit) -> float | None:
+    text = u.unit.get("started_at")
+    if isinstance(text, str):
+        try:
+            return float(calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ")))
+        except ValueError:
+            pass
+    for name in (statedir.DISPATCH_PID, statedir.RESULT_FILE, statedir.PROMPT):
+        try:
+            return os.stat(u.sd.file(name)).st_mtime
+        except OSError:
+            continue
+    return None
+
+
+def _fallback_reason(first_line: str, outcome: dict | None) -> str:
+    for word in first_line.split():
+        if word.startswith("reason="):
+            return word[len("reason="):] or "unknown"
+    if outcome and outcome.get("reason"):
+        return str(outcome["reason"])
+    return "unknown"
+
+
+# output ---------------------------------------------------------------------------------------
+
+def summary_line(report: Report) -> str:
+    c = report.counts
+    return (f"{report.event} units={len(report.units)} done={c['done']} running={c['running']} "
+            f"stalled={c['stalled']} failed={c['failed']} waiting={c['waiting']} "
+            f"watch={report.watch}")
+
+
+def digest_line(u: UnitReport) -> str:
+    from shlex import quote
+
+    from .._util.timeparse import format_duration
+
+    def dur(v):
+        return "-" if v is None else format_duration(v)
+
+    return (f"UNIT {u.unit_id} state={u.state} elapsed={dur(u.elapsed_s)} "
+            f"tail={'-' if u.tail_bytes is None else f'{u.tail_bytes}B'} idle={dur(u.idle_s)} "
+            f"model={quote(u.model or '-')} exit={'-' if u.exit_code is None else u.exit_code} "
+            f"result={quote(u.result_file or '-')} dir={quote(u.state_dir)} note={u.note or '-'}")
+
+
+def relaunch_argv(report: Report, options: Sequence[str] = ()) -> list[str]:
+    """The arguments that watch the units still running; stalled ones are passed with
+    ``--seen-stalled`` so that the same stall does not wake the next monitor at once."""
+    argv = list(options)
+    for u in report.still_running:
+        if u.state == "stalled":
+            argv += ["--seen-stalled", u.state_dir]
+    argv += [u.state_dir for u in report.still_running if u.state != "stalled"]
+    return argv
