@@ -1,31 +1,64 @@
-"""prun's exception tree. Every error that prun expects carries its data and its exit code.
+"""prun's exit codes and its exception tree. Every error prun expects carries its data and its
+exit code; code branches on the attributes, never on the message text.
 
-    PrunError                 exit 1   base: message, hint, exit_code
-    ├── UsageError            exit 2   refused before anything was made (bad flag, file, env value)
-    ├── QuotaExhausted        exit 75  a quota group is known to be empty (group, resets_at)
-    ├── LaunchError           exit 1   the executor could not be started (binary missing, exec failed)
-    └── StateError            exit 1   a state dir, snapshot or ledger is unreadable or inconsistent
+    BaseException
+    ├── Cancelled              a dispatcher was told to stop (SIGTERM, SIGINT, SIGHUP): not an
+    │                          Exception, so no ``except Exception`` can swallow it
+    └── Exception
+        └── PrunError          exit 1: message, hint, exit_code
+            ├── UsageError     exit 2: refused before anything was made (bad flag, file, value)
+            │   └── ConfigError       the config file cannot be read or holds a bad value
+            ├── QuotaExhausted exit 75: a quota group is known to be empty (group, resets_at)
+            ├── LaunchError    the executor's program could not be started
+            ├── StateError     a state dir, snapshot, registry or ledger is unreadable or
+            │                  inconsistent
+            ├── GitError       a git command failed (argv, returncode, stderr)
+            ├── WorkspaceError a workspace could not be made, prepared or removed
+            │   └── SetupFailed       the plan's setup command failed or timed out (result)
+            ├── PortsUnavailable      the ports a unit needs cannot be had now
+            │   ├── PortBusy          a fixed port another live unit holds (port, wanted, holder)
+            │   └── PortsExhausted    no free run of ports is left (count, start)
+            └── Blocked        a packet a dependent comes after was rejected (reason)
 
 The CLI is the single boundary that turns these into one stderr line and an exit code
-(`prun.cli.main`); anything else is a bug and keeps its traceback. Code branches on the
-attributes (``exit_code``, ``resets_at``), never on the message text.
+(``prun.cli.main``); anything else is a bug and keeps its traceback (exit 70).
 """
 
 from __future__ import annotations
 
-# Exit codes shared by every command; each command's docs list the ones it uses.
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_QUOTA = 75
-EXIT_TIMEOUT = 124
-EXIT_INTERNAL = 70
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Every exit code of every ``prun`` command; each means one thing wherever it appears."""
+
+    OK = 0                 # done; every unit succeeded; nothing to report
+    FAILED = 1             # something did not succeed: a unit, a run, a check, a rejection
+    USAGE = 2              # bad usage, refused before anything was made (and gather's
+                           # TIMEOUT, which the seed fixes at 2)
+    STOPPED = 3            # a run stopped: a packet could not be dispatched (no receipt)
+    UNIT_FAILED = 4        # wait, monitor: a unit failed, timed out, was cancelled or blocked
+    STALLED = 5            # wait, monitor: a unit stalled (no output for the stall threshold)
+    PARKED = 6             # wait: a unit was parked until its quota pool resets
+    SUPERVISOR_GONE = 7    # wait: the run's supervisor is gone (prun resume RUN)
+    UNIT_SUCCEEDED = 8     # wait --any: a unit succeeded
+    HANDOFF = 9            # wait: a session unit was handed to the coordinator
+    NEEDS_REVIEW = 10      # reconcile: nothing rejected, something needs review or is unfinished
+    CONFLICT = 11          # integrate: a change conflicted and was not applied
+    INTERNAL = 70          # a bug in prun: a traceback was printed
+    QUOTA = 75             # a quota pool is empty: the dispatcher refused, a unit waits
+    TIMEOUT = 124          # a timeout or deadline passed
+    INTERRUPTED = 130      # Ctrl-C
+
+
+class Cancelled(BaseException):
+    """A waiting dispatcher was told to stop (SIGTERM, SIGINT or SIGHUP)."""
 
 
 class PrunError(Exception):
     """An error prun expected: one line of message, an optional hint saying how to fix it."""
 
-    exit_code: int = EXIT_FAILED
+    exit_code: int = ExitCode.FAILED
 
     def __init__(self, message: str, *, hint: str | None = None, exit_code: int | None = None):
         super().__init__(message)
@@ -42,15 +75,20 @@ class PrunError(Exception):
 class UsageError(PrunError):
     """Bad input: refused before any state was created, nothing left behind."""
 
-    exit_code = EXIT_USAGE
+    exit_code = ExitCode.USAGE
+
+
+class ConfigError(UsageError):
+    """The config file cannot be read or holds a bad value (exit 2)."""
 
 
 class QuotaExhausted(PrunError):
     """A quota group the snapshot reads as empty; ``resets_at`` is an ISO time or None."""
 
-    exit_code = EXIT_QUOTA
+    exit_code = ExitCode.QUOTA
 
-    def __init__(self, message: str, *, group: str, resets_at: str | None = None, hint=None):
+    def __init__(self, message: str, *, group: str, resets_at: str | None = None,
+                 hint: str | None = None):
         super().__init__(message, hint=hint)
         self.group = group
         self.resets_at = resets_at
@@ -61,4 +99,74 @@ class LaunchError(PrunError):
 
 
 class StateError(PrunError):
-    """Persistent state (state dir, snapshot, ledger) is missing, unreadable or inconsistent."""
+    """Persistent state (state dir, snapshot, registry, ledger) is missing, unreadable or
+    inconsistent."""
+
+
+class GitError(PrunError):
+    """A git command failed: ``argv``, ``returncode`` and ``stderr`` say how."""
+
+    def __init__(self, argv, returncode: int, stderr: str, *, hint: str | None = None):
+        first = (stderr.strip().splitlines() or [f"exit code {returncode}"])[-1]
+        super().__init__(f"git {' '.join(argv)}: {first}", hint=hint)
+        self.argv = list(argv)
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+class WorkspaceError(PrunError):
+    """A workspace could not be made, prepared or removed."""
+
+
+class SetupFailed(WorkspaceError):
+    """The plan's setup command failed or timed out; ``result`` (a ``SetupResult``) holds what
+    happened."""
+
+    def __init__(self, result, command):
+        why = "timed out" if result.timed_out else f"exited with code {result.exit_code}"
+        last = result.tail.strip().splitlines()[-1:] or [""]
+        super().__init__(f"setup command {command!r} {why}: {last[0]}".rstrip(": "),
+                         hint=f"see {result.log}; fix the plan's setup command")
+        self.result = result
+
+
+class PortsUnavailable(PrunError):
+    """The ports a unit needs cannot be had now; they can once other units release theirs."""
+
+
+class PortBusy(PortsUnavailable):
+    """A fixed port the unit asked for (``wanted``, a port range) is held by another live
+    ``holder`` (run, packet, attempt)."""
+
+    def __init__(self, port: int, wanted, holder):
+        what = f"port {port}" if wanted.count == 1 else f"port {port} of port:{wanted}"
+        super().__init__(
+            f"{what} is held by attempt {holder.attempt_id} (run {holder.run_id or '-'}, "
+            f"packet {holder.packet_id or '-'})",
+            hint="it is free again when that attempt ends; port:NAME gives a port of its own")
+        self.port = port
+        self.wanted = wanted
+        self.holder = holder
+
+
+class PortsExhausted(PortsUnavailable):
+    """No free run of ``count`` ports is left from ``start`` up to the last port."""
+
+    def __init__(self, count: int, start: int, last: int = 65535):
+        super().__init__(f"no {count} free contiguous ports from {start} to {last}",
+                         hint="wait for other units to end, or set a lower PRUN_PORT_START "
+                         "or PRUN_PORT_COUNT")
+        self.count = count
+        self.start = start
+
+
+class Blocked(PrunError):
+    """A packet a dependent comes after was rejected: ``reason`` says which and why."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+# Names older modules use; ExitCode is the table (removed once nothing imports them).
+EXIT_OK, EXIT_USAGE, EXIT_QUOTA = ExitCode.OK, ExitCode.USAGE, ExitCode.QUOTA

@@ -61,10 +61,10 @@ def test_reconcile_prints_verdicts_and_exits_non_zero_on_a_rejection(repo, recor
     assert ok.returncode == 0 and ok.stdout.splitlines()[-1].endswith("complete=yes")
 
 
-def test_reconcile_exit_3_when_only_review_is_needed(repo, recorded_run):
+def test_reconcile_exit_10_when_only_review_is_needed(repo, recorded_run):
     recorded_run({"a": (["src/app/**"], {})})
     r = prun("reconcile", cwd=repo)
-    assert r.returncode == 3
+    assert r.returncode == 10
     assert r.stdout.splitlines()[0] == "REVIEW a reason=hollow-empty-diff"
 
 
@@ -87,7 +87,7 @@ def test_integrate_reports_a_failing_check_and_conflicts(repo, recorded_run):
     recorded_run({"a": (["src/app/**"], {"src/app/main.py": "A\n"}),
                   "b": (["src/app/**"], {"src/app/main.py": "B\n"})}, check="exit 5")
     r = prun("integrate", cwd=repo)
-    assert r.returncode == 4
+    assert r.returncode == 11  # CONFLICT
     assert "CONFLICT b path=src/app/main.py with=a" in r.stdout.splitlines()
     assert "CHECK failed exit=5" in r.stdout
 

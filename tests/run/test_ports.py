@@ -11,6 +11,7 @@ import threading
 
 import pytest
 
+from prun import settings
 from prun._util.process import create_time
 from prun.errors import UsageError
 from prun.run import ports
@@ -19,6 +20,7 @@ from prun.run import ports
 # what its stdin asks for and answers each line with one line of JSON.
 HOLDER = r"""
 import json, sys
+from prun import settings
 from prun.run import ports
 
 print("ready", flush=True)
@@ -213,7 +215,7 @@ def test_a_reservation_exports_its_range_and_named_ports():
     assert r.named == {"web": int(env["PRUN_PORT_WEB"])}
     assert r.fixed == (ports.PortRange(7000, 2),)
     assert r.ports == tuple(sorted({*r.range.ports, r.named["web"], 7000, 7001}))
-    assert r.range.base >= ports.PORT_START_DEFAULT
+    assert r.range.base >= settings.PORT_START_DEFAULT
     assert {(e.kind, e.name) for e in ports.held()} == {("range", None), ("name", "web"),
                                                         ("fixed", None)}
 

@@ -52,7 +52,7 @@ def test_stall_with_a_short_threshold(live_dispatcher, make_unit):
     busy, _ = make_unit(d, unit_id="busy")
     r = prun("monitor", str(stalled), str(busy), env={"PRUN_STALL_THRESHOLD": "1s",
                                                      "PRUN_MONITOR_COMMAND": MONITOR_CMD})
-    assert r.returncode == 3, r.stderr
+    assert r.returncode == 5, r.stderr  # STALLED
     lines = r.stdout.splitlines()
     assert lines[0].startswith("STALLED units=2 ")
     units = digest(lines)
@@ -72,7 +72,7 @@ def test_the_relaunch_line_runs_and_a_seen_stall_waits_a_full_threshold(live_dis
     age(sd / "tail", 3600)
     first = prun("monitor", str(sd), "--stall-threshold", "10m",
                  env={"PRUN_MONITOR_COMMAND": MONITOR_CMD})
-    assert first.returncode == 3
+    assert first.returncode == 5
     line = first.stdout.splitlines()[-1]
     assert "--stall-threshold 10m" in line and "--seen-stalled" in line
     again = subprocess.run([*shlex.split(line), "--timeout", "0.5"], capture_output=True,

@@ -57,7 +57,7 @@ def test_monitor_sh_and_its_relaunch_line(tmp_path, live_dispatcher, make_unit, 
     sd, _ = make_unit(live_dispatcher())
     path = prun_path() if where == "prun-on-path" else python_only_path(tmp_path)
     r = run(script_dir / "monitor.sh", "--stall-threshold", "0", str(sd), path=path)
-    assert r.returncode == 3, r.stderr
+    assert r.returncode == 5, r.stderr  # STALLED
     assert shlex.split(r.stdout.splitlines()[-1]) == [
         str(script_dir / "monitor.sh"), "--stall-threshold", "0", "--seen-stalled", str(sd)]
 

@@ -20,30 +20,21 @@ Sections read so far (see docs/quota.md)::
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..errors import UsageError
+from ..errors import ConfigError, UsageError
 
 DEFAULT_TTL_S = 300.0
 DEFAULT_PROBE_TIMEOUT_S = 15.0
 DEFAULT_HIT_RESET_S = 900.0
 
 
-class ConfigError(UsageError):
-    """The config file cannot be read or holds a bad value (exit 2)."""
-
-
 def config_path(env: Mapping[str, str] | None = None) -> str:
     """``$PRUN_CONFIG``, else ``<user config dir>/prun/config.toml``."""
-    env = os.environ if env is None else env
-    given = env.get("PRUN_CONFIG", "").strip()
-    if given:
-        return os.path.abspath(os.path.expanduser(given))
-    import platformdirs
+    from ..settings import load
 
-    return os.path.join(platformdirs.user_config_dir("prun", appauthor=False), "config.toml")
+    return load(env).config
 
 
 def load(env: Mapping[str, str] | None = None) -> dict:

@@ -13,7 +13,7 @@ import os
 import subprocess
 from collections.abc import Mapping, Sequence
 
-from ..errors import PrunError
+from ..errors import GitError, PrunError
 
 GIT_TIMEOUT_S = 600.0
 
@@ -22,17 +22,6 @@ _SCRUB = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
           "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE",
           "GIT_PREFIX", "GIT_CEILING_DIRECTORIES", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS",
           "GIT_CONFIG_COUNT")
-
-
-class GitError(PrunError):
-    """A git command failed: ``argv``, ``returncode`` and ``stderr`` say how."""
-
-    def __init__(self, argv: Sequence[str], returncode: int, stderr: str, *, hint=None):
-        first = (stderr.strip().splitlines() or [f"exit code {returncode}"])[-1]
-        super().__init__(f"git {' '.join(argv)}: {first}", hint=hint)
-        self.argv = list(argv)
-        self.returncode = returncode
-        self.stderr = stderr
 
 
 def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:

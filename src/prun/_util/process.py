@@ -24,8 +24,12 @@ import threading
 import time
 from dataclasses import dataclass
 
-# How long a worker gets between SIGTERM and SIGKILL.
-KILL_GRACE_SECONDS = float(os.environ.get("PRUN_KILL_GRACE_SECONDS", "5") or 5)
+
+def kill_grace() -> float:
+    """How long a worker gets between SIGTERM and SIGKILL (``PRUN_KILL_GRACE_SECONDS``)."""
+    from ..settings import current
+
+    return current().kill_grace_s
 
 
 @dataclass
@@ -170,11 +174,12 @@ def spawn(argv: list[str], *, cwd: str, env: dict[str, str], stdout_path: str,
     return Worker(proc, pidfd)
 
 
-def end_group(worker, grace: float = KILL_GRACE_SECONDS) -> None:
+def end_group(worker, grace: float | None = None) -> None:
     """SIGTERM the group, give the leader ``grace`` seconds, then SIGKILL whatever is left.
 
     Called while the leader is unreaped, so the group id cannot have been reused.
     """
+    grace = kill_grace() if grace is None else grace
     worker.signal(signal.SIGTERM)
     worker.wait_exit(grace)
     worker.signal(signal.SIGKILL)
@@ -268,7 +273,7 @@ def signal_escape(pid: int, start: int, sig: int) -> bool:
     return True
 
 
-def end_escaped(worker, grace: float = KILL_GRACE_SECONDS) -> list[dict]:
+def end_escaped(worker, grace: float | None = None) -> list[dict]:
     """After ``worker`` exited: end every process that escaped its group and was reparented
     to this process (a subreaper, see ``become_subreaper``): SIGTERM, ``grace`` seconds,
     SIGKILL, reaped; then again for the children those leave behind. Returns one dict per
@@ -294,7 +299,7 @@ def end_escaped(worker, grace: float = KILL_GRACE_SECONDS) -> list[dict]:
                     fds[info["pid"]] = os.pidfd_open(info["pid"])
                 except OSError:
                     pass
-        deadline = time.monotonic() + grace
+        deadline = time.monotonic() + (kill_grace() if grace is None else grace)
         waiting = dict(fds)
         while waiting and (left := deadline - time.monotonic()) > 0:
             ready, _, _ = select.select(list(waiting.values()), [], [], left)

@@ -20,7 +20,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from ..errors import EXIT_FAILED, EXIT_OK, EXIT_QUOTA, EXIT_TIMEOUT, QuotaExhausted, UsageError
+from ..errors import Cancelled, ExitCode, QuotaExhausted, UsageError
 from ..executors.base import MODES
 from . import statedir
 
@@ -126,7 +126,10 @@ def prepare(req: Request, *, reopen: bool = False) -> Prepared:
     result_file = (os.path.abspath(req.result_file) if reopen
                    else _fresh_result_path(req.result_file))
     add_dirs = tuple(_existing_dir(d, "--add-dir") for d in req.add_dirs)
-    workspace = req.workspace or env.get("PRUN_SCRATCH_CWD", "").strip() or None
+    from ..settings import load
+
+    cfg = load(env)
+    workspace = req.workspace or cfg.scratch_cwd
     if workspace:
         workspace = _existing_dir(workspace, "PRUN_SCRATCH_CWD")
     mode = req.mode
@@ -158,20 +161,15 @@ def prepare(req: Request, *, reopen: bool = False) -> Prepared:
                          f"(at most {MAX_PROMPT_BYTES})",
                          hint="paste what defines the task and point at files for the rest")
     return Prepared(req, executor, settings, prompt, result_file, mode, workspace, add_dirs,
-                    resume_id, command, env, _sandbox_setting(req, env, executor))
+                    resume_id, command, env, _sandbox_setting(req, cfg.sandbox, executor))
 
 
-def _sandbox_setting(req: Request, env: Mapping[str, str], executor: Executor) -> str:
+def _sandbox_setting(req: Request, default: str, executor: Executor) -> str:
     """The sandbox setting (the request's, else ``$PRUN_SANDBOX``, else auto); ``on`` where no
     sandbox can be made is refused here, before anything exists."""
     from .sandbox import parse_setting, unavailable
 
-    raw = req.sandbox if req.sandbox is not None else (env.get("PRUN_SANDBOX", "").strip() or None)
-    try:
-        setting = parse_setting(raw)
-    except UsageError as e:
-        raise UsageError(e.message if req.sandbox is not None else f"PRUN_SANDBOX: {e.message}",
-                         hint=e.hint)
+    setting = parse_setting(req.sandbox) if req.sandbox is not None else default
     if setting == "on" and executor.launches_process and (why := unavailable()) is not None:
         raise UsageError(f"sandbox: on, but no sandbox can be made here: {why}",
                          hint="install bubblewrap (Debian: bubblewrap), or use sandbox: auto")
@@ -235,10 +233,6 @@ def _resume_id(continue_from: str | None, executor: Executor) -> str | None:
         raise UsageError(f"no conversation id in {sd.file(statedir.CONVERSATION_ID)}",
                          hint="the earlier unit never reported one; start a fresh unit instead")
     return conv
-
-
-class Cancelled(Exception):
-    """Raised in the waiting dispatcher by SIGTERM/SIGINT/SIGHUP."""
 
 
 class Dispatch:
@@ -375,7 +369,7 @@ class Dispatch:
         record = self.state.unit
         record["workspace"] = self.workspace
         self.state.write_json(statedir.UNIT, record)
-        return Outcome("handed-off", EXIT_OK, "handed-off", info={"lines": lines})
+        return Outcome("handed-off", ExitCode.OK, "handed-off", info={"lines": lines})
 
     def launch(self) -> bool:
         """Start the worker. False (with the reason kept for ``finish``) if it cannot start."""
@@ -479,8 +473,10 @@ class Dispatch:
 
     @property
     def deadline(self) -> float:
-        grace = float(self.p.env.get("PRUN_TIMEOUT_GRACE_SECONDS", "")
-                      or self.p.executor.timeout_grace_s)
+        from ..settings import load
+
+        given = load(self.p.env).timeout_grace_s
+        grace = self.p.executor.timeout_grace_s if given is None else given
         return (self.launched_at or time.time()) + self.settings.timeout_s + grace
 
     # 3. wait (synchronous form; the supervisor awaits the same exit) ----------------------------
@@ -622,8 +618,8 @@ class Dispatch:
         landed = index.identity(p.result_file)
         kind = {"ok": "succeeded", "timeout": "timeout", "quota": "quota",
                 "cancelled": "cancelled"}.get(verdict, "failed")
-        code = {"succeeded": EXIT_OK, "timeout": EXIT_TIMEOUT, "quota": EXIT_QUOTA}.get(
-            kind, EXIT_FAILED)
+        code = {"succeeded": ExitCode.OK, "timeout": ExitCode.TIMEOUT, "quota": ExitCode.QUOTA}.get(
+            kind, ExitCode.FAILED)
         finished = time.time()
         info = {
             "outcome": kind, "exit_code": code, "reason": verdict, "error": error,
@@ -835,7 +831,9 @@ def _git_wrapper_first(env: dict[str, str]) -> None:
     from ..hooks.git_wrapper import git_wrapper_dir
 
     try:
-        folder = git_wrapper_dir(statedir.user_state_dir(env))
+        from ..settings import load
+
+        folder = git_wrapper_dir(load(env).user_state)
     except LaunchError:
         return  # no git here to misuse
     path = env.get("PATH", os.defpath)

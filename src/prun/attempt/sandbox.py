@@ -62,7 +62,6 @@ from collections.abc import Sequence
 
 from ..errors import UsageError
 
-SETTINGS = ("auto", "on", "off")
 PROBE_TIMEOUT_S = 10.0
 # As root, the capabilities that could undo a read-only mount or go around it.
 ROOT_CAPS_DROPPED = ("CAP_SYS_ADMIN", "CAP_DAC_READ_SEARCH", "CAP_SYS_MODULE", "CAP_SYS_RAWIO",
@@ -101,16 +100,10 @@ def wrap(argv: Sequence[str], *, writable: Sequence[str], read_only: Sequence[st
 
 
 def parse_setting(value: object) -> str:
-    """A plan's ``sandbox:`` value as ``auto``, ``on`` or ``off`` (missing: ``auto``). YAML
-    reads unquoted on/off as booleans: True is on, False is off."""
-    if value is None:
-        return "auto"
-    if value is True or value is False:
-        return "on" if value else "off"
-    if isinstance(value, str) and value.strip().lower() in SETTINGS:
-        return value.strip().lower()
-    raise UsageError(f"sandbox: {value!r} is not a sandbox setting",
-                     hint="use auto (the default), on or off")
+    """A plan's ``sandbox:`` value as ``auto``, ``on`` or ``off`` (``settings.parse_sandbox``)."""
+    from ..settings import parse_sandbox
+
+    return parse_sandbox(value)
 
 
 def _mounts(writable: Sequence[str], read_only: Sequence[str]) -> list[tuple[str, bool]]:

@@ -69,21 +69,12 @@ def check_unit_id(unit_id: str) -> str:
     return unit_id
 
 
-def user_state_dir(env=None) -> str:
-    """prun's folder in the user's state folder: ``$XDG_STATE_HOME/prun``, else
-    ``~/.local/state/prun`` (state dirs, workspaces and the ledger outside a repository)."""
-    env = os.environ if env is None else env
-    base = env.get("XDG_STATE_HOME", "").strip() or os.path.expanduser("~/.local/state")
-    return os.path.join(base, "prun")
-
-
 def default_root() -> str:
-    """Where standalone dispatches keep their state dirs: $PRUN_STATE_ROOT, else the user's
-    state folder ($XDG_STATE_HOME/prun/units or ~/.local/state/prun/units)."""
-    root = os.environ.get("PRUN_STATE_ROOT", "").strip()
-    if root:
-        return os.path.abspath(root)
-    return os.path.join(user_state_dir(), "units")
+    """Where standalone dispatches keep their state dirs: ``$PRUN_STATE_ROOT``, else the
+    user's state folder (``settings.state_root``)."""
+    from ..settings import current
+
+    return current().state_root
 
 
 def create(unit_id: str, root: str | None = None) -> StateDir:

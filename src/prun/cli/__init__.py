@@ -50,7 +50,9 @@ def _parser(name: str | None = None):
         prog="prun", description="prun (parallel run): fan work out to AI agent processes.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="commands:\n" + "\n".join(f"  {n:<11} {s}" for n, (_, s) in COMMANDS.items())
-        + "\n\nexit codes: 0 ok, 1 failed, 2 bad usage, 75 quota, 124 timeout, 70 internal error"
+        + "\n\nexit codes: 0 ok, 1 failed, 2 bad usage, 3 stopped, 4 a unit failed, 5 stalled,"
+        "\n6 parked, 7 supervisor gone, 8 a unit succeeded, 9 handoff, 10 needs review,"
+        "\n11 conflict, 70 internal error, 75 quota, 124 timeout (README, \"Exit codes\")"
         "\nrun `prun COMMAND --help` for a command's options",
     )
     parser.add_argument("--version", action="version", version=f"prun {__version__}")
@@ -70,14 +72,14 @@ def _module(name: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..errors import EXIT_INTERNAL, EXIT_USAGE, PrunError
+    from ..errors import ExitCode, PrunError
 
     argv = sys.argv[1:] if argv is None else list(argv)
     name = next((a for a in argv if not a.startswith("-")), None)
     if name is not None and name not in COMMANDS:
         _parser().print_usage(sys.stderr)
         print(f"prun: unknown command {name!r} (run `prun --help` for the list)", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     parser = _parser(name)
     try:
         args = parser.parse_args(argv)
@@ -87,13 +89,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
+        from ..settings import current
+
+        current()  # every setting checked before any command makes anything (exit 2)
         return int(_module(name).run(args) or 0)
     except PrunError as e:
         print(f"prun: {e.line()}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("prun: interrupted", file=sys.stderr)
-        return 130
+        return ExitCode.INTERRUPTED
     except BrokenPipeError:
         return 0
     except Exception:
@@ -101,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
 
         traceback.print_exc()
         print("prun: internal error (a bug): please report the traceback above", file=sys.stderr)
-        return EXIT_INTERNAL
+        return ExitCode.INTERNAL
 
 
 def entry() -> None:

@@ -16,7 +16,6 @@ first (`TIMEOUT remaining=<k>`), or bad usage.
 
 from __future__ import annotations
 
-import os
 import sys
 
 
@@ -31,13 +30,13 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from ..watch.gather import DEFAULT_STABLE_WINDOW_S, DEFAULT_TIMEOUT_S, gather
+    from ..settings import current
+    from ..watch.gather import gather
     from ..watch.notify import exit_quickly, poll_interval, resolve_mode
 
-    timeout = duration_option(args.timeout, "PRUN_GATHER_TIMEOUT", "--timeout",
-                              DEFAULT_TIMEOUT_S)
-    window = duration_option(args.stable_window, "PRUN_STABLE_WINDOW", "--stable-window",
-                             DEFAULT_STABLE_WINDOW_S)
+    s = current()
+    timeout = duration_option(args.timeout, "--timeout", s.gather_timeout_s)
+    window = duration_option(args.stable_window, "--stable-window", s.stable_window_s)
     mode = resolve_mode(args.poll)
     interval = poll_interval()
 
@@ -50,11 +49,8 @@ def run(args) -> int:
                   interval=interval)
 
 
-def duration_option(option: str | None, env: str, what: str, default: float) -> float:
-    """An option's duration, else the environment variable's, else the default (seconds)."""
+def duration_option(option: str | None, what: str, default: float) -> float:
+    """An option's duration, else ``default`` (the setting's, seconds)."""
     from .._util.timeparse import parse_duration
 
-    if option is not None:
-        return parse_duration(option, what=what)
-    raw = os.environ.get(env, "").strip()
-    return parse_duration(raw, what=env) if raw else default
+    return default if option is None else parse_duration(option, what=what)

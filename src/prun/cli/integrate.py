@@ -16,8 +16,9 @@ result. Nothing is staged or committed. Lines:
     CHECK passed|failed exit=<n>|timeout took=<s> log=<path>
     INTEGRATE target=<path> applied=<n> conflicts=<n> skipped=<n> check=... committed=no
 
-exit codes: 0 every change to apply was applied and the check passed (or there is none);
-1 the combined check failed; 4 a change conflicted and was not applied; 2 bad usage.
+exit codes (README, "Exit codes"): 0 every change to apply was applied and the check passed
+(or there is none); 1 the combined check failed; 11 a change conflicted and was not applied;
+2 bad usage.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from __future__ import annotations
 import json
 import os
 
-EXIT_CONFLICT = 4
+from ..errors import ExitCode
 
 
 def add_arguments(p) -> None:
@@ -78,10 +79,10 @@ def run(args) -> int:
     else:
         print("\n".join(result.lines()))
     if result.conflicts:
-        return EXIT_CONFLICT
+        return ExitCode.CONFLICT
     if result.check is not None and not result.check.ok:
-        return 1
-    return 0
+        return ExitCode.FAILED
+    return ExitCode.OK
 
 
 def _toplevel() -> str | None:

@@ -8,7 +8,7 @@ writes anything of a unit's.
 
 events and exit codes:
   0    ALL-DONE  every unit's result has landed
-  3    STALLED   a unit's tail has not grown for the stall threshold
+  5    STALLED   a unit's tail has not grown for the stall threshold
   4    FAILED    a FALLBACK result, a dead dispatcher (gone without outcome.json), or no result
   124  TIMEOUT   --timeout passed first
   2    bad usage (not a state dir, bad duration, bad PRUN_WATCH)
@@ -21,7 +21,6 @@ skill's monitor scripts set it to themselves).
 
 from __future__ import annotations
 
-import os
 import sys
 
 
@@ -45,17 +44,16 @@ def run(args) -> int:
 
     from .._util.timeparse import parse_duration
     from ..errors import UsageError
-    from ..watch.gather import DEFAULT_STABLE_WINDOW_S
-    from ..watch.monitor import DEFAULT_STALL_S, Monitor, digest_line, relaunch_argv, summary_line
+    from ..settings import current
+    from ..watch.monitor import Monitor, digest_line, relaunch_argv, summary_line
     from ..watch.notify import exit_quickly, poll_interval, resolve_mode
     from .gather import duration_option
 
     if not args.state_dirs and not args.seen_stalled:
         raise UsageError("no state dir given", hint="pass the STATE-DIR paths of the units")
-    stall = duration_option(args.stall_threshold, "PRUN_STALL_THRESHOLD", "--stall-threshold",
-                            DEFAULT_STALL_S)
-    window = duration_option(args.stable_window, "PRUN_STABLE_WINDOW", "--stable-window",
-                             DEFAULT_STABLE_WINDOW_S)
+    s = current()
+    stall = duration_option(args.stall_threshold, "--stall-threshold", s.stall_s)
+    window = duration_option(args.stable_window, "--stable-window", s.stable_window_s)
     timeout = parse_duration(args.timeout, what="--timeout") if args.timeout else None
     mode = resolve_mode(args.poll)
     monitor = Monitor(args.state_dirs, stall_s=stall, window=window, mode=mode,
@@ -70,7 +68,7 @@ def run(args) -> int:
             options += [flag, value]
     if args.poll:
         options.append("--poll")
-    prefix = os.environ.get("PRUN_MONITOR_COMMAND", "").strip() or "prun monitor"
+    prefix = s.monitor_command
     relaunch = (f"{prefix} {shlex.join(relaunch_argv(report, options))}"
                 if report.still_running else None)
     if args.json:

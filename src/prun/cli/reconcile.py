@@ -17,15 +17,16 @@ One line per reason:
 --rescoped marks a packet whose change of scope the person approved; it then counts toward
 completeness whatever its verdict. Reasons and their meaning: docs/reconcile.md.
 
-exit codes: 0 every packet accepted (or re-scoped); 1 something was rejected; 3 nothing
-rejected, but something needs review or has not finished; 2 bad usage or no such run.
+exit codes (README, "Exit codes"): 0 every packet accepted (or re-scoped); 1 something was
+rejected; 10 nothing rejected, but something needs review or has not finished; 2 bad usage or
+no such run.
 """
 
 from __future__ import annotations
 
 import json
 
-EXIT_REVIEW = 3
+from ..errors import ExitCode
 
 
 def add_arguments(p) -> None:
@@ -47,8 +48,8 @@ def exit_code(report) -> int:
     from ..git.reconcile import REJECTED
 
     if any(v.verdict == REJECTED and not v.rescoped for v in report.verdicts):
-        return 1
-    return 0 if report.complete else EXIT_REVIEW
+        return ExitCode.FAILED
+    return ExitCode.OK if report.complete else ExitCode.NEEDS_REVIEW
 
 
 def run(args) -> int:

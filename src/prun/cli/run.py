@@ -19,17 +19,15 @@ fails it is refused with the same `FAIL ...` lines and exit 1, and nothing is ma
 `--allow-overlap` is given; the override and the failures it let through are then recorded in
 the ledger (an `overlap-allowed` event).
 
-exit codes: 0 every packet succeeded; 1 some packet did not succeed or the run was cancelled,
-or the plan failed the independence test (nothing frozen); 2 bad plan or usage, a unit outside
-its data boundary included (nothing frozen); 3 the run stopped: a packet could not be
-dispatched (no receipt); 124 the run's deadline passed.
+exit codes (README, "Exit codes"): 0 every packet succeeded; 1 some packet did not succeed or
+the run was cancelled, or the plan failed the independence test (nothing frozen); 2 bad plan or
+usage, a unit outside its data boundary included (nothing frozen); 3 the run stopped: a packet
+could not be dispatched (no receipt); 124 the run's deadline passed.
 """
 
 from __future__ import annotations
 
 import sys
-
-EXIT_STOPPED = 3
 
 
 def add_arguments(p) -> None:
@@ -103,10 +101,11 @@ def supervise(ledger, run_id: str, *, verbose: bool = False, plain: bool = False
 
 
 def exit_code(status: str) -> int:
+    from ..errors import ExitCode
     from ..ledger import RunStatus
 
-    return {RunStatus.SUCCEEDED: 0, RunStatus.STOPPED: EXIT_STOPPED,
-            RunStatus.TIMEOUT: 124}.get(RunStatus(status), 1)
+    return {RunStatus.SUCCEEDED: ExitCode.OK, RunStatus.STOPPED: ExitCode.STOPPED,
+            RunStatus.TIMEOUT: ExitCode.TIMEOUT}.get(RunStatus(status), ExitCode.FAILED)
 
 
 def _path(p: str):

@@ -10,12 +10,12 @@ or finished, or its supervisor is gone.
     RUN <run-id> status=<s> packets=<n> <status>=<count>... supervisor=<alive|gone>
     CURSOR <seq>                    (pass it as --since to wait for the next event)
 
-exit codes: 0 the run finished and every packet succeeded; 1 the run finished otherwise;
-3 the run stopped (no receipt); 4 a unit failed, timed out, was cancelled or blocked;
-5 a unit stalled; 6 a unit was parked for quota; 7 the supervisor is gone (prun resume RUN);
-8 a unit succeeded (--any); 9 a session unit was handed to the coordinator (run its
-`handoff=` file as a subagent, then its `receipt_cmd=`); 124 --timeout passed with nothing
-to report.
+exit codes (README, "Exit codes"): 0 the run finished and every packet succeeded; 1 the run
+finished otherwise; 3 the run stopped (no receipt); 4 a unit failed, timed out, was cancelled or
+blocked; 5 a unit stalled; 6 a unit was parked for quota; 7 the supervisor is gone (prun resume
+RUN); 8 a unit succeeded (--any); 9 a session unit was handed to the coordinator (run its
+`handoff=` file as a subagent, then its `receipt_cmd=`); 124 --timeout passed with nothing to
+report.
 """
 
 from __future__ import annotations
@@ -23,9 +23,13 @@ from __future__ import annotations
 import json
 import time
 
+from ..errors import ExitCode
+
 FAIL_STATUSES = {"failed", "timeout", "cancelled", "blocked"}
-CODES = {"run-done": None, "stopped": 3, "failed": 4, "stalled": 5, "parked": 6,
-         "supervisor-gone": 7, "succeeded": 8, "handoff": 9}
+CODES = {"stopped": ExitCode.STOPPED, "failed": ExitCode.UNIT_FAILED,
+         "stalled": ExitCode.STALLED, "parked": ExitCode.PARKED,
+         "supervisor-gone": ExitCode.SUPERVISOR_GONE, "succeeded": ExitCode.UNIT_SUCCEEDED,
+         "handoff": ExitCode.HANDOFF}
 
 
 def add_arguments(p) -> None:
@@ -92,7 +96,7 @@ def run(args) -> int:
             if limit is not None and time.monotonic() - start >= limit:
                 print(run_line(view(ledger, run_id)))
                 print(f"CURSOR {cursor}")
-                return 124
+                return ExitCode.TIMEOUT
             time.sleep(delay)
             delay = min(delay * 1.5, 1.0)
 
@@ -100,8 +104,9 @@ def run(args) -> int:
 def _code(found, gone: bool, status: str) -> int:
     kinds = [w for w, _ in found]
     if "run-done" in kinds:
-        return 0 if status == "succeeded" else 3 if status == "stopped" else 1
+        return {"succeeded": ExitCode.OK, "stopped": ExitCode.STOPPED}.get(status,
+                                                                          ExitCode.FAILED)
     for k in ("stopped", "failed", "handoff", "stalled", "parked", "succeeded"):
         if k in kinds:
             return CODES[k]
-    return CODES["supervisor-gone"] if gone else 1
+    return CODES["supervisor-gone"] if gone else ExitCode.FAILED

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .._util.fsutil import atomic_write, atomic_write_json
-from .._util.process import KILL_GRACE_SECONDS, same_process_alive
+from .._util.process import kill_grace, same_process_alive
 from ..attempt.statedir import StateDir
 from ..errors import StateError
 
@@ -34,7 +34,7 @@ class PauseResult:
         return dict(self.__dict__)
 
 
-def stop_recorded_group(state_dir: str, grace: float = KILL_GRACE_SECONDS) -> str:
+def stop_recorded_group(state_dir: str, grace: float | None = None) -> str:
     """End the worker group recorded in ``state_dir/unit.json``: SIGTERM to the group, then
     SIGKILL to members still there after ``grace`` seconds. Returns ``stopped``, ``gone`` (it
     had already ended) or ``not-started`` (no worker was recorded)."""
@@ -66,6 +66,7 @@ def stop_recorded_group(state_dir: str, grace: float = KILL_GRACE_SECONDS) -> st
         os.killpg(pgid, signal.SIGTERM)
     except ProcessLookupError:
         return "gone"
+    grace = kill_grace() if grace is None else grace
     left = _wait_gone(members, grace)
     for p in left:
         try:
@@ -132,7 +133,7 @@ def _save_patch(result: PauseResult, workspace: str | None, base: str | None) ->
 
 def pause(state_dir: str, workspace: str | None, base: str | None, *,
           ask_supervisor: Callable[[], bool] | None = None,
-          grace: float = KILL_GRACE_SECONDS) -> PauseResult:
+          grace: float | None = None) -> PauseResult:
     """Pause the unit of ``state_dir``: save its clone's change against ``base`` as
     ``<state dir>/paused.patch`` (binary, untracked files included), stop it, save the
     change again once it has stopped, and write ``paused.json``.
@@ -150,7 +151,7 @@ def pause(state_dir: str, workspace: str | None, base: str | None, *,
         if worker is None:
             result.stopped = "gone" if StateDir(state_dir).worker else "not-started"
         elif ask_supervisor is not None and ask_supervisor() \
-                and not _wait_gone([worker], 2 * grace + 5):
+                and not _wait_gone([worker], 2 * (kill_grace() if grace is None else grace) + 5):
             result.stopped = "stopped"
         else:
             result.stopped = stop_recorded_group(state_dir, grace)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from .._util import gitcmd
 from .._util.fsutil import atomic_write_json, read_json
-from ..errors import PrunError, UsageError
+from ..errors import SetupFailed, UsageError, WorkspaceError
 
 MARKER = ".prun-workspace.json"
 CLONE_MARKER = "prun-workspace.json"        # inside the clone's .git folder
@@ -39,22 +39,14 @@ HOOK_NAMES = ("pre-commit", "prepare-commit-msg", "commit-msg", "pre-merge-commi
 SETUP_TIMEOUT_DEFAULT = 600.0
 
 
-class WorkspaceError(PrunError):
-    """A workspace could not be made, prepared or removed."""
-
-
 # Locations ----------------------------------------------------------------------------------
 
 def default_root(env: Mapping[str, str] | None = None) -> str:
     """Where workspaces go: ``$PRUN_WORKSPACE_ROOT``, else the user's state folder
     (``$XDG_STATE_HOME/prun/workspaces`` or ``~/.local/state/prun/workspaces``)."""
-    env = os.environ if env is None else env
-    root = env.get("PRUN_WORKSPACE_ROOT", "").strip()
-    if root:
-        return os.path.abspath(os.path.expanduser(root))
-    from ..attempt.statedir import user_state_dir
+    from ..settings import load
 
-    return os.path.join(user_state_dir(env), "workspaces")
+    return load(env).workspace_root
 
 
 def _inside(path: str, root: str) -> bool:
@@ -330,17 +322,6 @@ class SetupResult:
     def line(self) -> str:
         state = "timeout" if self.timed_out else f"exit={self.exit_code}"
         return f"SETUP {'ok' if self.ok else 'failed'} {state} took={self.duration_s:.1f}s"
-
-
-class SetupFailed(WorkspaceError):
-    """The plan's setup command failed or timed out; ``result`` holds what happened."""
-
-    def __init__(self, result: SetupResult, command):
-        why = "timed out" if result.timed_out else f"exited with code {result.exit_code}"
-        last = result.tail.strip().splitlines()[-1:] or [""]
-        super().__init__(f"setup command {command!r} {why}: {last[0]}".rstrip(": "),
-                         hint=f"see {result.log}; fix the plan's setup command")
-        self.result = result
 
 
 def run_setup(workspace: str | os.PathLike, command: str | Sequence[str],

@@ -234,15 +234,15 @@ def prun_dir(root: Path) -> Path:
 
 
 def default_path(start: str | os.PathLike | None = None) -> Path:
-    env = os.environ.get("PRUN_LEDGER", "").strip()
-    if env:
-        return Path(env).expanduser().absolute()
+    from ..settings import current
+
+    s = current()
+    if s.ledger:
+        return Path(s.ledger)
     root = repo_root(start)
     if root is not None:
         return prun_dir(root) / "ledger.sqlite"
-    from ..attempt.statedir import user_state_dir
-
-    return Path(user_state_dir()) / "ledger.sqlite"
+    return Path(s.user_state) / "ledger.sqlite"
 
 
 class Ledger:
@@ -671,7 +671,7 @@ def record_dispatch(step: str, dispatch) -> None:
     Never raises: an unwritable ledger costs one warning on stderr, not the dispatch.
     """
     global _warned
-    if _warned or os.environ.get("PRUN_LEDGER", "").strip().lower() == "off":
+    if _warned or _off():
         return
     try:
         _record_dispatch(step, dispatch)
@@ -685,8 +685,7 @@ def record_receipt(state_dir: str, unit: dict, receipt: str) -> None:
     """A standalone session unit's receipt (``prun receipt``); a run's supervisor picks its
     own units' receipts up from the state dir. Never raises (one warning at most)."""
     global _warned
-    if unit.get("attempt_id") or _warned or \
-            os.environ.get("PRUN_LEDGER", "").strip().lower() == "off":
+    if unit.get("attempt_id") or _warned or _off():
         return
     try:
         with Ledger.open() as ledger:
@@ -698,6 +697,13 @@ def record_receipt(state_dir: str, unit: dict, receipt: str) -> None:
     except (sqlite3.Error, OSError, StateError, ValueError) as e:
         _warned = True
         print(f"prun: warning: the ledger was not updated ({e})", file=sys.stderr)
+
+
+def _off() -> bool:
+    """``PRUN_LEDGER=off``: standalone dispatches record nothing."""
+    from ..settings import current
+
+    return current().ledger_off
 
 
 def _record_dispatch(step: str, d) -> None:

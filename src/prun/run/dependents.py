@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .._util import gitcmd
+from ..errors import Blocked
 from ..git.reconcile import REJECTED, UnitInput, judge
 from ..plan import Plan
 
@@ -34,14 +35,6 @@ class Start:
     predecessors: dict[str, str]        # direct predecessor id -> its result file
     applied: tuple[str, ...] = ()       # code ancestors whose changes the clone starts with
     patches: tuple[bytes, ...] = ()
-
-
-class Blocked(Exception):
-    """A packet it comes after was rejected: ``reason`` says which and why."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
 
 
 def start(plan: Plan, packet_id: str, latest: Mapping[str, UnitInput],

@@ -20,7 +20,7 @@ one that is not in a worker's group is an escape, tied to its worker by, in this
 worker's (it left the group, not the session); its ancestry, when the keeper saw it below an
 escape it already held; else the workers that were running when it appeared. When a worker's
 leader has exited, the keeper ends every escape whose workers have all ended: SIGTERM (its group
-when it leads one), ``process.KILL_GRACE_SECONDS``, SIGKILL, each signal only to a process that
+when it leads one), the kill grace (``PRUN_KILL_GRACE_SECONDS``), SIGKILL, each signal only to a process that
 is still the keeper's unreaped child with the start time it had when it was found; and reaps
 it. The worker's ``exit`` line is sent once those are gone, after one ``escaped`` line for each.
 A process the keeper did not start (nor a descendant of one) is never its child, so never
@@ -87,8 +87,9 @@ class _Escape:
 
 class _Server:
     def __init__(self, inp: int, out: int):
-        from .._util.process import become_subreaper
+        from .._util.process import become_subreaper, kill_grace
 
+        self.grace = kill_grace()            # escapes get this long between SIGTERM and SIGKILL
         self.inp, self.out = inp, out
         self.kids: dict[int, _Kid] = {}      # pid -> an unreaped worker
         self.base_env: dict[str, str] = {}
@@ -247,7 +248,7 @@ class _Server:
 
     def end(self, esc: _Escape, rid: int | None) -> None:
         """Report ``esc`` under worker ``rid`` and send it SIGTERM; SIGKILL follows."""
-        from .._util.process import KILL_GRACE_SECONDS, proc_info, signal_escape
+        from .._util.process import proc_info, signal_escape
 
         now = proc_info(esc.pid)
         cmdline = now["cmdline"] if now and now["cmdline"] else esc.cmdline
@@ -255,7 +256,7 @@ class _Server:
         self.reply(f"escaped {worker.pid if worker else 0} {esc.pid} {json.dumps(cmdline)}")
         esc.ended, esc.held_by = True, rid
         if signal_escape(esc.pid, esc.start, signal.SIGTERM):
-            esc.kill_at = time.monotonic() + KILL_GRACE_SECONDS
+            esc.kill_at = time.monotonic() + self.grace
         else:
             del self.escapes[esc.pid]
 

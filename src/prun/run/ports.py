@@ -37,12 +37,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from .._util.fsutil import atomic_write
-from ..attempt.statedir import user_state_dir
-from ..errors import PrunError, StateError, UsageError
+from ..errors import PortBusy, PortsExhausted, PortsUnavailable, StateError, UsageError
+from ..settings import PORT_COUNT_DEFAULT, PORT_LIMIT, load
 
-PORT_START_DEFAULT = 20000
-PORT_COUNT_DEFAULT = 10
-PORT_LIMIT = 65536              # one past the highest port
 REGISTRY = "ports.json"
 FORMAT = 1                      # the registry file's format
 LOCK_WAIT_S = 10.0              # the registry's lock is held for milliseconds; past this, a holder is stuck
@@ -81,37 +78,6 @@ class PortRange:
 
 
 # Settings and requests ----------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class PortSettings:
-    """Where assigned ports start (``PRUN_PORT_START``) and a unit's range size
-    (``PRUN_PORT_COUNT``)."""
-
-    start: int
-    count: int
-
-
-def port_settings(env: Mapping[str, str] | None = None) -> PortSettings:
-    """``PRUN_PORT_START`` (1024 to 65535, default 20000) and ``PRUN_PORT_COUNT`` (1 up to the
-    ports left above the start, default 10); a bad value raises UsageError."""
-    env = os.environ if env is None else env
-    start = _int_env(env, "PRUN_PORT_START", PORT_START_DEFAULT, 1024, PORT_LIMIT - 1)
-    count = _int_env(env, "PRUN_PORT_COUNT", PORT_COUNT_DEFAULT, 1, PORT_LIMIT - start)
-    return PortSettings(start, count)
-
-
-def _int_env(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if not low <= value <= high:
-        raise UsageError(f"{name}={raw!r} is not a whole number from {low} to {high}",
-                         hint=f"unset {name} for the default {default}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -156,7 +122,7 @@ def port_request(state: Iterable[str], env: Mapping[str, str] | None = None, *,
             _refuse(text, "is neither a port, a range nor a name", _FIX, where)
         else:
             _refuse(text, "names no port", _FIX, where)
-    return PortRequest(tuple(fixed), tuple(names.values()), port_settings(env).count)
+    return PortRequest(tuple(fixed), tuple(names.values()), load(env).port_count)
 
 
 def _fixed(text: str, low: int, high: int, where: str | None) -> PortRange:
@@ -266,42 +232,11 @@ class Reservation:
         return {**self.range.env(), **{env_name(n): str(p) for n, p in self.named.items()}}
 
 
-# Errors -------------------------------------------------------------------------------------
-
-class PortsUnavailable(PrunError):
-    """The ports a unit needs cannot be had now; they can once other units release theirs."""
-
-
-class PortBusy(PortsUnavailable):
-    """A fixed port the unit asked for (``wanted``) is held by another live ``holder``."""
-
-    def __init__(self, port: int, wanted: PortRange, holder: Holder):
-        what = f"port {port}" if wanted.count == 1 else f"port {port} of port:{wanted}"
-        super().__init__(
-            f"{what} is held by attempt {holder.attempt_id} (run {holder.run_id or '-'}, "
-            f"packet {holder.packet_id or '-'})",
-            hint="it is free again when that attempt ends; port:NAME gives a port of its own")
-        self.port = port
-        self.wanted = wanted
-        self.holder = holder
-
-
-class PortsExhausted(PortsUnavailable):
-    """No free run of ``count`` ports is left from ``start`` up to 65535."""
-
-    def __init__(self, count: int, start: int):
-        super().__init__(f"no {count} free contiguous ports from {start} to {PORT_LIMIT - 1}",
-                         hint="wait for other units to end, or set a lower PRUN_PORT_START "
-                         "or PRUN_PORT_COUNT")
-        self.count = count
-        self.start = start
-
-
 # The registry -------------------------------------------------------------------------------
 
 def registry_path(env: Mapping[str, str] | None = None) -> str:
     """The registry file: ``ports.json`` in the user's state folder."""
-    return os.path.join(user_state_dir(env), REGISTRY)
+    return os.path.join(load(env).user_state, REGISTRY)
 
 
 def reserve(holder: Holder, request: PortRequest,
@@ -311,7 +246,7 @@ def reserve(holder: Holder, request: PortRequest,
     Fixed ports held by another live attempt raise ``PortBusy``; no room left in the span
     raises ``PortsExhausted``. Reserving again for the same attempt replaces what it held.
     """
-    start = port_settings(env).start
+    start = load(env).port_start
     with _Registry(registry_path(env)) as registry:
         others = [e for e in registry.entries if e.holder.attempt_id != holder.attempt_id]
         for wanted in request.fixed:
@@ -525,6 +460,6 @@ def in_use(port: int) -> bool:
     return False
 
 
-__all__ = ["Entry", "Holder", "PortBusy", "PortRange", "PortRequest", "PortSettings",
+__all__ = ["Entry", "Holder", "PortBusy", "PortRange", "PortRequest",
            "PortsExhausted", "PortsUnavailable", "Reservation", "env_name", "held", "in_use",
-           "port_request", "port_settings", "registry_path", "release", "reserve"]
+           "port_request", "registry_path", "release", "reserve"]

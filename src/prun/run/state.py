@@ -163,11 +163,9 @@ def _sandboxes(plan: Plan, env: Mapping[str, str], routes) -> dict[str, str]:
     """Each packet's sandbox setting (its own, else the plan's, else ``$PRUN_SANDBOX``, else
     auto). ``on`` where no sandbox can be made refuses the run before anything is frozen."""
     from ..attempt.sandbox import parse_setting, unavailable
+    from ..settings import load
 
-    try:
-        default = parse_setting(plan.sandbox or env.get("PRUN_SANDBOX", "").strip() or None)
-    except UsageError as e:
-        raise UsageError(f"PRUN_SANDBOX: {e.message}", hint=e.hint)
+    default = parse_setting(plan.sandbox) if plan.sandbox else load(env).sandbox
     out = {p.id: p.sandbox or default for p in plan.packets}
     wanted = [p for p in plan.packets
               if out[p.id] == "on" and routes[p.id].executor != "session"]

@@ -20,15 +20,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..attempt import published
-from ..errors import UsageError
+from ..errors import ExitCode, UsageError
 
 DEFAULT_TIMEOUT_S = 3600.0
 DEFAULT_STABLE_WINDOW_S = 10.0
 RESCAN_S = 30.0  # a full look now and then, in case the platform dropped an event
 
-EXIT_ALL_LANDED = 0
-EXIT_TIMEOUT = 2
-EXIT_CHANGED = 1   # every file landed, but one was written again after it was published
 
 
 @dataclass(frozen=True)
@@ -143,11 +140,12 @@ def gather(paths: Iterable[str], *, emit: Callable[[str], None],
                 else:
                     ready_at.pop(p, None)
             if not pending:
-                return EXIT_CHANGED if rewritten else EXIT_ALL_LANDED
+                # every file landed (one written again after it was published: FAILED)
+                return ExitCode.FAILED if rewritten else ExitCode.OK
             left = timeout - (time.monotonic() - started)
             if left <= 0:
                 emit(f"TIMEOUT remaining={len(pending)}")
-                return EXIT_TIMEOUT
+                return ExitCode.USAGE  # the seed fixes gather's TIMEOUT at 2
             wake = [left, RESCAN_S, *(t - now for t in ready_at.values())]
             if polling and ready_at:
                 wake.append(interval)  # a settling file's index entry may appear meanwhile

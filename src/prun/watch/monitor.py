@@ -38,19 +38,16 @@ from dataclasses import asdict, dataclass
 
 from ..attempt import published, statedir
 from ..attempt.statedir import StateDir
+from ..errors import ExitCode
 from .gather import DEFAULT_STABLE_WINDOW_S, LandingRule
 
 DEFAULT_STALL_S = 600.0
 PID_POLL_S = 2.0      # liveness checks where a process exit cannot wake us
 RESCAN_S = 60.0       # a full look now and then, in case the platform dropped an event
 
-EXIT_ALL_DONE = 0
-EXIT_STALLED = 3
-EXIT_FAILED = 4
-EXIT_TIMEOUT = 124
-
-EVENTS = {"ALL-DONE": EXIT_ALL_DONE, "STALLED": EXIT_STALLED, "FAILED": EXIT_FAILED,
-          "TIMEOUT": EXIT_TIMEOUT}
+# the event that woke the monitor, and its exit code (prun.errors.ExitCode)
+EVENTS = {"ALL-DONE": ExitCode.OK, "STALLED": ExitCode.STALLED, "FAILED": ExitCode.UNIT_FAILED,
+          "TIMEOUT": ExitCode.TIMEOUT}
 STILL_RUNNING = ("running", "stalled", "waiting")
 STATES = ("done", "running", "stalled", "failed", "waiting")
 

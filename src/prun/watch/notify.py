@@ -32,29 +32,21 @@ from dataclasses import dataclass, field
 from ..errors import UsageError
 
 MODES = ("native", "poll")
-_ALIASES = {"": "native", "auto": "native", "native": "native", "inotify": "native",
-            "poll": "poll", "polling": "poll"}
 DEFAULT_POLL_INTERVAL = 1.0
 
 
 def resolve_mode(forced_poll: bool = False, env: dict | None = None) -> str:
-    """``poll`` when asked by option or ``PRUN_WATCH``, else ``native``; bad values are refused."""
-    env = os.environ if env is None else env
-    raw = env.get("PRUN_WATCH", "").strip().lower()
-    if raw not in _ALIASES:
-        raise UsageError(f"bad PRUN_WATCH {raw!r}", hint="use PRUN_WATCH=native or PRUN_WATCH=poll")
-    return "poll" if forced_poll else _ALIASES[raw]
+    """``poll`` when asked by option or ``PRUN_WATCH`` (``prun.settings``), else ``native``."""
+    from ..settings import load
+
+    return "poll" if forced_poll else load(env).watch_mode
 
 
 def poll_interval(env: dict | None = None) -> float:
-    from .._util.timeparse import parse_duration
+    """``PRUN_WATCH_POLL_INTERVAL`` (``prun.settings``)."""
+    from ..settings import load
 
-    env = os.environ if env is None else env
-    raw = env.get("PRUN_WATCH_POLL_INTERVAL", "").strip()
-    value = parse_duration(raw, what="PRUN_WATCH_POLL_INTERVAL") if raw else DEFAULT_POLL_INTERVAL
-    if value <= 0:
-        raise UsageError("PRUN_WATCH_POLL_INTERVAL must be positive", hint="e.g. 0.5 or 2s")
-    return value
+    return load(env).poll_interval_s
 
 
 @dataclass

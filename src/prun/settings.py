@@ -1,0 +1,231 @@
+"""prun's settings: every environment variable prun reads, parsed and validated in one place.
+
+``load(env)`` reads the variables below from ``env`` (default: this process's environment),
+checks every value, and returns one ``Settings``; a bad value is a ``UsageError`` naming the
+variable and how to fix it (exit 2), raised before anything is made: the ``prun`` command loads
+its settings first, whatever the command. Library code reads a ``Settings`` (``current()`` for
+this process's), never ``os.environ``; an environment is only passed on, to the processes
+prun starts. Each agent CLI's own variables (``ANTIGRAVITY_*``, ``PRUN_CLAUDE_*``, ...) are
+read by its executor module and checked through ``check_executors`` at the same moment.
+
+    variable                      setting               default
+    PRUN_LEDGER                   ledger, ledger_off    .prun/ledger.sqlite at the repository
+                                                        root, else the user's state folder;
+                                                        "off": standalone dispatches record
+                                                        nothing
+    PRUN_STATE_ROOT               state_root            <user state>/units (standalone units)
+    PRUN_WORKSPACE_ROOT           workspace_root        <user state>/workspaces
+    XDG_STATE_HOME                user_state            ~/.local/state, then /prun
+    PRUN_CONFIG                   config                <user config folder>/prun/config.toml
+    PRUN_SANDBOX                  sandbox               auto (auto | on | off)
+    PRUN_SCRATCH_CWD              scratch_cwd           none (a caller-made workspace)
+    PRUN_STALL_THRESHOLD          stall_s               10m (no tail growth for this long)
+    PRUN_KILL_GRACE_SECONDS       kill_grace_s          5s (SIGTERM to SIGKILL)
+    PRUN_TIMEOUT_GRACE_SECONDS    timeout_grace_s       the executor's (past a unit's timeout)
+    PRUN_HOOK_TIMEOUT             hook_timeout_s        30s (a plan's on_event command)
+    PRUN_GATHER_TIMEOUT           gather_timeout_s      1h
+    PRUN_STABLE_WINDOW            stable_window_s       10s
+    PRUN_WATCH                    watch_mode            native (native | poll)
+    PRUN_WATCH_POLL_INTERVAL      poll_interval_s       1s
+    PRUN_PORT_START               port_start            20000 (where assigned ports start)
+    PRUN_PORT_COUNT               port_count            10 (a unit's own range)
+    PRUN_MONITOR_COMMAND          monitor_command       prun monitor (in relaunch lines)
+
+Durations take seconds or ``90s``, ``45m``, ``2h``, ``1h30m``. A plain class (no dataclass):
+settings are loaded on the dispatcher's way to its first line.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+
+from .errors import UsageError
+
+SANDBOX_SETTINGS = ("auto", "on", "off")
+WATCH_MODES = {"": "native", "auto": "native", "native": "native", "inotify": "native",
+               "poll": "poll", "polling": "poll"}
+PORT_LIMIT = 65536              # one past the highest port
+PORT_START_DEFAULT = 20000      # where assigned ports start
+PORT_COUNT_DEFAULT = 10         # a unit's own range
+
+# every variable read here, in the order they are checked (the cache key, and the docs)
+VARIABLES = ("PRUN_LEDGER", "PRUN_STATE_ROOT", "PRUN_WORKSPACE_ROOT", "XDG_STATE_HOME",
+             "PRUN_CONFIG", "PRUN_SANDBOX", "PRUN_SCRATCH_CWD", "PRUN_STALL_THRESHOLD",
+             "PRUN_KILL_GRACE_SECONDS", "PRUN_TIMEOUT_GRACE_SECONDS", "PRUN_HOOK_TIMEOUT",
+             "PRUN_GATHER_TIMEOUT", "PRUN_STABLE_WINDOW", "PRUN_WATCH",
+             "PRUN_WATCH_POLL_INTERVAL", "PRUN_PORT_START", "PRUN_PORT_COUNT",
+             "PRUN_MONITOR_COMMAND", "HOME")
+
+
+class Settings:
+    """prun's settings, read from one environment (``env``, kept to pass on to children)."""
+
+    __slots__ = ("_config", "config_given", "env", "gather_timeout_s", "hook_timeout_s",
+                 "kill_grace_s", "ledger", "ledger_off", "monitor_command", "poll_interval_s",
+                 "port_count", "port_start", "sandbox", "scratch_cwd", "stable_window_s",
+                 "stall_s", "state_root", "timeout_grace_s", "user_state", "watch_mode",
+                 "workspace_root")
+
+    env: Mapping[str, str]
+    ledger: str | None               # an explicit ledger path (None: found from the repository)
+    ledger_off: bool                 # PRUN_LEDGER=off: standalone dispatches record nothing
+    user_state: str                  # prun's folder in the user's state folder
+    state_root: str
+    workspace_root: str
+    config_given: str | None
+    sandbox: str
+    scratch_cwd: str | None
+    stall_s: float
+    kill_grace_s: float
+    timeout_grace_s: float | None
+    hook_timeout_s: float
+    gather_timeout_s: float
+    stable_window_s: float
+    watch_mode: str
+    poll_interval_s: float
+    port_start: int
+    port_count: int
+    monitor_command: str
+
+    @property
+    def config(self) -> str:
+        """The config file's path: ``$PRUN_CONFIG``, else ``config.toml`` in the user's config
+        folder for prun (platformdirs; imported only when asked)."""
+        if self.config_given:
+            return self.config_given
+        import platformdirs
+
+        return os.path.join(platformdirs.user_config_dir("prun", appauthor=False),
+                            "config.toml")
+
+    def __repr__(self) -> str:
+        shown = (f"{k}={getattr(self, k)!r}" for k in self.__slots__ if k not in ("env", "_config"))
+        return "Settings(" + ", ".join(shown) + ")"
+
+
+def load(env: Mapping[str, str] | None = None) -> Settings:
+    """The settings of ``env`` (default: this process's environment), every value checked;
+    raises ``UsageError`` (exit 2) naming the first bad variable. Cached per environment."""
+    env = os.environ if env is None else env
+    key = tuple(env.get(name) for name in VARIABLES)
+    cached = _cache.get(id(env))
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    s = _read(env)
+    if len(_cache) > 64:
+        _cache.clear()
+    _cache[id(env)] = (key, s)
+    return s
+
+
+def current() -> Settings:
+    """This process's settings (its environment as it is now)."""
+    return load(os.environ)
+
+
+_cache: dict[int, tuple[tuple, Settings]] = {}
+
+
+def _read(env: Mapping[str, str]) -> Settings:
+    s = Settings()
+    s.env = env
+    home = env.get("HOME") or os.path.expanduser("~")
+    s.user_state = os.path.join(_text(env, "XDG_STATE_HOME")
+                                or os.path.join(home, ".local", "state"), "prun")
+    raw = _text(env, "PRUN_LEDGER")
+    s.ledger_off = raw.lower() == "off"
+    s.ledger = None if s.ledger_off or not raw else _path(raw, home)
+    given = _text(env, "PRUN_STATE_ROOT")
+    s.state_root = _path(given, home) if given else os.path.join(s.user_state, "units")
+    given = _text(env, "PRUN_WORKSPACE_ROOT")
+    s.workspace_root = _path(given, home) if given else os.path.join(s.user_state, "workspaces")
+    given = _text(env, "PRUN_CONFIG")
+    s.config_given = _path(given, home) if given else None
+    s.sandbox = _choice(env, "PRUN_SANDBOX", {c: c for c in SANDBOX_SETTINGS} | {"": "auto"},
+                        "auto, on or off")
+    s.scratch_cwd = _text(env, "PRUN_SCRATCH_CWD") or None
+    s.stall_s = _duration(env, "PRUN_STALL_THRESHOLD", 600.0)
+    s.kill_grace_s = _duration(env, "PRUN_KILL_GRACE_SECONDS", 5.0, zero=True)
+    s.timeout_grace_s = _duration(env, "PRUN_TIMEOUT_GRACE_SECONDS", None, zero=True)
+    s.hook_timeout_s = _duration(env, "PRUN_HOOK_TIMEOUT", 30.0)
+    s.gather_timeout_s = _duration(env, "PRUN_GATHER_TIMEOUT", 3600.0, zero=True)
+    s.stable_window_s = _duration(env, "PRUN_STABLE_WINDOW", 10.0, zero=True)
+    s.watch_mode = _choice(env, "PRUN_WATCH", WATCH_MODES, "native or poll")
+    s.poll_interval_s = _duration(env, "PRUN_WATCH_POLL_INTERVAL", 1.0)
+    s.port_start = _whole(env, "PRUN_PORT_START", PORT_START_DEFAULT, 1024, PORT_LIMIT - 1)
+    s.port_count = _whole(env, "PRUN_PORT_COUNT", PORT_COUNT_DEFAULT, 1,
+                          PORT_LIMIT - s.port_start)
+    s.monitor_command = _text(env, "PRUN_MONITOR_COMMAND") or "prun monitor"
+    return s
+
+
+def parse_sandbox(value: object) -> str:
+    """A ``sandbox:`` setting (plan, packet, ``--sandbox``) as ``auto``, ``on`` or ``off``
+    (missing: ``auto``). YAML reads unquoted on/off as booleans: True is on, False is off."""
+    if value is None:
+        return "auto"
+    if value is True or value is False:
+        return "on" if value else "off"
+    if isinstance(value, str) and value.strip().lower() in SANDBOX_SETTINGS:
+        return value.strip().lower()
+    raise UsageError(f"sandbox: {value!r} is not a sandbox setting",
+                     hint="use auto (the default), on or off")
+
+
+def _text(env: Mapping[str, str], name: str) -> str:
+    return (env.get(name) or "").strip()
+
+
+def _path(raw: str, home: str) -> str:
+    if raw == "~" or raw.startswith("~/"):
+        raw = home + raw[1:]
+    return os.path.abspath(raw)
+
+
+def _choice(env: Mapping[str, str], name: str, allowed: Mapping[str, str], say: str) -> str:
+    raw = _text(env, name).lower()
+    if raw not in allowed:
+        raise UsageError(f"{name}={env.get(name)!r} is not one of {say}",
+                         hint=f"set {name} to {say}, or unset it")
+    return allowed[raw]
+
+
+def _duration(env: Mapping[str, str], name: str, default: float | None,
+              zero: bool = False) -> float:
+    raw = _text(env, name)
+    if not raw:
+        return default  # type: ignore[return-value]  # None only where the default is None
+    from ._util.timeparse import parse_duration
+
+    try:
+        value = parse_duration(raw, what=name)
+    except UsageError as e:
+        raise UsageError(f"{name}={raw!r} is not a duration", hint=e.hint) from None
+    if value < 0 or (value == 0 and not zero):
+        raise UsageError(f"{name}={raw!r} must be {'0 or more' if zero else 'more than 0'}",
+                         hint=f"give seconds or a duration such as 90s or 10m, or unset {name}")
+    return value
+
+
+def _whole(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    raw = _text(env, name)
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = low - 1
+    if not low <= value <= high:
+        raise UsageError(f"{name}={raw!r} is not a whole number from {low} to {high}",
+                         hint=f"unset {name} for the default {default}")
+    return value
+
+
+def check_executors(env: Mapping[str, str], names: Callable[[], list[str]] | None = None) -> None:
+    """Check every executor's own variables in ``env`` (``ANTIGRAVITY_*``, ``PRUN_CLAUDE_*``,
+    ...): each executor resolves its settings from them as a unit would."""
+    from . import executors
+
+    for name in (names or executors.names)():
+        executors.get(name).settings(env)
