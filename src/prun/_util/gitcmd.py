@@ -10,7 +10,6 @@ exit code and stderr.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Mapping, Sequence
 
 from ..errors import GitError, PrunError
@@ -37,27 +36,37 @@ def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 def git(args: Sequence[str], cwd: str | os.PathLike | None = None, *, check: bool = True,
         env: Mapping[str, str] | None = None, input: bytes | None = None,
-        text: bool = True, timeout: float = GIT_TIMEOUT_S) -> subprocess.CompletedProcess:
-    """Run ``git -C cwd args...``; stdout and stderr captured. Raises ``GitError`` when
-    ``check`` and git exits non-zero."""
+        text: bool = True, timeout: float = GIT_TIMEOUT_S) -> Ran:
+    """Run ``git -C cwd args...`` (bounded: ``process.run``); stdout and stderr captured.
+    Raises ``GitError`` when ``check`` and git exits non-zero."""
+    from .process import run
+
     argv = ["git"]
     if cwd is not None:
         argv += ["-C", os.fspath(cwd)]
     argv += list(args)
     try:
-        proc = subprocess.run(argv, input=input, capture_output=True, env=git_env(env),
-                              timeout=timeout, check=False)
+        done = run(argv, input=input, env=git_env(env), timeout=timeout)
     except FileNotFoundError:
-        raise PrunError("git not found on PATH", hint="install git")
-    except subprocess.TimeoutExpired:
+        raise PrunError("git not found on PATH", hint="install git") from None
+    if done.timed_out:
         raise PrunError(f"git {' '.join(args)} took longer than {timeout:.0f}s")
-    if text:
-        proc.stdout = proc.stdout.decode("utf-8", "surrogateescape")
-    stderr = proc.stderr.decode("utf-8", "replace")
-    proc.stderr = stderr
+    stderr = done.stderr.decode("utf-8", "replace")
+    proc = Ran(done.returncode or 0,
+               done.stdout.decode("utf-8", "surrogateescape") if text else done.stdout, stderr)
     if check and proc.returncode != 0:
         raise GitError(args, proc.returncode, stderr)
     return proc
+
+
+class Ran:
+    """What a git command returned: its exit code, its stdout (text, or bytes when asked)
+    and its stderr (text)."""
+
+    __slots__ = ("returncode", "stderr", "stdout")
+
+    def __init__(self, returncode: int, stdout, stderr: str):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
 
 
 def out(args: Sequence[str], cwd: str | os.PathLike | None = None, **kw) -> str:

@@ -174,6 +174,58 @@ def spawn(argv: list[str], *, cwd: str, env: dict[str, str], stdout_path: str,
     return Worker(proc, pidfd)
 
 
+class Finished:
+    """A bounded command's end (``run``): its exit code (None when it timed out and was
+    ended), what it printed, and whether the timeout ended it."""
+
+    __slots__ = ("argv", "returncode", "stderr", "stdout", "timed_out")
+
+    def __init__(self, argv: list[str], returncode: int | None, stdout: bytes, stderr: bytes,
+                 timed_out: bool):
+        self.argv, self.returncode = argv, returncode
+        self.stdout, self.stderr, self.timed_out = stdout, stderr, timed_out
+
+
+def run(argv: list[str], *, timeout: float, cwd: str | os.PathLike | None = None,
+        env: dict[str, str] | None = None, input: bytes | None = None) -> Finished:
+    """Run ``argv`` to its end: in a session and process group of its own, stdin ``input``
+    (else closed), stdout and stderr captured. Past ``timeout`` seconds its whole group is
+    ended (SIGTERM, the kill grace, SIGKILL) and its pipes drained; a group it leaves behind
+    after its own exit is ended too. Raises ``OSError`` when it cannot be started."""
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, start_new_session=True, close_fds=True,
+                            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = proc.communicate(input, timeout=timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _killpg(proc.pid, signal.SIGTERM)
+        try:
+            out, err = proc.communicate(timeout=kill_grace())
+        except subprocess.TimeoutExpired:
+            _killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+    _killpg(proc.pid, signal.SIGKILL)  # whatever it left in its group
+    code = proc.returncode
+    return Finished(list(argv), None if timed_out else (128 - code if code < 0 else code),
+                    out or b"", err or b"", timed_out)
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def start(argv: list[str], **popen) -> subprocess.Popen:
+    """Start ``argv`` in a session and process group of its own, no file descriptor leaked
+    (the other ``Popen`` arguments as given): for the processes prun starts to outlive a step,
+    a detached supervisor or a run's keeper."""
+    return subprocess.Popen(argv, start_new_session=True, close_fds=True, **popen)
+
+
 def end_group(worker, grace: float | None = None) -> None:
     """SIGTERM the group, give the leader ``grace`` seconds, then SIGKILL whatever is left.
 

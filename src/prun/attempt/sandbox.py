@@ -133,7 +133,6 @@ def _argv(bwrap: str, env: str, fresh: bool, argv: list[str],
 
 def _run_probe() -> dict:
     import shutil
-    import subprocess
 
     found = {"reason": None, "bwrap": None, "env": None, "fresh_proc": False}
     if sys.platform != "linux":
@@ -145,11 +144,14 @@ def _run_probe() -> dict:
         return {**found, "reason": "no env on PATH"}
 
     def run(argv: list[str]) -> tuple[int, str]:
+        from .._util.process import run as bounded
+
         try:
-            p = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
-                               timeout=PROBE_TIMEOUT_S)
-        except (OSError, subprocess.TimeoutExpired) as e:
+            p = bounded(argv, timeout=PROBE_TIMEOUT_S)
+        except OSError as e:
             return -1, str(e)
+        if p.returncode is None:
+            return -1, f"no answer in {PROBE_TIMEOUT_S:.0f} s"
         lines = p.stderr.decode(errors="replace").strip().splitlines()
         return p.returncode, (lines[-1] if lines else f"exit code {p.returncode}")
 

@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from itertools import chain, combinations, product
 
-from ..errors import UsageError
+from .._util import gitcmd
+from ..errors import PrunError, UsageError
 from . import globs
 from .model import Packet, Plan
 
@@ -365,11 +365,9 @@ def _sequence_or_group(a: Packet, b: Packet) -> str:
 
 def _git_root(folder) -> str | None:
     try:
-        out = subprocess.run(["git", "-C", str(folder), "rev-parse", "--show-toplevel"],
-                             capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
+        return gitcmd.toplevel(folder)
+    except PrunError:   # no git at all: bases are compared as written
         return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
 
 
 def _resolve(plan: Plan, p: Packet, git_root: str | None, cache: dict) -> str | None:
@@ -380,10 +378,10 @@ def _resolve(plan: Plan, p: Packet, git_root: str | None, cache: dict) -> str | 
     if name in cache:
         return cache[name]
     try:
-        out = subprocess.run(["git", "-C", git_root, "rev-parse", "--verify", "--quiet",
-                              f"{name}^{{commit}}"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise UsageError(f"cannot run git to resolve base {name!r}: {e}",
+        out = gitcmd.git(["rev-parse", "--verify", "--quiet", f"{name}^{{commit}}"], git_root,
+                         check=False, timeout=30)
+    except PrunError as e:
+        raise UsageError(f"cannot run git to resolve base {name!r}: {e.message}",
                          hint="install git, or run prun check outside a repository")
     if out.returncode != 0 or not out.stdout.strip():
         where = p.where("base") if p.base else plan.where("base")

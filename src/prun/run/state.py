@@ -284,12 +284,13 @@ def spawn_supervisor(run_id: str, ledger_path: str | os.PathLike, log: str | os.
     import subprocess
     import sys
 
+    from .._util.process import start
+
     env = dict(os.environ)
     env["PRUN_LEDGER"] = str(ledger_path)
     with open(log, "ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "prun.run.supervisor", run_id],
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env,
-                                start_new_session=True, close_fds=True)
+        proc = start([sys.executable, "-m", "prun.run.supervisor", run_id],
+                     stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env)
 
     def registered():
         if proc.poll() is not None:
