@@ -1,4 +1,5 @@
-"""Durations as people write them: ``90``, ``90s``, ``45m``, ``2h``, ``1h30m``, ``1.5h``."""
+"""Durations as people write them (``90``, ``90s``, ``45m``, ``2h``, ``1h30m``, ``1.5h``), the
+ISO times prun records, and deadlines (either)."""
 
 from __future__ import annotations
 
@@ -42,3 +43,37 @@ def format_duration(seconds: float) -> str:
     if s < 3600:
         return f"{s // 60}m{s % 60:02d}s"
     return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+def epoch(iso: str | None) -> float | None:
+    """An ISO time (``2026-12-01T18:00:00Z``; without a zone: UTC) as seconds since the
+    epoch; None when empty or not a time. The one parser of the times prun records."""
+    if not iso:
+        return None
+    import datetime as dt
+
+    try:
+        when = dt.datetime.fromisoformat(str(iso).strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return when.timestamp()
+
+
+def deadline_at(text: str | float | None, now: float | None = None) -> float | None:
+    """A deadline (a duration from ``now``, or an ISO time; without a zone: UTC) as seconds
+    since the epoch; None when there is none. Raises UsageError when it is neither."""
+    if text is None or str(text).strip() == "":
+        return None
+    import time
+
+    try:
+        return (time.time() if now is None else now) + parse_duration(text, what="deadline")
+    except UsageError:
+        pass
+    when = epoch(str(text))
+    if when is None:
+        raise UsageError(f"bad deadline {text!r}",
+                         hint="give a duration (90m, 2h) or an ISO time (2026-12-01T18:00:00Z)")
+    return when

@@ -6,7 +6,7 @@ confirmed gone and its partial output quarantined; then it is recorded as cancel
 
 With no supervisor running, a detached one is started to carry the request out.
 
-exit codes: 0 cancelled (or already finished); 1 no such run or attempt, or not confirmed
+exit codes: 0 cancelled (or already finished); 2 no such run or attempt; 1 not confirmed
 within --wait seconds (the request stands).
 """
 
@@ -22,7 +22,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from ..errors import StateError
+    from ..errors import UsageError
     from ..ledger import Ledger
     from ..run.state import RunPaths, spawn_supervisor, wait_for, wake_supervisor
 
@@ -33,7 +33,7 @@ def run(args) -> int:
         else:
             row = ledger.find_run(args.target)
             if row is None:
-                raise StateError(f"no run or attempt {args.target} in the ledger",
+                raise UsageError(f"no run or attempt {args.target} in the ledger",
                                  hint="see `prun ledger` for run ids, `prun ledger RUN` "
                                  "for attempt ids")
             run_id, target = row["id"], args.packet

@@ -81,7 +81,7 @@ def finished_at(view) -> float:
     """When the run finished: its own end, else its last attempt's, else its start."""
     import time
 
-    from ..run.state import _epoch
+    from .._util.timeparse import epoch as _epoch
 
     ends = [_epoch(a.get("finished_at") or a.get("updated_at"))
             for attempts in view.attempts.values() for a in attempts]

@@ -8,7 +8,7 @@
 Lines are `key=value` words; `--json` prints the rows as JSON. `--path` prints where the
 ledger is. The tables can also be read with any SQLite tool (see docs/ledger.md).
 
-exit codes: 0 shown; 1 no such run; 2 bad usage.
+exit codes: 0 shown; 2 bad usage (no such run).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from ..errors import StateError
+    from ..errors import UsageError
     from ..ledger import Ledger, default_path
 
     if args.path:
@@ -40,7 +40,7 @@ def run(args) -> int:
         elif args.run_id:
             run = ledger.find_run(args.run_id)
             if run is None:
-                raise StateError(f"no run {args.run_id} in the ledger {ledger.path}",
+                raise UsageError(f"no run {args.run_id} in the ledger {ledger.path}",
                                  hint="run `prun ledger` for the list")
             if args.events:
                 rows, kind = ledger.events(run["id"]), "EVENT"

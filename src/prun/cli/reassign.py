@@ -12,9 +12,8 @@ With no supervisor running, a detached one is started to carry the request out.
 An --executor outside the packet's data boundary (`data.may_go_to`) is refused before anything
 is requested.
 
-exit codes: 0 the successor attempt exists; 1 no such run or packet, or no successor within
---wait seconds (the request stands); 2 bad executor, or one outside the packet's data
-boundary.
+exit codes: 0 the successor attempt exists; 1 no successor within --wait seconds (the request
+stands); 2 no such run or packet, a bad executor, or one outside the packet's data boundary.
 """
 
 from __future__ import annotations
@@ -33,19 +32,19 @@ def run(args) -> int:
     from pathlib import Path
 
     from .. import executors
-    from ..errors import StateError
+    from ..errors import UsageError
     from ..ledger import Ledger
-    from ..run.state import RunPaths, resolve_run, spawn_supervisor, wait_for, wake_supervisor
-    from ..run.view import packet_from_spec
+    from ..run.state import RunPaths, packet_from_spec, spawn_supervisor, wait_for, wake_supervisor
+    from ..run.view import find_run
 
     if args.executor:
         executors.get(args.executor)  # refuses unknown executors and codex (exit 2)
     with Ledger.open() as ledger:
-        run = resolve_run(ledger, args.run_id)
+        run = find_run(ledger, args.run_id)
         run_id = run["id"]
         row = next((p for p in ledger.packets(run_id) if p["id"] == args.packet), None)
         if row is None:
-            raise StateError(f"run {run_id} has no packet {args.packet}",
+            raise UsageError(f"run {run_id} has no packet {args.packet}",
                              hint=f"see `prun status {run_id} --all`")
         if args.executor:
             _inside_boundary(packet_from_spec(row["spec"], dict(row)), args.executor)

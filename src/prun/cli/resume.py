@@ -22,11 +22,12 @@ def run(args) -> int:
 
     from ..errors import StateError
     from ..ledger import Ledger
-    from ..run.state import RunPaths, resolve_run, spawn_supervisor, supervisor_alive
+    from ..run.state import RunPaths, spawn_supervisor, supervisor_alive
+    from ..run.view import find_run
     from .run import supervise
 
     with Ledger.open() as ledger:
-        run = resolve_run(ledger, args.run_id)
+        run = find_run(ledger, args.run_id)
         if supervisor_alive(run):
             raise StateError(f"run {run['id']} still has a live supervisor "
                              f"(pid {run['supervisor_pid']})",

@@ -93,7 +93,7 @@ def supervise(ledger, run_id: str, *, verbose: bool = False, plain: bool = False
     finally:
         keeper.close()
     from ..run.render import summary_lines
-    from ..run.state import view
+    from ..run.view import view
 
     for line in summary_lines(view(ledger, run_id)):
         print(line)

@@ -8,7 +8,7 @@ where the results are. Without RUN: the latest run of this repository.
 `--all` prints every packet; `--json` prints the run, its units and their attempts.
 A run whose status is running while its supervisor is gone needs `prun resume RUN`.
 
-exit codes: 0 shown; 1 no such run.
+exit codes: 0 shown; 2 no such run.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ def run(args) -> int:
 
     from ..ledger import Ledger
     from ..run.render import summary_lines
-    from ..run.state import resolve_run, view
+    from ..run.view import find_run, view
 
     with Ledger.open() as ledger:
-        row = resolve_run(ledger, args.run_id)
+        row = find_run(ledger, args.run_id)
         v = view(ledger, row["id"])
         if args.json:
             json.dump({"run": v.run, "supervisor_alive": v.supervisor_alive,

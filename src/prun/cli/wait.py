@@ -57,13 +57,14 @@ def run(args) -> int:
     from .._util.timeparse import parse_duration
     from ..ledger import Ledger
     from ..run.render import run_line, word
-    from ..run.state import resolve_run, supervisor_alive, view
+    from ..run.state import supervisor_alive
+    from ..run.view import find_run, view
 
     limit = parse_duration(args.timeout, what="--timeout") if args.timeout else None
     start = time.monotonic()
     delay = 0.05
     with Ledger.open() as ledger:
-        run_id = resolve_run(ledger, args.run_id)["id"]
+        run_id = find_run(ledger, args.run_id)["id"]
         cursor = args.since
         while True:
             found = []

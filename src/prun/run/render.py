@@ -18,7 +18,7 @@ import sys
 import time
 from typing import TextIO
 
-from .._util.timeparse import format_duration
+from .._util.timeparse import epoch, format_duration
 from .events import NON_SUCCESS, Event
 
 
@@ -50,8 +50,8 @@ def run_line(view) -> str:
     counts = view.counts()
     words = ["RUN", run["id"], word("status", run["status"]), word("packets", len(view.units))]
     words += [word(k, counts[k]) for k in sorted(counts)]
-    started = _epoch(run["created_at"])
-    end = _epoch(run["finished_at"]) or time.time()
+    started = epoch(run["created_at"])
+    end = epoch(run["finished_at"]) or time.time()
     if started:
         words.append(word("elapsed", format_duration(end - started)))
     words.append(word("supervisor", "alive" if view.supervisor_alive else "gone"))
@@ -93,12 +93,6 @@ def summary_lines(view, everything: bool = False) -> list[str]:
             lines.append(unit_line(u, now))
     lines.append(f"RESULTS {view.run['run_dir']}/results")
     return lines
-
-
-def _epoch(iso):
-    from .state import _epoch as epoch
-
-    return epoch(iso)
 
 
 class LineRenderer:
@@ -157,7 +151,7 @@ class LiveRenderer:
     def _table(self):
         from rich.table import Table
 
-        from .state import view
+        from .view import view
 
         t = Table(title=f"prun run {self.run_id}", expand=False)
         for col in ("unit", "executor", "model", "state", "elapsed", "last activity"):

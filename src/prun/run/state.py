@@ -3,20 +3,23 @@
 ``freeze`` turns a plan into a run: expected packet ids and count, the base revision as a
 commit id, the terminal deadline as a time, the cancel action and its owner, the parallelism,
 each packet's routed executor, and a run dir ``.prun/runs/<run-id>/`` holding the prompts,
-state dirs, results, quarantine and logs. ``view`` reads a run back for status and wait.
+state dirs, results, quarantine and logs (``prun.run.view`` reads a run back).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
+from .._util.timeparse import deadline_at
+from .._util.timeparse import epoch as _epoch  # noqa: F401  (the supervisor reads times with it)
 from ..errors import StateError, UsageError
-from ..ledger import Ledger, PacketStatus, Status, now_iso, prun_dir, repo_root
+from ..ledger import Ledger, PacketStatus, now_iso, prun_dir, repo_root
 from ..plan import DataBoundary, Packet, Plan
 
 DEFAULT_PARALLEL = 8
@@ -59,29 +62,6 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + os.urandom(2).hex()
 
 
-def deadline_at(text: str | None, now: float | None = None) -> float | None:
-    """A plan's deadline (a duration from now, or an ISO time) as epoch seconds."""
-    if text is None or str(text).strip() == "":
-        return None
-    from .._util.timeparse import parse_duration
-
-    now = time.time() if now is None else now
-    try:
-        return now + parse_duration(text, what="deadline")
-    except UsageError:
-        pass
-    import datetime as dt
-
-    try:
-        when = dt.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError:
-        raise UsageError(f"bad deadline {text!r}",
-                         hint="give a duration (90m, 2h) or an ISO time (2026-12-01T18:00:00Z)")
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    return when.timestamp()
-
-
 _PACKET_FIELDS = tuple(f.name for f in dataclasses.fields(Packet))
 _DATA_FIELDS = tuple(f.name for f in dataclasses.fields(DataBoundary))
 
@@ -95,17 +75,46 @@ def packet_spec(p: Packet) -> dict:
     return d
 
 
-def packet_from_spec(d: Mapping) -> Packet:
-    fields = {k: v for k, v in d.items() if k in _PACKET_FIELDS}
-    for k in ("owns", "generates", "reads", "state", "after", "requires"):
-        if k in fields and fields[k] is not None:
-            fields[k] = tuple(fields[k])
-    if isinstance(fields.get("command"), list):
-        fields["command"] = tuple(fields["command"])
-    if isinstance(fields.get("data"), dict):
-        fields["data"] = DataBoundary(**{k: tuple(v) if isinstance(v, list) else v
-                                         for k, v in fields["data"].items()})
-    return Packet(**fields)
+def packet_from_spec(spec, row: Mapping | None = None) -> Packet:
+    """A frozen packet back from the ledger: its JSON (the packet's fields) or the path of its
+    packet file; the row's own columns fill what the JSON lacks."""
+    row = dict(row or {})
+    if isinstance(spec, str):
+        text = spec.strip()
+        if text.startswith("{"):
+            spec = json.loads(text)
+        elif text and os.path.isfile(text):
+            from ..plan import load_packet
+
+            return load_packet(text)
+        else:
+            spec = {}
+    spec = dict(spec or {})
+    for key in ("id", "kind", "executor", "model", "mode", "timeout_s"):
+        if spec.get(key) is None and row.get(key) is not None:
+            spec[key] = row[key]
+    if "after" not in spec and row.get("after"):
+        spec["after"] = json.loads(row["after"])
+    if "timeout_s" not in spec and "timeout" in spec:
+        spec["timeout_s"] = spec.pop("timeout")
+    known = {f.name for f in fields(Packet)}
+    kw = {k: v for k, v in spec.items() if k in known}
+    for key in ("owns", "generates", "reads", "state", "after", "requires"):
+        if key in kw and kw[key] is not None:
+            kw[key] = (kw[key],) if isinstance(kw[key], str) else tuple(kw[key])
+    if isinstance(kw.get("data"), Mapping):
+        d = kw["data"]
+        kw["data"] = DataBoundary(**{k: (tuple(v) if isinstance(v, list) else v)
+                                     for k, v in d.items()
+                                     if k in {f.name for f in fields(DataBoundary)}})
+    if isinstance(kw.get("command"), list):
+        kw["command"] = tuple(kw["command"])
+    kw.pop("lines", None)
+    kw.setdefault("prompt", "")
+    if not kw.get("id"):
+        raise StateError("a frozen packet in the ledger has no id",
+                         hint="the ledger may come from another prun version")
+    return Packet(**kw)
 
 
 def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
@@ -177,103 +186,10 @@ def _sandboxes(plan: Plan, env: Mapping[str, str], routes) -> dict[str, str]:
     return out
 
 
-def resolve_run(ledger: Ledger, run_arg: str | None):
-    """The run named (id or unique prefix), or the latest run of this repository."""
-    if run_arg:
-        row = ledger.find_run(run_arg)
-        if row is None:
-            raise StateError(f"no run {run_arg} in the ledger {ledger.path}",
-                             hint="run `prun ledger` for the list of runs")
-        return row
-    row = ledger.latest_run(repo_root()) or ledger.latest_run()
-    if row is None:
-        raise StateError(f"no runs in the ledger {ledger.path}",
-                         hint="start one with `prun run PLAN`")
-    return row
-
-
 def supervisor_alive(run) -> bool:
     from .._util.process import same_process_alive
 
     return same_process_alive(run["supervisor_pid"], run["supervisor_started"])
-
-
-# Reading a run back -------------------------------------------------------------------------
-
-@dataclass
-class UnitView:
-    packet_id: str
-    status: str
-    executor: str | None
-    model: str | None
-    attempt_id: str | None
-    attempt_status: str | None
-    attempts: int
-    started: float | None
-    finished: float | None
-    last_activity: float | None
-    result_path: str | None
-    reason: str | None
-    resets_at: str | None
-    note: str | None = None        # the cause of its last status change (why it waits)
-
-    def elapsed(self, now: float) -> float | None:
-        if self.started is None:
-            return None
-        return (self.finished or now) - self.started
-
-
-@dataclass
-class RunView:
-    run: dict
-    units: list[UnitView]
-    supervisor_alive: bool
-
-    def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for u in self.units:
-            out[u.status] = out.get(u.status, 0) + 1
-        return out
-
-
-def view(ledger: Ledger, run_id: str) -> RunView:
-    run = dict(ledger.run(run_id))
-    last: dict[str, dict] = {}
-    n: dict[str, int] = {}
-    for a in ledger.attempts(run_id):
-        last[a["packet_id"]] = dict(a)
-        n[a["packet_id"]] = n.get(a["packet_id"], 0) + 1
-    notes = ledger.packet_notes(run_id)
-    units = []
-    for p in ledger.packets(run_id):
-        a = last.get(p["id"])
-        activity = None
-        if a and a["state_dir"] and Status(a["status"]).live:
-            try:
-                activity = os.stat(os.path.join(a["state_dir"], "tail")).st_mtime
-            except OSError:
-                activity = None
-        units.append(UnitView(
-            packet_id=p["id"], status=p["status"],
-            executor=(a["executor"] if a else p["executor"]),
-            model=(a["model"] if a else p["model"]), attempt_id=a["id"] if a else None,
-            attempt_status=a["status"] if a else None, attempts=n.get(p["id"], 0),
-            started=_epoch(a["dispatched_at"]) if a else None,
-            finished=_epoch(a["finished_at"]) if a else None, last_activity=activity,
-            result_path=a["result_path"] if a else None, reason=a["reason"] if a else None,
-            resets_at=a["resets_at"] if a else None, note=notes.get(p["id"])))
-    return RunView(run, units, supervisor_alive(run))
-
-
-def _epoch(iso: str | None) -> float | None:
-    if not iso:
-        return None
-    import datetime as dt
-
-    try:
-        return dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 TERMINAL_PACKET = {s.value for s in PacketStatus if s.terminal}

@@ -1,5 +1,6 @@
-"""A run as reconciliation, integration, clean and pause see it: its frozen packet set and
-each packet's deciding attempt, read from the ledger.
+"""A run read back from the ledger: what ``status``, ``wait`` and the live view show (each
+packet's status and latest attempt), and what reconciliation, integration, clean and pause see
+(the frozen packet set and each packet's deciding attempt).
 
 The deciding attempt of a packet is its latest attempt that was not quarantined (a
 reassignment's successor supersedes its predecessor). RUN may be a run id or a unique prefix;
@@ -11,21 +12,42 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
-from ..errors import StateError, UsageError
+from .._util.timeparse import epoch
+from ..errors import UsageError
 from ..git.reconcile import UnitInput, plan_scope
-from ..plan import DataBoundary, Packet, Plan
+from ..plan import Packet, Plan
 
 QUARANTINED = "quarantined"
 
 
 @dataclass
 class RunView:
+    """A run read from the ledger: its row, its frozen packets, every attempt of each, the
+    base each packet starts from, each packet's status and note, and whether its supervisor
+    lives."""
+
     run: dict
     packets: list[Packet]
     attempts: dict[str, list[dict]] = field(default_factory=dict)   # packet id -> in order
     bases: dict[str, str] = field(default_factory=dict)             # packet id -> base commit
+    statuses: dict[str, str] = field(default_factory=dict)          # packet id -> its status
+    notes: dict[str, str] = field(default_factory=dict)             # packet id -> its note
+    supervisor_alive: bool = False
+
+    @property
+    def units(self) -> list[UnitView]:
+        """Each packet as ``prun status`` shows it (its latest attempt, quarantined or not)."""
+        return [_unit(p.id, self.statuses.get(p.id, "pending"), self.attempts.get(p.id, []),
+                      self.notes.get(p.id), {"executor": p.executor, "model": p.model})
+                for p in self.packets]
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for status in self.statuses.values():
+            out[status] = out.get(status, 0) + 1
+        return out
 
     @property
     def id(self) -> str:
@@ -63,69 +85,38 @@ class RunView:
         return out
 
 
-def packet_from_spec(spec, row: Mapping | None = None) -> Packet:
-    """A frozen packet back from the ledger: its JSON (the packet's fields) or the path of its
-    packet file; the row's own columns fill what the JSON lacks."""
-    row = dict(row or {})
-    if isinstance(spec, str):
-        text = spec.strip()
-        if text.startswith("{"):
-            spec = json.loads(text)
-        elif text and os.path.isfile(text):
-            from ..plan import load_packet
-
-            return load_packet(text)
-        else:
-            spec = {}
-    spec = dict(spec or {})
-    for key in ("id", "kind", "executor", "model", "mode", "timeout_s"):
-        if spec.get(key) is None and row.get(key) is not None:
-            spec[key] = row[key]
-    if "after" not in spec and row.get("after"):
-        spec["after"] = json.loads(row["after"])
-    if "timeout_s" not in spec and "timeout" in spec:
-        spec["timeout_s"] = spec.pop("timeout")
-    known = {f.name for f in fields(Packet)}
-    kw = {k: v for k, v in spec.items() if k in known}
-    for key in ("owns", "generates", "reads", "state", "after", "requires"):
-        if key in kw and kw[key] is not None:
-            kw[key] = (kw[key],) if isinstance(kw[key], str) else tuple(kw[key])
-    if isinstance(kw.get("data"), Mapping):
-        d = kw["data"]
-        kw["data"] = DataBoundary(**{k: (tuple(v) if isinstance(v, list) else v)
-                                     for k, v in d.items()
-                                     if k in {f.name for f in fields(DataBoundary)}})
-    if isinstance(kw.get("command"), list):
-        kw["command"] = tuple(kw["command"])
-    kw.pop("lines", None)
-    kw.setdefault("prompt", "")
-    if not kw.get("id"):
-        raise StateError("a frozen packet in the ledger has no id",
-                         hint="the ledger may come from another prun version")
-    return Packet(**kw)
-
-
-def open_run(ledger, run_arg: str | None = None, cwd: str | None = None) -> RunView:
-    """The run named ``run_arg`` (id or unique prefix), else the latest run of the repository
-    holding ``cwd``, with its packets and attempts."""
-    if run_arg:
-        row = ledger.find_run(run_arg)
+def find_run(ledger, run_arg: str | None = None, cwd: str | None = None):
+    """The ledger row of the run named ``run_arg`` (id or unique prefix), else of the latest
+    run of the repository holding ``cwd`` (outside a repository: the latest run). A name that
+    names no run is bad usage (exit 2)."""
+    if run_arg is not None:
+        row = ledger.find_run(run_arg) if run_arg.strip() else None
         if row is None:
             raise UsageError(f"no run {run_arg!r} in the ledger {ledger.path}",
                              hint="`prun ledger` lists the runs")
-    else:
-        from ..ledger import repo_root
+        return row
+    from ..ledger import repo_root
 
-        root = repo_root(cwd)
-        row = ledger.latest_run(str(root)) if root is not None else None
-        if row is None:
-            row = ledger.latest_run(None) if root is None else None
-        if row is None:
-            where = f" of the repository {root}" if root else ""
-            raise UsageError(f"no run{where} in the ledger {ledger.path}",
-                             hint="start one with `prun run PLAN`, or name RUN")
-    run = dict(row)
-    rows = [dict(r) for r in ledger.packets(run["id"])]
+    root = repo_root(cwd)
+    row = ledger.latest_run(str(root) if root is not None else None)
+    if row is None:
+        where = f" of the repository {root}" if root else ""
+        raise UsageError(f"no run{where} in the ledger {ledger.path}",
+                         hint="start one with `prun run PLAN`, or name RUN")
+    return row
+
+
+def open_run(ledger, run_arg: str | None = None, cwd: str | None = None) -> RunView:
+    """The run named ``run_arg`` (see ``find_run``) with its packets, attempts and notes."""
+    return view(ledger, find_run(ledger, run_arg, cwd)["id"])
+
+
+def view(ledger, run_id: str) -> RunView:
+    """Run ``run_id`` as the ledger has it now."""
+    from .state import packet_from_spec, supervisor_alive
+
+    run = dict(ledger.run(run_id))
+    rows = [dict(r) for r in ledger.packets(run_id)]
     packets = [packet_from_spec(r["spec"], r) for r in rows]
     bases = {}
     for r in rows:
@@ -134,6 +125,54 @@ def open_run(ledger, run_arg: str | None = None, cwd: str | None = None) -> RunV
         if commit:
             bases[r["id"]] = commit
     attempts: dict[str, list[dict]] = {}
-    for a in ledger.attempts(run["id"]):
+    for a in ledger.attempts(run_id):
         attempts.setdefault(a["packet_id"], []).append(dict(a))
-    return RunView(run, packets, attempts, bases)
+    return RunView(run, packets, attempts, bases, {r["id"]: r["status"] for r in rows},
+                   ledger.packet_notes(run_id), supervisor_alive(run))
+
+
+@dataclass
+class UnitView:
+    """One packet as ``prun status`` shows it: its status and its latest attempt."""
+
+    packet_id: str
+    status: str
+    executor: str | None
+    model: str | None
+    attempt_id: str | None
+    attempt_status: str | None
+    attempts: int
+    started: float | None
+    finished: float | None
+    last_activity: float | None
+    result_path: str | None
+    reason: str | None
+    resets_at: str | None
+    note: str | None = None        # the cause of its last status change (why it waits)
+
+    def elapsed(self, now: float) -> float | None:
+        if self.started is None:
+            return None
+        return (self.finished or now) - self.started
+
+
+def _unit(packet_id: str, status: str, attempts: list[dict], note: str | None,
+          fallback: Mapping) -> UnitView:
+    from ..ledger import Status
+
+    a = attempts[-1] if attempts else None
+    activity = None
+    if a and a["state_dir"] and Status(a["status"]).live:
+        try:
+            activity = os.stat(os.path.join(a["state_dir"], "tail")).st_mtime
+        except OSError:
+            activity = None
+    return UnitView(
+        packet_id=packet_id, status=status,
+        executor=a["executor"] if a else fallback.get("executor"),
+        model=a["model"] if a else fallback.get("model"), attempt_id=a["id"] if a else None,
+        attempt_status=a["status"] if a else None, attempts=len(attempts),
+        started=epoch(a["dispatched_at"]) if a else None,
+        finished=epoch(a["finished_at"]) if a else None, last_activity=activity,
+        result_path=a["result_path"] if a else None, reason=a["reason"] if a else None,
+        resets_at=a["resets_at"] if a else None, note=note)
