@@ -81,7 +81,15 @@ def rev(repo: str | os.PathLike, revision: str) -> str:
     return out(["rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"], repo)
 
 
-def toplevel(path: str | os.PathLike) -> str | None:
-    """The root of the git work tree holding ``path``, or None when there is none."""
-    proc = git(["rev-parse", "--show-toplevel"], path, check=False)
-    return proc.stdout.strip() or None if proc.returncode == 0 else None
+def toplevel(path: str | os.PathLike | None = None) -> str | None:
+    """The root of the git work tree holding ``path`` (default: the current folder): the
+    nearest folder at or above it that holds a ``.git`` (a folder, or the file of a worktree
+    or submodule), symbolic links resolved; None when there is none. The one finder of a
+    repository's root: no git process is started."""
+    from pathlib import Path
+
+    p = Path(os.path.realpath(os.fspath(path) if path is not None else os.getcwd()))
+    for folder in (p, *p.parents):
+        if (folder / ".git").exists():
+            return str(folder)
+    return None

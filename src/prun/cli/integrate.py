@@ -45,6 +45,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from .._util.gitcmd import toplevel
     from .._util.timeparse import parse_duration
     from ..errors import UsageError
     from ..git.integrate import add_worktree, integrate
@@ -56,7 +57,7 @@ def run(args) -> int:
     with Ledger.open() as ledger:
         view = open_run(ledger, args.run_id)
         report = reconcile(view.unit_inputs(), run_id=view.id, with_patch=True)
-        root = view.repo_root or _toplevel()
+        root = view.repo_root or toplevel()
         if not root:
             raise UsageError("the run records no repository and this is not one",
                              hint="run prun integrate inside the repository")
@@ -83,9 +84,3 @@ def run(args) -> int:
     if result.check is not None and not result.check.ok:
         return ExitCode.FAILED
     return ExitCode.OK
-
-
-def _toplevel() -> str | None:
-    from .._util.gitcmd import toplevel
-
-    return toplevel(os.getcwd())

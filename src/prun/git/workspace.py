@@ -54,15 +54,6 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def _nearest_git(path: str) -> str | None:
-    """The nearest folder at or above ``path`` that holds a ``.git`` entry."""
-    p = Path(os.path.realpath(path))
-    for folder in (p, *p.parents):
-        if (folder / ".git").exists():
-            return str(folder)
-    return None
-
-
 def _write_marker(path: str, kind: str, **info) -> None:
     # Not fsynced: the rename is atomic for readers, and a marker lost to a power cut only
     # leaves an empty workspace that ``remove`` will not touch (a run makes one per unit).
@@ -89,7 +80,7 @@ def make_scratch(parent: str | os.PathLike, name: str) -> str:
     cached = checked is not None and time.monotonic() - checked < OUTSIDE_GIT_TTL_S
     if not cached:  # a run makes hundreds of scratch dirs in one parent: check it now and then
         os.makedirs(parent, exist_ok=True)
-        repo = _nearest_git(parent)
+        repo = gitcmd.toplevel(parent)
         if repo:
             raise WorkspaceError(
                 f"scratch dirs must live outside any git work tree; {parent} is inside {repo}",

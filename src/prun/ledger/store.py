@@ -215,12 +215,11 @@ def now_iso(ts: float | None = None) -> str:
 
 
 def repo_root(start: str | os.PathLike | None = None) -> Path | None:
-    """The enclosing git work tree (the folder holding ``.git``), or None."""
-    p = Path(start or os.getcwd()).resolve()
-    for d in (p, *p.parents):
-        if (d / ".git").exists():
-            return d
-    return None
+    """The enclosing git work tree (``gitcmd.toplevel``) as a Path, or None."""
+    from .._util.gitcmd import toplevel
+
+    root = toplevel(start)
+    return Path(root) if root else None
 
 
 def prun_dir(root: Path) -> Path:
