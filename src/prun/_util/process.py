@@ -277,39 +277,34 @@ def children(pid: int | None = None) -> list[int]:
 
 
 def proc_info(pid: int) -> dict | None:
-    """What ``/proc`` says of a process (None if it is gone): ``ppid``, ``pgid``, ``sid``,
-    ``start`` (clock ticks after boot: exact, for identity checks), ``zombie``, ``cmdline`` (a
-    list) and ``attempt`` (its ``PRUN_ATTEMPT_ID``, or None)."""
+    """What psutil says of a process (None if it is gone): ``ppid``, ``pgid``, ``sid``,
+    ``start`` (its start time: with the pid, its identity), ``zombie``, ``cmdline`` (a list)
+    and ``attempt`` (its ``PRUN_ATTEMPT_ID``, or None)."""
+    import psutil
+
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-        fields = stat[stat.rindex(b")") + 2:].split()
-        info = {"pid": pid, "ppid": int(fields[1]), "pgid": int(fields[2]),
-                "sid": int(fields[3]), "start": int(fields[19]), "zombie": fields[0] in b"ZX"}
-    except (OSError, ValueError, IndexError):
+        p = psutil.Process(pid)
+        with p.oneshot():
+            info = {"pid": pid, "ppid": p.ppid(), "pgid": os.getpgid(pid),
+                    "sid": os.getsid(pid), "start": p.create_time(),
+                    "zombie": p.status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)}
+            try:
+                info["cmdline"] = p.cmdline()
+                info["attempt"] = p.environ().get("PRUN_ATTEMPT_ID") or None
+            except (psutil.AccessDenied, psutil.ZombieProcess):
+                info["cmdline"], info["attempt"] = [], None
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError, ValueError):
         return None
-    info["cmdline"] = [a.decode(errors="replace") for a in _proc_strings(pid, "cmdline")]
-    info["attempt"] = next((v[16:].decode(errors="replace") or None
-                            for v in _proc_strings(pid, "environ")
-                            if v.startswith(b"PRUN_ATTEMPT_ID=")), None)
     return info
 
 
-def _proc_strings(pid: int, name: str) -> list[bytes]:
-    try:
-        with open(f"/proc/{pid}/{name}", "rb") as f:
-            return [s for s in f.read().split(b"\0") if s]
-    except OSError:
-        return []
-
-
-def is_own_child(pid: int, start: int) -> bool:
-    """True when ``pid`` is still this process's child that started at ``start`` (ticks)."""
+def is_own_child(pid: int, start: float) -> bool:
+    """True when ``pid`` is still this process's child that started at ``start``."""
     info = proc_info(pid)
     return info is not None and info["ppid"] == os.getpid() and info["start"] == start
 
 
-def signal_escape(pid: int, start: int, sig: int) -> bool:
+def signal_escape(pid: int, start: float, sig: int) -> bool:
     """Signal an escaped process (its own group when it leads one), only if it is still this
     process's child that started at ``start``. True if sent."""
     info = proc_info(pid)
@@ -373,36 +368,13 @@ def end_escaped(worker, grace: float | None = None) -> list[dict]:
 # Identity of processes recorded in state dirs ---------------------------------------------------
 
 def create_time(pid: int) -> float | None:
-    """The process's start time (seconds since the epoch), or None if it does not exist.
-
-    The same figure as psutil's (start ticks since boot / clock ticks + boot time), read from
-    ``/proc/<pid>/stat`` directly on Linux: a run asks it once per unit."""
-    started = _linux_create_time(pid)
-    if started is not None:
-        return started
+    """The process's start time (seconds since the epoch, as psutil tells it), or None if it
+    does not exist."""
     import psutil
 
     try:
         return psutil.Process(pid).create_time()
     except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
-        return None
-
-
-_BOOT: list[float] = []   # [boot time, monotonic time it was read]
-BOOT_TTL_S = 1.0          # re-read now and then: the boot time moves when the clock is stepped
-
-
-def _linux_create_time(pid: int) -> float | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-        ticks = int(data[data.rindex(b")") + 2:].split()[19])
-        if not _BOOT or time.monotonic() - _BOOT[1] > BOOT_TTL_S:
-            import psutil
-
-            _BOOT[:] = [psutil.boot_time(), time.monotonic()]
-        return ticks / os.sysconf("SC_CLK_TCK") + _BOOT[0]
-    except (OSError, ValueError, IndexError):
         return None
 
 
