@@ -1,21 +1,25 @@
-"""The ledger: one SQLite database of runs, packets, attempts and every state change
-(``store``)."""
+"""The ledger: one SQLite database of runs, packets, attempts and every state change.
 
-from .store import (
-    MIGRATIONS,
+    statuses     the statuses of attempts, packets and runs, and the transition table
+    migrations   the schema, an append-only list of migrations
+    store        the ``Ledger``: opening, writing (queued while a supervisor batches), reading
+    dispatches   what a standalone ``prun dispatch`` records
+"""
+
+from .dispatches import record_dispatch, record_receipt
+from .migrations import MIGRATIONS
+from .statuses import (
+    ATTEMPT_STATUS,
+    PACKET_STATUS,
     TERMINAL,
-    Ledger,
+    OutcomeKind,
     PacketStatus,
     RunStatus,
     Status,
-    default_path,
-    now_iso,
-    prun_dir,
-    record_dispatch,
-    record_receipt,
-    repo_root,
+    attempt_status,
 )
+from .store import Ledger, default_path, now_iso, prun_dir, repo_root
 
-__all__ = ["MIGRATIONS", "TERMINAL", "Ledger", "PacketStatus", "RunStatus", "Status",
-           "default_path", "now_iso", "prun_dir", "record_dispatch", "record_receipt",
-           "repo_root"]
+__all__ = ["ATTEMPT_STATUS", "MIGRATIONS", "PACKET_STATUS", "TERMINAL", "Ledger", "OutcomeKind",
+           "PacketStatus", "RunStatus", "Status", "attempt_status", "default_path", "now_iso",
+           "prun_dir", "record_dispatch", "record_receipt", "repo_root"]

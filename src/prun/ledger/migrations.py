@@ -1,0 +1,119 @@
+"""The ledger's schema: an append-only list of migrations, applied in order when a ledger opens
+(``PRAGMA user_version`` counts those applied). Never edit an entry once it is released: add a
+new one."""
+
+from __future__ import annotations
+
+MIGRATIONS: list[str] = [
+    # 1: the first schema
+    """
+    CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        repo_root TEXT,
+        plan_path TEXT,
+        base TEXT,
+        packet_ids TEXT NOT NULL,          -- JSON list, frozen
+        packet_count INTEGER NOT NULL,
+        deadline TEXT,                     -- ISO time, or NULL
+        cancel_action TEXT,
+        cancel_owner TEXT,
+        parallel INTEGER,
+        run_dir TEXT,
+        check_command TEXT,
+        on_event TEXT,
+        setup TEXT,
+        status TEXT NOT NULL,
+        supervisor_pid INTEGER,
+        supervisor_started REAL,
+        created_at TEXT NOT NULL,
+        finished_at TEXT
+    );
+    CREATE TABLE packets (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        id TEXT NOT NULL,
+        kind TEXT,
+        executor TEXT,
+        model TEXT,
+        mode TEXT,
+        base TEXT,
+        after TEXT,                        -- JSON list
+        timeout_s REAL,
+        spec TEXT,                         -- JSON: the whole frozen packet
+        status TEXT NOT NULL,
+        PRIMARY KEY (run_id, id)
+    );
+    CREATE TABLE attempts (
+        id TEXT PRIMARY KEY,
+        run_id TEXT,                       -- NULL for a standalone prun dispatch
+        packet_id TEXT NOT NULL,           -- the unit id
+        seq INTEGER NOT NULL DEFAULT 1,
+        executor TEXT,
+        requested_model TEXT,
+        model TEXT,
+        routing_reason TEXT,
+        mode TEXT,
+        workspace TEXT,
+        base TEXT,
+        state_dir TEXT,
+        result_path TEXT,
+        receipt TEXT,                      -- non-empty only once dispatched
+        predecessor TEXT,
+        continue_from TEXT,
+        status TEXT NOT NULL,
+        reason TEXT,
+        exit_code INTEGER,
+        error TEXT,
+        resets_at TEXT,
+        quarantine TEXT,
+        created_at TEXT NOT NULL,
+        dispatched_at TEXT,
+        finished_at TEXT,
+        updated_at TEXT NOT NULL
+    );
+    CREATE INDEX attempts_run ON attempts(run_id, packet_id);
+    CREATE TABLE events (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        at TEXT NOT NULL,
+        run_id TEXT,
+        packet_id TEXT,
+        attempt_id TEXT,
+        kind TEXT NOT NULL,
+        status TEXT,
+        cause TEXT,
+        data TEXT
+    );
+    CREATE INDEX events_run ON events(run_id, seq);
+    CREATE TABLE requests (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL,
+        kind TEXT NOT NULL,                -- cancel | reassign
+        target TEXT,                       -- packet id, attempt id, or NULL for the whole run
+        executor TEXT,
+        cause TEXT,
+        created_at TEXT NOT NULL,
+        handled_at TEXT
+    );
+    """,
+    # 2: the brief each attempt received, whether it ran sandboxed; a request's payload (a
+    # follow-up's prompt)
+    """
+    ALTER TABLE attempts ADD COLUMN brief TEXT;
+    ALTER TABLE attempts ADD COLUMN sandboxed INTEGER;
+    ALTER TABLE requests ADD COLUMN data TEXT;
+    """,
+]
+
+
+def _statements(script: str) -> list[str]:
+    out, buf = [], []
+    for line in script.splitlines():
+        buf.append(line.split("--", 1)[0])
+        if line.rstrip().endswith(";"):
+            stmt = "\n".join(buf).strip()
+            if stmt.strip(";").strip():
+                out.append(stmt)
+            buf = []
+    rest = "\n".join(buf).strip()
+    if rest:
+        out.append(rest)
+    return out
