@@ -18,221 +18,24 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 
-from ..errors import Cancelled, ExitCode, QuotaExhausted, UsageError
-from ..executors.base import MODES
+from ..errors import Cancelled, QuotaExhausted
 from . import statedir
+from .exitlog import exit_code as _exit_code
+from .exitlog import path as _exit_log
+from .exitlog import recorded_exit
+from .publish import publish
+from .request import Prepared, Request, prepare
 
 TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
 if TYPE_CHECKING:
-    from ..executors.base import Executor, Settings
     from ..executors.records import StreamResult
+    from .outcome import Outcome
 
-MIN_RESPONSE_BYTES = 20
-# A prompt travels in argv for agy, claude and gemini; Linux caps one argument at 128 KiB.
-MAX_PROMPT_BYTES = 120_000
-TAIL_LINES = 60
+__all__ = ["Cancelled", "Dispatch", "Prepared", "Request", "prepare", "recorded_exit", "reopen",
+           "run_sync"]
 
-
-class Request:
-    """What the caller asked for (the dispatch command line, or a packet in a run).
-
-    Plain classes here and below: they are built before the STATE-DIR line, where importing
-    ``dataclasses`` would cost more than everything else the dispatcher does by then.
-    """
-
-    def __init__(self, executor: str, prompt_file: str, result_file: str, unit_id: str, *,
-                 mode: str | None = None, add_dirs: Sequence[str] = (),
-                 continue_from: str | None = None, command: str | Sequence[str] | None = None,
-                 model: str | None = None, effort: str | None = None,
-                 timeout_s: float | None = None, workspace: str | None = None,
-                 state_root: str | None = None, env: Mapping[str, str] | None = None,
-                 attempt_id: str | None = None, extra_env: Mapping[str, str] | None = None,
-                 route_reason: str | None = None, briefed: bool = False,
-                 sandbox: object = None, read_only: Sequence[str] = (),
-                 writable: Sequence[str] = (), outbox: bool = False):
-        self.executor = executor
-        self.prompt_file = prompt_file
-        self.result_file = result_file
-        self.unit_id = unit_id
-        self.mode = mode
-        self.add_dirs = tuple(add_dirs)
-        self.continue_from = continue_from
-        self.command = command
-        self.model = model
-        self.effort = effort
-        self.timeout_s = timeout_s
-        self.workspace = workspace          # a caller-supplied workspace (else $PRUN_SCRATCH_CWD)
-        self.state_root = state_root
-        self.env = env
-        self.attempt_id = attempt_id
-        self.route_reason = route_reason    # why the router chose this executor (unit.json)
-        self.extra_env = dict(extra_env or {})
-        self.briefed = briefed              # the prompt is a run's brief: it has its contract
-        self.sandbox = sandbox              # auto | on | off (None: $PRUN_SANDBOX, else auto)
-        self.read_only = tuple(read_only)   # more paths the sandbox mounts read-only
-        self.writable = tuple(writable)     # ... and writable
-        self.outbox = outbox                # the worker writes its result in its state dir
-
-
-class Prepared:
-    """A validated request: every check passed, nothing created yet."""
-
-    def __init__(self, request: Request, executor: Executor, settings: Settings, prompt: str,
-                 result_file: str, mode: str, workspace: str | None, add_dirs: tuple[str, ...],
-                 resume_id: str | None, command: tuple[str, ...], env: dict[str, str],
-                 sandbox: str = "auto"):
-        self.request = request
-        self.executor = executor
-        self.settings = settings
-        self.prompt = prompt
-        self.result_file = result_file
-        self.mode = mode
-        self.workspace = workspace          # None: the dispatcher makes a scratch dir
-        self.add_dirs = add_dirs
-        self.resume_id = resume_id
-        self.command = command
-        self.env = env
-        self.sandbox = sandbox              # the setting, resolved: auto | on | off
-
-
-class Outcome:
-    """How an attempt ended: succeeded, failed, timeout, quota or cancelled, and its exit code."""
-
-    def __init__(self, outcome: str, exit_code: int, reason: str, error: str | None = None,
-                 published: str | None = None, info: dict | None = None):
-        self.outcome = outcome
-        self.exit_code = exit_code
-        self.reason = reason
-        self.error = error
-        self.published = published          # response, fallback or worker
-        self.info = info or {}
-
-    def __repr__(self) -> str:
-        return f"Outcome({self.outcome!r}, exit_code={self.exit_code}, reason={self.reason!r})"
-
-
-def prepare(req: Request, *, reopen: bool = False) -> Prepared:
-    """Validate a request without creating anything. Raises UsageError (exit 2).
-
-    ``reopen``: the attempt was launched earlier (resume), so its result path may exist."""
-    from .. import executors
-
-    env = dict(os.environ if req.env is None else req.env)
-    executor = executors.get(req.executor)
-    statedir.check_unit_id(req.unit_id)
-    prompt = _read_prompt(req.prompt_file)
-    result_file = (os.path.abspath(req.result_file) if reopen
-                   else _fresh_result_path(req.result_file))
-    add_dirs = tuple(_existing_dir(d, "--add-dir") for d in req.add_dirs)
-    from ..settings import load
-
-    cfg = load(env)
-    workspace = req.workspace or cfg.scratch_cwd
-    if workspace:
-        workspace = _existing_dir(workspace, "PRUN_SCRATCH_CWD")
-    mode = req.mode
-    if mode is not None and mode not in MODES:
-        raise UsageError(f"bad --mode {mode!r}", hint="use --mode accept-edits or --mode plan")
-    if mode is None:
-        if workspace or add_dirs:
-            what = "PRUN_SCRATCH_CWD" if workspace else "--add-dir"
-            raise UsageError(
-                f"{what} supplies a workspace the dispatcher did not create, so --mode is required",
-                hint="add --mode accept-edits (write-capable) or --mode plan (read-only)")
-        mode = "accept-edits"
-    if mode == "plan" and not executor.read_only_mode and executor.launches_process:
-        raise UsageError(f"the {executor.name} executor has no read-only mode",
-                         hint="use --mode accept-edits in a scratch dir or clone")
-    resume_id = _resume_id(req.continue_from, executor)
-    command: tuple[str, ...] = ()
-    if executor.name == "command":
-        from ..executors.command import parse_command
-
-        command = parse_command(req.command)
-    elif req.command:
-        raise UsageError("--command is only for --executor command")
-    settings = executor.settings(env, model=req.model, effort=req.effort, timeout_s=req.timeout_s)
-    executor.preflight(mode, settings, env)
-    if executor.prompt_in_argv and len(prompt.encode()) > MAX_PROMPT_BYTES:
-        raise UsageError(f"prompt is {len(prompt.encode())} bytes; {executor.name} takes it as "
-                         f"one argument "
-                         f"(at most {MAX_PROMPT_BYTES})",
-                         hint="paste what defines the task and point at files for the rest")
-    return Prepared(req, executor, settings, prompt, result_file, mode, workspace, add_dirs,
-                    resume_id, command, env, _sandbox_setting(req, cfg.sandbox, executor))
-
-
-def _sandbox_setting(req: Request, default: str, executor: Executor) -> str:
-    """The sandbox setting (the request's, else ``$PRUN_SANDBOX``, else auto); ``on`` where no
-    sandbox can be made is refused here, before anything exists."""
-    from .sandbox import parse_setting, unavailable
-
-    setting = parse_setting(req.sandbox) if req.sandbox is not None else default
-    if setting == "on" and executor.launches_process and (why := unavailable()) is not None:
-        raise UsageError(f"sandbox: on, but no sandbox can be made here: {why}",
-                         hint="install bubblewrap (Debian: bubblewrap), or use sandbox: auto")
-    return setting
-
-
-def _read_prompt(path: str) -> str:
-    if not path:
-        raise UsageError("no prompt file given", hint="pass --prompt-file <path>")
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        raise UsageError(f"prompt file not found: {path}", hint="write the unit's prompt there first")
-    except IsADirectoryError:
-        raise UsageError(f"prompt file is a directory: {path}")
-    except OSError as e:
-        raise UsageError(f"cannot read prompt file {path}: {e.strerror}",
-                         hint="check its permissions")
-    text = data.decode("utf-8", "replace")
-    if not text.strip():
-        raise UsageError(f"prompt file is empty: {path}", hint="write the unit's prompt there")
-    return text
-
-
-def _fresh_result_path(path: str) -> str:
-    if not path or not path.strip():
-        raise UsageError("no result file given", hint="pass --result-file <fresh path>")
-    path = os.path.abspath(os.path.expanduser(path))
-    if os.path.lexists(path):
-        raise UsageError(f"result file already exists: {path}",
-                         hint="use a fresh result path per unit per run (delete a stale one first)")
-    parent = os.path.dirname(path)
-    if not os.path.isdir(parent):
-        raise UsageError(f"result file's folder does not exist: {parent}",
-                         hint="create the folder first")
-    return path
-
-
-def _existing_dir(path: str, what: str) -> str:
-    if not path or not str(path).strip():
-        raise UsageError(f"empty {what} path", hint=f"give {what} an existing directory")
-    full = os.path.abspath(os.path.expanduser(str(path)))
-    if not os.path.isdir(full):
-        raise UsageError(f"{what} is not an existing directory: {path}",
-                         hint="create it first, or point it at a clone or read-only snapshot")
-    return os.path.realpath(full)
-
-
-def _resume_id(continue_from: str | None, executor: Executor) -> str | None:
-    if continue_from is None:
-        return None
-    if not continue_from.strip():
-        raise UsageError("empty --continue-from", hint="pass the STATE-DIR of the earlier unit")
-    if not executor.can_resume:
-        raise UsageError(f"the {executor.name} executor cannot resume a conversation",
-                         hint="start a fresh unit with the earlier result in its prompt")
-    sd = statedir.open_existing(continue_from)
-    conv = sd.read(statedir.CONVERSATION_ID)
-    if not conv:
-        raise UsageError(f"no conversation id in {sd.file(statedir.CONVERSATION_ID)}",
-                         hint="the earlier unit never reported one; start a fresh unit instead")
-    return conv
 
 
 class Dispatch:
@@ -369,7 +172,12 @@ class Dispatch:
         record = self.state.unit
         record["workspace"] = self.workspace
         self.state.write_json(statedir.UNIT, record)
-        return Outcome("handed-off", ExitCode.OK, "handed-off", info={"lines": lines})
+        from ..ledger.statuses import OutcomeKind
+        from .outcome import Outcome
+
+        return Outcome(OutcomeKind.HANDED_OFF, "handed-off", unit_id=self.p.request.unit_id,
+                       attempt_id=self.p.request.attempt_id, executor=self.p.executor.name,
+                       state_dir=self.state.path, lines=tuple(lines))
 
     def launch(self) -> bool:
         """Start the worker. False (with the reason kept for ``finish``) if it cannot start."""
@@ -611,85 +419,43 @@ class Dispatch:
             from .. import quota
 
             quota.after_backend_failure(p.executor, self.p.env)
-        published, sibling, verdict, error = self._publish(verdict, error, exit_code, stream,
-                                                           response)
+        published, sibling, verdict, error = publish(self, verdict, error, exit_code, stream,
+                                                     response)
         from . import published as index
 
         landed = index.identity(p.result_file)
-        kind = {"ok": "succeeded", "timeout": "timeout", "quota": "quota",
-                "cancelled": "cancelled"}.get(verdict, "failed")
-        code = {"succeeded": ExitCode.OK, "timeout": ExitCode.TIMEOUT, "quota": ExitCode.QUOTA}.get(
-            kind, ExitCode.FAILED)
-        finished = time.time()
-        info = {
-            "outcome": kind, "exit_code": code, "reason": verdict, "error": error,
-            "worker_exit": exit_code, "backend_status": stream.status,
-            "published": published, "result_file": p.result_file, "response_file": sibling,
-            "unit_id": p.request.unit_id, "attempt_id": p.request.attempt_id,
-            "executor": p.executor.name, "model": self.settings.model,
-            "requested_model": self.requested_model, "session_id": stream.session_id,
-            "tool_uses": stream.tool_uses, "tool_errors": stream.tool_errors,
-            "denials": stream.denials,
-            "usage": stream.usage, "quota_note": self.quota_note,
-            "quota": ({"group": hit.group, "resets_at": hit.resets_at, "message": hit.message}
-                      if hit else None),
-            "started_at": _iso(self.started), "finished_at": _iso(finished),
-            "duration_s": round(finished - self.started, 3),
-            "state_dir": sd.path, "result_identity": landed, "sandboxed": self.sandboxed,
-            "escaped": self.escaped or None,
-        }
-        sd.write_json(statedir.OUTCOME, info, durable=self.durable)
+        self.outcome = self._outcome(verdict, error, exit_code, published, sibling, stream,
+                                     hit, landed)
+        sd.write_json(statedir.OUTCOME, self.outcome.to_json(), durable=self.durable)
         if landed is not None:  # waiters treat the result as landed from now on
             index.record(p.result_file, sd.path, outcome=sd.file(statedir.OUTCOME))
-        self.outcome = Outcome(kind, code, verdict, error, published, info)
         self._ledger("finish")
         return self.outcome
 
-    def _publish(self, verdict: str, error: str | None, exit_code: int | None,
-                 stream: StreamResult, response: str | None):
-        """Publish the unit's result at its result path, atomically and never over another
-        file: the worker's own result (copied from its outbox in a run), else the final
-        response (a command's whole stdout, copied), else a FALLBACK saying why. A published
-        result is a read-only copy: nothing the worker left behind can still write it.
-        Returns (published: worker|response|fallback, the response's sibling, verdict, error)."""
-        from .._util.fsutil import atomic_write, file_size, publish_copy, publish_new
+    def _outcome(self, verdict: str, error: str | None, exit_code: int | None,
+                 published: str | None, sibling: str | None, stream: StreamResult, hit,
+                 landed: dict | None) -> Outcome:
+        from ..ledger.statuses import OutcomeKind
+        from .outcome import Outcome, Quota
 
-        dest, durable = self.p.result_file, self.durable
-        if file_size(self.write_path) > 0:     # the worker wrote its own result
-            if self.write_path != dest:
-                publish_copy(self.write_path, dest, durable=durable)
-            return "worker", self._beside(response), verdict, error
-        whole = stream.response_file if stream.response is None else None
-        size = len((response or "").strip().encode())
-        if verdict == "ok" and size < MIN_RESPONSE_BYTES:
-            verdict = "short-response"
-            error = f"final response is {size} bytes (fewer than {MIN_RESPONSE_BYTES})"
-        kind = "response" if verdict == "ok" else "fallback"
-        if file_size(dest) > 0:                # the worker wrote it at the last moment
-            return "worker", self._beside(response), verdict, error
-        if verdict == "ok" and whole:
-            done = publish_copy(whole, dest, durable=durable)
-        else:
-            text = response if verdict == "ok" else self._fallback_text(verdict, error,
-                                                                        exit_code, stream)
-            if os.path.lexists(dest):            # the worker left an empty file: replace it
-                atomic_write(dest, text or "", durable=durable)
-                done = True
-            else:
-                done = publish_new(dest, text or "", durable=durable)
-        if not done:                           # the worker wrote it at the last moment
-            return "worker", self._beside(response), verdict, error
-        return kind, None, verdict, error
-
-    def _beside(self, response: str | None) -> str | None:
-        """Keep the worker's own result; the final response goes beside it."""
-        from .._util.fsutil import publish_new
-
-        if not (response and response.strip()):
-            return None
-        path = _sibling_path(self.p.result_file)
-        publish_new(path, response, durable=self.durable)
-        return path
+        p = self.p
+        kind = {"ok": OutcomeKind.SUCCEEDED, "timeout": OutcomeKind.TIMEOUT,
+                "quota": OutcomeKind.QUOTA, "cancelled": OutcomeKind.CANCELLED,
+                }.get(verdict, OutcomeKind.FAILED)
+        finished = time.time()
+        return Outcome(
+            kind, verdict, error=error, published=published, worker_exit=exit_code,
+            backend_status=stream.status, result_file=p.result_file, response_file=sibling,
+            unit_id=p.request.unit_id, attempt_id=p.request.attempt_id,
+            executor=p.executor.name, model=self.settings.model,
+            requested_model=self.requested_model, session_id=stream.session_id,
+            tool_uses=stream.tool_uses, tool_errors=stream.tool_errors,
+            denials=tuple(stream.denials or ()), usage=stream.usage,
+            quota_note=self.quota_note,
+            quota=Quota(hit.group, hit.resets_at, hit.message) if hit else None,
+            started_at=_iso(self.started), finished_at=_iso(finished),
+            duration_s=round(finished - self.started, 3), state_dir=self.state.path,
+            result_identity=landed, sandboxed=self.sandboxed, escaped=tuple(self.escaped))
 
     def _final_stream(self) -> StreamResult:
         if self.reader is None:
@@ -702,26 +468,6 @@ class Dispatch:
         stream = self.reader.finish(self.state.file(statedir.TAIL))
         self._record_session()
         return stream
-
-    def _fallback_text(self, reason: str, error: str | None, exit_code: int | None,
-                       stream: StreamResult) -> str:
-        from .._util.fsutil import tail_bytes
-
-        sd, p = self.state, self.p
-        head = (f"FALLBACK reason={reason} unit={p.request.unit_id} executor={p.executor.name} "
-                f"exit={'none' if exit_code is None else exit_code}")
-        parts = [head, "", "The unit did not produce a usable result; this file was written by "
-                 "the dispatcher with what it captured.", "", "## Backend error", "",
-                 (error or "(none reported)").strip()]
-        if stream.text.strip():
-            parts += ["", "## Salvaged response text", "", stream.text[-16000:].strip()]
-        for title, name in (("Stream tail", statedir.TAIL), ("Stderr tail", statedir.STDERR)):
-            raw = tail_bytes(sd.file(name), 24000).decode("utf-8", "replace")
-            lines = raw.splitlines()[-TAIL_LINES:]
-            parts += ["", f"## {title} (last {len(lines)} lines of {sd.file(name)})", "",
-                      "\n".join(lines) if lines else "(empty)"]
-        return "\n".join(parts) + "\n"
-
 
 def run_sync(req: Request, on_state_dir: Callable[[str], None] | None = None) -> Outcome:
     """``prun dispatch``: prepare, then run the whole attempt in this process."""
@@ -854,69 +600,6 @@ def _say_once(line: str) -> None:
 
 _FOUND: dict[tuple[str, str | None], tuple[str, float]] = {}
 FOUND_TTL_S = 10.0
-
-
-EXIT_LOG = ".exit-codes"
-KEEPER_LOG_WAIT_S = 5.0   # a keeper writes a code just after it reaps the worker
-
-
-def _exit_log(sd: statedir.StateDir) -> str:
-    return os.path.join(os.path.dirname(sd.path), EXIT_LOG)
-
-
-async def _exit_code(worker, sd: statedir.StateDir) -> int | None:
-    """The exit code of a worker that exited: reaped from our child, told by our keeper, or,
-    for a worker an earlier supervisor started, read from the exit-code log."""
-    import asyncio
-
-    code = worker.reap()
-    if code is None:
-        code = await asyncio.to_thread(recorded_exit, sd, True)
-    return code
-
-
-def recorded_exit(sd: statedir.StateDir, wait: bool = False) -> int | None:
-    """The worker's exit code as its keeper recorded it, or None. With ``wait``, a keeper that
-    still runs gets a moment to write it."""
-    from .._util.process import same_process_alive
-
-    deadline = time.monotonic() + KEEPER_LOG_WAIT_S
-    delay = 0.005
-    while (code := _logged_exit(sd)) is None and wait and time.monotonic() < deadline:
-        keeper = (sd.worker or {}).get("keeper") or {}
-        if not same_process_alive(keeper.get("pid"), keeper.get("create_time")):
-            return _logged_exit(sd)
-        time.sleep(delay)
-        delay = min(delay * 2, 0.1)
-    return code
-
-
-def _logged_exit(sd: statedir.StateDir) -> int | None:
-    from .._util.fsutil import read_text
-
-    prefix = os.path.basename(sd.path) + " "
-    code = None
-    for line in (read_text(_exit_log(sd)) or "").splitlines():
-        if line.startswith(prefix):
-            code = line[len(prefix):].strip()
-    try:
-        return int(code) if code else None
-    except ValueError:
-        return None
-
-
-def _sibling_path(result_file: str) -> str:
-    """``notes.md`` -> ``notes.response.md``; ``notes`` -> ``notes.response``; never clobbers."""
-    folder, name = os.path.split(result_file)
-    stem, dot, ext = name.rpartition(".")
-    base = f"{stem}.response.{ext}" if dot and stem else f"{name}.response"
-    candidate = os.path.join(folder, base)
-    n = 1
-    while os.path.lexists(candidate):
-        n += 1
-        b = f"{stem}.response-{n}.{ext}" if dot and stem else f"{name}.response-{n}"
-        candidate = os.path.join(folder, b)
-    return candidate
 
 
 def _redact_prompt(argv: list[str], prompt: str) -> list[str]:

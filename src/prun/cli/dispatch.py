@@ -59,10 +59,10 @@ def run(args) -> int:
         sys.stdout.flush()
 
     outcome = run_sync(req, on_state_dir=announce)
-    for line in outcome.info.get("lines", ()):  # a session unit's hand-off
+    for line in outcome.lines:  # a session unit's hand-off
         sys.stdout.write(line + "\n")
     if outcome.exit_code != 0:
-        what = f"unit {req.unit_id} {outcome.outcome} ({outcome.reason})"
+        what = f"unit {req.unit_id} {outcome.kind} ({outcome.reason})"
         detail = (outcome.error or "").strip().splitlines()
         print(f"prun: {what}: {detail[0] if detail else 'see the state dir'}", file=sys.stderr)
     return outcome.exit_code

@@ -9,7 +9,7 @@ import sqlite3
 import sys
 
 from ..errors import StateError
-from .statuses import Status, attempt_status
+from .statuses import OutcomeKind, Status, attempt_status
 from .store import Ledger, now_iso
 
 _warned = False
@@ -75,12 +75,12 @@ def _record_dispatch(step: str, d) -> None:
                                   sandboxed=d.sandboxed)
         elif step == "finish":
             o = d.outcome
-            status = attempt_status(o.outcome)
-            if not getattr(d, "receipt", None) and o.outcome != "quota":
+            status = attempt_status(o.kind)
+            if not d.receipt and o.kind != OutcomeKind.QUOTA:
                 status = Status.NOT_DISPATCHED
-            q = o.info.get("quota") or {}
             ledger.update_attempt(attempt_id, o.reason, status=status, reason=o.reason,
-                                  exit_code=o.exit_code, error=(o.error or None),
-                                  resets_at=q.get("resets_at"), finished_at=now_iso())
+                                  exit_code=int(o.exit_code), error=(o.error or None),
+                                  resets_at=o.quota.resets_at if o.quota else None,
+                                  finished_at=now_iso())
     finally:
         ledger.close()

@@ -1,0 +1,60 @@
+"""The exit-code log of a run's state root: one ``<state dir name> <code>`` line per worker,
+appended by the run's worker keeper just after it reaps the worker (``prun.run.keeper``), read
+by the supervisor and by recovery (a worker's exit code is known only to its parent)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from . import statedir
+
+EXIT_LOG = ".exit-codes"
+KEEPER_LOG_WAIT_S = 5.0   # a keeper writes a code just after it reaps the worker
+
+
+def path(sd: statedir.StateDir) -> str:
+    """The exit-code log beside ``sd`` (one per state root)."""
+    return os.path.join(os.path.dirname(sd.path), EXIT_LOG)
+
+
+async def exit_code(worker, sd: statedir.StateDir) -> int | None:
+    """The exit code of a worker that exited: reaped from our child, told by our keeper, or,
+    for a worker an earlier supervisor started, read from the exit-code log."""
+    import asyncio
+
+    code = worker.reap()
+    if code is None:
+        code = await asyncio.to_thread(recorded_exit, sd, True)
+    return code
+
+
+def recorded_exit(sd: statedir.StateDir, wait: bool = False) -> int | None:
+    """The worker's exit code as its keeper recorded it, or None. With ``wait``, a keeper that
+    still runs gets a moment to write it."""
+    from .._util.process import same_process_alive
+
+    deadline = time.monotonic() + KEEPER_LOG_WAIT_S
+    delay = 0.005
+    while (code := logged_exit(sd)) is None and wait and time.monotonic() < deadline:
+        keeper = (sd.worker or {}).get("keeper") or {}
+        if not same_process_alive(keeper.get("pid"), keeper.get("create_time")):
+            return logged_exit(sd)
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+    return code
+
+
+def logged_exit(sd: statedir.StateDir) -> int | None:
+    """The last code the log records for ``sd``, or None."""
+    from .._util.fsutil import read_text
+
+    prefix = os.path.basename(sd.path) + " "
+    code = None
+    for line in (read_text(path(sd)) or "").splitlines():
+        if line.startswith(prefix):
+            code = line[len(prefix):].strip()
+    try:
+        return int(code) if code else None
+    except ValueError:
+        return None

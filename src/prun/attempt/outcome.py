@@ -1,0 +1,106 @@
+"""How one attempt ended: a typed ``Outcome``, written last to the state dir as ``outcome.json``
+(its presence means the dispatcher has finished) and read back by recovery and reconcile.
+
+``kind`` is the dispatcher's judgement (``ledger.OutcomeKind``: succeeded, failed, timeout,
+quota, cancelled, handed-off); ``reason`` a short slug saying why (``ok``, ``exit-nonzero``,
+``status-error``, ``no-result-event``, ``short-response``, ``launch-failed``, ``resume-refused``,
+``timeout``, ``cancelled``, ``quota``); ``exit_code`` the dispatcher's own (``ExitCode``);
+``worker_exit`` the worker's, None when it was not observed (never made up).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..errors import ExitCode
+from ..ledger.statuses import OutcomeKind
+
+EXIT_CODE = {OutcomeKind.SUCCEEDED: ExitCode.OK, OutcomeKind.TIMEOUT: ExitCode.TIMEOUT,
+             OutcomeKind.QUOTA: ExitCode.QUOTA, OutcomeKind.HANDED_OFF: ExitCode.OK}
+
+
+@dataclass(frozen=True)
+class Quota:
+    """The quota error a failed attempt hit: its group and reset time, as recognised."""
+
+    group: str | None
+    resets_at: str | None
+    message: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kind: OutcomeKind
+    reason: str
+    error: str | None = None
+    published: str | None = None          # worker | response | fallback: what is at result_file
+    worker_exit: int | None = None        # the worker's exit code; None: not observed
+    backend_status: str | None = None     # the final result event's status, as printed
+    result_file: str | None = None
+    response_file: str | None = None      # the final response beside a worker-written result
+    unit_id: str | None = None
+    attempt_id: str | None = None
+    executor: str | None = None
+    model: str | None = None              # the model that ran
+    requested_model: str | None = None
+    session_id: str | None = None
+    tool_uses: int = 0
+    tool_errors: int = 0
+    denials: tuple[dict[str, Any], ...] = ()
+    usage: dict[str, Any] | None = None
+    quota_note: str | None = None         # the quota gate's MODEL-FALLBACK or refusal line
+    quota: Quota | None = None            # a quota error recognised in the run's output
+    started_at: str | None = None
+    finished_at: str | None = None
+    duration_s: float | None = None
+    state_dir: str | None = None
+    result_identity: dict[str, Any] | None = None   # what was published: size, SHA-256, ...
+    sandboxed: bool | None = None
+    escaped: tuple[dict[str, Any], ...] = ()        # processes that left its group, ended
+    lines: tuple[str, ...] = field(default=(), compare=False)  # a session unit's hand-off
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """The dispatcher's exit code for this outcome."""
+        return EXIT_CODE.get(self.kind, ExitCode.FAILED)
+
+    @property
+    def ok(self) -> bool:
+        return self.kind == OutcomeKind.SUCCEEDED
+
+    def to_json(self) -> dict[str, Any]:
+        """``outcome.json``: every field, ``outcome`` for the kind, the exit code beside it."""
+        d = asdict(self)
+        d.pop("lines")
+        d["outcome"] = str(d.pop("kind"))
+        d["exit_code"] = int(self.exit_code)
+        d["denials"], d["escaped"] = list(self.denials), list(self.escaped) or None
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Outcome:
+        """An ``outcome.json`` read back (fields it lacks keep their defaults; unknown ones
+        are ignored: older and newer prun versions read each other's)."""
+        known = {f for f in cls.__dataclass_fields__ if f != "kind"}
+        values = {k: v for k, v in d.items() if k in known}
+        try:
+            kind = OutcomeKind(d.get("outcome"))
+        except ValueError:
+            kind = OutcomeKind.FAILED
+        q = values.get("quota")
+        values["quota"] = Quota(q.get("group"), q.get("resets_at"), q.get("message") or "") \
+            if isinstance(q, dict) else None
+        values["denials"] = tuple(values.get("denials") or ())
+        values["escaped"] = tuple(values.get("escaped") or ())
+        return cls(kind=kind, reason=str(d.get("reason") or kind), **{
+            k: v for k, v in values.items() if k != "reason"})
+
+    # The names the run supervisor reads (the kind as text, the outcome.json fields).
+    @property
+    def outcome(self) -> str:
+        return str(self.kind)
+
+    @property
+    def info(self) -> dict[str, Any]:
+        return {**self.to_json(), "lines": list(self.lines)}

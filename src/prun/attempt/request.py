@@ -1,0 +1,208 @@
+"""What a caller asks of the dispatcher, and its validation.
+
+A ``Request`` is what was asked (the ``prun dispatch`` command line, or a packet in a run);
+``prepare`` checks all of it, the environment's settings included, and returns a ``Prepared``
+request, or raises ``UsageError`` (exit 2) having made nothing: no state dir, no file. Plain
+classes: they are built before the dispatcher's first line (``STATE-DIR``), where importing
+``dataclasses`` would cost more than everything else done by then.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+from ..errors import UsageError
+from ..executors.base import MODES
+from . import statedir
+
+TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
+if TYPE_CHECKING:
+    from ..executors.base import Executor, Settings
+
+# A prompt travels in argv for agy, claude and gemini; Linux caps one argument at 128 KiB.
+MAX_PROMPT_BYTES = 120_000
+
+
+class Request:
+    """What the caller asked for (the dispatch command line, or a packet in a run).
+
+    Plain classes here and below: they are built before the STATE-DIR line, where importing
+    ``dataclasses`` would cost more than everything else the dispatcher does by then.
+    """
+
+    def __init__(self, executor: str, prompt_file: str, result_file: str, unit_id: str, *,
+                 mode: str | None = None, add_dirs: Sequence[str] = (),
+                 continue_from: str | None = None, command: str | Sequence[str] | None = None,
+                 model: str | None = None, effort: str | None = None,
+                 timeout_s: float | None = None, workspace: str | None = None,
+                 state_root: str | None = None, env: Mapping[str, str] | None = None,
+                 attempt_id: str | None = None, extra_env: Mapping[str, str] | None = None,
+                 route_reason: str | None = None, briefed: bool = False,
+                 sandbox: object = None, read_only: Sequence[str] = (),
+                 writable: Sequence[str] = (), outbox: bool = False):
+        self.executor = executor
+        self.prompt_file = prompt_file
+        self.result_file = result_file
+        self.unit_id = unit_id
+        self.mode = mode
+        self.add_dirs = tuple(add_dirs)
+        self.continue_from = continue_from
+        self.command = command
+        self.model = model
+        self.effort = effort
+        self.timeout_s = timeout_s
+        self.workspace = workspace          # a caller-supplied workspace (else $PRUN_SCRATCH_CWD)
+        self.state_root = state_root
+        self.env = env
+        self.attempt_id = attempt_id
+        self.route_reason = route_reason    # why the router chose this executor (unit.json)
+        self.extra_env = dict(extra_env or {})
+        self.briefed = briefed              # the prompt is a run's brief: it has its contract
+        self.sandbox = sandbox              # auto | on | off (None: $PRUN_SANDBOX, else auto)
+        self.read_only = tuple(read_only)   # more paths the sandbox mounts read-only
+        self.writable = tuple(writable)     # ... and writable
+        self.outbox = outbox                # the worker writes its result in its state dir
+
+
+class Prepared:
+    """A validated request: every check passed, nothing created yet."""
+
+    def __init__(self, request: Request, executor: Executor, settings: Settings, prompt: str,
+                 result_file: str, mode: str, workspace: str | None, add_dirs: tuple[str, ...],
+                 resume_id: str | None, command: tuple[str, ...], env: dict[str, str],
+                 sandbox: str = "auto"):
+        self.request = request
+        self.executor = executor
+        self.settings = settings
+        self.prompt = prompt
+        self.result_file = result_file
+        self.mode = mode
+        self.workspace = workspace          # None: the dispatcher makes a scratch dir
+        self.add_dirs = add_dirs
+        self.resume_id = resume_id
+        self.command = command
+        self.env = env
+        self.sandbox = sandbox              # the setting, resolved: auto | on | off
+
+
+def prepare(req: Request, *, reopen: bool = False) -> Prepared:
+    """Validate a request without creating anything. Raises UsageError (exit 2).
+
+    ``reopen``: the attempt was launched earlier (resume), so its result path may exist."""
+    from .. import executors
+
+    env = dict(os.environ if req.env is None else req.env)
+    executor = executors.get(req.executor)
+    statedir.check_unit_id(req.unit_id)
+    prompt = _read_prompt(req.prompt_file)
+    result_file = (os.path.abspath(req.result_file) if reopen
+                   else _fresh_result_path(req.result_file))
+    add_dirs = tuple(_existing_dir(d, "--add-dir") for d in req.add_dirs)
+    from ..settings import load
+
+    cfg = load(env)
+    workspace = req.workspace or cfg.scratch_cwd
+    if workspace:
+        workspace = _existing_dir(workspace, "PRUN_SCRATCH_CWD")
+    mode = req.mode
+    if mode is not None and mode not in MODES:
+        raise UsageError(f"bad --mode {mode!r}", hint="use --mode accept-edits or --mode plan")
+    if mode is None:
+        if workspace or add_dirs:
+            what = "PRUN_SCRATCH_CWD" if workspace else "--add-dir"
+            raise UsageError(
+                f"{what} supplies a workspace the dispatcher did not create, so --mode is required",
+                hint="add --mode accept-edits (write-capable) or --mode plan (read-only)")
+        mode = "accept-edits"
+    if mode == "plan" and not executor.read_only_mode and executor.launches_process:
+        raise UsageError(f"the {executor.name} executor has no read-only mode",
+                         hint="use --mode accept-edits in a scratch dir or clone")
+    resume_id = _resume_id(req.continue_from, executor)
+    command: tuple[str, ...] = ()
+    if executor.name == "command":
+        from ..executors.command import parse_command
+
+        command = parse_command(req.command)
+    elif req.command:
+        raise UsageError("--command is only for --executor command")
+    settings = executor.settings(env, model=req.model, effort=req.effort, timeout_s=req.timeout_s)
+    executor.preflight(mode, settings, env)
+    if executor.prompt_in_argv and len(prompt.encode()) > MAX_PROMPT_BYTES:
+        raise UsageError(f"prompt is {len(prompt.encode())} bytes; {executor.name} takes it as "
+                         f"one argument "
+                         f"(at most {MAX_PROMPT_BYTES})",
+                         hint="paste what defines the task and point at files for the rest")
+    return Prepared(req, executor, settings, prompt, result_file, mode, workspace, add_dirs,
+                    resume_id, command, env, _sandbox_setting(req, cfg.sandbox, executor))
+
+
+def _sandbox_setting(req: Request, default: str, executor: Executor) -> str:
+    """The sandbox setting (the request's, else ``$PRUN_SANDBOX``, else auto); ``on`` where no
+    sandbox can be made is refused here, before anything exists."""
+    from .sandbox import parse_setting, unavailable
+
+    setting = parse_setting(req.sandbox) if req.sandbox is not None else default
+    if setting == "on" and executor.launches_process and (why := unavailable()) is not None:
+        raise UsageError(f"sandbox: on, but no sandbox can be made here: {why}",
+                         hint="install bubblewrap (Debian: bubblewrap), or use sandbox: auto")
+    return setting
+
+
+def _read_prompt(path: str) -> str:
+    if not path:
+        raise UsageError("no prompt file given", hint="pass --prompt-file <path>")
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise UsageError(f"prompt file not found: {path}", hint="write the unit's prompt there first")
+    except IsADirectoryError:
+        raise UsageError(f"prompt file is a directory: {path}")
+    except OSError as e:
+        raise UsageError(f"cannot read prompt file {path}: {e.strerror}",
+                         hint="check its permissions")
+    text = data.decode("utf-8", "replace")
+    if not text.strip():
+        raise UsageError(f"prompt file is empty: {path}", hint="write the unit's prompt there")
+    return text
+
+
+def _fresh_result_path(path: str) -> str:
+    if not path or not path.strip():
+        raise UsageError("no result file given", hint="pass --result-file <fresh path>")
+    path = os.path.abspath(os.path.expanduser(path))
+    if os.path.lexists(path):
+        raise UsageError(f"result file already exists: {path}",
+                         hint="use a fresh result path per unit per run (delete a stale one first)")
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent):
+        raise UsageError(f"result file's folder does not exist: {parent}",
+                         hint="create the folder first")
+    return path
+
+
+def _existing_dir(path: str, what: str) -> str:
+    if not path or not str(path).strip():
+        raise UsageError(f"empty {what} path", hint=f"give {what} an existing directory")
+    full = os.path.abspath(os.path.expanduser(str(path)))
+    if not os.path.isdir(full):
+        raise UsageError(f"{what} is not an existing directory: {path}",
+                         hint="create it first, or point it at a clone or read-only snapshot")
+    return os.path.realpath(full)
+
+
+def _resume_id(continue_from: str | None, executor: Executor) -> str | None:
+    if continue_from is None:
+        return None
+    if not continue_from.strip():
+        raise UsageError("empty --continue-from", hint="pass the STATE-DIR of the earlier unit")
+    if not executor.can_resume:
+        raise UsageError(f"the {executor.name} executor cannot resume a conversation",
+                         hint="start a fresh unit with the earlier result in its prompt")
+    sd = statedir.open_existing(continue_from)
+    conv = sd.read(statedir.CONVERSATION_ID)
+    if not conv:
+        raise UsageError(f"no conversation id in {sd.file(statedir.CONVERSATION_ID)}",
+                         hint="the earlier unit never reported one; start a fresh unit instead")
+    return conv
