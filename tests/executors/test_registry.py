@@ -71,3 +71,29 @@ def test_routing_and_quota_read_the_flags():
         quota.executor_groups(agy))
     assert dict(agy.model_fallback) == {"agy-claude-gpt": "agy-gemini"}
     assert executors.get("command").gate(None, {}) is None   # no gate by default
+
+
+def test_the_schemas_take_any_name_and_describe_the_builtins():
+    import json
+    from importlib.resources import files
+
+    for name, places in (("packet", 1), ("plan", 2)):   # plan: its packets and its defaults
+        text = files("prun.plan").joinpath(f"schemas/{name}.schema.json").read_text()
+        specs = list(_executor_specs(json.loads(text)))
+        assert len(specs) == places
+        for spec in specs:
+            assert set(spec) == {"type", "pattern", "description"} and spec["type"] == "string"
+            described = spec["description"].split("(")[2].split(")")[0].split(", ")
+            assert sorted(described) == sorted(executors.BUILTIN)
+
+
+def _executor_specs(node):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "executor" and isinstance(value, dict):
+                yield value
+            else:
+                yield from _executor_specs(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _executor_specs(value)
