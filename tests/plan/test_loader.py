@@ -275,7 +275,23 @@ def test_missing_packet_file_and_prompt_file(write):
 def test_error_inside_a_packet_file_names_that_file(write):
     bad = write("p/bad.md", "---\nid: bad\nexecutor: codx\n---\nx\n")
     e = refused(load_plan, write("plan.yaml", "packets: [p/*.md]\n"))
-    assert e.message.startswith(f"{bad}:3: executor: 'codx' is not allowed")
+    assert e.message.startswith(f"{bad}:3: executor: unknown executor 'codx'")
+    assert e.hint == "choose one of auto, agy, claude, command, gemini, session"
+
+
+def test_an_unknown_executor_gets_a_did_you_mean(write):
+    e = refused(load_packet, write("a.md", "---\nid: a\nkind: read-only\nexecutor: gemeni\n"
+                                   "---\nx\n"))
+    assert e.message.endswith(":4: executor: unknown executor 'gemeni'")
+    assert e.hint == "did you mean 'gemini'?"
+    e = refused(load_plan, write("plan.yaml", "defaults: {executor: claud}\npackets:\n"
+                                 "  - {id: a, prompt: x}\n"))
+    assert e.message.endswith("plan.yaml:1: defaults.executor: unknown executor 'claud'")
+    assert e.hint == "did you mean 'claude'?"
+    e = refused(load_plan, write("p2.yaml", "packets:\n  - {id: a, prompt: x}\n"
+                                 "  - {id: b, executor: Agy, prompt: x}\n"))
+    assert e.message.endswith("p2.yaml:3: packets[1].executor: unknown executor 'Agy'")
+    assert e.hint == "did you mean 'agy'?"
 
 
 def test_plan_must_be_a_mapping_with_packets(write):
@@ -306,7 +322,12 @@ def test_missing_file():
 
 def test_codex_is_refused_with_a_reason(write):
     e = refused(load_packet, write("a.md", "---\nid: a\nexecutor: codex\n---\nx\n"))
-    assert "codex is not a prun executor" in e.message and "review" in e.hint
+    assert e.message.endswith(":3: executor: codex is not a prun executor: its quota is "
+                              "reserved for the /vet reviewer role")
+    assert e.hint == "route the unit to agy, claude, gemini, session or command"
+    e = refused(load_plan, write("plan.yaml", "defaults: {executor: codex}\npackets:\n"
+                                 "  - {id: a, prompt: x}\n"))
+    assert "plan.yaml:1: defaults.executor: codex is not a prun executor" in e.message
 
 
 def test_session_tools_need_a_session_unit(write):

@@ -72,7 +72,7 @@ def test_a_plain_validator_accepts_a_good_plan_and_rejects_a_bad_one():
 # It must never pass a document jsonschema refuses.
 
 BAD_PACKET_VALUES = {
-    "id": ["", "a..b", "-x", 7, None], "kind": ["write", 1], "executor": ["codex", "x"],
+    "id": ["", "a..b", "-x", 7, None], "kind": ["write", 1], "executor": [7, "", "a b", "/bin/x"],
     "command": [[], "", 3, [1]], "model": [5], "mode": ["yolo"], "owns": ["src/**", [""], [1]],
     "shared": [{"a": 1}, []], "state": [["port"], "db:x"], "after": ["a", [1]],
     "base": [1], "timeout": ["soon", -1, True], "data": [{"reachable": 1}, {"x": []}],

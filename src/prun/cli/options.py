@@ -11,8 +11,9 @@ class ExecutorName(argparse.Action):
 
     def __call__(self, parser, namespace, value, option_string=None):
         from ..errors import EXIT_USAGE
-        from ..executors import REFUSED
+        from ..executors import refusal
 
-        if value in REFUSED:
-            parser.exit(EXIT_USAGE, f"prun: {REFUSED[value]}\n")
+        refused = refusal(value)
+        if refused:
+            parser.exit(EXIT_USAGE, f"prun: {refused.line()}\n")
         setattr(namespace, self.dest, value)

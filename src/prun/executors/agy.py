@@ -13,6 +13,20 @@ stream-json (one object per line):
 agy exits 0 even when the final status is ERROR (a quota stop carries the opening narration in
 ``response``), so the final status is consulted after exit 0. ``--continue`` resumes the most
 recent conversation globally and is never used; ``--conversation <id>`` names one.
+
+The quota gate (``Agy.gate``, decided before every launch; docs/quota.md). agy meters two
+groups apart: Gemini models (``agy-gemini``) and the Claude-and-GPT models (``agy-claude-gpt``).
+Reading the snapshot (``prun.quota.gate.readings``):
+
+1. Claude-and-GPT empty, Gemini not, a Claude-or-GPT model asked: run the Gemini default
+   instead; the decision carries the ``MODEL-FALLBACK ...`` line.
+2. Gemini empty and a Gemini model would run: refuse (exit 75); never move into the metered
+   group on its own; the message names ANTIGRAVITY_DISPATCH_MODEL.
+3. Both empty: refuse (exit 75) with both reset times.
+4. A group the snapshot does not report is unknown, never empty; an unreadable snapshot skips
+   the gate with one warning line; ``PRUN_AGY_QUOTA_GATE=off`` disables it.
+
+Anything else: launch as asked.
 """
 
 from __future__ import annotations
@@ -21,10 +35,13 @@ import re
 from collections.abc import Mapping
 
 from ..errors import UsageError
-from .base import Executor, Settings, StreamReader
+from .base import ORDINARY, Executor, Settings, StreamReader
 
 TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
 if TYPE_CHECKING:
+    from typing import ClassVar
+
+    from ..quota.gate import GateDecision
     from .records import Launch, QuotaHit, StreamResult, Unit
 
 DEFAULT_MODEL = "gemini-3.8-flash-high"
@@ -34,6 +51,7 @@ CLAUDE_GPT_MODELS = ("claude-sonnet-4-6", "claude-opus-4-6-thinking", "gpt-oss-1
 
 GROUP_GEMINI = "agy-gemini"
 GROUP_CLAUDE_GPT = "agy-claude-gpt"
+FALLBACK_REASON = "claude-and-gpt-quota-exhausted"
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -108,6 +126,10 @@ def _str(value) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
+def _unknown_last(when: str) -> str:
+    return "~" if when == "unknown" else when  # normalised ISO times sort as text
+
+
 class Agy(Executor):
     name = "agy"
     program = "agy"
@@ -119,6 +141,10 @@ class Agy(Executor):
     prompt_in_argv = True
     timeout_env = "ANTIGRAVITY_DISPATCH_TIMEOUT_SECONDS"
     timeout_grace_s = 30.0
+    split_role = ORDINARY
+    # the gate runs the Gemini default when the Claude-and-GPT group is empty (MODEL-FALLBACK)
+    model_fallback: ClassVar[Mapping[str, str]] = {GROUP_CLAUDE_GPT: GROUP_GEMINI}
+    fallback_label = "the Gemini default"
 
     def settings(self, env: Mapping[str, str], *, model=None, effort=None,
                  timeout_s=None) -> Settings:
@@ -132,6 +158,51 @@ class Agy(Executor):
         if not model or is_gemini(model):
             return GROUP_GEMINI
         return GROUP_CLAUDE_GPT
+
+    def quota_groups(self) -> tuple[str, ...]:
+        return (GROUP_GEMINI, GROUP_CLAUDE_GPT)
+
+    def gate(self, settings: Settings, env: Mapping[str, str]) -> GateDecision | None:
+        """agy's quota gate (the module's docstring has the rules)."""
+        from ..quota.gate import GateDecision, GateRefusal, readings, reset_of, switched_off
+
+        if switched_off(env, "PRUN_AGY_QUOTA_GATE"):
+            return None
+        requested = self.quota_group(settings.model)
+        states = readings((GROUP_GEMINI, GROUP_CLAUDE_GPT), env)
+        if states is None:
+            return None
+        gem, other = states[GROUP_GEMINI], states[GROUP_CLAUDE_GPT]
+        model = settings.model or DEFAULT_MODEL
+        if gem.empty and other.empty:
+            # When could this unit run again: on its own group's reset, or (for a Claude-or-GPT
+            # model) on either reset, since Gemini would then take it as a fallback.
+            candidates = [gem, other] if requested == GROUP_CLAUDE_GPT else [gem]
+            first = min((reset_of(s) for s in candidates), key=_unknown_last)
+            raise GateRefusal(
+                f"both agy quota groups are empty ({GROUP_GEMINI} resets {reset_of(gem)}, "
+                f"{GROUP_CLAUDE_GPT} resets {reset_of(other)}); {model} was not launched",
+                group=requested, resets_at=None if first == "unknown" else first,
+                hint="wait for a reset or route the unit to another executor (claude, gemini)",
+                note=(f"QUOTA-EXHAUSTED model={model} groups={GROUP_GEMINI},{GROUP_CLAUDE_GPT} "
+                      f"resets={reset_of(gem)},{reset_of(other)}"))
+        if requested == GROUP_GEMINI and gem.empty:
+            when = reset_of(gem)
+            raise GateRefusal(
+                f"the agy Gemini quota group ({GROUP_GEMINI}) is empty until {when}; "
+                f"{model} was not launched. prun never moves a unit into the metered "
+                "Claude-and-GPT group on its own: to spend that group, set "
+                f"ANTIGRAVITY_DISPATCH_MODEL to one of its models ({', '.join(CLAUDE_GPT_MODELS)})",
+                group=GROUP_GEMINI, resets_at=None if when == "unknown" else when,
+                hint="or wait for the reset, or route the unit to another executor",
+                note=f"QUOTA-EXHAUSTED model={model} groups={GROUP_GEMINI} resets={when}")
+        if requested == GROUP_CLAUDE_GPT and other.empty:
+            effort = env.get("ANTIGRAVITY_DISPATCH_EFFORT", "").strip() or DEFAULT_EFFORT
+            return GateDecision(
+                settings.replace(model=DEFAULT_MODEL, effort=effort),
+                f"MODEL-FALLBACK from={model} to={DEFAULT_MODEL} reason={FALLBACK_REASON} "
+                f"resets={reset_of(other)}")
+        return None
 
     def recipients(self, model: str | None) -> tuple[str, ...]:
         """Antigravity is a Google service, so every unit reaches google; its Claude models

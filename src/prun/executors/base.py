@@ -10,9 +10,12 @@ An executor knows everything prun knows about one CLI and nothing else:
 * ``quota_hit``: whether a failure was a quota or rate-limit error, and when it resets;
 * ``recipients``: where a unit's data goes for a model (its name, then the vendor families
   ``google``, ``anthropic``, ``openai``, ``local``), which the data boundary is checked against
-  (``prun.plan.boundary``).
+  (``prun.plan.boundary``);
+* ``quota_groups`` and ``gate``: the quota groups it draws on (what ``prun quota`` reports) and
+  its quota gate before launch (``prun.quota.gate``; by default there is none).
 
-Capabilities are class flags so that routing and the dispatcher can ask instead of guessing.
+Capabilities are class flags so that routing, quota and the dispatcher ask instead of testing
+an executor's name: nothing outside ``prun.executors`` decides anything by a name.
 The dispatcher (``prun.attempt.dispatch``) owns the rest of the contract (state dir, publishing,
 FALLBACK, timeouts, exit codes) so every executor honours it the same way.
 """
@@ -28,6 +31,7 @@ TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
 if TYPE_CHECKING:
     from typing import ClassVar
 
+    from ..quota.gate import GateDecision
     from .records import Judgement, Launch, QuotaHit, StreamResult, Unit
 
 _RECORDS = ("Judgement", "Launch", "QuotaHit", "StreamResult", "Unit")
@@ -42,6 +46,9 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 MODES = ("accept-edits", "plan")
+# An executor's role in the seed's split of units without a named executor (``split_role``).
+ORDINARY = "ordinary"   # may carry the ordinary share (policy ``routing.ordinary``)
+SONNET = "sonnet"       # runs Sonnet units (``routing.sonnet``, ``routing.session_tools``)
 
 
 class Settings:
@@ -119,11 +126,23 @@ class Executor:
     read_only_mode: ClassVar[bool] = False
     session_tools: ClassVar[bool] = False
     reports_tool_use: ClassVar[bool] = False
+    takes_command: ClassVar[bool] = False   # runs the packet's ``command`` (argv) as the unit
     default_timeout_s: ClassVar[float] = 2700.0
     # Extra time past the unit's timeout before prun ends the process group itself; executors
     # whose CLI enforces the timeout on its own (agy's --print-timeout) get it first.
     timeout_grace_s: ClassVar[float] = 0.0
     timeout_env: ClassVar[str | None] = "PRUN_DISPATCH_TIMEOUT_SECONDS"
+    # Routing (``prun.plan.routing``). ``pool``: the pool whose health and batch capacity (a
+    # policy's ``[capacity]`` key) a unit takes; None: the executor's own name when it declares
+    # a quota group, else no pool (it never waits). ``split_role``: ORDINARY, SONNET or None
+    # (only where a packet names it).
+    pool: ClassVar[str | None] = None
+    split_role: ClassVar[str | None] = None
+    # Quota group -> the group whose default model the executor's gate runs instead when the
+    # first reads empty (agy's MODEL-FALLBACK): routing keeps such a pool open until both read
+    # empty, and its reason says the dispatcher runs ``fallback_label`` instead.
+    model_fallback: ClassVar[Mapping[str, str]] = {}
+    fallback_label: ClassVar[str] = "its default model"
 
     # settings -------------------------------------------------------------------------------
     def settings(self, env: Mapping[str, str], *, model: str | None = None,
@@ -145,6 +164,23 @@ class Executor:
 
     def quota_group(self, model: str | None) -> str | None:
         """The quota pool a unit on ``model`` draws from (None when prun does not meter it)."""
+        return None
+
+    def quota_groups(self) -> tuple[str, ...]:
+        """Every quota group a unit on this executor can draw from, whatever its model: what
+        ``prun quota`` reports and what a backend failure re-reads."""
+        group = self.quota_group(None)
+        return (group,) if group else ()
+
+    def routing_pool(self) -> str | None:
+        """``pool``, else the executor's name when it draws on a quota group, else None."""
+        return self.pool or (self.name if self.quota_groups() else None)
+
+    def gate(self, settings: Settings, env: Mapping[str, str]) -> GateDecision | None:
+        """The quota gate, decided before launch on every dispatch (``prun.quota.gate``): None
+        launches as asked, a ``GateDecision`` launches with its settings (its note goes to
+        stderr and ``quota-note``), a ``GateRefusal`` (exit 75) launches nothing. By default
+        there is no gate."""
         return None
 
     def recipients(self, model: str | None) -> tuple[str, ...]:

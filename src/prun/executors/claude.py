@@ -43,7 +43,7 @@ import sys
 from collections.abc import Mapping
 
 from ..errors import UsageError
-from .base import Executor, Settings, StreamReader
+from .base import SONNET, Executor, Settings, StreamReader
 
 TYPE_CHECKING = False  # the records are imported where used (the dispatcher's fast path)
 if TYPE_CHECKING:
@@ -182,6 +182,8 @@ class Claude(Executor):
     read_only_mode = True
     reports_tool_use = True
     prompt_in_argv = True
+    pool = "sonnet"
+    split_role = SONNET
 
     def settings(self, env: Mapping[str, str], *, model=None, effort=None,
                  timeout_s=None) -> Settings:

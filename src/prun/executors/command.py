@@ -47,6 +47,7 @@ class Command(Executor):
     name = "command"
     program = ""
     event_stream = False   # stdout is the response, read whole at the end
+    takes_command = True
 
     def build(self, unit: Unit, env: Mapping[str, str]) -> Launch:
         from .records import Launch

@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from .base import Executor, Settings, StreamReader
+from .base import ORDINARY, Executor, Settings, StreamReader
 
 TYPE_CHECKING = False  # the records are imported where used (the dispatcher's fast path)
 if TYPE_CHECKING:
@@ -101,6 +101,7 @@ class Gemini(Executor):
     read_only_mode = True
     reports_tool_use = True
     prompt_in_argv = True
+    split_role = ORDINARY
 
     def settings(self, env: Mapping[str, str], *, model=None, effort=None,
                  timeout_s=None) -> Settings:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
-from .base import Executor, Settings, StreamReader
+from .base import SONNET, Executor, Settings, StreamReader
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,6 +44,8 @@ class Session(Executor):
     program = ""
     launches_process = False
     session_tools = True
+    pool = "sonnet"
+    split_role = SONNET
 
     def settings(self, env: Mapping[str, str], *, model=None, effort=None,
                  timeout_s=None) -> Settings:

@@ -2,7 +2,6 @@
 against the published schemas (``load``), the owned-path globs (``globs``), the independence
 test (``independence``), the data boundary (``boundary``) and routing (``routing``)."""
 
-from .model import DEFAULT_MODE, EXECUTORS, KINDS, DataBoundary, Packet, Plan, load_packet, load_plan
+from .model import DEFAULT_MODE, KINDS, DataBoundary, Packet, Plan, load_packet, load_plan
 
-__all__ = ["DEFAULT_MODE", "EXECUTORS", "KINDS", "DataBoundary", "Packet", "Plan", "load_packet",
-           "load_plan"]
+__all__ = ["DEFAULT_MODE", "KINDS", "DataBoundary", "Packet", "Plan", "load_packet", "load_plan"]

@@ -1,8 +1,8 @@
 """The data boundary: where a unit's material may go, and how long its evidence is kept.
 
-A packet's ``data.may_go_to`` names the recipients its material may reach: executors (``agy``,
-``claude``, ``gemini``, ``session``, ``command``) or vendor families (``google``,
-``anthropic``, ``openai``, ``local``). Each executor declares, per model, where a unit's data
+A packet's ``data.may_go_to`` names the recipients its material may reach: executors (any name
+the registry ``prun.executors`` knows) or vendor families (``google``, ``anthropic``,
+``openai``, ``local``). Each executor declares, per model, where a unit's data
 goes (``Executor.recipients``): its own name, then the families it reaches. A unit may run on
 an executor when ``may_go_to`` is empty (no boundary given), names the executor, or names every
 family the executor reaches for that model. An executor that declares no family is allowed
@@ -50,14 +50,11 @@ def allowed(may_go_to: Iterable[str], executor: str, model: str | None) -> bool:
 
 
 def unknown(may_go_to: Iterable[str]) -> str | None:
-    """The first entry of ``may_go_to`` that is neither an executor nor a family, or None."""
+    """The first entry of ``may_go_to`` that is neither an executor nor a family, or None
+    (a built-in's name is known without reading the installed packages' entry points)."""
     from .. import executors
 
-    rest = [e for e in may_go_to if e not in executors.BUILTIN and e not in FAMILIES]
-    if not rest:
-        return None  # the common case: no need to look for plug-in executors
-    known = set(executors.names())
-    return next((entry for entry in rest if entry not in known), None)
+    return next((e for e in may_go_to if e not in FAMILIES and not executors.known(e)), None)
 
 
 def outside(who: str, executor: str, model: str | None, may_go_to: Iterable[str],

@@ -2,8 +2,9 @@
 
 Both are validated against the published JSON Schemas (``prun/schemas/*.schema.json``) and
 then checked as a whole: unique ids, ``after`` and ``shared`` naming packets that exist, no
-cycle in ``after``. Every refusal is a ``UsageError`` whose message starts with ``file:line``
-and whose hint says how to fix it.
+cycle in ``after``. The schemas take any executor name; the loader checks it against the
+executor registry (``prun.executors``) and asks the executor what it can do. Every refusal is
+a ``UsageError`` whose message starts with ``file:line`` and whose hint says how to fix it.
 """
 
 from __future__ import annotations
@@ -146,9 +147,6 @@ def _explain(error, doc: yamldoc.Doc, where: list, schema_root) -> tuple[str, st
     if v == "anyOf" and all("required" in s for s in error.validator_value):
         names = " or ".join(s["required"][0] for s in error.validator_value)
         return f"{field}: needs {names}", f"add {names}", line
-    if v == "enum" and error.instance == "codex":
-        return (f"{field}: codex is not a prun executor",
-                "its quota is kept for review; use agy, claude, gemini, session or command", line)
     if v == "enum":
         choices = ", ".join(str(c) for c in error.validator_value)
         return f"{field}: {error.instance!r} is not allowed", f"use one of: {choices}", line
@@ -236,21 +234,29 @@ def _packet(doc: yamldoc.Doc, where: Sequence[str | int], raw: Mapping[str, Any]
             raise UsageError(f"{doc.source}:{doc.line_of([*where, 'timeout'])}: {e.message}",
                              hint=e.hint)
     command = fields.get("command")
-    if fields.get("session_tools") and fields.get("executor") in ("agy", "gemini", "command"):
-        raise UsageError(f"{doc.source}:{doc.line_of([*where, 'session_tools'])}: packet "
-                         f"{fields['id']!r} needs session tools but runs on "
-                         f"{fields['executor']!r}, an outside process that cannot reach them",
-                         hint="use executor: session (or auto), or drop session_tools")
-    if fields.get("executor") == "command" and not command:
-        raise UsageError(f"{where_s}: packet {fields['id']!r} has executor: command but no command",
-                         hint="add command: [program, arg, ...] (the prompt file's path is "
-                         "substituted for {prompt_file}, else the prompt is on stdin)")
+    executor = _executor(fields)
+    if executor != "auto":
+        from .. import executors
+        from .routing import takes_session_tools
+
+        _check_executor(doc, where, executor)
+        ex = executors.get(executor)
+        if fields.get("session_tools") and not takes_session_tools(ex):
+            raise UsageError(f"{doc.source}:{doc.line_of([*where, 'session_tools'])}: packet "
+                             f"{fields['id']!r} needs session tools but runs on "
+                             f"{executor!r}, an outside process that cannot reach them",
+                             hint="use executor: session (or auto), or drop session_tools")
+        if ex.takes_command and not command:
+            raise UsageError(f"{where_s}: packet {fields['id']!r} has executor: {executor} but "
+                             "no command", hint="add command: [program, arg, ...] (the prompt "
+                             "file's path is substituted for {prompt_file}, else the prompt is "
+                             "on stdin)")
     return Packet(
         id=fields["id"],
         prompt=prompt,
         scope=fields.get("scope"),
         kind=fields.get("kind", "read-only"),
-        executor=fields.get("executor", "command" if command else "auto"),
+        executor=executor,
         command=tuple(command) if isinstance(command, list) else command,
         model=fields.get("model"),
         effort=fields.get("effort"),
@@ -273,6 +279,30 @@ def _packet(doc: yamldoc.Doc, where: Sequence[str | int], raw: Mapping[str, Any]
         line=doc.line_of(where),
         lines={k: doc.key_line(where, k) for k in raw},
     )
+
+
+def _executor(fields: Mapping[str, Any]) -> str:
+    """The executor ``fields`` name; without one, ``command`` for a packet with a command (the
+    packet format's rule), else ``auto`` (routing chooses)."""
+    return fields.get("executor") or ("command" if fields.get("command") else "auto")
+
+
+def _check_executor(doc: yamldoc.Doc, where: Sequence[str | int], name: str) -> None:
+    """Refuse an executor name the registry does not know (or refuses: codex), at its line."""
+    from .. import executors
+
+    if name == "auto" or executors.known(name):
+        return
+    at = [*where, "executor"]
+    prefix = f"{doc.source}:{doc.line_of(at)}: {_dotted(at)}"
+    refused = executors.refusal(name)
+    if refused:
+        raise UsageError(f"{prefix}: {refused.message}", hint=refused.hint)
+    choices = ["auto", *executors.names()]
+    close = difflib.get_close_matches(name, choices, n=1)
+    raise UsageError(f"{prefix}: unknown executor {name!r}",
+                     hint=f"did you mean {close[0]!r}?" if close
+                     else "choose one of " + ", ".join(choices))
 
 
 def _boundary(doc: yamldoc.Doc, where: Sequence[str | int], raw: Mapping[str, Any],
@@ -299,7 +329,7 @@ def _boundary(doc: yamldoc.Doc, where: Sequence[str | int], raw: Mapping[str, An
     except UsageError as e:
         raise UsageError(f"{doc.source}:{doc.line_of([*where, 'data', 'retention'])}: "
                          f"{e.message}", hint=e.hint)
-    executor = fields.get("executor") or ("command" if fields.get("command") else "auto")
+    executor = _executor(fields)
     model = fields.get("model")
     if may_go_to and executor != "auto" and not boundary.allowed(may_go_to, executor, model):
         line = next((doc.line_of([*where, *path]) for path in
@@ -369,6 +399,8 @@ def load_plan(path: str | os.PathLike) -> Plan:
     data = doc.data
     defaults = data.get("defaults") or {}
     if defaults:
+        if defaults.get("executor"):
+            _check_executor(doc, ("defaults",), defaults["executor"])
         _boundary(doc, ("defaults",), defaults, defaults, "defaults")
     packets: list[Packet] = []
     for i, entry in enumerate(data["packets"]):

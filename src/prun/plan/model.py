@@ -16,14 +16,12 @@ if TYPE_CHECKING:
     from .boundary import Retention
 
 KINDS = ("read-only", "code")
-EXECUTORS = ("auto", "agy", "claude", "gemini", "session", "command")
 # The mode a packet gets when it names none, by kind. Both kinds work in a workspace prun made
 # for them (a scratch dir, a throwaway clone), where the seed's unattended default applies;
 # ``mode: plan`` is the strictly read-only opt-in.
 DEFAULT_MODE = {"read-only": "accept-edits", "code": "accept-edits"}
 
-__all__ = ["DEFAULT_MODE", "EXECUTORS", "KINDS", "DataBoundary", "Packet", "Plan",
-           "load_packet", "load_plan"]
+__all__ = ["DEFAULT_MODE", "KINDS", "DataBoundary", "Packet", "Plan", "load_packet", "load_plan"]
 
 
 @dataclass(frozen=True)
@@ -50,7 +48,7 @@ class Packet:
     prompt: str
     scope: str | None = None                # one line: what the unit does and where it stops
     kind: str = "read-only"                 # read-only | code
-    executor: str = "auto"
+    executor: str = "auto"                  # a registered executor's name (prun.executors)
     command: tuple[str, ...] | str | None = None
     model: str | None = None
     effort: str | None = None

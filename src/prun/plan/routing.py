@@ -21,6 +21,13 @@ other pool only when that pool is inside it too (else it waits). A unit no allow
 can take is refused, never sent elsewhere; the reason of every bounded decision starts with
 ``data may go to <boundary> only:``.
 
+Who may take which share is asked of the executors, never decided by their names: an
+executor's ``split_role`` (``ordinary``: may carry the ordinary share; ``sonnet``: runs Sonnet
+units, the in-session one first), its ``routing_pool()`` (the pool whose health and batch
+capacity it takes), its quota group for the model, and its ``model_fallback`` (agy's gate runs
+the Gemini default when its Claude-and-GPT group is empty, so that group alone being empty
+does not close the pool).
+
 A group the readings do not report is unknown, and unknown is never empty. A project-local
 policy file (``load_policy``) can change the split; see docs/routing.md.
 """
@@ -32,15 +39,36 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ..errors import UsageError
+from ..executors.base import ORDINARY, SONNET
 from . import boundary
 
-POOLS = {"agy": "agy", "gemini": "gemini", "claude": "sonnet", "session": "sonnet"}
-ORDINARY = ("agy", "gemini")        # executors that may carry the ordinary share
-SONNET = ("session", "claude")      # executors that run Sonnet units
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..executors.base import Executor
+
 POLICY_FILE = os.path.join(".prun", "policy.toml")
-# agy's dispatcher runs a unit aimed at its empty Claude-and-GPT group on the Gemini default
-# instead (MODEL-FALLBACK), so that group alone being empty does not close the agy pool.
-MODEL_FALLBACK = {"agy-claude-gpt": "agy-gemini"}
+
+
+def members(role: str) -> tuple[str, ...]:
+    """The executors whose ``split_role`` is ``role``: those with session tools first (the
+    in-session Sonnet before headless claude), then in the registry's order."""
+    from .. import executors
+
+    found = [ex for ex in executors.all() if ex.split_role == role]
+    return tuple(ex.name for ex in sorted(found, key=lambda ex: not ex.session_tools))
+
+
+def takes_session_tools(executor: Executor) -> bool:
+    """A unit that needs session tools may run on ``executor``: it has them (``session``), or
+    it runs Sonnet units (headless ``claude``, when the packet or the policy says so)."""
+    return executor.session_tools or executor.split_role == SONNET
+
+
+def pools() -> tuple[str, ...]:
+    """Every routing pool an executor takes from (the keys a policy's ``[capacity]`` may use)."""
+    from .. import executors
+
+    return tuple(sorted({p for ex in executors.all() if (p := ex.routing_pool())}))
 
 
 @dataclass(frozen=True)
@@ -68,6 +96,11 @@ class Need:
                    else None)
 
     @property
+    def named(self) -> str | None:
+        """The executor the packet names, or None when routing chooses (``auto``)."""
+        return None if self.executor in (None, "", "auto") else self.executor
+
+    @property
     def bounded(self) -> str | None:
         """``data may go to google only``, or None when the unit has no boundary."""
         return f"data may go to {', '.join(self.may_go_to)} only" if self.may_go_to else None
@@ -75,9 +108,11 @@ class Need:
 
 @dataclass(frozen=True)
 class Policy:
-    ordinary: str = "agy"               # executor of the ordinary share: agy or gemini
+    """The seed's split by default; a policy file names other executors of the same roles."""
+
+    ordinary: str = "agy"               # executor of the ordinary share (split_role ordinary)
     ordinary_share: float = 1.0         # share of ordinary units it takes while healthy (0..1)
-    sonnet: str = "session"             # Sonnet executor for ordinary units: session or claude
+    sonnet: str = "session"             # Sonnet executor for ordinary units (split_role sonnet)
     session_tools: str = "session"      # executor for units needing session tools
     capacity: Mapping[str, int] = field(default_factory=dict)  # pool -> most units per batch
     models: Mapping[str, str] = field(default_factory=dict)    # executor -> model
@@ -112,6 +147,16 @@ class Decision:
                 "group": self.group, "resets_at": self.resets_at}
 
 
+@dataclass(frozen=True)
+class _Target:
+    """Where a unit would go on one executor: its pool, its quota group, its model."""
+
+    executor: Executor
+    pool: str | None
+    group: str | None
+    model: str | None
+
+
 class _Pools:
     """Per-pool health and batch capacity while a batch is being routed."""
 
@@ -128,29 +173,31 @@ class _Pools:
         return f"{group} reads empty" + (f" (resets {resets})" if resets else
                                          " (reset time unknown)")
 
-    def why_not(self, pool: str | None, group: str | None) -> str | None:
-        """Why ``pool`` cannot take one more unit now, or None when it can."""
-        if pool is None:
+    def why_not(self, t: _Target) -> str | None:
+        """Why ``t``'s pool cannot take one more unit now, or None when it can."""
+        if t.pool is None:
             return None
-        why = self._empty(group)
-        if why and group in MODEL_FALLBACK:
-            other = self._empty(MODEL_FALLBACK[group])
+        why = self._empty(t.group)
+        fallback = t.executor.model_fallback.get(t.group) if t.group else None
+        if why and fallback:
+            other = self._empty(fallback)
             why = f"{why}, and so does {other}" if other else None
         if why:
             return why
-        cap = self.capacity.get(pool)
-        if cap is not None and self.used.get(pool, 0) >= cap:
-            return f"the {pool} pool's batch capacity of {cap} is taken"
+        cap = self.capacity.get(t.pool)
+        if cap is not None and self.used.get(t.pool, 0) >= cap:
+            return f"the {t.pool} pool's batch capacity of {cap} is taken"
         return None
 
     def take(self, pool: str | None) -> None:
         if pool is not None:
             self.used[pool] = self.used.get(pool, 0) + 1
 
-    def health(self, group: str | None) -> str:
-        if group in MODEL_FALLBACK and self._empty(group):
-            return (f"{self._empty(group)}, so the dispatcher runs the Gemini default instead "
-                    f"(MODEL-FALLBACK); {self.health(MODEL_FALLBACK[group])}")
+    def health(self, executor: Executor, group: str | None) -> str:
+        fallback = executor.model_fallback.get(group) if group else None
+        if fallback and self._empty(group):
+            return (f"{self._empty(group)}, so the dispatcher runs {executor.fallback_label} "
+                    f"instead (MODEL-FALLBACK); {self.health(executor, fallback)}")
         state = self.states.get(group) if group else None
         if state is None or not _known(state):
             return f"{group} not read (unknown is never empty)"
@@ -182,68 +229,71 @@ def route(needs: Iterable[Need], states: Mapping[str, object] | None = None,
         if n.id in seen:
             raise UsageError(f"packet id {n.id!r} appears twice", hint="give every unit its own id")
         seen.add(n.id)
-        if n.executor in executors.REFUSED:
-            raise UsageError(f"packet {n.id}: {executors.REFUSED[n.executor]}")
+        refused = executors.refusal(n.executor)
+        if refused:
+            raise UsageError(f"packet {n.id}: {refused.message}", hint=refused.hint)
 
     def resolved(name: str, model: str | None) -> str | None:
-        ex = executors.get(name)
-        return ex.settings(env, model=model).model if ex.name != "command" else model
+        return executors.get(name).settings(env, model=model).model
 
-    def target(name: str, need: Need) -> tuple[str | None, str | None, str | None]:
+    def target(name: str, need: Need) -> _Target:
         ex = executors.get(name)
         model = resolved(name, need.model or policy.models.get(name))
-        return POOLS.get(name, name if ex.quota_group(model) else None), ex.quota_group(model), model
+        return _Target(ex, ex.routing_pool(), ex.quota_group(model), model)
 
     def may(name: str, need: Need) -> bool:
         """The unit's data may go to ``name``: checked for the model routing names and for the
         one the executor picks without the policy's ``[models]`` (what a run launches)."""
         if not need.may_go_to:
             return True
-        models = {target(name, need)[2], resolved(name, need.model)}
+        models = {target(name, need).model, resolved(name, need.model)}
         return all(boundary.allowed(need.may_go_to, name, m) for m in models)
 
     decisions: dict[int, Decision] = {}
 
     def decide(i: int, name: str, action: str, reason: str) -> None:
-        pool, group, model = target(name, needs[i])
+        t = target(name, needs[i])
         if action != "wait":
-            pools.take(pool)
+            pools.take(t.pool)
         if needs[i].bounded:
             reason = f"{needs[i].bounded}: {reason}"
-        decisions[i] = Decision(needs[i].id, name, model, action, reason, pool, group,
-                                pools.resets(group) if action == "wait" else None)
+        decisions[i] = Decision(needs[i].id, name, t.model, action, reason, t.pool, t.group,
+                                pools.resets(t.group) if action == "wait" else None)
 
     # 1. named executors first: they claim their pools' capacity before anything is moved
     for i, n in enumerate(needs):
-        if n.executor in (None, "", "auto"):
+        if n.named is None:
             continue
-        if not may(n.executor, n):
-            raise boundary.outside(f"packet {n.id}", n.executor, target(n.executor, n)[2],
-                                   n.may_go_to, n.source)
-        pool, group, _ = target(n.executor, n)
-        why = pools.why_not(pool, group)
+        t = target(n.named, n)
+        if not may(n.named, n):
+            raise boundary.outside(f"packet {n.id}", n.named, t.model, n.may_go_to, n.source)
+        why = pools.why_not(t)
         opening = "named in the packet"
-        if n.session_tools and n.executor == "claude":
-            opening = "needs session tools; the packet allows headless claude"
+        if n.session_tools and not t.executor.session_tools and t.executor.split_role == SONNET:
+            opening = f"needs session tools; the packet allows headless {n.named}"
         if why:
-            decide(i, n.executor, "wait", f"{opening}, but {why}: waits")
+            decide(i, n.named, "wait", f"{opening}, but {why}: waits")
         else:
-            decide(i, n.executor, "assign", opening if pool is None else f"{opening}; {pools.health(group)}")
+            decide(i, n.named, "assign",
+                   opening if t.pool is None else f"{opening}; {pools.health(t.executor, t.group)}")
+
+    # the Sonnet executors, asked only when the rules below have units (it loads every executor)
+    sonnets = members(SONNET) if len(decisions) < len(needs) else ()
 
     # 2. session tools: Sonnet only (the other Sonnet executor when only it is allowed)
     for i, n in enumerate(needs):
         if i in decisions or not n.session_tools:
             continue
-        name = next((x for x in (policy.session_tools, *SONNET) if may(x, n)), None)
+        name = next((x for x in (policy.session_tools, *sonnets) if may(x, n)), None)
         if name is None:
             raise UsageError(_at(n) + f"packet {n.id} needs session tools, which only Sonnet "
-                             f"has ({_reach(SONNET, n)}), but {n.bounded}",
+                             f"has ({_reach(sonnets, n)}), but {n.bounded}",
                              hint="let its data go to anthropic (or session), or drop "
                              "session_tools")
-        pool, group, _ = target(name, n)
-        why = pools.why_not(pool, group)
-        how = ("in-session" if name == "session" else "headless claude, by policy"
-               if name == policy.session_tools else "headless claude")
+        t = target(name, n)
+        why = pools.why_not(t)
+        how = ("in-session" if t.executor.session_tools else f"headless {name}, by policy"
+               if name == policy.session_tools else f"headless {name}")
         if why:
             decide(i, name, "wait", f"needs session tools, which only Sonnet has, but {why}: waits")
         else:
@@ -256,7 +306,7 @@ def route(needs: Iterable[Need], states: Mapping[str, object] | None = None,
         n = needs[i]
         # spread the share evenly through the batch, the ordinary executor first
         to_ordinary = int((k + 1) * share + 0.5 + 1e-9) > int(k * share + 0.5 + 1e-9)
-        sonnet = next((x for x in (policy.sonnet, *SONNET) if may(x, n)), policy.sonnet)
+        sonnet = next((x for x in (policy.sonnet, *sonnets) if may(x, n)), policy.sonnet)
         inside = [x for x in (policy.ordinary, sonnet) if may(x, n)]
         if not inside:
             raise UsageError(_at(n) + f"packet {n.id}: {n.bounded}, and no executor of the "
@@ -266,34 +316,33 @@ def route(needs: Iterable[Need], states: Mapping[str, object] | None = None,
                              "policy whose executors are (docs/routing.md)")
         if len(inside) == 1:
             only, = inside
-            pool, group, _ = target(only, n)
-            why = pools.why_not(pool, group)
+            t = target(only, n)
+            why = pools.why_not(t)
             barred = sonnet if only == policy.ordinary else policy.ordinary
             if why:
                 decide(i, only, "wait", f"ordinary unit: {why}, and its data may not go to "
                                         f"{barred}: waits")
             else:
                 decide(i, only, "assign", f"ordinary unit: {only}, the policy's only executor "
-                                          f"inside it; {pools.health(group)}")
+                                          f"inside it; {pools.health(t.executor, t.group)}")
             continue
         first, other = (policy.ordinary, sonnet) if to_ordinary else (sonnet, policy.ordinary)
-        pool1, group1, _ = target(first, n)
-        pool2, group2, _ = target(other, n)
-        why1 = pools.why_not(pool1, group1)
+        t1, t2 = target(first, n), target(other, n)
+        why1 = pools.why_not(t1)
         if not why1:
             if to_ordinary:
-                reason = f"ordinary unit: {first} takes the larger share; {pools.health(group1)}"
+                health = pools.health(t1.executor, t1.group)
+                reason = f"ordinary unit: {first} takes the larger share; {health}"
                 if share < 1:
-                    reason = f"ordinary unit: {first}'s share ({share:g}) by policy; " \
-                             f"{pools.health(group1)}"
+                    reason = f"ordinary unit: {first}'s share ({share:g}) by policy; {health}"
             else:
                 reason = f"ordinary unit: Sonnet's share ({1 - share:g}) by policy"
             decide(i, first, "assign", reason)
             continue
-        why2 = pools.why_not(pool2, group2)
+        why2 = pools.why_not(t2)
         if not why2:
             decide(i, other, "reroute", f"ordinary unit: {why1}, so it goes to {other} instead; "
-                                        f"{pools.health(group2)}")
+                                        f"{pools.health(t2.executor, t2.group)}")
         else:
             decide(i, first, "wait", f"ordinary unit: {why1}, and {why2}: waits")
     return [decisions[i] for i in range(len(needs))]
@@ -372,8 +421,9 @@ def load_policy(path: str | None) -> Policy:
         raise UsageError(f"policy file {path}: unknown key(s) {', '.join(bad)}",
                          hint="see docs/routing.md for the keys")
 
-    def pick(key: str, allowed: tuple[str, ...], default: str) -> str:
+    def pick(key: str, role: str, default: str) -> str:
         value = r.get(key, default)
+        allowed = members(role)
         if value not in allowed:
             raise UsageError(f"policy file {path}: routing.{key} = {value!r}",
                              hint="use one of " + ", ".join(allowed))
@@ -385,14 +435,15 @@ def load_policy(path: str | None) -> Policy:
                          hint="use a number from 0 to 1")
     capacity = data.get("capacity", {})
     for pool, cap in capacity.items():
-        if pool not in set(POOLS.values()) or isinstance(cap, bool) or not isinstance(cap, int) \
-                or cap < 0:
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0 or pool not in pools():
             raise UsageError(f"policy file {path}: capacity.{pool} = {cap!r}",
-                             hint="pools are agy, gemini, sonnet; capacities whole numbers >= 0")
+                             hint=f"pools are {', '.join(pools())}; capacities whole numbers >= 0")
     models = data.get("models", {})
     if not all(isinstance(v, str) and v for v in models.values()):
         raise UsageError(f"policy file {path}: [models] values must be model names")
-    return Policy(ordinary=pick("ordinary", ORDINARY, "agy"), ordinary_share=float(share),
-                  sonnet=pick("sonnet", SONNET, "session"),
-                  session_tools=pick("session_tools", SONNET, "session"),
+    default = Policy()
+    return Policy(ordinary=pick("ordinary", ORDINARY, default.ordinary),
+                  ordinary_share=float(share),
+                  sonnet=pick("sonnet", SONNET, default.sonnet),
+                  session_tools=pick("session_tools", SONNET, default.session_tools),
                   capacity=dict(capacity), models=dict(models), source=path)

@@ -2,10 +2,11 @@
 
     snapshot.py   the JSON snapshot file (schema, tolerant reading, locked atomic updates)
     probes.py     the probe commands that read a group's meter, and their output contract
-    gate.py       the agy dispatcher's decision before launch (fallback, refusal, or go)
+    gate.py       the gate before launch: asks the executor's own hook (agy's is in its module)
 
 Public surface:
 
+    known_groups() -> (group, ...)              every quota group an executor declares
     group_states(env) -> {group: GroupState}   every group, stale readings refreshed first
     current(env, groups, force) -> Snapshot     the snapshot, refreshed where due
     record_hit(hit, env)                        a run just failed on a quota error: record empty
@@ -24,13 +25,12 @@ import time
 from collections.abc import Iterable, Mapping
 
 from .gate import GateDecision, GateRefusal, gate
-from .snapshot import KNOWN_GROUPS, FileLock, GroupState, Snapshot, iso, load, snapshot_path
+from .snapshot import FileLock, GroupState, Snapshot, iso, load, snapshot_path
 
 __all__ = [
-    "KNOWN_GROUPS", "GateDecision", "GateRefusal", "GroupState", "Snapshot",
-    "after_backend_failure", "current", "gate", "group_states", "group_states_of", "record_hit",
-    "snapshot_path",
-    "warn",
+    "GateDecision", "GateRefusal", "GroupState", "Snapshot", "after_backend_failure", "current",
+    "executor_groups", "gate", "group_states", "group_states_of", "known_groups", "record_hit",
+    "snapshot_path", "warn",
 ]
 
 
@@ -146,14 +146,17 @@ def record_hit(hit, env: Mapping[str, str] | None = None) -> None:
         warn(f"could not record the quota error in the snapshot: {e}")
 
 
-def executor_groups(executor) -> list[str]:
-    """The quota groups a unit on ``executor`` can draw from."""
-    if getattr(executor, "name", None) == "agy":
-        from ..executors.agy import GROUP_CLAUDE_GPT, GROUP_GEMINI
+def known_groups() -> tuple[str, ...]:
+    """Every quota group the executors declare (``Executor.quota_groups``), in the registry's
+    order: what ``prun quota`` lists even before anything was read."""
+    from .. import executors
 
-        return [GROUP_GEMINI, GROUP_CLAUDE_GPT]
-    group = executor.quota_group(None) if hasattr(executor, "quota_group") else None
-    return [group] if group else []
+    return tuple(dict.fromkeys(g for ex in executors.all() for g in ex.quota_groups()))
+
+
+def executor_groups(executor) -> list[str]:
+    """The quota groups a unit on ``executor`` can draw from (the executor says)."""
+    return list(executor.quota_groups())
 
 
 def after_backend_failure(executor, env: Mapping[str, str] | None = None) -> None:
@@ -177,7 +180,8 @@ def group_states(env: Mapping[str, str] | None = None) -> dict[str, GroupState]:
     try:
         snap = current(env)
     except Exception as e:
-        return {g: GroupState(g, error=f"quota snapshot not available: {e}") for g in KNOWN_GROUPS}
+        return {g: GroupState(g, error=f"quota snapshot not available: {e}")
+                for g in known_groups()}
     from .._util import config
 
     try:
@@ -188,8 +192,8 @@ def group_states(env: Mapping[str, str] | None = None) -> dict[str, GroupState]:
 
 
 def group_states_of(snap: Snapshot, cfg) -> dict[str, GroupState]:
-    """The states of every group named by the known list, ``snap`` or ``cfg``'s probes."""
-    names = list(KNOWN_GROUPS)
+    """The states of every group an executor declares or ``snap`` or ``cfg``'s probes name."""
+    names = list(known_groups())
     names += sorted({*snap.groups, *snap.bad, *cfg.probes} - set(names))
     states = {g: snap.state(g) for g in names}
     if snap.problem and not snap.missing:

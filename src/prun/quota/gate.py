@@ -1,34 +1,33 @@
-"""The quota gate of ``prun dispatch --executor agy``: decided before launch, on every dispatch.
+"""The quota gate: each executor's own decision before launch, on every dispatch.
 
-agy meters two groups apart: Gemini models (``agy-gemini``) and the Claude-and-GPT models
-(``agy-claude-gpt``). Reading the snapshot (refreshed first when a reading is past its TTL and
-a probe exists):
+``gate(executor, settings, env)`` asks the executor's hook (``Executor.gate``; by default there
+is none, and the unit launches as asked). A hook answers None (launch as asked), a
+``GateDecision`` (launch with other settings; its note, such as agy's ``MODEL-FALLBACK`` line,
+goes to stderr and ``<state>/quota-note``), or raises ``GateRefusal`` (exit 75, nothing
+launched). The policy is the executor's (agy's is in ``prun.executors.agy``); what every hook
+shares is here:
 
-1. Claude-and-GPT empty, Gemini not, a Claude-or-GPT model asked: run the Gemini default
-   instead; the decision carries the ``MODEL-FALLBACK ...`` line.
-2. Gemini empty and a Gemini model would run: refuse (exit 75); never move into the metered
-   group on its own; the message names ANTIGRAVITY_DISPATCH_MODEL.
-3. Both empty: refuse (exit 75) with both reset times.
-4. A group the snapshot does not report is unknown, never empty; an unreadable snapshot skips
-   the gate with one warning line; ``PRUN_AGY_QUOTA_GATE=off`` disables it.
-
-Anything else: None (launch as asked).
+* ``readings(groups, env)``: the snapshot's states of those groups, refreshed first when a
+  reading is past its TTL and a probe exists. A group the snapshot does not report is unknown,
+  never empty; an unreadable snapshot gives None (the gate is skipped, with one warning line).
+* ``switched_off(env, variable)``: a hook's on/off variable (``PRUN_AGY_QUOTA_GATE=off``).
+* ``reset_of(state)``: a state's reset time as the gate's lines print it, or ``unknown``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import QuotaExhausted
 
 if TYPE_CHECKING:
-    from ..executors.base import Settings
+    from ..executors.base import Executor, Settings
+    from .snapshot import GroupState
 
 OFF = {"off", "0", "false", "no"}
 ON = {"on", "1", "true", "yes", ""}
-FALLBACK_REASON = "claude-and-gpt-quota-exhausted"
 
 
 @dataclass(frozen=True)
@@ -48,30 +47,32 @@ class GateRefusal(QuotaExhausted):
         self.note = note
 
 
-def gate(executor, settings, env: Mapping[str, str]) -> GateDecision | None:
+def gate(executor: Executor, settings: Settings, env: Mapping[str, str]) -> GateDecision | None:
     """None: launch as asked; a GateDecision: launch with its settings; or raise GateRefusal."""
-    from ..executors.agy import (
-        CLAUDE_GPT_MODELS,
-        DEFAULT_EFFORT,
-        DEFAULT_MODEL,
-        GROUP_CLAUDE_GPT,
-        GROUP_GEMINI,
-    )
+    return executor.gate(settings, env)
+
+
+def switched_off(env: Mapping[str, str], variable: str) -> bool:
+    """True when ``variable`` turns a gate off (off/0/false/no); anything else but on/1/true/
+    yes/empty is warned about and leaves the gate on."""
+    from . import warn
+
+    switch = env.get(variable, "").strip().lower()
+    if switch in OFF:
+        return True
+    if switch not in ON:
+        warn(f"{variable}={env.get(variable)!r} is not on/off; the quota gate stays on")
+    return False
+
+
+def readings(groups: Iterable[str], env: Mapping[str, str]) -> dict[str, GroupState] | None:
+    """The snapshot's state of each of ``groups`` (stale ones re-read where probes exist), or
+    None when the snapshot cannot be trusted: the gate is skipped, with one warning line."""
     from . import current, warn
 
-    if getattr(executor, "name", None) != "agy":
-        return None
-    switch = env.get("PRUN_AGY_QUOTA_GATE", "").strip().lower()
-    if switch in OFF:
-        return None
-    if switch not in ON:
-        warn(f"PRUN_AGY_QUOTA_GATE={env.get('PRUN_AGY_QUOTA_GATE')!r} is not on/off; "
-             "the quota gate stays on")
-    requested = executor.quota_group(settings.model)
-    if requested not in (GROUP_GEMINI, GROUP_CLAUDE_GPT):
-        return None
+    groups = tuple(groups)
     try:
-        snap = current(env, (GROUP_GEMINI, GROUP_CLAUDE_GPT))
+        snap = current(env, groups)
     except Exception as e:  # the gate must never stop a dispatch by breaking...
         from ..attempt.dispatch import Cancelled
 
@@ -79,48 +80,16 @@ def gate(executor, settings, env: Mapping[str, str]) -> GateDecision | None:
             raise
         warn(f"quota snapshot not read ({e}); quota gate skipped")
         return None
-    bad = [f"{g}: {snap.bad[g]}" for g in (GROUP_GEMINI, GROUP_CLAUDE_GPT) if g in snap.bad]
+    bad = [f"{g}: {snap.bad[g]}" for g in groups if g in snap.bad]
     if snap.problem or bad:
         why = snap.problem or "; ".join(bad)
         warn(f"quota snapshot {snap.path} unreadable ({why}); quota gate skipped")
         return None
-    gem, other = snap.state(GROUP_GEMINI), snap.state(GROUP_CLAUDE_GPT)
-    model = settings.model or DEFAULT_MODEL
-    if gem.empty and other.empty:
-        # When could this unit run again: on its own group's reset, or (for a Claude-or-GPT
-        # model) on either reset, since Gemini would then take it as a fallback.
-        candidates = [gem, other] if requested == GROUP_CLAUDE_GPT else [gem]
-        first = min((_when(s) for s in candidates), key=_sort_key)
-        raise GateRefusal(
-            f"both agy quota groups are empty ({GROUP_GEMINI} resets {_when(gem)}, "
-            f"{GROUP_CLAUDE_GPT} resets {_when(other)}); {model} was not launched",
-            group=requested, resets_at=None if first == "unknown" else first,
-            hint="wait for a reset or route the unit to another executor (claude, gemini)",
-            note=(f"QUOTA-EXHAUSTED model={model} groups={GROUP_GEMINI},{GROUP_CLAUDE_GPT} "
-                  f"resets={_when(gem)},{_when(other)}"))
-    if requested == GROUP_GEMINI and gem.empty:
-        raise GateRefusal(
-            f"the agy Gemini quota group ({GROUP_GEMINI}) is empty until {_when(gem)}; "
-            f"{model} was not launched. prun never moves a unit into the metered "
-            "Claude-and-GPT group on its own: to spend that group, set "
-            f"ANTIGRAVITY_DISPATCH_MODEL to one of its models ({', '.join(CLAUDE_GPT_MODELS)})",
-            group=GROUP_GEMINI, resets_at=None if _when(gem) == "unknown" else _when(gem),
-            hint="or wait for the reset, or route the unit to another executor",
-            note=f"QUOTA-EXHAUSTED model={model} groups={GROUP_GEMINI} resets={_when(gem)}")
-    if requested == GROUP_CLAUDE_GPT and other.empty:
-        effort = env.get("ANTIGRAVITY_DISPATCH_EFFORT", "").strip() or DEFAULT_EFFORT
-        return GateDecision(
-            settings.replace(model=DEFAULT_MODEL, effort=effort),
-            f"MODEL-FALLBACK from={model} to={DEFAULT_MODEL} reason={FALLBACK_REASON} "
-            f"resets={_when(other)}")
-    return None
+    return {g: snap.state(g) for g in groups}
 
 
-def _when(state) -> str:
+def reset_of(state: GroupState) -> str:
+    """When ``state``'s group resets, as an ISO time, or ``unknown``."""
     from .snapshot import normalise_time
 
     return normalise_time(state.resets_at) or "unknown"
-
-
-def _sort_key(when: str) -> str:
-    return "~" if when == "unknown" else when  # normalised ISO times sort as text

@@ -29,8 +29,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 SCHEMA_VERSION = 1
-# The Claude account (Sonnet units), Gemini CLI's pool, and agy's two groups.
-KNOWN_GROUPS = ("claude", "agy-gemini", "agy-claude-gpt", "gemini")
 # A read_at further ahead of this machine's clock than this is not believed.
 CLOCK_SKEW_S = 120.0
 LOCK_WAIT_S = 5.0

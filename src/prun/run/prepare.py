@@ -23,16 +23,20 @@ class Route:
 
 def route_all(packets: Sequence[Packet], env: Mapping[str, str]) -> dict[str, Route]:
     """Each packet's executor and the reason, decided for the whole batch by
-    ``prun.plan.routing`` (the seed's Executors rule, the project's policy, current quota)."""
+    ``prun.plan.routing`` (the seed's Executors rule, the project's policy, current quota).
+    Quota is read only when a unit may draw on a metered pool: a batch whose every packet
+    names an executor without quota groups (command units) reads no snapshot and runs no probe."""
+    from .. import executors
     from ..plan import routing
 
-    if all(p.executor == "command" for p in packets):
-        return {p.id: Route("command", "named by the packet (command)") for p in packets}
-    from ..quota import group_states
+    needs = [routing.Need.of(p) for p in packets]
+    states: dict = {}
+    if any(n.named is None or executors.get(n.named).quota_groups() for n in needs):
+        from ..quota import group_states
 
+        states = dict(group_states(env))
     policy = routing.load_policy(routing.find_policy(env))
-    decisions = routing.route([routing.Need.of(p) for p in packets], dict(group_states(env)),
-                              policy, env)
+    decisions = routing.route(needs, states, policy, env)
     return {d.packet: Route(d.executor, d.reason) for d in decisions}
 
 
