@@ -120,12 +120,13 @@ def prepare(req: Request, *, reopen: bool = False) -> Prepared:
                          hint="use --mode accept-edits in a scratch dir or clone")
     resume_id = _resume_id(req.continue_from, executor)
     command: tuple[str, ...] = ()
-    if executor.name == "command":
+    if executor.takes_command:
         from ..executors.command import parse_command
 
         command = parse_command(req.command)
     elif req.command:
-        raise UsageError("--command is only for --executor command")
+        raise UsageError(f"--command is not for the {executor.name} executor",
+                         hint="pass --command with --executor command")
     settings = executor.settings(env, model=req.model, effort=req.effort, timeout_s=req.timeout_s)
     executor.preflight(mode, settings, env)
     if executor.prompt_in_argv and len(prompt.encode()) > MAX_PROMPT_BYTES:

@@ -75,9 +75,7 @@ def _inside_boundary(packet, executor: str) -> None:
     from ..plan import boundary
 
     bound = packet.data.may_go_to
-    model = packet.model
-    if executor != "command":
-        model = executors.get(executor).settings(os.environ, model=packet.model).model
+    model = executors.get(executor).settings(os.environ, model=packet.model).model
     for m in dict.fromkeys((model, packet.model)):
         if not boundary.allowed(bound, executor, m):
             raise boundary.outside(f"packet {packet.id}", executor, m, bound)

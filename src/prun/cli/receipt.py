@@ -35,7 +35,10 @@ def run(args) -> int:
     unit = sd.unit
     if not unit:
         raise UsageError(f"no unit.json in {sd.path}", hint="pass the path printed as STATE-DIR")
-    if unit.get("executor") != "session":
+    from .. import executors
+
+    ex = executors.lookup(unit.get("executor"))
+    if ex is None or ex.launches_process:
         raise UsageError(f"{sd.path} is a {unit.get('executor')} unit, not a session unit",
                          hint="receipts are only for units the coordinator runs itself")
     # publish_new never replaces: of two racing receipts exactly one is kept

@@ -87,6 +87,14 @@ def get(name: str) -> Executor:
     return _load(name)()
 
 
+def lookup(name: str | None) -> type[Executor] | None:
+    """The class registered as ``name``, or None when none is (a record read back may name
+    an executor that is no longer installed): for asking its flags."""
+    if not name or not known(name):
+        return None
+    return _load(name)
+
+
 def all() -> list[Executor]:  # shadows the builtin here only: callers write executors.all()
     """An instance of every registered executor, built-ins first (in ``BUILTIN``'s order)."""
     return [_load(name)() for name in _targets()]

@@ -250,17 +250,20 @@ def salvage(state_dir: str, executor: str | None) -> str | None:
     if not raw.strip():
         return None
     text = None
-    if executor and executor != "command":
-        try:
-            from .. import executors
+    from .. import executors
 
-            reader = executors.get(executor).reader()
+    ex = executors.lookup(executor)
+    if ex is not None and ex.event_stream:
+        try:
+            reader = ex().reader()
             for line in raw.splitlines():
                 reader.feed(line)
             stream = reader.finish(tail)
             text = (stream.response or "").strip() or (stream.text or "").strip() or None
-        except Exception:  # an unknown executor or a broken stream: nothing to salvage
+        except Exception:  # a broken stream: nothing to salvage
             text = None
+    elif executor and ex is None:  # an executor no longer installed: its stream is unreadable
+        text = None
     else:
         text = raw.strip()
     if not text or len(text.encode()) < MIN_RESULT_BYTES:

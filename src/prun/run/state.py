@@ -177,7 +177,7 @@ def _sandboxes(plan: Plan, env: Mapping[str, str], routes) -> dict[str, str]:
     default = parse_setting(plan.sandbox) if plan.sandbox else load(env).sandbox
     out = {p.id: p.sandbox or default for p in plan.packets}
     wanted = [p for p in plan.packets
-              if out[p.id] == "on" and routes[p.id].executor != "session"]
+              if out[p.id] == "on" and _launches(routes[p.id].executor)]
     if wanted and (why := unavailable()) is not None:
         p = wanted[0]
         raise UsageError(f"{p.where('sandbox')}: packet {p.id} asks for sandbox: on, but no "
@@ -246,3 +246,11 @@ def wait_for(check, limit: float, interval: float = 0.05):
             return got
         time.sleep(interval)
         interval = min(interval * 1.5, 0.5)
+
+
+def _launches(name: str) -> bool:
+    """Whether units of executor ``name`` run as processes (a session unit does not)."""
+    from .. import executors
+
+    ex = executors.lookup(name)
+    return ex is None or ex.launches_process

@@ -223,7 +223,10 @@ class Monitor:
                 parent = os.path.dirname(u.result_file)
                 if os.path.isdir(parent):
                     self.watch.add_dir(parent)  # before the look below: no race
-        session = u.executor == "session"
+        from .. import executors
+
+        ex = executors.lookup(u.executor)
+        session = ex is not None and not ex.launches_process
         alive = True if session else self._alive(u)   # before reading outcome.json
         outcome = sd.outcome if sd.exists(statedir.OUTCOME) else None
         fs = self.rule.check(u.result_file, now) if u.result_file else None
