@@ -10,20 +10,23 @@ deadline and confirms that the group is gone, then judges it and settles it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import signal
 import time
+from typing import NamedTuple
 
 from .._util.fsutil import atomic_write
 from ..attempt import statedir
-from ..attempt.dispatch import Request
+from ..attempt.dispatch import Dispatch, Request
 from ..errors import PrunError, QuotaExhausted
 from ..git.reconcile import plan_scope
 from ..ledger import PacketStatus, Status, now_iso
 from . import brief, schedule
 from .dependents import Blocked
 from .ports import PortsUnavailable
+from .prepare import Workspace
 from .session import session
 from .settle import no_receipt, settle
 from .unit import UnitState, parse_time
@@ -70,8 +73,7 @@ async def attempt(sup: Supervisor, u: UnitState) -> None:
         continue_from=u.continue_from)
     latest = latest_inputs(sup, u) if u.packet.after else {}
     try:
-        d, mode, launched, refused = await asyncio.to_thread(
-            open_attempt, sup, u, executor_name, result, latest)
+        opened = await asyncio.to_thread(open_attempt, sup, u, executor_name, result, latest)
     except Blocked as e:
         sup.ledger.update_attempt(aid, e.reason, status=Status.NOT_DISPATCHED,
                                   reason="blocked", error=e.reason, finished_at=now_iso())
@@ -84,9 +86,9 @@ async def attempt(sup: Supervisor, u: UnitState) -> None:
     except OSError as e:
         return no_receipt(sup, u, aid, f"prepare packet {p.id} for {executor_name}",
                           f"{e.strerror or e}: {e.filename or ''}".rstrip(": "))
+    d, place, launched, refused = opened.dispatch, opened.place, opened.launched, opened.refused
     u.state_dir = d.state.path
-    text, place = sup.briefs.pop(aid)
-    sup.ledger.update_attempt(aid, None, brief=text, base=place.base,
+    sup.ledger.update_attempt(aid, None, brief=opened.brief, base=place.base,
                               workspace=place.path, state_dir=d.state.path)
     if place.applied:
         sup.emit("based", u, "starts from the accepted changes of "
@@ -111,19 +113,30 @@ async def attempt(sup: Supervisor, u: UnitState) -> None:
     u.stalled = False
     sup.ledger.update_attempt(aid, "worker started", status=Status.DISPATCHED,
                               receipt=d.receipt, state_dir=d.state.path,
-                              workspace=d.workspace, mode=mode, model=d.settings.model,
+                              workspace=d.workspace, mode=p.effective_mode,
+                              model=d.settings.model,
                               dispatched_at=now_iso(d.launched_at),
                               sandboxed=d.sandboxed)
     sup.emit("dispatched", u, receipt=d.receipt)
     await watch(sup, u, d)
 
 
+class Opened(NamedTuple):
+    """An attempt as ``open_attempt`` started it."""
+
+    dispatch: Dispatch
+    place: Workspace                 # its workspace
+    brief: str                       # what it was told
+    launched: object                 # launch(): True or False; a session unit: the hand-off
+    refused: QuotaExhausted | None   # the quota gate refused it before any launch
+
+
 def open_attempt(sup: Supervisor, u: UnitState, executor_name: str, result: str,
-                 latest: dict):
+                 latest: dict) -> Opened:
     """Workspace, brief, validation, state dir, launch: the file and process work of
-    starting an attempt, run in a worker thread. Returns (dispatch, mode, launched, quota
-    refusal); raises ``dependents.Blocked`` when a packet it comes after was rejected."""
-    from ..attempt.dispatch import Dispatch, prepare
+    starting an attempt, run in a worker thread. Raises ``dependents.Blocked`` when a packet
+    it comes after was rejected."""
+    from ..attempt.dispatch import prepare
     from . import prepare as unitprep
     from .dependents import start
 
@@ -148,7 +161,6 @@ def open_attempt(sup: Supervisor, u: UnitState, executor_name: str, result: str,
     text = prompt(u, ctx)
     prompt_file = os.path.join(sup.paths.prompts, f"{p.id}.{u.seq}.md")
     atomic_write(prompt_file, text, durable=False)
-    sup.briefs[u.attempt_id] = (text, place)
     extra = {**ids, **brief.environment(p, ctx, prompt_file)}
     request = Request(
         executor=executor_name, prompt_file=prompt_file, result_file=result, unit_id=p.id,
@@ -166,14 +178,13 @@ def open_attempt(sup: Supervisor, u: UnitState, executor_name: str, result: str,
         raise
     d = Dispatch(prepared, state, dispatcher_pid=os.getpid(), record=False, in_run=True,
                  keeper=sup.keeper)
-    mode = p.effective_mode
     try:
         d.begin()
     except QuotaExhausted as e:
-        return d, mode, False, e
-    if not prepared.executor.launches_process:
-        return d, mode, d.hand_off(), None  # a session unit: the coordinator runs it
-    return d, mode, d.launch(), None
+        return Opened(d, place, text, False, e)
+    if not prepared.executor.launches_process:  # a session unit: the coordinator runs it
+        return Opened(d, place, text, d.hand_off(), None)
+    return Opened(d, place, text, d.launch(), None)
 
 
 def read_only(sup: Supervisor, place) -> tuple[str, ...]:
@@ -245,20 +256,21 @@ def ending(sup: Supervisor, u: UnitState, why: str) -> None:
 
 
 async def quiesce(pgid: int) -> bool:
-    """After the group was ended: confirm no process of it is left (bounded)."""
-    deadline = time.monotonic() + QUIESCE_LIMIT_S
+    """After the group was ended: confirm no process of it is left (within QUIESCE_LIMIT_S,
+    SIGKILL to whatever still is; there is no event to await for an empty group)."""
     delay = 0.01
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            return False
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 0.2)
-    return False
+    try:
+        async with asyncio.timeout(QUIESCE_LIMIT_S):
+            while True:
+                try:
+                    os.killpg(pgid, 0)
+                except ProcessLookupError:
+                    return True
+                except PermissionError:
+                    return False
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pgid, signal.SIGKILL)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.2)
+    except TimeoutError:
+        return False

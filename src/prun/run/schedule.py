@@ -33,7 +33,7 @@ def ready(sup: Supervisor) -> list[UnitState]:
     order = sup.order
     while sup.cursor < len(order) and order[sup.cursor].status.terminal:
         sup.cursor += 1  # everything before the cursor is finished
-    room = sup.parallel - len(sup.tasks)
+    room = sup.parallel - len(sup.running)
     chosen: list[UnitState] = []
     for u in order[sup.cursor:]:
         if len(chosen) >= room:

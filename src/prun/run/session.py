@@ -33,23 +33,34 @@ async def session(sup: Supervisor, u: UnitState, d, handed) -> None:
              receipt_cmd=next((x.split(" ", 1)[1] for x in lines
                                if x.startswith("RECEIPT-CMD ")), None))
     u.stop = asyncio.Event()
-    started = time.time()
-    limit = min(started + d.settings.timeout_s, sup.deadline or float("inf"))
-    receipt = None
+    limit = min(time.time() + d.settings.timeout_s, sup.deadline or float("inf"))
     result = d.p.result_file
-    delay = 0.05
-    while not u.stop.is_set() and time.time() < limit:
-        if receipt is None and (receipt := sd.read(statedir.RECEIPT)):
-            u.started = time.time()
-            sup.ledger.update_attempt(aid, "the coordinator attached its receipt",
-                                      status=Status.DISPATCHED, receipt=receipt,
-                                      dispatched_at=now_iso())
-            sup.emit("dispatched", u, receipt=receipt)
-        if receipt and file_size(result) > 0:
-            break
+    receipt = None
+
+    async def until_done() -> None:
+        """Look for the receipt, then the result, until both are there or it is stopped."""
+        nonlocal receipt
+        delay = 0.05
+        while not u.stop.is_set():
+            if receipt is None:
+                receipt = sd.read(statedir.RECEIPT)
+                if receipt:
+                    u.started = time.time()
+                    sup.ledger.update_attempt(aid, "the coordinator attached its receipt",
+                                              status=Status.DISPATCHED, receipt=receipt,
+                                              dispatched_at=now_iso())
+                    sup.emit("dispatched", u, receipt=receipt)
+            if receipt and file_size(result) > 0:
+                return
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):  # files land without an event to await
+                    await u.stop.wait()
+            delay = min(delay * 1.5, 1.0)
+
+    if time.time() < limit:
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(u.stop.wait(), delay)
-        delay = min(delay * 1.5, 1.0)
+            async with asyncio.timeout(limit - time.time()):
+                await until_done()
     done = receipt is not None and file_size(result) > 0 and not u.superseded
     if done:
         status, reason = Status.SUCCEEDED, "result landed"

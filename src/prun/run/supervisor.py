@@ -31,7 +31,7 @@ import json
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 
 from .._util.fsutil import sync_fs
 from ..errors import PrunError
@@ -49,51 +49,61 @@ THREADS = 4   # the file work of starting and finishing units runs here, off the
 
 
 class Supervisor:
+    """One run, driven to its end by ``run_until_done``. Its attributes are the run's state,
+    shared by the modules that do its jobs (each takes the supervisor as its first argument):
+    the frozen run and its units; the scheduler's cursor and parked set; the control flags
+    (stopped, cancelled, timed out) and when to look for requests; the group commit's state."""
+
     def __init__(self, ledger: Ledger, run_id: str, *, emit: Callable[[Event], None],
                  env: dict[str, str] | None = None, keeper: Keeper | None = None):
+        from pathlib import Path
+
+        from ..plan import Plan
+        from ..plan.independence import ancestors
+
         run = ledger.run(run_id)
         if run is None:
             raise PrunError(f"no run {run_id} in the ledger")
         self.ledger = ledger
         self.run = dict(run)
         self.run_id = run_id
-        self.paths = RunPaths(__import__("pathlib").Path(self.run["run_dir"]))
+        self.paths = RunPaths(Path(self.run["run_dir"]))
         self.env = dict(os.environ if env is None else env)
         self.emit_to = emit
+        self.keeper = keeper or Keeper(self.env)   # starts, reaps and logs the workers
         self.parallel = int(self.run["parallel"] or 1)
         self.deadline = _epoch(self.run["deadline"])
-        self.units: dict[str, UnitState] = {}
-        self.tasks: set[asyncio.Task] = set()
-        self.stopped: str | None = None      # why the run stopped launching (no receipt)
-        self.cancelled = False
-        self.timed_out = False
         self.stall_s = float(self.env.get("PRUN_STALL_THRESHOLD", "") or STALL_DEFAULT_S)
-        self._wake: asyncio.Event | None = None
-        self.requests_due = True             # look for control requests at the next turn
-        self.next_request_check = 0.0
-        self.keeper = keeper or Keeper(self.env)   # starts, reaps and logs the workers
-        self.last_stall_check = 0.0
-        self.unsynced = False               # units settled since the last syncfs
-        self.parked: set[str] = set()
-        self.briefs: dict[str, tuple] = {}  # attempt id -> (brief, workspace), from its thread
-        self.cursor = 0
-        self.index: dict[str, int] = {}
-        for row in ledger.packets(run_id):
-            self.index[row["id"]] = len(self.index)
-            spec = json.loads(row["spec"])
-            self.units[row["id"]] = UnitState(
-                packet=packet_from_spec(spec), status=PacketStatus(row["status"]),
-                executor=row["executor"], reason=spec.get("routing_reason") or "",
-                base=row["base"])
+        # the frozen packets, each as a unit, in plan order
+        rows = ledger.packets(run_id)
+        specs = {row["id"]: json.loads(row["spec"]) for row in rows}
+        self.units: dict[str, UnitState] = {
+            row["id"]: UnitState(packet=packet_from_spec(specs[row["id"]]),
+                                 status=PacketStatus(row["status"]), executor=row["executor"],
+                                 reason=specs[row["id"]].get("routing_reason") or "",
+                                 base=row["base"])
+            for row in rows}
         self.order = list(self.units.values())
-        self.sandbox = {pid: json.loads(row["spec"]).get("sandbox")
-                        for pid, row in ((r["id"], r) for r in ledger.packets(run_id))}
-        from ..plan import Plan
-        from ..plan.independence import ancestors
-
+        self.sandbox = {pid: spec.get("sandbox") for pid, spec in specs.items()}
         self.plan = Plan(packets=tuple(u.packet for u in self.order))
         self.ancestors = ancestors(self.plan)
         self.scope: tuple | None = None      # each packet's may_write and the shared paths
+        # the scheduler (schedule.py)
+        self.cursor = 0                      # every unit before it is finished
+        self.parked: set[str] = set()
+        # control (control.py)
+        self.stopped: str | None = None      # why the run stopped launching (no receipt)
+        self.cancelled = False
+        self.timed_out = False
+        self.requests_due = True             # look for control requests at the next turn
+        self.next_request_check = 0.0
+        self.last_stall_check = 0.0
+        # the loop and the group commit
+        self.running: set[asyncio.Task] = set()   # the units' tasks, all in _group
+        self._group: asyncio.TaskGroup | None = None
+        self._wake: asyncio.Event | None = None
+        self.hooks = None                    # the on_event hooks, while the run is driven
+        self.unsynced = False                # units settled since the last syncfs
 
     # events --------------------------------------------------------------------------------
     def emit(self, kind: str, u: UnitState | None = None, cause: str = "", **data) -> None:
@@ -109,61 +119,77 @@ class Supervisor:
         if self.hooks is not None:
             self.hooks.fire(ev)
 
-    hooks = None
-
     # the loop ------------------------------------------------------------------------------
     async def run_until_done(self) -> str:
+        """Drive the run to its end; returns the run's final status. Every unit's task, the
+        ledger flusher and the event hooks live in task groups of this call: none outlives it."""
         from concurrent.futures import ThreadPoolExecutor
 
         from .._util.process import create_time
         from .hooks import EventHooks
+        from .state import supervisor_alive
 
         loop = asyncio.get_running_loop()
         loop.set_default_executor(ThreadPoolExecutor(max_workers=THREADS))
         self._wake = asyncio.Event()
-        self.hooks = EventHooks(self.run["on_event"], str(self.paths.hooks_log), self.env)
         self.paths.make()
-        from .state import supervisor_alive
-
         self.ledger.claim_run(self.run_id, os.getpid(), create_time(os.getpid()),
                               supervisor_alive)
+        async with EventHooks(self.run["on_event"], str(self.paths.hooks_log),
+                              self.env) as hooks:  # leaving it waits for them (bounded)
+            self.hooks = hooks
+            status = await self._supervise(loop)
+            counts: dict[str, int] = {}
+            for u in self.units.values():
+                counts[u.status.value] = counts.get(u.status.value, 0) + 1
+            self.emit("run-done", cause=status.value, status=status.value, counts=counts,
+                      stopped=self.stopped)
+        return status
+
+    async def _supervise(self, loop: asyncio.AbstractEventLoop) -> RunStatus:
+        """Recover, then turn the loop until the run is over, with the units' tasks and the
+        ledger flusher in one task group."""
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.add_signal_handler(sig, control.cancel_all, self, f"signal {sig.name}")
         loop.add_signal_handler(signal.SIGUSR1, control.requests_sent, self)
-        self.emit("run-started", cause=f"{len(self.units)} packets, parallel {self.parallel}")
-        recovery.recover(self)
-        self.keeper.start(loop)
-        self.ledger.defer_writes()
-        flusher = loop.create_task(self._flush_often())
         try:
-            while True:
-                if self.requests_due or time.monotonic() >= self.next_request_check:
-                    control.take_requests(self)
-                control.check_deadline(self)
-                for u in schedule.ready(self):
-                    self.start(u, drive.attempt(self, u))
-                if not self.tasks and self._settled():
-                    self._commit_now()
-                    status = self._final_status()
-                    if self.ledger.close_run(self.run_id, status):
-                        break  # released; a later request starts a new supervisor
-                    continue   # a request arrived as the run ended: carry it out
-                await self._sleep()
-                control.check_stalls(self)
+            self.emit("run-started", cause=f"{len(self.units)} packets, parallel {self.parallel}")
+            async with asyncio.TaskGroup() as group:
+                self._group = group
+                recovery.recover(self)
+                self.keeper.start(loop)
+                self.ledger.defer_writes()
+                flusher = group.create_task(self._flush_often(), name="ledger flusher")
+                try:
+                    return await self._loop()
+                finally:
+                    flusher.cancel()
+        except BaseExceptionGroup as errors:  # the loop's own error: units' tasks never raise
+            raise _lone(errors) from None
         finally:
-            flusher.cancel()
+            self._group = None
             self.keeper.close()
             self._sync()
             self.ledger.stop_deferring()
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
                 loop.remove_signal_handler(sig)
-        counts: dict[str, int] = {}
-        for u in self.units.values():
-            counts[u.status.value] = counts.get(u.status.value, 0) + 1
-        self.emit("run-done", cause=status.value, status=status.value, counts=counts,
-                  stopped=self.stopped)
-        await self.hooks.drain()
-        return status
+
+    async def _loop(self) -> RunStatus:
+        """Requests, the deadline, what to launch; then sleep until something happens."""
+        while True:
+            if self.requests_due or time.monotonic() >= self.next_request_check:
+                control.take_requests(self)
+            control.check_deadline(self)
+            for u in schedule.ready(self):
+                self.start(u, drive.attempt(self, u))
+            if not self.running and self._settled():
+                self._commit_now()
+                status = self._final_status()
+                if self.ledger.close_run(self.run_id, status):
+                    return status  # released; a later request starts a new supervisor
+                continue           # a request arrived as the run ended: carry it out
+            await self._sleep()
+            control.check_stalls(self)
 
     async def _flush_often(self) -> None:
         """Apply the queued ledger writes every FLUSH_S: one short transaction for many."""
@@ -209,13 +235,9 @@ class Supervisor:
             timeout = min(timeout, max(0.0, self.deadline - now))
         if not self._wake.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
         self._wake.clear()
-        for t in [t for t in self.tasks if t.done()]:
-            self.tasks.discard(t)
-            exc = t.exception()
-            if exc is not None:
-                self._internal_error(t.get_name(), exc)
 
     def _internal_error(self, packet_id: str, exc: BaseException) -> None:
         """A bug while driving one unit: keep its traceback, fail that unit, keep the run."""
@@ -256,17 +278,24 @@ class Supervisor:
             return RunStatus.SUCCEEDED
         return RunStatus.FAILED
 
-    def start(self, u: UnitState, coro) -> None:
-        """Run ``coro``, the driving of ``u``'s attempt, as a task of the run."""
-        async def attempt() -> None:
+    def start(self, u: UnitState, coro: Coroutine[object, object, None]) -> None:
+        """Drive ``coro`` (an attempt of ``u``) as a task of the run's task group."""
+        self.running.add(self._group.create_task(self._unit_task(u, coro), name=u.packet.id))
+
+    async def _unit_task(self, u: UnitState, coro: Coroutine[object, object, None]) -> None:
+        """One unit's task. It never raises: an unexpected error fails that unit only (the
+        task group would end the whole run), and the attempt's ports go back whatever
+        happened."""
+        try:
             try:
                 await coro
-            finally:  # whatever happened, the attempt's ports go back to the registry
+            finally:
                 await schedule.release_ports(self, u.attempt_id)
-
-        task = asyncio.get_running_loop().create_task(attempt(), name=u.packet.id)
-        self.tasks.add(task)
-        task.add_done_callback(lambda _t: self._wake.set())
+        except Exception as exc:
+            self._internal_error(u.packet.id, exc)
+        finally:
+            self.running.discard(asyncio.current_task())
+            self.wake()
 
     def wake(self) -> None:
         """Wake the loop: a request, a signal or a cancel wants a turn."""
@@ -283,6 +312,12 @@ class Supervisor:
             self.parked.discard(u.packet.id)
         u.status = status
         self.ledger.set_packet_status(self.run_id, u.packet.id, status, cause, data or None)
+
+
+def _lone(errors: BaseExceptionGroup) -> BaseException:
+    """The one error a task group gathered (else the group itself), so that the loop's own
+    error, a ``PrunError`` say, reaches the caller as it was raised."""
+    return errors.exceptions[0] if len(errors.exceptions) == 1 else errors
 
 
 def run_supervisor(run_id: str, emit: Callable[[Event], None], ledger: Ledger | None = None,
