@@ -17,6 +17,7 @@ import asyncio
 import itertools
 import signal
 import threading
+import time
 from collections.abc import Callable
 
 FAKE_PIDS = itertools.count(2_000_000_000)
@@ -55,7 +56,7 @@ class FakeWorker:
         self.keeper = keeper
         self.loop = keeper.loop
         self.pid = next(FAKE_PIDS)
-        self.create_time = 1_700_000_000.0 + self.pid % 1000
+        self.create_time = time.time()
         self.argv, self.env = argv, env
         self.packet = env.get("PRUN_UNIT_ID")
         self.attempt = env.get("PRUN_ATTEMPT_ID")
@@ -90,7 +91,8 @@ class FakeWorker:
                 f.write(f"{self.name} {code}\n")
             self.code = code
             self._done.set()
-        self.loop.call_soon_threadsafe(self._ended)
+        if not self.loop.is_closed():  # else its supervisor is gone: nobody waits for it
+            self.loop.call_soon_threadsafe(self._ended)
 
     def _ended(self) -> None:
         for fut in self._waiters:

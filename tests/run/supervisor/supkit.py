@@ -17,7 +17,6 @@ ledger is written; ``tamper`` then edits the ledger as a batch cut short would h
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import signal
@@ -78,18 +77,31 @@ class Run:
             async with asyncio.timeout(LIMIT_S), asyncio.TaskGroup() as group:
                 done = group.create_task(self.supervisor().run_until_done())
                 if play is not None:
-                    await play()
+                    playing = group.create_task(play())
+                    await asyncio.wait({done, playing}, return_when=asyncio.FIRST_COMPLETED)
+                    if not playing.done():
+                        playing.cancel()
+                        raise AssertionError(f"the run ended ({done.result()}) while the play "
+                                             "still waited for something")
             return done.result()
 
         return asyncio.run(both())
 
-    def crash(self, play: Callable[[], Awaitable[None]]) -> None:
-        """Run a new supervisor until ``play()`` returns, then stop it where it is."""
+    def crash(self, play: Callable[[], Awaitable[None]] | None = None, *,
+              at: Callable[[Event], bool] | None = None) -> None:
+        """Run a new supervisor while ``play()`` plays, and stop it where it is: right at the
+        first event ``at`` accepts (before the supervisor acts on it), else once ``play()``
+        returns."""
         async def until() -> None:
             async with asyncio.timeout(LIMIT_S), asyncio.TaskGroup() as group:
                 running = group.create_task(self.supervisor().run_until_done())
-                await play()
-                running.cancel()
+                if at is not None:
+                    self.on_event = lambda ev: at(ev) and running.cancel()
+                if play is not None:
+                    await play()
+                if at is None:
+                    running.cancel()
+            self.on_event = None
 
         asyncio.run(until())
 
@@ -144,15 +156,3 @@ def unit_json(attempt: dict) -> dict:
 
 def exit_log(run: Run) -> Path:
     return Path(run.ledger.run(run.id)["run_dir"]) / "state" / ".exit-codes"
-
-
-async def settled(run: Run, packet: str) -> None:
-    """Until ``packet`` reached a terminal status in the supervisor."""
-    await run.watchers.until(lambda: run.sup.units[packet].status.terminal)
-
-
-@contextlib.contextmanager
-def no_launch(run: Run):
-    """Fail loudly if the next supervisor launches anything."""
-    yield
-    assert run.keeper.workers == [], [w.packet for w in run.keeper.workers]
