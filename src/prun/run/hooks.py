@@ -85,6 +85,7 @@ class EventHooks:
             return
         except asyncio.CancelledError:  # the run is over and its hooks' time with it
             _kill_group(proc.pid)
+            await proc.wait()           # gone before the hooks' scope ends (SIGKILL: soon)
             raise
         if code != 0:
             self._log(f"hook for {event.kind} exited with code {code}")
