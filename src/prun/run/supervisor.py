@@ -42,6 +42,10 @@ from .keeper import Keeper
 from .state import RunPaths, _epoch, packet_from_spec
 from .unit import UnitState
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .hooks import EventHooks
+
 STALL_DEFAULT_S = 600.0
 FLUSH_S = 0.05  # the ledger lags the supervisor by at most this (a crash loses no worker:
                 # resume finds every launched attempt through its state dir)
@@ -102,11 +106,13 @@ class Supervisor:
         self.running: set[asyncio.Task] = set()   # the units' tasks, all in _group
         self._group: asyncio.TaskGroup | None = None
         self._wake: asyncio.Event | None = None
-        self.hooks = None                    # the on_event hooks, while the run is driven
+        self.hooks: EventHooks | None = None  # the on_event hooks, while the run is driven
         self.unsynced = False                # units settled since the last syncfs
 
     # events --------------------------------------------------------------------------------
     def emit(self, kind: str, u: UnitState | None = None, cause: str = "", **data) -> None:
+        """Tell the renderer (and the plan's hook) of a change; the kinds a later command
+        must find are logged in the ledger too."""
         ev = Event(kind, self.run_id, packet_id=u.packet.id if u else None,
                    attempt_id=u.attempt_id if u else None,
                    executor=u.executor if u else None, cause=cause,

@@ -85,7 +85,7 @@ class Run:
                                              "still waited for something")
             return done.result()
 
-        return asyncio.run(both())
+        return _unwrapped(asyncio.run, both())
 
     def crash(self, play: Callable[[], Awaitable[None]] | None = None, *,
               at: Callable[[Event], bool] | None = None) -> None:
@@ -103,7 +103,7 @@ class Run:
                     running.cancel()
             self.on_event = None
 
-        asyncio.run(until())
+        _unwrapped(asyncio.run, until())
 
     def request(self, kind: str, target: str | None = None, **fields) -> None:
         """What ``prun cancel``/``reassign``/``followup`` do: a request, then SIGUSR1."""
@@ -144,6 +144,16 @@ class Run:
     def tamper(self, sql: str, *args) -> None:
         """Change the ledger behind the supervisor's back (a crash cut a batch short)."""
         self.ledger.conn.execute(sql, args)
+
+
+def _unwrapped(call, *args):
+    """``call(*args)``, raising the one error a task group gathered as it was raised."""
+    try:
+        return call(*args)
+    except BaseExceptionGroup as errors:
+        if len(errors.exceptions) == 1:
+            raise errors.exceptions[0] from None
+        raise
 
 
 def state_dir(attempt: dict) -> Path:

@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from supkit import OUTPUT, Run, unit
 
 from prun._util.process import create_time
+from prun.errors import StateError
 from prun.run import ports
 
 
@@ -92,3 +94,21 @@ def test_an_unexpected_error_fails_only_its_unit(repo, capsys):
     assert "RuntimeError: a bug in the keeper" in bad["error"]
     assert "Traceback" in capsys.readouterr().err              # kept for whoever debugs it
     assert Path(run.attempts("good")[0]["result_path"]).read_text() == OUTPUT
+
+
+def test_an_error_of_the_loop_itself_reaches_the_caller_as_raised(repo):
+    run = Run.of(repo, [unit("a"), unit("b", after=["a"])])
+
+    def broken_renderer(ev):
+        if ev.kind == "blocked":  # emitted by the scheduler, in the loop
+            raise StateError("the renderer broke")
+
+    run.on_event = broken_renderer
+
+    async def play():
+        (await run.keeper.worker("a")).exit(1, output="it broke\n")
+
+    with pytest.raises(StateError, match="the renderer broke"):
+        run.drive(play)
+    assert run.keeper.closed
+    assert run.attempts("a")[0]["status"] == "failed"    # the queued writes were applied
