@@ -22,20 +22,38 @@ MAX_CONCURRENT = 4
 
 
 class EventHooks:
+    """The hooks of one run, used as ``async with EventHooks(...) as hooks``: each hook runs
+    as a task of the hooks' own task group, and leaving the block waits for those still
+    running, at most ``PRUN_HOOK_TIMEOUT`` and a second; any left then are ended."""
+
     def __init__(self, command: str | None, log_path: str, env: dict[str, str]):
         self.command = command
         self.log_path = log_path
         self.env = env
         self.timeout = float(env.get("PRUN_HOOK_TIMEOUT", "") or 30)
         self._sem = asyncio.Semaphore(MAX_CONCURRENT)
-        self._tasks: set[asyncio.Task] = set()
+        self._group: asyncio.TaskGroup | None = None
+
+    async def __aenter__(self) -> EventHooks:
+        group = asyncio.TaskGroup()
+        await group.__aenter__()
+        self._group = group
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        """Wait (bounded) for the hooks still running; the block's own error goes on."""
+        group, self._group = self._group, None  # no hook starts from here on
+        try:
+            async with asyncio.timeout(self.timeout + 1):
+                await group.__aexit__(None, None, None)
+        except TimeoutError:  # the group ended the hooks still running
+            self._log(f"hooks still running {self.timeout + 1:g} s after the run were ended")
 
     def fire(self, event: Event) -> None:
-        if not self.command or not event.actionable:
+        """Run the hook for ``event`` if it is actionable (while the hooks are open)."""
+        if not self.command or not event.actionable or self._group is None:
             return
-        task = asyncio.get_running_loop().create_task(self._run(event))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._group.create_task(self._run(event), name=f"hook {event.kind}")
 
     async def _run(self, event: Event) -> None:
         async with self._sem:
@@ -58,22 +76,19 @@ class EventHooks:
                 "/bin/sh", "-c", self.command, stdin=asyncio.subprocess.DEVNULL, stdout=log,
                 stderr=log, env=env, start_new_session=True)
         try:
-            code = await asyncio.wait_for(proc.wait(), self.timeout)
+            async with asyncio.timeout(self.timeout):
+                code = await proc.wait()
         except TimeoutError:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            _kill_group(proc.pid)
             await proc.wait()
             self._log(f"hook for {event.kind} ended after {self.timeout:g} s")
             return
+        except asyncio.CancelledError:  # the run is over and its hooks' time with it
+            _kill_group(proc.pid)
+            await proc.wait()           # gone before the hooks' scope ends (SIGKILL: soon)
+            raise
         if code != 0:
             self._log(f"hook for {event.kind} exited with code {code}")
-
-    async def drain(self, limit: float | None = None) -> None:
-        """Wait (bounded) for hooks still running."""
-        if self._tasks:
-            await asyncio.wait(set(self._tasks), timeout=limit or self.timeout + 1)
 
     def _log(self, line: str) -> None:
         try:
@@ -81,3 +96,10 @@ class EventHooks:
                 f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {line}\n")
         except OSError:
             pass
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

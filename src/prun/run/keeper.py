@@ -394,7 +394,11 @@ class KeptWorker:
         if not self._done.is_set():
             fut = asyncio.get_running_loop().create_future()
             self._waiters.append(fut)
-            await fut
+            try:
+                await fut
+            finally:  # a waiter given up (its wait was cancelled) is not kept
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(fut)
 
     def sweep(self) -> None:
         """Nothing to do: the keeper ended the group before it reaped the leader."""

@@ -1,0 +1,276 @@
+"""One attempt of one packet, driven through the dispatcher's steps (``prun.attempt.dispatch``).
+
+``attempt`` chooses the executor, parks the unit if its quota pool is empty, reserves its
+ports, records the attempt, then (in a worker thread) makes its workspace, renders its brief
+and launches it; a session unit is handed to the coordinator instead. ``watch`` waits for the
+launched (or re-attached) worker, ends its process group at a cancel, a reassignment or a
+deadline and confirms that the group is gone, then judges it and settles it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import time
+from typing import NamedTuple
+
+from .._util.fsutil import atomic_write
+from ..attempt import statedir
+from ..attempt.dispatch import Dispatch, Request
+from ..errors import PrunError, QuotaExhausted
+from ..git.reconcile import plan_scope
+from ..ledger import PacketStatus, Status, now_iso
+from . import brief, schedule
+from .dependents import Blocked
+from .ports import PortsUnavailable
+from .prepare import Workspace
+from .session import session
+from .settle import no_receipt, settle
+from .unit import UnitState, parse_time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .supervisor import Supervisor
+
+QUIESCE_LIMIT_S = 5.0
+
+
+async def attempt(sup: Supervisor, u: UnitState) -> None:
+    """Start the next attempt of ``u`` and drive it to its end."""
+    from .. import executors
+    from . import prepare as unitprep
+
+    p = u.packet
+    executor_name = u.executor
+    try:
+        ex = executors.get(executor_name)
+        settings = ex.settings(sup.env, model=p.model, effort=p.effort,
+                               timeout_s=p.timeout_s)
+    except PrunError as e:
+        return no_receipt(sup, u, None, f"choose the {executor_name} executor for {p.id}",
+                          e.line())
+    reset = unitprep.pool_reset(ex, settings.model, sup.env)
+    if reset is not None and reset > time.time():
+        return schedule.park(sup, u, reset, f"the {ex.quota_group(settings.model)} quota pool "
+                             "is empty")
+    aid = f"{sup.run_id}:{p.id}:{u.seq + 1}"
+    try:
+        held = await asyncio.to_thread(schedule.reserve_ports, sup, u, aid)
+    except PortsUnavailable as e:
+        return schedule.wait_for_ports(sup, u, e)
+    u.seq += 1
+    u.attempt_id = aid
+    u.extra["ports"] = held
+    result = str(sup.paths.results / f"{p.id}.{u.seq}.md")
+    sup.ledger.record_attempt(
+        aid, "queued" if not u.predecessor else f"follows {u.predecessor}",
+        run_id=sup.run_id, packet_id=p.id, seq=u.seq, executor=executor_name,
+        requested_model=settings.model, model=settings.model, routing_reason=u.reason,
+        base=u.base, result_path=result, predecessor=u.predecessor,
+        continue_from=u.continue_from)
+    latest = latest_inputs(sup, u) if u.packet.after else {}
+    try:
+        opened = await asyncio.to_thread(open_attempt, sup, u, executor_name, result, latest)
+    except Blocked as e:
+        sup.ledger.update_attempt(aid, e.reason, status=Status.NOT_DISPATCHED,
+                                  reason="blocked", error=e.reason, finished_at=now_iso())
+        sup.set_packet(u, PacketStatus.BLOCKED, e.reason)
+        sup.emit("blocked", u, e.reason)
+        return None
+    except PrunError as e:
+        return no_receipt(sup, u, aid, f"prepare packet {p.id} for {executor_name}",
+                          e.line())
+    except OSError as e:
+        return no_receipt(sup, u, aid, f"prepare packet {p.id} for {executor_name}",
+                          f"{e.strerror or e}: {e.filename or ''}".rstrip(": "))
+    d, place, launched, refused = opened.dispatch, opened.place, opened.launched, opened.refused
+    u.state_dir = d.state.path
+    sup.ledger.update_attempt(aid, None, brief=opened.brief, base=place.base,
+                              workspace=place.path, state_dir=d.state.path)
+    if place.applied:
+        sup.emit("based", u, "starts from the accepted changes of "
+                 + ", ".join(place.applied), base=place.base)
+    if refused is not None:
+        await asyncio.to_thread(d.finish, None, refused=refused)
+        sup.unsynced = True
+        sup.ledger.update_attempt(aid, "quota gate refused", status=Status.QUOTA,
+                                  state_dir=d.state.path, reason="quota",
+                                  error=refused.line(), resets_at=refused.resets_at,
+                                  finished_at=now_iso())
+        u.predecessor = aid
+        return schedule.park(sup, u, parse_time(refused.resets_at), refused.line())
+    if not d.p.executor.launches_process:
+        return await session(sup, u, d, launched)
+    if not launched:
+        await asyncio.to_thread(d.finish, None)
+        sup.unsynced = True
+        return no_receipt(sup, u, aid, f"start {executor_name} for packet {p.id}",
+                          d.launch_error, state_dir=d.state.path)
+    u.started = d.launched_at
+    u.stalled = False
+    sup.ledger.update_attempt(aid, "worker started", status=Status.DISPATCHED,
+                              receipt=d.receipt, state_dir=d.state.path,
+                              workspace=d.workspace, mode=p.effective_mode,
+                              model=d.settings.model,
+                              dispatched_at=now_iso(d.launched_at),
+                              sandboxed=d.sandboxed)
+    sup.emit("dispatched", u, receipt=d.receipt)
+    await watch(sup, u, d)
+
+
+class Opened(NamedTuple):
+    """An attempt as ``open_attempt`` started it."""
+
+    dispatch: Dispatch
+    place: Workspace                 # its workspace
+    brief: str                       # what it was told
+    launched: object                 # launch(): True or False; a session unit: the hand-off
+    refused: QuotaExhausted | None   # the quota gate refused it before any launch
+
+
+def open_attempt(sup: Supervisor, u: UnitState, executor_name: str, result: str,
+                 latest: dict) -> Opened:
+    """Workspace, brief, validation, state dir, launch: the file and process work of
+    starting an attempt, run in a worker thread. Raises ``dependents.Blocked`` when a packet
+    it comes after was rejected."""
+    from ..attempt.dispatch import prepare
+    from . import prepare as unitprep
+    from .dependents import start
+
+    p = u.packet
+    begin = start(sup.plan, p.id, latest, sup.ancestors) if p.after else None
+    held = u.extra["ports"]
+    ids = {"PRUN_RUN_ID": sup.run_id, "PRUN_ATTEMPT_ID": u.attempt_id or "",
+           "PRUN_UNIT_ID": p.id, "PRUN_PACKET_ID": p.id, **held.env()}
+    reuse, u.reuse_workspace = u.reuse_workspace, None  # a follow-up's, used once
+    place = unitprep.workspace(
+        p, run_id=sup.run_id, seq=u.seq, repo_root=sup.run["repo_root"], base=u.base,
+        setup=sup.run["setup"], env={**sup.env, **ids}, start=begin, reuse=reuse)
+    u.workspace, u.attempt_base, u.result_file = place.path, place.base, result
+    state = statedir.create(p.id, str(sup.paths.state))
+    ctx = brief.context(
+        sup.plan, p, workspace=place.kind, result_file=statedir.outbox(state, result),
+        base=place.base,
+        applied=place.applied, snapshot=place.snapshot,
+        ports=brief.Ports(held.range.base, held.range.count, dict(held.named),
+                          tuple(str(r) for r in held.fixed)),
+        predecessors=begin.predecessors if begin else {})
+    text = prompt(u, ctx)
+    prompt_file = os.path.join(sup.paths.prompts, f"{p.id}.{u.seq}.md")
+    atomic_write(prompt_file, text, durable=False)
+    extra = {**ids, **brief.environment(p, ctx, prompt_file)}
+    request = Request(
+        executor=executor_name, prompt_file=prompt_file, result_file=result, unit_id=p.id,
+        mode=p.effective_mode, continue_from=u.continue_from,
+        add_dirs=(place.snapshot,) if place.snapshot else (),
+        command=p.command if executor_name == "command" else None, model=p.model,
+        effort=p.effort, timeout_s=p.timeout_s, workspace=place.path,
+        state_root=str(sup.paths.state), env=sup.env, attempt_id=u.attempt_id,
+        extra_env=extra, briefed=True, sandbox=sup.sandbox.get(p.id), outbox=True,
+        read_only=read_only(sup, place))
+    try:
+        prepared = prepare(request)
+    except PrunError:
+        shutil.rmtree(state.path, ignore_errors=True)  # nothing was written in it yet
+        raise
+    d = Dispatch(prepared, state, dispatcher_pid=os.getpid(), record=False, in_run=True,
+                 keeper=sup.keeper)
+    try:
+        d.begin()
+    except QuotaExhausted as e:
+        return Opened(d, place, text, False, e)
+    if not prepared.executor.launches_process:  # a session unit: the coordinator runs it
+        return Opened(d, place, text, d.hand_off(), None)
+    return Opened(d, place, text, d.launch(), None)
+
+
+def read_only(sup: Supervisor, place) -> tuple[str, ...]:
+    """What a unit's sandbox mounts read-only: the real repository (its .git and the
+    run's results included), every other workspace of the run and its snapshot (the unit's
+    own workspace and state dir stay writable)."""
+    from ..git import workspace as ws
+
+    paths = [sup.run["repo_root"], os.path.join(ws.default_root(sup.env), sup.run_id),
+             place.snapshot]
+    return tuple(p for p in paths if p)
+
+
+def prompt(u: UnitState, ctx) -> str:
+    """What this attempt receives: the brief; a resumed turn's request; or, for a fresh
+    attempt carrying on an earlier one, the brief with what that one left."""
+    followup, earlier = u.followup, u.earlier
+    u.followup, u.earlier = None, None
+    u.extra["asked"] = followup
+    if u.continue_from:
+        text = followup or ("A quota limit stopped your earlier turn. Continue the same "
+                            "task from where you stopped and finish it.")
+        return brief.resumed_turn(u.packet, ctx, text)
+    return brief.render(u.packet, ctx, followup=followup, earlier=earlier)
+
+
+def latest_inputs(sup: Supervisor, u: UnitState) -> dict:
+    """The deciding attempt of every packet ``u`` comes after, as reconcile reads it."""
+    from ..git.reconcile import UnitInput
+
+    if sup.scope is None:
+        sup.scope = plan_scope(sup.plan, sup.run["repo_root"])
+    may_write, shared = sup.scope
+    out = {}
+    for pid in sup.ancestors.get(u.packet.id, ()):
+        a = sup.units[pid]
+        status = "succeeded" if a.status == PacketStatus.SUCCEEDED else a.status.value
+        out[pid] = UnitInput(
+            packet=a.packet, attempt_id=a.attempt_id, status=status,
+            state_dir=a.state_dir, workspace=a.workspace, base=a.attempt_base or a.base,
+            result_file=a.result_file, executor=a.executor, may_write=may_write[pid],
+            shared=shared)
+    return out
+
+
+async def watch(sup: Supervisor, u: UnitState, d) -> None:
+    """Wait for the launched (or re-attached) attempt, end it when asked, then judge it."""
+    u.stop = asyncio.Event()
+    if u.cancel_requested or u.superseded:
+        u.stop.set()
+    code, why = await d.wait_async(u.stop, sup.deadline,
+                                   on_end=lambda why: ending(sup, u, why))
+    d.escaped = list(getattr(d.worker, "escaped", ()))  # ended by the keeper with it
+    quiet = True
+    if why is not None:
+        quiet = await quiesce(d.worker.pid)
+    outcome = await asyncio.to_thread(d.finish, code, timed_out=why == "timeout",
+                                      cancelled=why == "cancelled")
+    settle(sup, u, d, outcome.outcome, outcome.info, why, quiet)
+
+
+def ending(sup: Supervisor, u: UnitState, why: str) -> None:
+    """The worker is about to be ended: the attempt is cancel-requested until it is gone."""
+    cause = ("the run's deadline passed" if why == "timeout" and sup.timed_out
+             else "its timeout passed" if why == "timeout"
+             else "reassigned" if u.superseded else "cancel requested")
+    sup.ledger.update_attempt(u.attempt_id, cause, status=Status.CANCEL_REQUESTED)
+    sup.emit("cancel-requested", u, cause)
+
+
+async def quiesce(pgid: int) -> bool:
+    """After the group was ended: confirm no process of it is left (within QUIESCE_LIMIT_S,
+    SIGKILL to whatever still is; there is no event to await for an empty group)."""
+    delay = 0.01
+    try:
+        async with asyncio.timeout(QUIESCE_LIMIT_S):
+            while True:
+                try:
+                    os.killpg(pgid, 0)
+                except ProcessLookupError:
+                    return True
+                except PermissionError:
+                    return False
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pgid, signal.SIGKILL)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.2)
+    except TimeoutError:
+        return False

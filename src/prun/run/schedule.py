@@ -1,0 +1,109 @@
+"""The run's scheduler: which packets start now, and what a packet waits for.
+
+A packet starts when fewer than the run's parallelism run, every packet in its ``after``
+succeeded (one that did not blocks it), its quota park is over and the ports it needs are
+free; the rest wait in plan order, and none is ever dropped. A unit whose pool is empty is
+parked until the reset; a unit whose fixed port another unit holds stays queued and looks
+again every ``PORT_RETRY_S``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+from ..errors import PrunError
+from ..ledger import PacketStatus, now_iso
+from .unit import UnitState
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .supervisor import Supervisor
+
+PORT_RETRY_S = 1.0  # a unit whose fixed port is held looks again this often
+UNKNOWN_RESET_S = 300.0
+
+
+def ready(sup: Supervisor) -> list[UnitState]:
+    """The packets to launch now, each marked running; blocks those whose ``after`` failed."""
+    if sup.stopped or sup.cancelled or sup.timed_out:
+        return []
+    now = time.time()
+    order = sup.order
+    while sup.cursor < len(order) and order[sup.cursor].status.terminal:
+        sup.cursor += 1  # everything before the cursor is finished
+    room = sup.parallel - len(sup.running)
+    chosen: list[UnitState] = []
+    for u in order[sup.cursor:]:
+        if len(chosen) >= room:
+            break
+        if u.status == PacketStatus.PARKED and (u.park_until or 0) <= now:
+            u.status = PacketStatus.PENDING
+            sup.parked.discard(u.packet.id)
+        if u.status != PacketStatus.PENDING or (u.not_before or 0) > now:
+            continue
+        deps = [sup.units[a].status for a in u.packet.after if a in sup.units]
+        failed = [a for a in u.packet.after
+                  if a in sup.units and sup.units[a].status.terminal
+                  and sup.units[a].status != PacketStatus.SUCCEEDED]
+        if failed:
+            sup.set_packet(u, PacketStatus.BLOCKED, f"{failed[0]} did not succeed")
+            sup.emit("blocked", u, f"it comes after {failed[0]}, which did not succeed")
+            continue
+        if any(s != PacketStatus.SUCCEEDED for s in deps):
+            continue
+        sup.set_packet(u, PacketStatus.RUNNING, "launching")
+        chosen.append(u)
+    return chosen
+
+
+def park(sup: Supervisor, u: UnitState, until: float | None, cause: str) -> None:
+    """Its quota pool is empty: it waits until ``until`` (an unknown reset: five minutes)."""
+    from . import prepare as unitprep
+
+    unitprep.forget_pool_states()
+    until = until if until and until > time.time() else time.time() + UNKNOWN_RESET_S
+    u.park_until = until
+    cause = f"{cause} (parked until {now_iso(until)})"
+    sup.set_packet(u, PacketStatus.PARKED, cause, resets_at=now_iso(until))
+    sup.emit("parked", u, cause, resets_at=now_iso(until))
+
+
+def reserve_ports(sup: Supervisor, u: UnitState, aid: str):
+    """The attempt's ports from the machine-wide registry (``prun.run.ports``): its own range,
+    ports assigned by name, its fixed ports. Held in the keeper's name, which lives as long
+    as the run's workers do; released when the attempt ends."""
+    from . import ports
+
+    request = ports.port_request(u.packet.state, sup.env, where=u.packet.where("state"))
+    keeper = sup.keeper.ident
+    holder = ports.Holder(aid, sup.run_id, u.packet.id, keeper.get("pid") or os.getpid(),
+                          keeper.get("create_time"))
+    return ports.reserve(holder, request, sup.env)
+
+
+def wait_for_ports(sup: Supervisor, u: UnitState, e) -> None:
+    """A fixed port it needs is held (by a unit of any run): it stays queued, and says
+    why once."""
+    u.not_before = time.time() + PORT_RETRY_S
+    note = f"waiting for its ports: {e.message}"
+    if u.extra.get("port_note") == note:
+        u.status = PacketStatus.PENDING
+        return
+    u.extra["port_note"] = note
+    sup.set_packet(u, PacketStatus.PENDING, note)
+    sup.emit("waiting", u, note)
+
+
+async def release_ports(sup: Supervisor, aid: str | None) -> None:
+    """Give an ended attempt's ports back to the registry (a failure is only reported)."""
+    from . import ports
+
+    if aid:
+        try:
+            await asyncio.to_thread(ports.release, aid, sup.env)
+        except PrunError as e:
+            import sys
+
+            print(f"prun: warning: ports of {aid} not released ({e.line()})", file=sys.stderr)
