@@ -30,7 +30,9 @@ class EventHooks:
         self.command = command
         self.log_path = log_path
         self.env = env
-        self.timeout = float(env.get("PRUN_HOOK_TIMEOUT", "") or 30)
+        from ..settings import load
+
+        self.timeout = load(env).hook_timeout_s
         self._sem = asyncio.Semaphore(MAX_CONCURRENT)
         self._group: asyncio.TaskGroup | None = None
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from .._util.timeparse import deadline_at
-from .._util.timeparse import epoch as _epoch  # noqa: F401  (the supervisor reads times with it)
 from ..errors import StateError, UsageError
 from ..ledger import Ledger, PacketStatus, now_iso, prun_dir, repo_root
 from ..plan import DataBoundary, Packet, Plan
@@ -197,31 +196,39 @@ TERMINAL_PACKET = {s.value for s in PacketStatus if s.terminal}
 
 def spawn_supervisor(run_id: str, ledger_path: str | os.PathLike, log: str | os.PathLike) -> int:
     """Start a detached supervisor for ``run_id`` (its own session; output to ``log``)."""
+    import select
     import subprocess
     import sys
 
     from .._util.process import start
 
+    # Return only once the supervisor holds the run, so a `prun wait` right after sees it: it
+    # writes one byte on this pipe then (an exit before that closes it with nothing written).
+    read_end, write_end = os.pipe()
     env = dict(os.environ)
     env["PRUN_LEDGER"] = str(ledger_path)
-    with open(log, "ab") as out:
-        proc = start([sys.executable, "-m", "prun.run.supervisor", run_id],
-                     stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env)
-
-    def registered():
-        if proc.poll() is not None:
-            return "exited"
-        with Ledger.open(ledger_path) as led:
-            return led.run(run_id)["supervisor_pid"] == proc.pid
-
-    # Return only once the supervisor holds the run, so a `prun wait` right after sees it.
-    if wait_for(registered, SUPERVISOR_START_S) != True:  # noqa: E712
+    env[READY_FD] = str(write_end)
+    try:
+        with open(log, "ab") as out:
+            proc = start([sys.executable, "-m", "prun.run.supervisor", run_id],
+                         stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env,
+                         pass_fds=(write_end,))
+        os.close(write_end)
+        write_end = -1
+        ready, _, _ = select.select([read_end], [], [], SUPERVISOR_START_S)
+        held = bool(ready) and os.read(read_end, 1) == b"1"
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
+    if not held:
         raise StateError(f"the supervisor of run {run_id} did not start",
                          hint=f"see {log}; then `prun resume {run_id}`")
     return proc.pid
 
 
 SUPERVISOR_START_S = 30.0
+READY_FD = "PRUN_SUPERVISOR_READY_FD"   # the pipe a detached supervisor says it holds the run on
 
 
 def wake_supervisor(run) -> bool:

@@ -33,20 +33,21 @@ import signal
 import time
 from collections.abc import Callable, Coroutine
 
+from .. import settings
 from .._util.fsutil import sync_fs
+from .._util.timeparse import epoch
 from ..errors import PrunError
 from ..ledger import Ledger, PacketStatus, RunStatus, Status, now_iso
 from . import control, drive, recovery, schedule
 from .events import Event
 from .keeper import Keeper
-from .state import RunPaths, _epoch, packet_from_spec
+from .state import READY_FD, RunPaths, packet_from_spec
 from .unit import UnitState
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .hooks import EventHooks
 
-STALL_DEFAULT_S = 600.0
 FLUSH_S = 0.05  # the ledger lags the supervisor by at most this (a crash loses no worker:
                 # resume finds every launched attempt through its state dir)
 THREADS = 4   # the file work of starting and finishing units runs here, off the event loop
@@ -59,7 +60,8 @@ class Supervisor:
     (stopped, cancelled, timed out) and when to look for requests; the group commit's state."""
 
     def __init__(self, ledger: Ledger, run_id: str, *, emit: Callable[[Event], None],
-                 env: dict[str, str] | None = None, keeper: Keeper | None = None):
+                 env: dict[str, str] | None = None, keeper: Keeper | None = None,
+                 on_claimed: Callable[[], None] | None = None):
         from pathlib import Path
 
         from ..plan import Plan
@@ -74,10 +76,11 @@ class Supervisor:
         self.paths = RunPaths(Path(self.run["run_dir"]))
         self.env = dict(os.environ if env is None else env)
         self.emit_to = emit
+        self.on_claimed = on_claimed   # told once this process holds the run
         self.keeper = keeper or Keeper(self.env)   # starts, reaps and logs the workers
         self.parallel = int(self.run["parallel"] or 1)
-        self.deadline = _epoch(self.run["deadline"])
-        self.stall_s = float(self.env.get("PRUN_STALL_THRESHOLD", "") or STALL_DEFAULT_S)
+        self.deadline = epoch(self.run["deadline"])
+        self.stall_s = settings.load(self.env).stall_s
         # the frozen packets, each as a unit, in plan order
         rows = ledger.packets(run_id)
         specs = {row["id"]: json.loads(row["spec"]) for row in rows}
@@ -141,6 +144,8 @@ class Supervisor:
         self.paths.make()
         self.ledger.claim_run(self.run_id, os.getpid(), create_time(os.getpid()),
                               supervisor_alive)
+        if self.on_claimed is not None:
+            self.on_claimed()
         async with EventHooks(self.run["on_event"], str(self.paths.hooks_log),
                               self.env) as hooks:  # leaving it waits for them (bounded)
             self.hooks = hooks
@@ -327,13 +332,15 @@ def _lone(errors: BaseExceptionGroup) -> BaseException:
 
 
 def run_supervisor(run_id: str, emit: Callable[[Event], None], ledger: Ledger | None = None,
-                   env: dict[str, str] | None = None, keeper: Keeper | None = None) -> str:
+                   env: dict[str, str] | None = None, keeper: Keeper | None = None,
+                   on_claimed: Callable[[], None] | None = None) -> str:
     """Drive the run to its end in this process; returns the run's final status. ``keeper``:
     one launched already (``Keeper.launch``), else the supervisor starts its own."""
     own = ledger is None
     ledger = ledger or Ledger.open()
     try:
-        sup = Supervisor(ledger, run_id, emit=emit, env=env, keeper=keeper)
+        sup = Supervisor(ledger, run_id, emit=emit, env=env, keeper=keeper,
+                         on_claimed=on_claimed)
         try:
             return asyncio.run(sup.run_until_done())
         finally:
@@ -351,8 +358,27 @@ def main(argv: list[str] | None = None) -> int:
 
     args = sys.argv[1:] if argv is None else argv
     renderer = LineRenderer(sys.stdout, verbose=True)
-    status = run_supervisor(args[0], renderer.handle)
+    status = run_supervisor(args[0], renderer.handle, on_claimed=_ready_signal())
     return 0 if status == RunStatus.SUCCEEDED else 1
+
+
+
+def _ready_signal() -> Callable[[], None] | None:
+    """What tells ``spawn_supervisor`` that this process holds the run: one byte on the pipe
+    it passed (its descriptor in ``PRUN_SUPERVISOR_READY_FD``, taken out of the environment
+    so that no worker sees it)."""
+    fd = os.environ.pop(READY_FD, "")
+    if not fd.isdigit():
+        return None
+
+    def ready() -> None:
+        try:
+            os.write(int(fd), b"1")
+            os.close(int(fd))
+        except OSError:
+            pass   # the starter has gone: nobody is waiting
+
+    return ready
 
 
 if __name__ == "__main__":

@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from .._util.timeparse import epoch
 from ..attempt import statedir
 from ..ledger import PacketStatus, Status
 from ..plan import Packet
 from . import brief
-from .state import _epoch
 
 OUTCOME_STATUS = {"succeeded": Status.SUCCEEDED, "timeout": Status.TIMEOUT,
                   "quota": Status.QUOTA, "cancelled": Status.CANCELLED,
@@ -93,4 +93,4 @@ def excerpt(path: str | None) -> str | None:
 
 
 def parse_time(iso: str | None) -> float | None:
-    return _epoch(iso) if iso else None
+    return epoch(iso) if iso else None
