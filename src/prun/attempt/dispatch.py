@@ -191,7 +191,7 @@ class Dispatch:
         env.update({"PRUN_UNIT_ID": p.request.unit_id, "PRUN_STATE_DIR": sd.path,
                     "PRUN_RESULT_FILE": self.write_path})
         try:
-            _git_wrapper_first(env)
+            _git_wrapper_first(env, p.request.git_wrapper, p.config.user_state)
             launch = p.executor.build(unit, env)
             argv = [_program(launch, self.workspace), *launch.argv[1:]]
             self.sandboxed = self._sandbox_here()
@@ -281,9 +281,7 @@ class Dispatch:
 
     @property
     def deadline(self) -> float:
-        from ..settings import load
-
-        given = load(self.p.env).timeout_grace_s
+        given = self.p.config.timeout_grace_s
         grace = self.p.executor.timeout_grace_s if given is None else given
         return (self.launched_at or time.time()) + self.settings.timeout_s + grace
 
@@ -428,7 +426,8 @@ class Dispatch:
                                      hit, landed)
         sd.write_json(statedir.OUTCOME, self.outcome.to_json(), durable=self.durable)
         if landed is not None:  # waiters treat the result as landed from now on
-            index.record(p.result_file, sd.path, outcome=sd.file(statedir.OUTCOME))
+            index.record(p.result_file, sd.path, outcome=sd.file(statedir.OUTCOME),
+                         state_root=p.config.state_root)
         self._ledger("finish")
         return self.outcome
 
@@ -570,16 +569,15 @@ def _absolute(path: str | None, workspace: str) -> str | None:
     return os.path.join(workspace, path) if path else None
 
 
-def _git_wrapper_first(env: dict[str, str]) -> None:
-    """Put prun's git wrapper first on the worker's PATH (every executor): it refuses commit,
-    push and destructive git with one line, and passes everything else to the real git."""
+def _git_wrapper_first(env: dict[str, str], folder: str | None, user_state: str) -> None:
+    """Put prun's git wrapper (``folder``, else the one made under ``user_state``) first on
+    the worker's PATH (every executor): it refuses commit, push and destructive git with one
+    line, and passes everything else to the real git."""
     from ..errors import LaunchError
     from ..hooks.git_wrapper import git_wrapper_dir
 
     try:
-        from ..settings import load
-
-        folder = git_wrapper_dir(load(env).user_state)
+        folder = folder or git_wrapper_dir(user_state)
     except LaunchError:
         return  # no git here to misuse
     path = env.get("PATH", os.defpath)

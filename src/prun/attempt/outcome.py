@@ -71,10 +71,10 @@ class Outcome:
 
     def to_json(self) -> dict[str, Any]:
         """``outcome.json``: every field, ``outcome`` for the kind, the exit code beside it."""
-        d = asdict(self)
-        d.pop("lines")
-        d["outcome"] = str(d.pop("kind"))
+        d = {name: getattr(self, name) for name in _FIELDS}
+        d["outcome"] = str(self.kind)
         d["exit_code"] = int(self.exit_code)
+        d["quota"] = asdict(self.quota) if self.quota else None
         d["denials"], d["escaped"] = list(self.denials), list(self.escaped) or None
         return d
 
@@ -104,3 +104,6 @@ class Outcome:
     @property
     def info(self) -> dict[str, Any]:
         return {**self.to_json(), "lines": list(self.lines)}
+
+
+_FIELDS = tuple(f for f in Outcome.__dataclass_fields__ if f not in ("kind", "lines"))

@@ -34,11 +34,13 @@ KEEP_S = 7 * 86400    # entries older than this are removed ...
 PRUNE_EVERY_S = 86400  # ... at most once a day, by the dispatcher that records one
 
 
-def index_dir() -> str:
-    """The index folder (not created here)."""
-    from .statedir import default_root
+def index_dir(state_root: str | None = None) -> str:
+    """The index folder in ``state_root`` (default: this process's), not created here."""
+    if state_root is None:
+        from .statedir import default_root
 
-    return os.path.join(default_root(), INDEX_DIRNAME)
+        state_root = default_root()
+    return os.path.join(state_root, INDEX_DIRNAME)
 
 
 def entry_name(result_file: str) -> str:
@@ -84,7 +86,8 @@ def changed(recorded: dict | None) -> str | None:
     return None
 
 
-def record(result_file: str, state_dir: str, *, outcome: str | None = None) -> bool:
+def record(result_file: str, state_dir: str, *, outcome: str | None = None,
+           state_root: str | None = None) -> bool:
     """Note that ``result_file`` (as it is now on disk) is final. Never raises; False if not
     recorded (no such file, empty file, or the index folder cannot be written).
 
@@ -93,7 +96,7 @@ def record(result_file: str, state_dir: str, *, outcome: str | None = None) -> b
     where a link cannot be made the entry is written as a small file."""
     path = os.path.abspath(result_file)
     try:
-        folder = index_dir()
+        folder = index_dir(state_root)
         final = entry_path(path, folder)
         if outcome is not None and _link_entry(outcome, final, folder):
             _prune(folder)

@@ -19,6 +19,7 @@ from . import statedir
 TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
 if TYPE_CHECKING:
     from ..executors.base import Executor, Settings
+    from ..settings import Settings as PrunSettings
 
 # A prompt travels in argv for agy, claude and gemini; Linux caps one argument at 128 KiB.
 MAX_PROMPT_BYTES = 120_000
@@ -40,7 +41,8 @@ class Request:
                  attempt_id: str | None = None, extra_env: Mapping[str, str] | None = None,
                  route_reason: str | None = None, briefed: bool = False,
                  sandbox: object = None, read_only: Sequence[str] = (),
-                 writable: Sequence[str] = (), outbox: bool = False):
+                 writable: Sequence[str] = (), outbox: bool = False,
+                 config: PrunSettings | None = None, git_wrapper: str | None = None):
         self.executor = executor
         self.prompt_file = prompt_file
         self.result_file = result_file
@@ -63,6 +65,8 @@ class Request:
         self.read_only = tuple(read_only)   # more paths the sandbox mounts read-only
         self.writable = tuple(writable)     # ... and writable
         self.outbox = outbox                # the worker writes its result in its state dir
+        self.config = config                # prun's settings (None: read from env)
+        self.git_wrapper = git_wrapper      # the folder of the git wrapper (None: made here)
 
 
 class Prepared:
@@ -71,7 +75,7 @@ class Prepared:
     def __init__(self, request: Request, executor: Executor, settings: Settings, prompt: str,
                  result_file: str, mode: str, workspace: str | None, add_dirs: tuple[str, ...],
                  resume_id: str | None, command: tuple[str, ...], env: dict[str, str],
-                 sandbox: str = "auto"):
+                 sandbox: str = "auto", config: PrunSettings | None = None):
         self.request = request
         self.executor = executor
         self.settings = settings
@@ -84,6 +88,7 @@ class Prepared:
         self.command = command
         self.env = env
         self.sandbox = sandbox              # the setting, resolved: auto | on | off
+        self.config = config                # prun's settings for this attempt
 
 
 def prepare(req: Request, *, reopen: bool = False) -> Prepared:
@@ -101,7 +106,7 @@ def prepare(req: Request, *, reopen: bool = False) -> Prepared:
     add_dirs = tuple(_existing_dir(d, "--add-dir") for d in req.add_dirs)
     from ..settings import load
 
-    cfg = load(env)
+    cfg = req.config or load(env)
     workspace = req.workspace or cfg.scratch_cwd
     if workspace:
         workspace = _existing_dir(workspace, "PRUN_SCRATCH_CWD")
@@ -135,7 +140,8 @@ def prepare(req: Request, *, reopen: bool = False) -> Prepared:
                          f"(at most {MAX_PROMPT_BYTES})",
                          hint="paste what defines the task and point at files for the rest")
     return Prepared(req, executor, settings, prompt, result_file, mode, workspace, add_dirs,
-                    resume_id, command, env, _sandbox_setting(req, cfg.sandbox, executor))
+                    resume_id, command, env, _sandbox_setting(req, cfg.sandbox, executor),
+                    config=cfg)
 
 
 def _sandbox_setting(req: Request, default: str, executor: Executor) -> str:

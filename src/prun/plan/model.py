@@ -9,6 +9,7 @@ docs/plans.md and the JSON Schemas in ``prun/schemas``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 TYPE_CHECKING = False
@@ -113,28 +114,24 @@ class Plan:
     def root(self) -> Path:
         return Path(self.path).parent if self.path else Path.cwd()
 
-    def deadline_at(self, start: float) -> float | None:
-        """The terminal deadline as a Unix time, for a run that started at ``start``."""
-        if self.deadline is None:
-            return None
-        from .._util.timeparse import parse_duration
+    @cached_property
+    def shared(self) -> dict[str, str]:
+        """Every shared path any packet declares -> its integration owner (read-only)."""
+        return {path: owner for p in self.packets for path, owner in p.shared.items()}
 
-        try:
-            return start + parse_duration(self.deadline, what="deadline")
-        except Exception:
-            import datetime as dt
-
-            when = dt.datetime.fromisoformat(self.deadline.replace("Z", "+00:00"))
-            if when.tzinfo is None:
-                when = when.astimezone()  # a time without zone is local time
-            return when.timestamp()
+    @cached_property
+    def _shared_by_owner(self) -> dict[str, tuple[str, ...]]:
+        out: dict[str, list[str]] = {}
+        for p in self.packets:
+            for path, owner in p.shared.items():
+                out.setdefault(owner, []).append(path)
+        return {owner: tuple(paths) for owner, paths in out.items()}
 
     def may_write(self, packet: Packet) -> tuple[str, ...]:
         """Every glob ``packet`` may change: its ``owns``, its ``generates``, and the shared
         paths (declared by any packet) whose integration owner it is. A diff touching anything
         else is a scope leak."""
-        mine = tuple(path for p in self.packets for path, owner in p.shared.items()
-                     if owner == packet.id)
+        mine = self._shared_by_owner.get(packet.id, ())
         return tuple(dict.fromkeys((*packet.owns, *packet.generates, *mine)))
 
     def base_of(self, packet: Packet) -> str | None:

@@ -74,7 +74,7 @@ def context(plan: Plan, packet: Packet, *, workspace: str, result_file: str,
     return Context(
         workspace=workspace, result_file=result_file, base=base, applied=tuple(applied),
         snapshot=snapshot, may_write=plan.may_write(packet),
-        shared={path: owner for q in plan.packets for path, owner in q.shared.items()},
+        shared=plan.shared,
         ports=ports or Ports(), predecessors=dict(predecessors or {}),
         mode=packet.effective_mode)
 

@@ -147,8 +147,9 @@ def open_attempt(sup: Supervisor, u: UnitState, executor_name: str, result: str,
            "PRUN_UNIT_ID": p.id, "PRUN_PACKET_ID": p.id, **held.env()}
     reuse, u.reuse_workspace = u.reuse_workspace, None  # a follow-up's, used once
     place = unitprep.workspace(
-        p, run_id=sup.run_id, seq=u.seq, repo_root=sup.run["repo_root"], base=u.base,
-        setup=sup.run["setup"], env={**sup.env, **ids}, start=begin, reuse=reuse)
+        p, root=sup.workspaces, seq=u.seq, repo_root=sup.run["repo_root"], base=u.base,
+        setup=sup.run["setup"], env={**sup.env, **ids}, snapshot_of=sup.snapshot_of,
+        start=begin, reuse=reuse)
     u.workspace, u.attempt_base, u.result_file = place.path, place.base, result
     state = statedir.create(p.id, str(sup.paths.state))
     ctx = brief.context(
@@ -170,7 +171,7 @@ def open_attempt(sup: Supervisor, u: UnitState, executor_name: str, result: str,
         effort=p.effort, timeout_s=p.timeout_s, workspace=place.path,
         state_root=str(sup.paths.state), env=sup.env, attempt_id=u.attempt_id,
         extra_env=extra, briefed=True, sandbox=sup.sandbox.get(p.id), outbox=True,
-        read_only=read_only(sup, place))
+        read_only=read_only(sup, place), config=sup.settings, git_wrapper=sup.git_wrapper)
     try:
         prepared = prepare(request)
     except PrunError:
@@ -191,10 +192,7 @@ def read_only(sup: Supervisor, place) -> tuple[str, ...]:
     """What a unit's sandbox mounts read-only: the real repository (its .git and the
     run's results included), every other workspace of the run and its snapshot (the unit's
     own workspace and state dir stay writable)."""
-    from ..git import workspace as ws
-
-    paths = [sup.run["repo_root"], os.path.join(ws.default_root(sup.env), sup.run_id),
-             place.snapshot]
+    paths = [sup.run["repo_root"], sup.workspaces, place.snapshot]
     return tuple(p for p in paths if p)
 
 

@@ -31,6 +31,7 @@ import fcntl
 import os
 import re
 import sys
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -247,7 +248,7 @@ def reserve(holder: Holder, request: PortRequest,
     raises ``PortsExhausted``. Reserving again for the same attempt replaces what it held.
     """
     start = load(env).port_start
-    with _Registry(registry_path(env)) as registry:
+    with _Registry(registry_path(env), alive=(holder.pid, holder.started)) as registry:
         others = [e for e in registry.entries if e.holder.attempt_id != holder.attempt_id]
         for wanted in request.fixed:
             for e in others:
@@ -264,9 +265,12 @@ def reserve(holder: Holder, request: PortRequest,
     return Reservation(holder, own, request.fixed, named)
 
 
-def release(attempt_id: str, env: Mapping[str, str] | None = None) -> list[Entry]:
-    """Drop every entry of ``attempt_id``; returns them (none when it held nothing)."""
-    with _Registry(registry_path(env)) as registry:
+def release(attempt_id: str, env: Mapping[str, str] | None = None,
+            holder: Holder | None = None) -> list[Entry]:
+    """Drop every entry of ``attempt_id``; returns them (none when it held nothing).
+    ``holder``: the process that holds them, known to be alive (not asked about again)."""
+    alive = (holder.pid, holder.started) if holder else None
+    with _Registry(registry_path(env), alive=alive) as registry:
         gone = [e for e in registry.entries if e.holder.attempt_id == attempt_id]
         if gone:
             registry.replace([e for e in registry.entries if e.holder.attempt_id != attempt_id])
@@ -279,6 +283,9 @@ def held(env: Mapping[str, str] | None = None) -> list[Entry]:
         return sorted(registry.entries, key=lambda e: (e.ports.base, e.holder.attempt_id))
 
 
+_THREADS = threading.Lock()
+
+
 class _Registry:
     """The registry's live entries, read under its lock and written back, if they changed,
     before the lock is let go.
@@ -287,8 +294,9 @@ class _Registry:
     (``_seen``): a supervisor, most often the only writer, reads back what it wrote.
     """
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, alive: tuple[int, float | None] | None = None):
         self.path = path
+        self.alive = alive           # a holding process the caller knows to be alive
         self.entries: list[Entry] = []
         self.changed = False
         self._lock = -1
@@ -296,14 +304,19 @@ class _Registry:
     def __enter__(self) -> _Registry:
         lock_path = self.path + ".lock"
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        self._lock = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        _THREADS.acquire()   # this process's threads queue here, not on the file lock
         try:
-            _flock(self._lock, lock_path)
-            found = self._load()
-            self.entries = _live(found)
-            self.changed = self.changed or len(self.entries) != len(found)
+            self._lock = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            try:
+                _flock(self._lock, lock_path)
+                found = self._load()
+                self.entries = _live(found, self.alive)
+                self.changed = self.changed or len(self.entries) != len(found)
+            except BaseException:
+                os.close(self._lock)
+                raise
         except BaseException:
-            os.close(self._lock)
+            _THREADS.release()
             raise
         return self
 
@@ -322,6 +335,7 @@ class _Registry:
                 _seen[self.path] = (data, self.entries)
         finally:
             os.close(self._lock)   # lets go of the lock
+            _THREADS.release()
 
     def _load(self) -> list[Entry]:
         import json
@@ -373,13 +387,16 @@ def _flock(fd: int, path: str) -> None:
             pause = min(pause * 2, 0.02)
 
 
-def _live(entries: list[Entry]) -> list[Entry]:
-    """The entries whose holding process still runs (each process checked once)."""
+def _live(entries: list[Entry], known: tuple[int, float | None] | None = None) -> list[Entry]:
+    """The entries whose holding process still runs (each process checked once; this one and
+    ``known`` are)."""
     if not entries:
         return entries
     from .._util.process import same_process_alive
 
     alive: dict[tuple[int, float | None], bool] = {_this_process(): True}
+    if known is not None:
+        alive[known] = True
     out = []
     for e in entries:
         key = (e.holder.pid, e.holder.started)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..plan import Packet
@@ -51,22 +51,21 @@ class Workspace:
     applied: tuple[str, ...] = ()      # predecessors whose accepted changes it starts with
 
 
-def workspace(packet: Packet, *, run_id: str, seq: int, repo_root: str | None,
+def workspace(packet: Packet, *, root: str, seq: int, repo_root: str | None,
               base: str | None, setup: str | None, env: Mapping[str, str],
-              start=None, reuse: str | None = None) -> Workspace:
-    """Make the unit's workspace: a scratch dir for a read-only unit (with the run's read-only
-    snapshot of the code beside it), a throwaway clone at the frozen base for a code unit (for
-    a dependent, with its predecessors' accepted changes committed as its base); then the
+              snapshot_of: Callable[[str], str], start=None,
+              reuse: str | None = None) -> Workspace:
+    """Make the unit's workspace in ``root`` (the run's folder of workspaces): a scratch dir
+    for a read-only unit (with the run's read-only snapshot of the code at its base,
+    ``snapshot_of(base)``, beside it), a throwaway clone at the frozen base for a code unit
+    (for a dependent, with its predecessors' accepted changes committed as its base); then the
     plan's setup command. ``reuse``: a follow-up keeps its predecessor's workspace."""
     from ..errors import UsageError
     from ..git import workspace as ws
 
-    root = os.path.join(ws.default_root(env), run_id)
     snapshot = None
     if not packet.writes_code and packet.snapshot and repo_root and base:
-        from ..git.snapshot import ensure_snapshot
-
-        snapshot = ensure_snapshot(root, repo_root, base).path
+        snapshot = snapshot_of(base)
     if reuse and os.path.isdir(reuse):
         kind = "clone" if packet.writes_code else "scratch"
         start_base = (ws.clone_base(reuse) if packet.writes_code else None) or base

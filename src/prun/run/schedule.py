@@ -77,10 +77,16 @@ def reserve_ports(sup: Supervisor, u: UnitState, aid: str):
     from . import ports
 
     request = ports.port_request(u.packet.state, sup.env, where=u.packet.where("state"))
+    return ports.reserve(holder(sup, aid, u.packet.id), request, sup.env)
+
+
+def holder(sup: Supervisor, aid: str, packet_id: str = ""):
+    """Who holds an attempt's ports: the run's keeper, alive as long as its workers are."""
+    from . import ports
+
     keeper = sup.keeper.ident
-    holder = ports.Holder(aid, sup.run_id, u.packet.id, keeper.get("pid") or os.getpid(),
-                          keeper.get("create_time"))
-    return ports.reserve(holder, request, sup.env)
+    return ports.Holder(aid, sup.run_id, packet_id, keeper.get("pid") or os.getpid(),
+                        keeper.get("create_time"))
 
 
 def wait_for_ports(sup: Supervisor, u: UnitState, e) -> None:
@@ -102,7 +108,7 @@ async def release_ports(sup: Supervisor, aid: str | None) -> None:
 
     if aid:
         try:
-            await asyncio.to_thread(ports.release, aid, sup.env)
+            await asyncio.to_thread(ports.release, aid, sup.env, holder(sup, aid))
         except PrunError as e:
             import sys
 

@@ -80,7 +80,11 @@ class Supervisor:
         self.keeper = keeper or Keeper(self.env)   # starts, reaps and logs the workers
         self.parallel = int(self.run["parallel"] or 1)
         self.deadline = epoch(self.run["deadline"])
-        self.stall_s = settings.load(self.env).stall_s
+        self.settings = settings.load(self.env)   # read once: every attempt uses this
+        self.stall_s = self.settings.stall_s
+        self.git_wrapper = _git_wrapper(self.settings.user_state)
+        self.workspaces = os.path.join(self.settings.workspace_root, run_id)  # the run's
+        self._snapshots: dict[str, str] = {}     # base -> the run's read-only snapshot of it
         # the frozen packets, each as a unit, in plan order
         rows = ledger.packets(run_id)
         specs = {row["id"]: json.loads(row["spec"]) for row in rows}
@@ -113,6 +117,17 @@ class Supervisor:
         self.unsynced = False                # units settled since the last syncfs
 
     # events --------------------------------------------------------------------------------
+    def snapshot_of(self, base: str) -> str:
+        """The run's read-only snapshot of the code at ``base``: one per base per run, made
+        by the first unit that needs it (``git.snapshot``; called from worker threads)."""
+        found = self._snapshots.get(base)
+        if found is None:
+            from ..git.snapshot import ensure_snapshot
+
+            found = self._snapshots[base] = ensure_snapshot(
+                self.workspaces, self.run["repo_root"], base).path
+        return found
+
     def emit(self, kind: str, u: UnitState | None = None, cause: str = "", **data) -> None:
         """Tell the renderer (and the plan's hook) of a change; the kinds a later command
         must find are logged in the ledger too."""
@@ -361,6 +376,18 @@ def main(argv: list[str] | None = None) -> int:
     status = run_supervisor(args[0], renderer.handle, on_claimed=_ready_signal())
     return 0 if status == RunStatus.SUCCEEDED else 1
 
+
+
+def _git_wrapper(user_state: str) -> str | None:
+    """The folder of the git wrapper every worker of the run gets first on its PATH (made
+    once for the run; None when there is no git to wrap)."""
+    from ..errors import LaunchError
+    from ..hooks.git_wrapper import git_wrapper_dir
+
+    try:
+        return git_wrapper_dir(user_state)
+    except LaunchError:
+        return None
 
 
 def _ready_signal() -> Callable[[], None] | None:
