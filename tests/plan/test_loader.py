@@ -337,13 +337,15 @@ def test_session_tools_need_a_session_unit(write):
     assert "cannot reach them" in e.message and "executor: session" in e.hint
 
 
-def test_deadline_at(write):
+def test_a_plans_deadline_is_kept_as_written_and_read_as_a_time_once(write):
+    from prun._util.timeparse import deadline_at
+
     plan = load_plan(write("plan.yaml", "deadline: 90m\npackets: [{id: a, prompt: x}]\n"))
-    assert plan.deadline_at(1000.0) == 1000.0 + 5400
+    assert plan.deadline == "90m" and deadline_at(plan.deadline, 1000.0) == 1000.0 + 5400
     plan = load_plan(write("p2.yaml", "deadline: '2026-12-01T18:00:00Z'\n"
                            "packets: [{id: a, prompt: x}]\n"))
-    assert plan.deadline_at(0) == 1796148000.0
-    assert load_plan(write("p3.yaml", "packets: [{id: a, prompt: x}]\n")).deadline_at(5) is None
+    assert deadline_at(plan.deadline, 0) == 1796148000.0
+    assert load_plan(write("p3.yaml", "packets: [{id: a, prompt: x}]\n")).deadline is None
 
 
 def test_a_commit_id_that_yaml_reads_as_a_number_must_be_quoted(write):
