@@ -293,6 +293,48 @@ def test_reserving_again_for_one_attempt_replaces_what_it_held():
     assert 8000 not in again.ports and 8001 in again.ports
 
 
+# A run's block of own ranges -------------------------------------------------------------
+
+def run_ranges(block: int = 3, size: int = 4) -> ports.RunRanges:
+    pid = os.getpid()
+    return ports.RunRanges("r9", pid, create_time(pid), size, block=block)
+
+
+def test_a_run_leases_its_units_ranges_once_and_hands_them_out_in_memory(monkeypatch):
+    monkeypatch.setenv("PRUN_PORT_START", "46000")
+    ranges = run_ranges()
+    first = [ranges.take() for _ in range(3)]
+    held = ports.held()
+    assert attempts(held) == {"r9/ranges"} and [e.ports for e in held] == first  # one lease
+    for r in first:
+        ranges.give_back(r)
+    again = [ranges.take() for _ in range(3)]
+    assert again == first and ports.held() == held      # given back, reused, no new lease
+    assert ranges.take() not in first                   # a fourth at once: another block
+    assert len(ports.held()) == 6
+    ranges.close()
+    assert ports.held() == []
+
+
+def test_a_run_range_with_a_port_in_use_waits_its_turn(monkeypatch):
+    with listening_port(46500) as s:
+        port = s.getsockname()[1]
+        monkeypatch.setenv("PRUN_PORT_START", str(port + 1))
+        ranges = run_ranges(block=2, size=2)
+        a, b = ranges.take(), ranges.take()
+        ranges.give_back(a)
+        ranges.give_back(b)
+    # a socket now listens in the first range: it is passed over until it is free again
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", a.base))
+        busy.listen()
+        assert ranges.take() == b
+        ranges.give_back(b)
+        assert ranges.take() == b
+    assert ranges.take() == a
+    ranges.close()
+
+
 # Releasing ----------------------------------------------------------------------------------
 
 def test_release_frees_exactly_one_attempts_entries(holders):

@@ -240,12 +240,14 @@ def registry_path(env: Mapping[str, str] | None = None) -> str:
     return os.path.join(load(env).user_state, REGISTRY)
 
 
-def reserve(holder: Holder, request: PortRequest,
-            env: Mapping[str, str] | None = None) -> Reservation:
+def reserve(holder: Holder, request: PortRequest, env: Mapping[str, str] | None = None,
+            own: PortRange | None = None) -> Reservation:
     """Take the ports ``request`` asks for, for ``holder``: all of them, or none.
 
     Fixed ports held by another live attempt raise ``PortBusy``; no room left in the span
     raises ``PortsExhausted``. Reserving again for the same attempt replaces what it held.
+    ``own``: the attempt's own range, taken already (a run's ``RunRanges``); only its named
+    and fixed ports are then taken here.
     """
     start = load(env).port_start
     with _Registry(registry_path(env), alive=(holder.pid, holder.started)) as registry:
@@ -254,15 +256,73 @@ def reserve(holder: Holder, request: PortRequest,
             for e in others:
                 if e.ports.overlaps(wanted):
                     raise PortBusy(max(wanted.base, e.ports.base), wanted, e.holder)
-        free = _FreePorts(start, [e.ports for e in others] + list(request.fixed))
-        own = free.take(request.count)
-        named = {name: free.take(1).base for name in request.names}
+        taken = [e.ports for e in others] + list(request.fixed)
+        free = _FreePorts(start, taken + ([own] if own else []))
         now = time.time()
+        mine = []
+        if own is None:
+            own = free.take(request.count)
+            mine.append(Entry(own, "range", holder, now))
+        named = {name: free.take(1).base for name in request.names}
         registry.replace([
-            *others, Entry(own, "range", holder, now),
+            *others, *mine,
             *(Entry(PortRange(p), "name", holder, now, n) for n, p in named.items()),
             *(Entry(r, "fixed", holder, now) for r in request.fixed)])
     return Reservation(holder, own, request.fixed, named)
+
+
+def lease(holder: Holder, count: int, size: int,
+          env: Mapping[str, str] | None = None) -> list[PortRange]:
+    """``count`` more ranges of ``size`` ports for ``holder``, kept beside what it holds
+    already, in one write of the registry: a run's block of own ranges (``RunRanges``)."""
+    start = load(env).port_start
+    with _Registry(registry_path(env), alive=(holder.pid, holder.started)) as registry:
+        free = _FreePorts(start, [e.ports for e in registry.entries])
+        got = [free.take(size) for _ in range(count)]
+        now = time.time()
+        registry.replace([*registry.entries, *(Entry(r, "range", holder, now) for r in got)])
+    return got
+
+
+class RunRanges:
+    """A run's units' own ranges: leased from the registry a block at a time, in the run's
+    name (``<run>/ranges``, held by its keeper), and handed to its units and taken back in
+    memory, so that a unit costs the registry no write unless it names or fixes ports.
+
+    A range is handed out least recently used first, and only when a ``bind()`` finds none
+    of its ports in use (a server of the unit before may have left one in TIME_WAIT); one in
+    use waits its turn again. ``close`` gives the whole block back."""
+
+    def __init__(self, run_id: str, pid: int, started: float | None, size: int,
+                 env: Mapping[str, str] | None = None, block: int = 16):
+        self.holder = Holder(f"{run_id}/ranges", run_id, None, pid, started)
+        self.size, self.env, self.block = size, env, max(1, block)
+        self._free: list[PortRange] = []
+        self._leased = 0
+        self._lock = threading.Lock()
+
+    def take(self) -> PortRange:
+        with self._lock:
+            for _ in range(len(self._free)):
+                r = self._free.pop(0)
+                if not any(in_use(p) for p in r.ports):
+                    return r
+                self._free.append(r)
+            got = lease(self.holder, self.block, self.size, self.env)
+            self._leased += len(got)
+            self._free.extend(got[1:])
+            return got[0]
+
+    def give_back(self, r: PortRange) -> None:
+        with self._lock:
+            self._free.append(r)
+
+    def close(self) -> None:
+        """Give every leased range back to the registry (the run has ended)."""
+        with self._lock:
+            if self._leased:
+                release(self.holder.attempt_id, self.env, self.holder)
+            self._free, self._leased = [], 0
 
 
 def release(attempt_id: str, env: Mapping[str, str] | None = None,

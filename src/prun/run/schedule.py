@@ -71,22 +71,31 @@ def park(sup: Supervisor, u: UnitState, until: float | None, cause: str) -> None
 
 
 def reserve_ports(sup: Supervisor, u: UnitState, aid: str):
-    """The attempt's ports from the machine-wide registry (``prun.run.ports``): its own range,
-    ports assigned by name, its fixed ports. Held in the keeper's name, which lives as long
-    as the run's workers do; released when the attempt ends."""
+    """The attempt's ports (``prun.run.ports``): its own range from the run's block, and the
+    ports it names or fixes from the machine-wide registry. Held in the keeper's name, which
+    lives as long as the run's workers do; given back when the attempt ends."""
     from . import ports
 
     request = ports.port_request(u.packet.state, sup.env, where=u.packet.where("state"))
-    return ports.reserve(holder(sup, aid, u.packet.id), request, sup.env)
+    pid, started = _keeper(sup)
+    if sup.ranges is None:
+        sup.ranges = ports.RunRanges(sup.run_id, pid, started, request.count, sup.env,
+                                     block=sup.parallel)
+    own = sup.ranges.take()
+    held = ports.Holder(aid, sup.run_id, u.packet.id, pid, started)
+    if not request.fixed and not request.names:
+        return ports.Reservation(held, own)
+    try:
+        return ports.reserve(held, request, sup.env, own=own)
+    except BaseException:
+        sup.ranges.give_back(own)
+        raise
 
 
-def holder(sup: Supervisor, aid: str, packet_id: str = ""):
-    """Who holds an attempt's ports: the run's keeper, alive as long as its workers are."""
-    from . import ports
-
+def _keeper(sup: Supervisor) -> tuple[int, float | None]:
+    """The process that holds the run's ports: its keeper, alive as long as its workers."""
     keeper = sup.keeper.ident
-    return ports.Holder(aid, sup.run_id, packet_id, keeper.get("pid") or os.getpid(),
-                        keeper.get("create_time"))
+    return keeper.get("pid") or os.getpid(), keeper.get("create_time")
 
 
 def wait_for_ports(sup: Supervisor, u: UnitState, e) -> None:
@@ -102,13 +111,20 @@ def wait_for_ports(sup: Supervisor, u: UnitState, e) -> None:
     sup.emit("waiting", u, note)
 
 
-async def release_ports(sup: Supervisor, aid: str | None) -> None:
-    """Give an ended attempt's ports back to the registry (a failure is only reported)."""
+async def release_ports(sup: Supervisor, u: UnitState) -> None:
+    """Give an ended attempt's ports back: its range to the run's block, what it named or
+    fixed to the registry (a failure there is only reported)."""
     from . import ports
 
-    if aid:
+    held = u.extra.pop("ports", None)
+    if held is None:
+        return
+    if sup.ranges is not None:
+        sup.ranges.give_back(held.range)
+    if held.fixed or held.named:
+        aid = held.holder.attempt_id
         try:
-            await asyncio.to_thread(ports.release, aid, sup.env, holder(sup, aid))
+            await asyncio.to_thread(ports.release, aid, sup.env, held.holder)
         except PrunError as e:
             import sys
 

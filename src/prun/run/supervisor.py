@@ -47,6 +47,7 @@ from .unit import UnitState
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .hooks import EventHooks
+    from .ports import RunRanges
 
 FLUSH_S = 0.05  # the ledger lags the supervisor by at most this (a crash loses no worker:
                 # resume finds every launched attempt through its state dir)
@@ -85,6 +86,7 @@ class Supervisor:
         self.git_wrapper = _git_wrapper(self.settings.user_state)
         self.workspaces = os.path.join(self.settings.workspace_root, run_id)  # the run's
         self._snapshots: dict[str, str] = {}     # base -> the run's read-only snapshot of it
+        self.ranges: RunRanges | None = None     # the units' own port ranges (schedule.py)
         # the frozen packets, each as a unit, in plan order
         rows = ledger.packets(run_id)
         specs = {row["id"]: json.loads(row["spec"]) for row in rows}
@@ -165,6 +167,8 @@ class Supervisor:
                               self.env) as hooks:  # leaving it waits for them (bounded)
             self.hooks = hooks
             status = await self._supervise(loop)
+            if self.ranges is not None:   # every attempt has ended: the block goes back
+                await asyncio.to_thread(self.ranges.close)
             counts: dict[str, int] = {}
             for u in self.units.values():
                 counts[u.status.value] = counts.get(u.status.value, 0) + 1
@@ -316,7 +320,7 @@ class Supervisor:
             try:
                 await coro
             finally:
-                await schedule.release_ports(self, u.attempt_id)
+                await schedule.release_ports(self, u)
         except Exception as exc:
             self._internal_error(u.packet.id, exc)
         finally:

@@ -71,7 +71,12 @@ def test_a_unit_whose_fixed_port_is_held_waits_then_starts(repo):
         web = await run.keeper.worker("web")
         assert web.env["PRUN_ATTEMPT_ID"] == f"{run.id}:web:1"  # its first attempt
         held = {(e.holder.attempt_id, e.kind): e.ports.base for e in ports.held(env)}
-        assert held[(web.attempt, "fixed")] == 8765 and {a for a, _ in held} == {web.attempt}
+        assert held[(web.attempt, "fixed")] == 8765
+        # its own range is one of the run's block, the registry holds only what it fixed
+        assert set(held) == {(web.attempt, "fixed"), (f"{run.id}/ranges", "range")}
+        block = [e.ports for e in ports.held(env) if e.holder.attempt_id == f"{run.id}/ranges"]
+        assert ports.PortRange(int(web.env["PRUN_PORT_BASE"]),
+                               int(web.env["PRUN_PORT_COUNT"])) in block
         web.exit(0, output=OUTPUT)
 
     assert run.drive(play) == "succeeded"
