@@ -9,6 +9,7 @@ exit code; code branches on the attributes, never on the message text.
             ├── UsageError     exit 2: refused before anything was made (bad flag, file, value)
             │   └── ConfigError       the config file cannot be read or holds a bad value
             ├── QuotaExhausted exit 75: a quota group is known to be empty (group, resets_at)
+            │   └── GateRefusal       an executor's quota gate refused the launch (note)
             ├── LaunchError    the executor's program could not be started
             ├── StateError     a state dir, snapshot, registry or ledger is unreadable or
             │                  inconsistent
@@ -94,6 +95,16 @@ class QuotaExhausted(PrunError):
         self.resets_at = resets_at
 
 
+class GateRefusal(QuotaExhausted):
+    """An executor's quota gate refused a launch (exit 75). ``note`` is the line for
+    ``<state>/quota-note``."""
+
+    def __init__(self, message: str, *, group: str, resets_at: str | None, hint: str | None,
+                 note: str):
+        super().__init__(message, group=group, resets_at=resets_at, hint=hint)
+        self.note = note
+
+
 class LaunchError(PrunError):
     """The executor's program could not be started."""
 
@@ -166,7 +177,3 @@ class Blocked(PrunError):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
-
-
-# Names older modules use; ExitCode is the table (removed once nothing imports them).
-EXIT_OK, EXIT_USAGE, EXIT_QUOTA = ExitCode.OK, ExitCode.USAGE, ExitCode.QUOTA

@@ -62,7 +62,7 @@ def test_routing_and_quota_read_the_flags():
     assert routing.members(ORDINARY) == ("agy", "gemini")
     assert routing.members(SONNET) == ("session", "claude")   # the in-session one first
     assert routing.pools() == ("agy", "gemini", "sonnet")
-    assert quota.known_groups() == ("claude", "agy-gemini", "agy-claude-gpt", "gemini")
+    assert executors.quota_groups() == ("claude", "agy-gemini", "agy-claude-gpt", "gemini")
     assert [n for n in executors.names() if routing.takes_session_tools(executors.get(n))] == \
         ["claude", "session"]
     assert [n for n in executors.names() if executors.get(n).takes_command] == ["command"]

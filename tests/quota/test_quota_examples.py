@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from prun import quota
+from prun import executors, quota
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "probes"
 
@@ -29,7 +29,7 @@ def test_claude_headers_probe(q, tmp_path):
                        "anthropic-ratelimit-tokens-remaining: 100000\r\n"
                        "anthropic-ratelimit-tokens-reset: 2031-01-01T00:05:00Z\r\n")
     configure(q, {"claude": [str(EXAMPLES / "claude.py"), str(headers)]})
-    s = quota.group_states()["claude"]
+    s = quota.group_states(known=executors.quota_groups())["claude"]
     assert s.left == 0.25 and s.resets_at == "2031-01-01T00:05:00Z"
     assert s.source == "probe:ratelimit headers (tokens)"
 
@@ -44,7 +44,7 @@ def test_agy_probe_serves_both_groups(q, tmp_path):
     script = str(EXAMPLES / "agy.py")
     configure(q, {"agy-gemini": [script, str(export)],
                   "agy-claude-gpt": [script, "--group", "agy-claude-gpt", str(export)]})
-    states = quota.group_states()
+    states = quota.group_states(known=executors.quota_groups())
     assert states["agy-gemini"].left == 0.4
     assert states["agy-gemini"].resets_at == "2031-01-01T06:00:00Z"
     assert states["agy-claude-gpt"].empty
@@ -57,7 +57,7 @@ def test_gemini_counter_probe(q, tmp_path):
     counter = tmp_path / "counter.json"
     counter.write_text(json.dumps({"date": today, "requests": 750}))
     configure(q, {"gemini": [str(EXAMPLES / "gemini.py"), "--limit", "1000", str(counter)]})
-    s = quota.group_states()["gemini"]
+    s = quota.group_states(known=executors.quota_groups())["gemini"]
     assert s.left == 0.25 and s.resets_at and not s.empty
 
 
@@ -66,6 +66,6 @@ def test_examples_report_errors_not_readings(q, tmp_path):
     configure(q, {"claude": [str(EXAMPLES / "claude.py"), missing],
                   "agy-gemini": [str(EXAMPLES / "agy.py"), missing],
                   "gemini": [str(EXAMPLES / "gemini.py"), "--limit", "5", missing]})
-    states = quota.group_states()
+    states = quota.group_states(known=executors.quota_groups())
     for g in ("claude", "agy-gemini", "gemini"):
         assert not states[g].known and "reported error" in states[g].error

@@ -7,8 +7,7 @@ import os
 import pytest
 from quota_helpers import entry, iso, runs
 
-from prun import quota
-from prun.errors import EXIT_QUOTA, QuotaExhausted
+from prun.errors import ExitCode, QuotaExhausted
 from prun.executors import get as get_executor
 from prun.executors.agy import DEFAULT_MODEL
 
@@ -20,7 +19,7 @@ def decide(model=None, env=None, effort=None):
     full = dict(os.environ)
     full.update(env or {})
     settings = agy.settings(full, model=model, effort=effort)
-    return quota.gate(agy, settings, full), settings
+    return agy.gate(settings, full), settings
 
 
 def test_claude_gpt_empty_falls_back_to_gemini(q):
@@ -53,7 +52,7 @@ def test_gemini_empty_refuses_and_names_the_variable(q):
     with pytest.raises(QuotaExhausted) as e:
         decide()
     err = e.value
-    assert err.exit_code == EXIT_QUOTA == 75
+    assert err.exit_code == ExitCode.QUOTA == 75
     assert err.group == "agy-gemini"
     assert "ANTIGRAVITY_DISPATCH_MODEL" in err.message
     reset = q.read_snapshot()["groups"]["agy-gemini"]["resets_at"]
@@ -147,7 +146,7 @@ def test_other_executors_are_not_gated(q):
     q.write_snapshot({"agy-gemini": entry(0.0), "agy-claude-gpt": entry(0.0)})
     command = get_executor("command")
     settings = command.settings(os.environ)
-    assert quota.gate(command, settings, dict(os.environ)) is None
+    assert command.gate(settings, dict(os.environ)) is None
 
 
 def test_stale_snapshot_is_refreshed_by_probe_before_deciding(q):

@@ -8,7 +8,7 @@ import threading
 import pytest
 from quota_helpers import entry, iso
 
-from prun import quota
+from prun import executors, quota
 from prun.executors.base import QuotaHit
 from prun.quota.snapshot import GroupState, load, update
 
@@ -31,8 +31,8 @@ def test_unreadable_files_never_crash(q, name):
         q.write_raw(BAD_FILES[name])
     snap = load(str(q.snapshot))
     assert snap.problem
-    states = quota.group_states()
-    assert set(quota.known_groups()) <= set(states)
+    states = quota.group_states(known=executors.quota_groups())
+    assert set(executors.quota_groups()) <= set(states)
     for s in states.values():
         assert not s.known and not s.empty
         assert "unreadable" in s.error
@@ -56,7 +56,7 @@ def test_mistyped_entry_makes_only_that_group_unknown(q, name):
     bad = entry(0.0)
     bad.update(BAD_ENTRIES[name])
     q.write_snapshot({"agy-gemini": bad, "claude": entry(0.0)})
-    states = quota.group_states()
+    states = quota.group_states(known=executors.quota_groups())
     assert not states["agy-gemini"].known and not states["agy-gemini"].empty
     assert states["agy-gemini"].error.startswith("bad snapshot entry")
     assert states["claude"].empty  # the good entry still counts
@@ -64,19 +64,19 @@ def test_mistyped_entry_makes_only_that_group_unknown(q, name):
 
 def test_entry_not_an_object(q):
     q.write_snapshot({"agy-gemini": "empty"})
-    assert not quota.group_states()["agy-gemini"].known
+    assert not quota.group_states(known=executors.quota_groups())["agy-gemini"].known
 
 
 def test_group_not_reported_is_unknown_never_empty(q):
     q.write_snapshot({"claude": entry(0.3)})
-    states = quota.group_states()
+    states = quota.group_states(known=executors.quota_groups())
     assert states["claude"].known and not states["claude"].empty
     for g in ("agy-gemini", "agy-claude-gpt", "gemini"):
         assert not states[g].known and not states[g].empty and states[g].error is None
 
 
 def test_missing_snapshot_is_unknown_without_error(q):
-    states = quota.group_states()
+    states = quota.group_states(known=executors.quota_groups())
     assert all(not s.known and s.error is None for s in states.values())
 
 
@@ -91,7 +91,7 @@ def test_empty_means_nothing_left_and_reset_not_yet_past():
 
 def test_extra_groups_in_snapshot_are_listed(q):
     q.write_snapshot({"team-pool": entry(0.9)})
-    assert quota.group_states()["team-pool"].left == 0.9
+    assert quota.group_states(known=executors.quota_groups())["team-pool"].left == 0.9
 
 
 def test_record_hit_writes_empty_with_reset(q):
@@ -102,13 +102,13 @@ def test_record_hit_writes_empty_with_reset(q):
     assert g["left"] == 0.0 and g["source"] == "hit"
     assert g["resets_at"] == "2030-01-01T00:00:00Z"
     assert "reset_estimated" not in g
-    assert quota.group_states()["agy-claude-gpt"].empty
+    assert quota.group_states(known=executors.quota_groups())["agy-claude-gpt"].empty
 
 
 def test_record_hit_without_reset_time_is_estimated(q):
     q.set("hit_reset", "10m")
     quota.record_hit(QuotaHit("claude", None, "usage limit reached"), env=None)
-    s = quota.group_states()["claude"]
+    s = quota.group_states(known=executors.quota_groups())["claude"]
     assert s.empty and s.reset_estimated
     assert s.resets_at[:16] in (iso(600)[:16], iso(599)[:16])
 

@@ -437,7 +437,7 @@ def test_a_standalone_dispatcher_ends_what_escaped_its_worker(tmp_path):
         w.wait_exit(60)
         w.sweep()
         code = w.reap()
-        print(json.dumps({{"code": code, "escaped": end_escaped(w), "own": own.poll()}}))
+        print(json.dumps({{"code": code, "escaped": end_escaped(w, 5), "own": own.poll()}}))
         own.kill()
     """)
     p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,

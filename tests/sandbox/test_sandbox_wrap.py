@@ -15,6 +15,7 @@ import pytest
 from prun._util.process import Worker, end_group, spawn
 from prun.attempt import sandbox
 from prun.errors import UsageError
+from prun.settings import parse_sandbox
 
 
 def run_in(code: str, *, writable=(), read_only=(), timeout: float = 60):
@@ -300,12 +301,12 @@ def test_a_program_name_with_an_equals_sign_is_refused(bwrap):
     (True, "on"), (False, "off"),
 ])
 def test_settings(value, setting):
-    assert sandbox.parse_setting(value) == setting
+    assert parse_sandbox(value) == setting
 
 
 @pytest.mark.parametrize("value", ["yes", "", 1, 0, "always", ["on"]])
 def test_other_settings_are_refused_naming_the_accepted_ones(value):
     with pytest.raises(UsageError) as e:
-        sandbox.parse_setting(value)
+        parse_sandbox(value)
     assert e.value.exit_code == 2
     assert "auto" in e.value.hint and "on" in e.value.hint and "off" in e.value.hint

@@ -22,25 +22,22 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+
+GRACE_S = 5.0
+"""How long a bounded command (``run``) gets between SIGTERM and SIGKILL. A worker's grace is
+the user's setting (``Settings.kill_grace_s``), which its caller passes."""
 
 
-def kill_grace() -> float:
-    """How long a worker gets between SIGTERM and SIGKILL (``PRUN_KILL_GRACE_SECONDS``)."""
-    from ..settings import current
-
-    return current().kill_grace_s
-
-
-@dataclass
 class Worker:
     """A started worker: the Popen handle plus its pidfd when the platform has one.
 
     ``keeper.KeptWorker`` (a run's worker, started by its keeper process) has the same methods;
     ``end_group`` works on either."""
 
-    proc: subprocess.Popen
-    pidfd: int | None = None
+    __slots__ = ("pidfd", "proc")
+
+    def __init__(self, proc: subprocess.Popen, pidfd: int | None = None):
+        self.proc, self.pidfd = proc, pidfd
 
     @property
     def pid(self) -> int:
@@ -190,7 +187,7 @@ def run(argv: list[str], *, timeout: float, cwd: str | os.PathLike | None = None
         env: dict[str, str] | None = None, input: bytes | None = None) -> Finished:
     """Run ``argv`` to its end: in a session and process group of its own, stdin ``input``
     (else closed), stdout and stderr captured. Past ``timeout`` seconds its whole group is
-    ended (SIGTERM, the kill grace, SIGKILL) and its pipes drained; a group it leaves behind
+    ended (SIGTERM, ``GRACE_S``, SIGKILL) and its pipes drained; a group it leaves behind
     after its own exit is ended too. Raises ``OSError`` when it cannot be started."""
     proc = subprocess.Popen(argv, cwd=cwd, env=env, start_new_session=True, close_fds=True,
                             stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
@@ -202,7 +199,7 @@ def run(argv: list[str], *, timeout: float, cwd: str | os.PathLike | None = None
         timed_out = True
         _killpg(proc.pid, signal.SIGTERM)
         try:
-            out, err = proc.communicate(timeout=kill_grace())
+            out, err = proc.communicate(timeout=GRACE_S)
         except subprocess.TimeoutExpired:
             _killpg(proc.pid, signal.SIGKILL)
             out, err = proc.communicate()
@@ -226,12 +223,11 @@ def start(argv: list[str], **popen) -> subprocess.Popen:
     return subprocess.Popen(argv, start_new_session=True, close_fds=True, **popen)
 
 
-def end_group(worker, grace: float | None = None) -> None:
+def end_group(worker, grace: float) -> None:
     """SIGTERM the group, give the leader ``grace`` seconds, then SIGKILL whatever is left.
 
     Called while the leader is unreaped, so the group id cannot have been reused.
     """
-    grace = kill_grace() if grace is None else grace
     worker.signal(signal.SIGTERM)
     worker.wait_exit(grace)
     worker.signal(signal.SIGKILL)
@@ -320,7 +316,7 @@ def signal_escape(pid: int, start: float, sig: int) -> bool:
     return True
 
 
-def end_escaped(worker, grace: float | None = None) -> list[dict]:
+def end_escaped(worker, grace: float) -> list[dict]:
     """After ``worker`` exited: end every process that escaped its group and was reparented
     to this process (a subreaper, see ``become_subreaper``): SIGTERM, ``grace`` seconds,
     SIGKILL, reaped; then again for the children those leave behind. Returns one dict per
@@ -346,7 +342,7 @@ def end_escaped(worker, grace: float | None = None) -> list[dict]:
                     fds[info["pid"]] = os.pidfd_open(info["pid"])
                 except OSError:
                     pass
-        deadline = time.monotonic() + (kill_grace() if grace is None else grace)
+        deadline = time.monotonic() + grace
         waiting = dict(fds)
         while waiting and (left := deadline - time.monotonic()) > 0:
             ready, _, _ = select.select(list(waiting.values()), [], [], left)

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from ..executors.records import StreamResult
     from .outcome import Outcome
 
-__all__ = ["Cancelled", "Dispatch", "Prepared", "Request", "prepare", "recorded_exit", "reopen",
+__all__ = ["Dispatch", "Prepared", "Request", "prepare", "recorded_exit", "reopen",
            "run_sync"]
 
 
@@ -116,10 +116,8 @@ class Dispatch:
 
     def _gate(self) -> None:
         """The quota gate: may swap the model (MODEL-FALLBACK) or raise QuotaExhausted."""
-        from .. import quota
-
         try:
-            decision = quota.gate(self.p.executor, self.settings, self.p.env)
+            decision = self.p.executor.gate(self.settings, self.p.env)
         except QuotaExhausted as e:  # exit 75: the refusal is recorded before finish() runs
             self.quota_note = getattr(e, "note", None) or e.line()
             self.state.write(statedir.QUOTA_NOTE, self.quota_note)
@@ -294,7 +292,7 @@ class Dispatch:
         while True:
             remaining = self.deadline - time.time()
             if remaining <= 0:
-                end_group(w)
+                end_group(w, self.p.config.kill_grace_s)
                 self.pump()
                 return w.reap(), True
             # Short slices only until the conversation id is known, then long ones.
@@ -342,7 +340,7 @@ class Dispatch:
         else:
             if on_end is not None:
                 on_end(why)
-            await asyncio.to_thread(end_group, w)
+            await asyncio.to_thread(end_group, w, self.p.config.kill_grace_s)
             self.pump()
         return await _exit_code(w, self.state), why  # it has exited: reaping does not block
 
@@ -500,12 +498,12 @@ def run_sync(req: Request, on_state_dir: Callable[[str], None] | None = None) ->
         if d.worker is not None and d.worker.proc.returncode is None:
             from .._util.process import end_group
 
-            end_group(d.worker)
+            end_group(d.worker, prepared.config.kill_grace_s)
             code = d.worker.reap()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)  # publishing the outcome must not be interrupted
     if reaper and d.worker is not None:
-        d.escaped = end_escaped(d.worker)
+        d.escaped = end_escaped(d.worker, prepared.config.kill_grace_s)
         if d.escaped:
             import sys
 

@@ -147,9 +147,10 @@ def prepare(req: Request, *, reopen: bool = False) -> Prepared:
 def _sandbox_setting(req: Request, default: str, executor: Executor) -> str:
     """The sandbox setting (the request's, else ``$PRUN_SANDBOX``, else auto); ``on`` where no
     sandbox can be made is refused here, before anything exists."""
-    from .sandbox import parse_setting, unavailable
+    from ..settings import parse_sandbox
+    from .sandbox import unavailable
 
-    setting = parse_setting(req.sandbox) if req.sandbox is not None else default
+    setting = parse_sandbox(req.sandbox) if req.sandbox is not None else default
     if setting == "on" and executor.launches_process and (why := unavailable()) is not None:
         raise UsageError(f"sandbox: on, but no sandbox can be made here: {why}",
                          hint="install bubblewrap (Debian: bubblewrap), or use sandbox: auto")

@@ -2,7 +2,7 @@
 system in which what it must not change is mounted read-only, in a PID namespace of its own.
 
 ``wrap(argv, writable=..., read_only=...)`` returns the argv that does it; ``unavailable()`` says
-why it cannot be done here (None when it can); ``parse_setting`` reads a plan's ``sandbox:``.
+why it cannot be done here (None when it can).
 
 Enforced (Linux, bwrap; as root too):
 
@@ -97,13 +97,6 @@ def wrap(argv: Sequence[str], *, writable: Sequence[str], read_only: Sequence[st
                          hint="rename the program or call it through its folder on PATH")
     return _argv(_probe["bwrap"], _probe["env"], _probe["fresh_proc"], list(argv),
                  _mounts(writable, read_only))
-
-
-def parse_setting(value: object) -> str:
-    """A plan's ``sandbox:`` value as ``auto``, ``on`` or ``off`` (``settings.parse_sandbox``)."""
-    from ..settings import parse_sandbox
-
-    return parse_sandbox(value)
 
 
 def _mounts(writable: Sequence[str], read_only: Sequence[str]) -> list[tuple[str, bool]]:

@@ -33,6 +33,7 @@ def run(args) -> int:
     from ..settings import current
     from ..watch.gather import gather
     from ..watch.notify import exit_quickly, poll_interval, resolve_mode
+    from .options import duration_option
 
     s = current()
     timeout = duration_option(args.timeout, "--timeout", s.gather_timeout_s)
@@ -47,10 +48,3 @@ def run(args) -> int:
     exit_quickly()
     return gather(args.results, emit=emit, timeout=timeout, window=window, mode=mode,
                   interval=interval)
-
-
-def duration_option(option: str | None, what: str, default: float) -> float:
-    """An option's duration, else ``default`` (the setting's, seconds)."""
-    from .._util.timeparse import parse_duration
-
-    return default if option is None else parse_duration(option, what=what)

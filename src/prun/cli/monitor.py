@@ -47,7 +47,7 @@ def run(args) -> int:
     from ..settings import current
     from ..watch.monitor import Monitor, digest_line, relaunch_argv, summary_line
     from ..watch.notify import exit_quickly, poll_interval, resolve_mode
-    from .gather import duration_option
+    from .options import duration_option
 
     if not args.state_dirs and not args.seen_stalled:
         raise UsageError("no state dir given", hint="pass the STATE-DIR paths of the units")

@@ -10,10 +10,17 @@ class ExecutorName(argparse.Action):
     whatever other flags are given or missing."""
 
     def __call__(self, parser, namespace, value, option_string=None):
-        from ..errors import EXIT_USAGE
+        from ..errors import ExitCode
         from ..executors import refusal
 
         refused = refusal(value)
         if refused:
-            parser.exit(EXIT_USAGE, f"prun: {refused.line()}\n")
+            parser.exit(ExitCode.USAGE, f"prun: {refused.line()}\n")
         setattr(namespace, self.dest, value)
+
+
+def duration_option(option: str | None, what: str, default: float) -> float:
+    """An option's duration, else ``default`` (the setting's, seconds)."""
+    from .._util.timeparse import parse_duration
+
+    return default if option is None else parse_duration(option, what=what)

@@ -33,9 +33,9 @@ def run(args) -> int:
     import os
     import time
 
-    from .. import quota
-    from .._util import config
+    from .. import executors, quota
     from ..errors import StateError
+    from ..settings import config
 
     env = os.environ
     cfg = config.quota(env)  # a bad config file is exit 2 here, not a warning
@@ -44,7 +44,7 @@ def run(args) -> int:
     except OSError as e:
         raise StateError(f"cannot write the quota snapshot: {e}",
                          hint="check PRUN_QUOTA_SNAPSHOT and its folder's permissions")
-    states = quota.group_states_of(snap, cfg)
+    states = quota.group_states_of(snap, cfg, executors.quota_groups())
     if args.group:
         states = {g: states.get(g) or quota.GroupState(g) for g in args.group}
     now = time.time()

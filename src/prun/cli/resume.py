@@ -24,7 +24,7 @@ def run(args) -> int:
     from ..ledger import Ledger
     from ..run.state import RunPaths, spawn_supervisor, supervisor_alive
     from ..run.view import find_run
-    from .run import supervise
+    from .foreground import supervise
 
     with Ledger.open() as ledger:
         run = find_run(ledger, args.run_id)

@@ -49,7 +49,7 @@ def run(args) -> int:
     import json
     import os
 
-    from ..errors import EXIT_OK, EXIT_QUOTA, UsageError
+    from ..errors import ExitCode, UsageError
     from ..plan import routing
 
     if args.packets:
@@ -77,15 +77,16 @@ def run(args) -> int:
         for d in decisions:
             print(d.line())
         print(routing.summary(decisions))
-    return EXIT_QUOTA if waiting else EXIT_OK
+    return ExitCode.QUOTA if waiting else ExitCode.OK
 
 
 def _group_states(env) -> dict:
     """The quota readings per group (stale ones refreshed where probes exist; never raises:
     an unreadable snapshot leaves every group unknown, with the reason in its ``error``)."""
+    from .. import executors
     from ..quota import group_states
 
-    return dict(group_states(env))
+    return dict(group_states(env, executors.quota_groups()))
 
 
 def _needs_from_file(path: str):

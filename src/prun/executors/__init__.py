@@ -100,6 +100,12 @@ def all() -> list[Executor]:  # shadows the builtin here only: callers write exe
     return [_load(name)() for name in _targets()]
 
 
+def quota_groups() -> tuple[str, ...]:
+    """Every quota group the executors declare (``Executor.quota_groups``), in the registry's
+    order: what ``prun quota`` lists even before anything was read."""
+    return tuple(dict.fromkeys(g for ex in all() for g in ex.quota_groups()))
+
+
 def _targets() -> dict[str, str]:
     """name -> "module:Class" of every executor: the built-ins, then the others by name."""
     declared = _declared()

@@ -164,7 +164,8 @@ class Agy(Executor):
 
     def gate(self, settings: Settings, env: Mapping[str, str]) -> GateDecision | None:
         """agy's quota gate (the module's docstring has the rules)."""
-        from ..quota.gate import GateDecision, GateRefusal, readings, reset_of, switched_off
+        from ..errors import GateRefusal
+        from ..quota.gate import GateDecision, readings, reset_of, switched_off
 
         if switched_off(env, "PRUN_AGY_QUOTA_GATE"):
             return None

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .._util.fsutil import atomic_write, atomic_write_json
-from .._util.process import kill_grace, same_process_alive
+from .._util.process import same_process_alive
 from ..attempt.statedir import StateDir
 from ..errors import StateError
 
@@ -33,6 +33,12 @@ class PauseResult:
     def as_dict(self) -> dict:
         return dict(self.__dict__)
 
+
+
+def _kill_grace() -> float:
+    from ..settings import current
+
+    return current().kill_grace_s
 
 def stop_recorded_group(state_dir: str, grace: float | None = None) -> str:
     """End the worker group recorded in ``state_dir/unit.json``: SIGTERM to the group, then
@@ -66,7 +72,7 @@ def stop_recorded_group(state_dir: str, grace: float | None = None) -> str:
         os.killpg(pgid, signal.SIGTERM)
     except ProcessLookupError:
         return "gone"
-    grace = kill_grace() if grace is None else grace
+    grace = _kill_grace() if grace is None else grace
     left = _wait_gone(members, grace)
     for p in left:
         try:
@@ -151,7 +157,7 @@ def pause(state_dir: str, workspace: str | None, base: str | None, *,
         if worker is None:
             result.stopped = "gone" if StateDir(state_dir).worker else "not-started"
         elif ask_supervisor is not None and ask_supervisor() \
-                and not _wait_gone([worker], 2 * (kill_grace() if grace is None else grace) + 5):
+                and not _wait_gone([worker], 2 * (_kill_grace() if grace is None else grace) + 5):
             result.stopped = "stopped"
         else:
             result.stopped = stop_recorded_group(state_dir, grace)

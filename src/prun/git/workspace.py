@@ -391,7 +391,9 @@ def run_bounded(command: str | Sequence[str], cwd: str, env: Mapping[str, str] |
         return Ran(127, False, 0.0, log_path, str(e))
     timed_out = not worker.wait_exit(float(timeout))
     if timed_out:
-        process.end_group(worker)
+        from ..settings import current
+
+        process.end_group(worker, current().kill_grace_s)
     else:
         worker.sweep()
     code = worker.reap()

@@ -345,10 +345,10 @@ def _sandbox(doc: yamldoc.Doc, where: Sequence[str | int], value) -> str | None:
     """A ``sandbox:`` value as auto, on or off (YAML's unquoted on/off are booleans)."""
     if value is None:
         return None
-    from ..attempt.sandbox import parse_setting
+    from ..settings import parse_sandbox
 
     try:
-        return parse_setting(value)
+        return parse_sandbox(value)
     except UsageError as e:
         raise UsageError(f"{doc.source}:{doc.line_of(list(where))}: {e.message}", hint=e.hint)
 

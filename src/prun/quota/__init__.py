@@ -6,12 +6,10 @@
 
 Public surface:
 
-    known_groups() -> (group, ...)              every quota group an executor declares
-    group_states(env) -> {group: GroupState}   every group, stale readings refreshed first
+    group_states(env, known) -> {group: GroupState}  every group, stale readings refreshed first
     current(env, groups, force) -> Snapshot     the snapshot, refreshed where due
     record_hit(hit, env)                        a run just failed on a quota error: record empty
     after_backend_failure(executor, env)        force a re-read of the executor's groups
-    gate(executor, settings, env)               see gate.py
 
 Nothing here raises into the dispatcher: a broken config, snapshot or probe becomes one
 ``prun: warning:`` line on stderr and the dispatch goes on as asked.
@@ -24,12 +22,12 @@ import sys
 import time
 from collections.abc import Iterable, Mapping
 
-from .gate import GateDecision, GateRefusal, gate
+from .gate import GateDecision
 from .snapshot import FileLock, GroupState, Snapshot, iso, load, snapshot_path
 
 __all__ = [
-    "GateDecision", "GateRefusal", "GroupState", "Snapshot", "after_backend_failure", "current",
-    "executor_groups", "gate", "group_states", "group_states_of", "known_groups", "record_hit",
+    "GateDecision", "GroupState", "Snapshot", "after_backend_failure", "current",
+    "executor_groups", "group_states", "group_states_of", "record_hit",
     "snapshot_path", "warn",
 ]
 
@@ -51,8 +49,8 @@ def warn(text: str) -> None:
 
 
 def _config(env: Mapping[str, str], strict: bool):
-    from .._util import config
     from ..errors import PrunError
+    from ..settings import config
 
     try:
         return config.quota(env)
@@ -146,14 +144,6 @@ def record_hit(hit, env: Mapping[str, str] | None = None) -> None:
         warn(f"could not record the quota error in the snapshot: {e}")
 
 
-def known_groups() -> tuple[str, ...]:
-    """Every quota group the executors declare (``Executor.quota_groups``), in the registry's
-    order: what ``prun quota`` lists even before anything was read."""
-    from .. import executors
-
-    return tuple(dict.fromkeys(g for ex in executors.all() for g in ex.quota_groups()))
-
-
 def executor_groups(executor) -> list[str]:
     """The quota groups a unit on ``executor`` can draw from (the executor says)."""
     return list(executor.quota_groups())
@@ -173,27 +163,30 @@ def after_backend_failure(executor, env: Mapping[str, str] | None = None) -> Non
         warn(f"quota refresh after the failure did not complete: {e}")
 
 
-def group_states(env: Mapping[str, str] | None = None) -> dict[str, GroupState]:
-    """Every quota group (the known ones, and any the snapshot or config names), after
+def group_states(env: Mapping[str, str] | None = None,
+                 known: Iterable[str] = ()) -> dict[str, GroupState]:
+    """Every quota group (the ``known`` ones, ``executors.quota_groups()``, and any the
+    snapshot or config names), after
     refreshing stale readings where probes exist. Never raises: trouble shows in ``error``."""
     env = os.environ if env is None else env
     try:
         snap = current(env)
     except Exception as e:
         return {g: GroupState(g, error=f"quota snapshot not available: {e}")
-                for g in known_groups()}
-    from .._util import config
+                for g in known}
+    from ..settings import config
 
     try:
         cfg = config.quota(env)
     except Exception:
         cfg = config.QuotaConfig()
-    return group_states_of(snap, cfg)
+    return group_states_of(snap, cfg, known)
 
 
-def group_states_of(snap: Snapshot, cfg) -> dict[str, GroupState]:
-    """The states of every group an executor declares or ``snap`` or ``cfg``'s probes name."""
-    names = list(known_groups())
+def group_states_of(snap: Snapshot, cfg, known: Iterable[str] = ()) -> dict[str, GroupState]:
+    """The states of the ``known`` groups and of every group ``snap`` or ``cfg``'s probes
+    name."""
+    names = list(dict.fromkeys(known))
     names += sorted({*snap.groups, *snap.bad, *cfg.probes} - set(names))
     states = {g: snap.state(g) for g in names}
     if snap.problem and not snap.missing:

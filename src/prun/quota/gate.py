@@ -1,9 +1,9 @@
 """The quota gate: each executor's own decision before launch, on every dispatch.
 
-``gate(executor, settings, env)`` asks the executor's hook (``Executor.gate``; by default there
+Before each launch the dispatcher asks the executor's hook (``Executor.gate``; by default there
 is none, and the unit launches as asked). A hook answers None (launch as asked), a
 ``GateDecision`` (launch with other settings; its note, such as agy's ``MODEL-FALLBACK`` line,
-goes to stderr and ``<state>/quota-note``), or raises ``GateRefusal`` (exit 75, nothing
+goes to stderr and ``<state>/quota-note``), or raises ``errors.GateRefusal`` (exit 75, nothing
 launched). The policy is the executor's (agy's is in ``prun.executors.agy``); what every hook
 shares is here:
 
@@ -20,10 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..errors import QuotaExhausted
-
 if TYPE_CHECKING:
-    from ..executors.base import Executor, Settings
+    from ..executors.base import Settings
     from .snapshot import GroupState
 
 OFF = {"off", "0", "false", "no"}
@@ -36,20 +34,6 @@ class GateDecision:
 
     settings: Settings | None
     note: str | None
-
-
-class GateRefusal(QuotaExhausted):
-    """The gate refused a launch (exit 75). ``note`` is the line for ``<state>/quota-note``."""
-
-    def __init__(self, message: str, *, group: str, resets_at: str | None, hint: str | None,
-                 note: str):
-        super().__init__(message, group=group, resets_at=resets_at, hint=hint)
-        self.note = note
-
-
-def gate(executor: Executor, settings: Settings, env: Mapping[str, str]) -> GateDecision | None:
-    """None: launch as asked; a GateDecision: launch with its settings; or raise GateRefusal."""
-    return executor.gate(settings, env)
 
 
 def switched_off(env: Mapping[str, str], variable: str) -> bool:
@@ -73,11 +57,7 @@ def readings(groups: Iterable[str], env: Mapping[str, str]) -> dict[str, GroupSt
     groups = tuple(groups)
     try:
         snap = current(env, groups)
-    except Exception as e:  # the gate must never stop a dispatch by breaking...
-        from ..attempt.dispatch import Cancelled
-
-        if isinstance(e, Cancelled):  # ...but a cancel is not a breakage
-            raise
+    except Exception as e:  # the gate never stops a dispatch by breaking (a cancel is no Exception)
         warn(f"quota snapshot not read ({e}); quota gate skipped")
         return None
     bad = [f"{g}: {snap.bad[g]}" for g in groups if g in snap.bad]

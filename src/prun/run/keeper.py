@@ -87,9 +87,10 @@ class _Escape:
 
 class _Server:
     def __init__(self, inp: int, out: int):
-        from .._util.process import become_subreaper, kill_grace
+        from .._util.process import become_subreaper
+        from ..settings import current
 
-        self.grace = kill_grace()            # escapes get this long between SIGTERM and SIGKILL
+        self.grace = current().kill_grace_s  # escapes get this long between SIGTERM and SIGKILL
         self.inp, self.out = inp, out
         self.kids: dict[int, _Kid] = {}      # pid -> an unreaped worker
         self.base_env: dict[str, str] = {}

@@ -34,7 +34,7 @@ def route_all(packets: Sequence[Packet], env: Mapping[str, str]) -> dict[str, Ro
     if any(n.named is None or executors.get(n.named).quota_groups() for n in needs):
         from ..quota import group_states
 
-        states = dict(group_states(env))
+        states = dict(group_states(env, executors.quota_groups()))
     policy = routing.load_policy(routing.find_policy(env))
     decisions = routing.route(needs, states, policy, env)
     return {d.packet: Route(d.executor, d.reason) for d in decisions}
@@ -109,7 +109,9 @@ def pool_reset(executor, model: str | None, env: Mapping[str, str]) -> float | N
         return None
     global _cache
     if _cache is None or time.monotonic() - _cache[0] > STATES_TTL_S:
-        _cache = (time.monotonic(), group_states(env))
+        from .. import executors
+
+        _cache = (time.monotonic(), group_states(env, executors.quota_groups()))
     state = _cache[1].get(group)
     if state is None or not state.empty:
         return None

@@ -170,10 +170,10 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
 def _sandboxes(plan: Plan, env: Mapping[str, str], routes) -> dict[str, str]:
     """Each packet's sandbox setting (its own, else the plan's, else ``$PRUN_SANDBOX``, else
     auto). ``on`` where no sandbox can be made refuses the run before anything is frozen."""
-    from ..attempt.sandbox import parse_setting, unavailable
-    from ..settings import load
+    from ..attempt.sandbox import unavailable
+    from ..settings import load, parse_sandbox
 
-    default = parse_setting(plan.sandbox) if plan.sandbox else load(env).sandbox
+    default = parse_sandbox(plan.sandbox) if plan.sandbox else load(env).sandbox
     out = {p.id: p.sandbox or default for p in plan.packets}
     wanted = [p for p in plan.packets
               if out[p.id] == "on" and _launches(routes[p.id].executor)]

@@ -32,7 +32,7 @@ DEFAULT_HIT_RESET_S = 900.0
 
 def config_path(env: Mapping[str, str] | None = None) -> str:
     """``$PRUN_CONFIG``, else ``<user config dir>/prun/config.toml``."""
-    from ..settings import load
+    from . import load
 
     return load(env).config
 
@@ -117,7 +117,7 @@ def _duration(value, default: float, path: str, key: str) -> float:
         return default
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise _bad(path, key, 'seconds or a duration such as "5m"')
-    from .timeparse import parse_duration
+    from .._util.timeparse import parse_duration
 
     try:
         seconds = parse_duration(value, what=key)

@@ -6,7 +6,8 @@ variable and how to fix it (exit 2), raised before anything is made: the ``prun`
 its settings first, whatever the command. Library code reads a ``Settings`` (``current()`` for
 this process's), never ``os.environ``; an environment is only passed on, to the processes
 prun starts. Each agent CLI's own variables (``ANTIGRAVITY_*``, ``PRUN_CLAUDE_*``, ...) are
-read by its executor module and checked through ``check_executors`` at the same moment.
+read by its executor module, and checked when a unit of it is prepared, before its state dir
+exists.
 
     variable                      setting               default
     PRUN_LEDGER                   ledger, ledger_off    .prun/ledger.sqlite at the repository
@@ -38,9 +39,9 @@ settings are loaded on the dispatcher's way to its first line.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
-from .errors import UsageError
+from ..errors import UsageError
 
 SANDBOX_SETTINGS = ("auto", "on", "off")
 WATCH_MODES = {"": "native", "auto": "native", "native": "native", "inotify": "native",
@@ -196,7 +197,7 @@ def _duration(env: Mapping[str, str], name: str, default: float | None,
     raw = _text(env, name)
     if not raw:
         return default  # type: ignore[return-value]  # None only where the default is None
-    from ._util.timeparse import parse_duration
+    from .._util.timeparse import parse_duration
 
     try:
         value = parse_duration(raw, what=name)
@@ -220,12 +221,3 @@ def _whole(env: Mapping[str, str], name: str, default: int, low: int, high: int)
         raise UsageError(f"{name}={raw!r} is not a whole number from {low} to {high}",
                          hint=f"unset {name} for the default {default}")
     return value
-
-
-def check_executors(env: Mapping[str, str], names: Callable[[], list[str]] | None = None) -> None:
-    """Check every executor's own variables in ``env`` (``ANTIGRAVITY_*``, ``PRUN_CLAUDE_*``,
-    ...): each executor resolves its settings from them as a unit would."""
-    from . import executors
-
-    for name in (names or executors.names)():
-        executors.get(name).settings(env)

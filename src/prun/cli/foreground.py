@@ -1,0 +1,44 @@
+"""A run driven in this process (``prun run``, ``prun resume``): the supervisor with the live
+table or the terse lines, then the summary and the run's exit code (not a command itself)."""
+
+from __future__ import annotations
+
+import sys
+
+
+def supervise(ledger, run_id: str, *, verbose: bool = False, plain: bool = False) -> int:
+    """Drive the run in this process with a renderer; print the summary; the exit code."""
+    import os
+
+    from ..run.keeper import Keeper
+
+    keeper = Keeper(dict(os.environ))
+    keeper.launch()  # its start-up overlaps the supervisor's imports
+    try:
+        from ..ledger import Ledger
+        from ..run.render import LineRenderer, LiveRenderer
+        from ..run.supervisor import run_supervisor
+
+        live = sys.stdout.isatty() and not plain
+        renderer = LiveRenderer(Ledger.open(ledger.path), run_id) if live else \
+            LineRenderer(sys.stdout, verbose=verbose)
+        try:
+            status = run_supervisor(run_id, renderer.handle, ledger, keeper=keeper)
+        finally:
+            renderer.close()
+    finally:
+        keeper.close()
+    from ..run.render import summary_lines
+    from ..run.view import view
+
+    for line in summary_lines(view(ledger, run_id)):
+        print(line)
+    return exit_code(status)
+
+
+def exit_code(status: str) -> int:
+    from ..errors import ExitCode
+    from ..ledger import RunStatus
+
+    return {RunStatus.SUCCEEDED: ExitCode.OK, RunStatus.STOPPED: ExitCode.STOPPED,
+            RunStatus.TIMEOUT: ExitCode.TIMEOUT}.get(RunStatus(status), ExitCode.FAILED)
