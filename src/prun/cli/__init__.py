@@ -15,6 +15,11 @@ from __future__ import annotations
 
 import sys
 
+TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
+if TYPE_CHECKING:
+    import argparse
+    from types import ModuleType
+
 # name -> (module, one-line summary). Order is the order of `prun --help`.
 COMMANDS: dict[str, tuple[str, str]] = {
     "dispatch": ("prun.cli.dispatch", "run one unit on one executor (the seed's dispatch-task)"),
@@ -41,7 +46,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _parser(name: str | None = None):
+def _parser(name: str | None = None) -> argparse.ArgumentParser:
     import argparse
 
     from .. import __version__
@@ -65,7 +70,7 @@ def _parser(name: str | None = None):
     return parser
 
 
-def _module(name: str):
+def _module(name: str) -> ModuleType:
     from importlib import import_module
 
     return import_module(COMMANDS[name][0])

@@ -13,11 +13,16 @@ exit codes: 0 printed; 2 no such run, packet or attempt, or a bad plan.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..plan import Packet, Plan
 
-def add_arguments(p) -> None:
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("packet", metavar="PACKET", help="the packet id")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--run", dest="run_id", metavar="RUN",
@@ -28,7 +33,7 @@ def add_arguments(p) -> None:
                    help="JSON: packet, attempt, preview, contract and task sizes, brief")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from ..errors import UsageError
 
     if args.plan:
@@ -38,7 +43,7 @@ def run(args) -> int:
         from ..plan import load_plan
 
         plan = load_plan(args.plan)
-        packet = _packet(plan, args.packet, plan.path)
+        packet = _packet(plan, args.packet, plan.path or args.plan)
         return _print(args, packet.id, None, _preview(plan, packet, None, None))
     from ..ledger import Ledger
     from ..plan import Plan
@@ -66,7 +71,7 @@ def run(args) -> int:
                                view.bases.get(packet.id) or view.run.get("base")))
 
 
-def _packet(plan, packet_id: str, where: str):
+def _packet(plan: Plan, packet_id: str, where: str) -> Packet:
     from ..errors import UsageError
 
     packet = plan.packet(packet_id)
@@ -76,7 +81,7 @@ def _packet(plan, packet_id: str, where: str):
     return packet
 
 
-def _preview(plan, packet, run_dir: str | None, base: str | None) -> str:
+def _preview(plan: Plan, packet: Packet, run_dir: str | None, base: str | None) -> str:
     """What the first attempt of ``packet`` would receive, with launch-time values marked."""
     from ..plan.independence import ancestors
     from ..run import brief
@@ -97,8 +102,9 @@ def _preview(plan, packet, run_dir: str | None, base: str | None) -> str:
     return brief.render(packet, ctx)
 
 
-def _head(plan) -> str | None:
+def _head(plan: Plan) -> str | None:
     from .._util import gitcmd
+    from ..errors import GitError
     from ..ledger import repo_root
 
     root = repo_root(plan.root)
@@ -106,11 +112,11 @@ def _head(plan) -> str | None:
         return None
     try:
         return gitcmd.rev(root, plan.base or "HEAD")
-    except gitcmd.GitError:
+    except GitError:
         return None
 
 
-def _print(args, packet_id: str, attempt_id: str | None, text: str) -> int:
+def _print(args: argparse.Namespace, packet_id: str, attempt_id: str | None, text: str) -> int:
     from ..run.brief import TASK_HEADING
 
     preview = attempt_id is None

@@ -12,8 +12,10 @@ within --wait seconds (the request stands).
 
 from __future__ import annotations
 
+import argparse
 
-def add_arguments(p) -> None:
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("target", metavar="RUN|ATTEMPT", help="a run id, or an attempt id")
     p.add_argument("--packet", help="cancel only this packet of the run")
     p.add_argument("--reason", default="", help="why (recorded in the ledger)")
@@ -21,7 +23,7 @@ def add_arguments(p) -> None:
                    help="seconds to wait for confirmation (default 60)")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from ..errors import UsageError
     from ..ledger import Ledger
     from ..run.state import RunPaths, spawn_supervisor, wait_for, wake_supervisor
@@ -38,6 +40,7 @@ def run(args) -> int:
                                  "for attempt ids")
             run_id, target = row["id"], args.packet
         run = ledger.run(run_id)
+        assert run is not None  # the run of a recorded attempt, or the one just found
         cause = "cancelled by " + (args.reason or "prun cancel")
         if run["status"] != "running" and not target:
             print(f"CANCEL {run_id} status={run['status']}")
@@ -48,18 +51,22 @@ def run(args) -> int:
 
             spawn_supervisor(run_id, ledger.path, RunPaths(Path(run["run_dir"])).log)
 
-        def settled():
+        def settled() -> str | None:
             if target and ":" in target:
-                s = ledger.attempt(target)["status"]
+                a = ledger.attempt(target)
+                assert a is not None  # the attempt found above; attempts are never deleted
+                s: str = a["status"]
                 return s if s not in ("pending", "dispatched", "running",
                                       "cancel-requested") else None
             if target:
                 p = next((p for p in ledger.packets(run_id) if p["id"] == target), None)
                 if p is None:
                     return "unknown-packet"
-                return p["status"] if p["status"] not in ("running", "pending",
-                                                          "parked") else None
-            s = ledger.run(run_id)["status"]
+                ps: str = p["status"]
+                return ps if ps not in ("running", "pending", "parked") else None
+            now = ledger.run(run_id)
+            assert now is not None  # runs are never deleted
+            s = now["status"]
             return s if s != "running" else None
 
         status = wait_for(settled, args.wait)

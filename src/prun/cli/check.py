@@ -18,11 +18,12 @@ and line).
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
 
-def add_arguments(p) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("plan", metavar="PLAN", help="the plan file (YAML)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of lines")
     p.add_argument("--repo", metavar="DIR",
@@ -31,7 +32,7 @@ def add_arguments(p) -> None:
                    help="compare bases as written, without resolving them with git")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from ..plan import load_plan
     from ..plan.independence import check
 

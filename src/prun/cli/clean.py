@@ -31,19 +31,32 @@ exit codes: 0 done; 1 refused (a unit still runs); 2 bad usage or no such run.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
 import shutil
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import TypeAlias
 
-def add_arguments(p) -> None:
+    from ..plan import Packet
+    from ..plan.boundary import Retention
+    from ..run.view import RunView
+
+    # one path swept: (REMOVED|KEPT, packet or "-", path, reason, until)
+    Swept: TypeAlias = tuple[str, str, str, str | None, str | None]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_id", nargs="?", metavar="RUN", help="a run id or prefix (default: latest)")
     p.add_argument("--dry-run", action="store_true", help="say what would be removed")
     p.add_argument("--json", action="store_true", help="the result as JSON")
 
 
-def running_units(view) -> list[str]:
+def running_units(view: RunView) -> list[str]:
     """Packets of the run with a unit still running (or about to, under a live supervisor)."""
     from .._util.process import same_process_alive
     from ..attempt.statedir import StateDir
@@ -63,7 +76,7 @@ def running_units(view) -> list[str]:
     return busy
 
 
-def retention(packet):
+def retention(packet: Packet | None) -> Retention:
     """The packet's parsed retention. A packet frozen by an older prun may hold a value the
     grammar refuses now: it counts as a note."""
     from ..errors import UsageError
@@ -77,7 +90,7 @@ def retention(packet):
         return Retention(NOTE, text=packet.data.retention)
 
 
-def finished_at(view) -> float:
+def finished_at(view: RunView) -> float:
     """When the run finished: its own end, else its last attempt's, else its start."""
     import time
 
@@ -89,13 +102,13 @@ def finished_at(view) -> float:
             or _epoch(view.run.get("created_at")) or time.time())
 
 
-def evidence(view, packet_id: str) -> list[str]:
+def evidence(view: RunView, packet_id: str) -> list[str]:
     """The packet's evidence, as recorded: each attempt's result file and the response beside
     it, its state dir, its quarantined output, and the prompts frozen for it."""
     from ..attempt.statedir import StateDir
 
     prompts = os.path.join(view.run["run_dir"], "prompts")
-    paths = [os.path.join(prompts, f"{packet_id}.md")]
+    paths: list[str | None] = [os.path.join(prompts, f"{packet_id}.md")]
     for a in view.attempts.get(packet_id, []):
         outcome = StateDir(a["state_dir"]).outcome if a.get("state_dir") else None
         response = outcome.get("response_file") if isinstance(outcome, dict) else None
@@ -125,20 +138,20 @@ def _delete(path: str) -> None:
         os.unlink(path)
 
 
-def sweep(view, *, dry_run: bool, now: float) -> list[tuple]:
+def sweep(view: RunView, *, dry_run: bool, now: float) -> list[Swept]:
     """Remove (unless ``dry_run``) what each packet's retention lets go; one row per path:
     ``(word, packet, path, reason, until)``."""
     from ..git.workspace import marker, remove
-    from ..plan.boundary import DELETE, KEEP
+    from ..plan.boundary import DELETE
 
     finished = finished_at(view)
     rules = {p.id: retention(p) for p in view.packets}
-    rows: list[tuple] = []
+    rows: list[Swept] = []
     seen: set[str] = set()
     for pid, attempts in sorted(view.attempts.items()):
         rule = rules.get(pid) or retention(None)
         until = rule.until(finished)
-        keep = rule.rule == KEEP and (until is None or now < until)
+        keep = _keeps(rule, finished, now)
         until_iso = until_text(until) if keep and until is not None else None
         for a in attempts:
             base_path = a.get("workspace")
@@ -168,18 +181,25 @@ def sweep(view, *, dry_run: bool, now: float) -> list[tuple]:
     return rows
 
 
-def _snapshots(view, rows, rules, finished, now: float, dry_run: bool) -> list[tuple]:
+def _keeps(rule: Retention, finished: float, now: float) -> bool:
+    """Whether ``rule`` keeps a workspace now, for a run that finished at ``finished``."""
+    from ..plan.boundary import KEEP
+
+    until = rule.until(finished)
+    return rule.rule == KEEP and (until is None or now < until)
+
+
+def _snapshots(view: RunView, rows: list[Swept], rules: Mapping[str, Retention],
+               finished: float, now: float, dry_run: bool) -> list[Swept]:
     """The run's read-only snapshots (beside its workspaces), shared by its read-only units:
     kept while a read-only packet's retention keeps its workspace, else removed."""
     from ..git.snapshot import remove_snapshot
     from ..git.workspace import marker
-    from ..plan.boundary import KEEP
 
     folders = {os.path.dirname(a["workspace"]) for attempts in view.attempts.values()
                for a in attempts if a.get("workspace")}
-    kept = any(r.rule == KEEP and (r.until(finished) is None or now < r.until(finished))
-               for p in view.packets if not p.writes_code for r in [rules[p.id]])
-    out = []
+    kept = any(_keeps(rules[p.id], finished, now) for p in view.packets if not p.writes_code)
+    out: list[Swept] = []
     for folder in sorted(folders):
         if os.path.basename(folder) != view.id or not os.path.isdir(folder):
             continue
@@ -196,14 +216,14 @@ def _snapshots(view, rows, rules, finished, now: float, dry_run: bool) -> list[t
     return out
 
 
-def _drop_empty_run_folders(view, rows) -> None:
+def _drop_empty_run_folders(view: RunView, rows: list[Swept]) -> None:
     """The run's own folder of workspaces, once the workspaces in it are gone."""
     from .._util.fsutil import SHARED_DIR
 
     run_dir = view.run.get("run_dir")
     for parent in {os.path.dirname(r[2]) for r in rows if r[0] == "REMOVED"}:
-        evidence_folder = bool(run_dir) and (
-            _inside(parent, run_dir) or os.path.realpath(parent) == os.path.realpath(run_dir))
+        evidence_folder = bool(run_dir and (
+            _inside(parent, run_dir) or os.path.realpath(parent) == os.path.realpath(run_dir)))
         if os.path.basename(parent) == view.id and not evidence_folder:
             with contextlib.suppress(OSError):
                 if set(os.listdir(parent)) <= {SHARED_DIR}:  # the markers' one copy
@@ -211,7 +231,7 @@ def _drop_empty_run_folders(view, rows) -> None:
                 os.rmdir(parent)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     import time
 
     from ..errors import StateError

@@ -12,10 +12,11 @@ exit codes: 0 succeeded; 1 failed (a FALLBACK or kept worker result was publishe
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 
-def add_arguments(p) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     from .options import ExecutorName
 
     p.add_argument("--executor", default="agy", action=ExecutorName,
@@ -43,7 +44,7 @@ def add_arguments(p) -> None:
                    "(agy: else $ANTIGRAVITY_DISPATCH_TIMEOUT_SECONDS, default 2700)")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from .._util.timeparse import parse_duration
     from ..attempt.dispatch import Request, run_sync
 

@@ -20,8 +20,14 @@ stands); 2 bad usage (no such run or packet, the packet never ran, empty prompt 
 
 from __future__ import annotations
 
+import argparse
 
-def add_arguments(p) -> None:
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import sqlite3
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("packet", metavar="PACKET", help="the packet id")
     p.add_argument("--prompt-file", required=True, metavar="F",
                    help="the follow-up request (Markdown text)")
@@ -31,7 +37,7 @@ def add_arguments(p) -> None:
                    help="seconds to wait for the follow-up attempt to start (default 60)")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..errors import UsageError
@@ -53,10 +59,11 @@ def run(args) -> int:
         ledger.add_request(view.id, "followup", args.packet, cause="prun followup",
                            data=text)
         run = ledger.run(view.id)
+        assert run is not None  # the run just opened; runs are never deleted
         if not wake_supervisor(run):
             spawn_supervisor(view.id, ledger.path, RunPaths(Path(run["run_dir"])).log)
 
-        def successor():
+        def successor() -> sqlite3.Row | None:
             rows = ledger.attempts(view.id, args.packet)
             return next((r for r in rows[len(before):] if r["predecessor"]), None)
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..ledger import Ledger
 
-def supervise(ledger, run_id: str, *, verbose: bool = False, plain: bool = False) -> int:
+
+def supervise(ledger: Ledger, run_id: str, *, verbose: bool = False, plain: bool = False) -> int:
     """Drive the run in this process with a renderer; print the summary; the exit code."""
     import os
 

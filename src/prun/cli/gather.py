@@ -16,10 +16,11 @@ first (`TIMEOUT remaining=<k>`), or bad usage.
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 
-def add_arguments(p) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("results", nargs="+", metavar="RESULT", help="result files to wait for")
     p.add_argument("--timeout", help="give up after this long (seconds or 45m; default "
                    "$PRUN_GATHER_TIMEOUT, else 3600)")
@@ -29,7 +30,7 @@ def add_arguments(p) -> None:
                    help="poll folders instead of file-system notifications (as PRUN_WATCH=poll)")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from ..settings import current
     from ..watch.gather import gather
     from ..watch.notify import exit_quickly, poll_interval, resolve_mode

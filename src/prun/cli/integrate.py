@@ -23,13 +23,14 @@ exit codes (README, "Exit codes"): 0 every change to apply was applied and the c
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 
 from ..errors import ExitCode
 
 
-def add_arguments(p) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_id", nargs="?", metavar="RUN", help="a run id or prefix (default: latest)")
     p.add_argument("--include", action="append", default=[], metavar="PACKET",
                    help="also apply this rejected or needs-review packet's change (repeatable)")
@@ -44,7 +45,7 @@ def add_arguments(p) -> None:
     p.add_argument("--json", action="store_true", help="the result as JSON")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from .._util.gitcmd import toplevel
     from .._util.timeparse import parse_duration
     from ..errors import UsageError

@@ -13,11 +13,16 @@ exit codes: 0 shown; 2 bad usage (no such run).
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
-def add_arguments(p) -> None:
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_id", nargs="?", metavar="RUN", help="a run id (or a unique prefix)")
     p.add_argument("--events", action="store_true", help="the run's event log")
     p.add_argument("--dispatches", action="store_true", help="standalone dispatch attempts")
@@ -26,7 +31,7 @@ def add_arguments(p) -> None:
     p.add_argument("--path", action="store_true", help="print the ledger's path and exit")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from ..errors import UsageError
     from ..ledger import Ledger, default_path
 
@@ -65,13 +70,13 @@ _COLUMNS = {
 }
 
 
-def _line(kind: str, row: dict) -> str:
+def _line(kind: str, row: Mapping[str, object]) -> str:
     words = [kind]
     for k in _COLUMNS[kind]:
-        v = row.get(k)
-        if v is None or v == "":
+        value = row.get(k)
+        if value is None or value == "":
             continue
-        v = str(v)
+        v = str(value)
         if " " in v or '"' in v:
             v = json.dumps(v)
         words.append(f"{k}={v}")

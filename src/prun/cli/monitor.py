@@ -21,10 +21,11 @@ skill's monitor scripts set it to themselves).
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 
-def add_arguments(p) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("state_dirs", nargs="*", metavar="STATE_DIR", help="state dirs to watch")
     p.add_argument("--stall-threshold", help="tail idle time that counts as a stall "
                    "(default $PRUN_STALL_THRESHOLD, else 10m)")
@@ -38,7 +39,7 @@ def add_arguments(p) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of lines")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     import json
     import shlex
 

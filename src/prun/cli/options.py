@@ -4,19 +4,26 @@ from __future__ import annotations
 
 import argparse
 
+TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
 
 class ExecutorName(argparse.Action):
     """``--executor NAME``: a refused executor (codex) stops the parse at once with one line,
     whatever other flags are given or missing."""
 
-    def __call__(self, parser, namespace, value, option_string=None):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
         from ..errors import ExitCode
         from ..executors import refusal
 
-        refused = refusal(value)
-        if refused:
-            parser.exit(ExitCode.USAGE, f"prun: {refused.line()}\n")
-        setattr(namespace, self.dest, value)
+        if isinstance(values, str):  # one word: the action takes no nargs
+            refused = refusal(values)
+            if refused:
+                parser.exit(ExitCode.USAGE, f"prun: {refused.line()}\n")
+        setattr(namespace, self.dest, values)
 
 
 def duration_option(option: str | None, what: str, default: float) -> float:

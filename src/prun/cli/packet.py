@@ -9,10 +9,11 @@ exit codes: 0 written; 2 bad id, or the file exists.
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 
-def add_arguments(p) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     new = sub.add_parser("new", help="write a packet template",
                          description="Write a packet template for ID (to ID.md, or -o PATH).")
@@ -36,7 +37,7 @@ def template(packet_id: str, *, kind: str | None = None) -> str:
     return text
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from .._util.fsutil import publish_new
     from ..errors import UsageError
 

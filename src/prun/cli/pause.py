@@ -18,17 +18,18 @@ such run or packet, or the packet has no attempt).
 
 from __future__ import annotations
 
+import argparse
 import json
 
 
-def add_arguments(p) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("packet_id", metavar="PACKET", help="the packet to pause")
     p.add_argument("--run", dest="run_id", metavar="RUN", help="a run id or prefix "
                    "(default: the latest run of this repository)")
     p.add_argument("--json", action="store_true", help="the result as JSON")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from .._util.process import same_process_alive
     from ..errors import UsageError
     from ..git.pause import pause

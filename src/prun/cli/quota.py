@@ -17,11 +17,20 @@ exit codes: 0 printed; 1 the snapshot could not be written; 2 bad config file or
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
-def add_arguments(p) -> None:
+    from ..quota import GroupState, Snapshot
+    from ..settings.config import QuotaConfig
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--refresh", action="store_true",
                    help="re-read every group that has a probe now, whatever its age")
@@ -29,7 +38,7 @@ def add_arguments(p) -> None:
                    help="show only this group (repeatable)")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     import os
     import time
 
@@ -59,17 +68,17 @@ def run(args) -> int:
     return 0
 
 
-def _fmt_left(left) -> str:
+def _fmt_left(left: float | None) -> str:
     return "unknown" if left is None else f"{left:.2f}"
 
 
-def _fmt_age(age) -> str:
+def _fmt_age(age: float | None) -> str:
     from .._util.timeparse import format_duration
 
     return "never" if age is None else format_duration(age)
 
 
-def _line(s, cfg, now: float) -> str:
+def _line(s: GroupState, cfg: QuotaConfig, now: float) -> str:
     age = s.age_s(now)
     line = (f"QUOTA group={s.group} state={s.state} left={_fmt_left(s.left)} "
             f"resets={s.resets_at or 'unknown'} age={_fmt_age(age)} "
@@ -84,7 +93,7 @@ def _word(text: str) -> str:
     return text if text and not any(c.isspace() or c == '"' for c in text) else json.dumps(text)
 
 
-def _snapshot_age(snap, now: float):
+def _snapshot_age(snap: Snapshot, now: float) -> float | None:
     from ..quota.snapshot import parse_time
 
     try:
@@ -93,7 +102,7 @@ def _snapshot_age(snap, now: float):
         return None
 
 
-def _snapshot_line(snap, cfg, now: float) -> str:
+def _snapshot_line(snap: Snapshot, cfg: QuotaConfig, now: float) -> str:
     from .._util.timeparse import format_duration
 
     line = (f"SNAPSHOT age={_fmt_age(_snapshot_age(snap, now))} "
@@ -103,7 +112,8 @@ def _snapshot_line(snap, cfg, now: float) -> str:
     return line + f" path={snap.path}"
 
 
-def _as_json(snap, states, cfg, now: float) -> dict:
+def _as_json(snap: Snapshot, states: Mapping[str, GroupState], cfg: QuotaConfig,
+             now: float) -> dict[str, Any]:
     groups = {}
     for g, s in states.items():
         item = s.to_json()
@@ -114,11 +124,12 @@ def _as_json(snap, states, cfg, now: float) -> dict:
             "problem": snap.problem, "config": cfg.path, "groups": groups}
 
 
-def _round(x):
+def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 1)
 
 
-def _table(snap, states, cfg, now: float) -> None:
+def _table(snap: Snapshot, states: Mapping[str, GroupState], cfg: QuotaConfig,
+           now: float) -> None:
     from rich.console import Console
     from rich.table import Table
 

@@ -18,8 +18,16 @@ stands); 2 no such run or packet, a bad executor, or one outside the packet's da
 
 from __future__ import annotations
 
+import argparse
 
-def add_arguments(p) -> None:
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import sqlite3
+
+    from ..plan import Packet
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("packet", metavar="PACKET", help="the packet id")
     p.add_argument("--run", dest="run_id", help="the run (default: the latest)")
     p.add_argument("--executor", help="the successor's executor (default: the same)")
@@ -28,7 +36,7 @@ def add_arguments(p) -> None:
                    help="seconds to wait for the successor attempt (default 60)")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .. import executors
@@ -55,7 +63,7 @@ def run(args) -> int:
         if not wake_supervisor(run):
             spawn_supervisor(run_id, ledger.path, RunPaths(Path(run["run_dir"])).log)
 
-        def successor():
+        def successor() -> sqlite3.Row | None:
             rows = ledger.attempts(run_id, args.packet)
             return next((r for r in rows[len(before):] if r["predecessor"] == old), None)
 
@@ -66,7 +74,7 @@ def run(args) -> int:
         return 0 if new else 1
 
 
-def _inside_boundary(packet, executor: str) -> None:
+def _inside_boundary(packet: Packet, executor: str) -> None:
     """Refuse (UsageError) a successor executor the packet's data may not go to: checked for
     the packet's model and for the model the executor would pick from this environment."""
     import os

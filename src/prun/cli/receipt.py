@@ -13,14 +13,16 @@ identifier, or another identifier already recorded).
 
 from __future__ import annotations
 
+import argparse
 
-def add_arguments(p) -> None:
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("state_dir", metavar="STATE_DIR", help="the STATE-DIR of a session unit")
     p.add_argument("--attempt-id", required=True,
                    help="the identifier the runtime returned for the subagent")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from .._util.fsutil import publish_new
     from ..attempt import statedir
     from ..errors import UsageError

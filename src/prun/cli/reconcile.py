@@ -24,12 +24,17 @@ no such run.
 
 from __future__ import annotations
 
+import argparse
 import json
 
 from ..errors import ExitCode
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..git.reconcile import Report
 
-def add_arguments(p) -> None:
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_id", nargs="?", metavar="RUN", help="a run id or prefix (default: latest)")
     p.add_argument("--json", action="store_true", help="the verdicts as JSON")
     p.add_argument("--rescoped", action="append", default=[], metavar="PACKET[=WHY]",
@@ -44,7 +49,7 @@ def rescoped_map(values: list[str]) -> dict[str, str]:
     return out
 
 
-def exit_code(report) -> int:
+def exit_code(report: Report) -> int:
     from ..git.reconcile import REJECTED
 
     if any(v.verdict == REJECTED and not v.rescoped for v in report.verdicts):
@@ -52,7 +57,7 @@ def exit_code(report) -> int:
     return ExitCode.OK if report.complete else ExitCode.NEEDS_REVIEW
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from ..errors import UsageError
     from ..git.reconcile import reconcile
     from ..ledger import Ledger

@@ -9,15 +9,17 @@ exit codes: as `prun run` (0, 1, 3, 124); 1 also when the run's supervisor is st
 
 from __future__ import annotations
 
+import argparse
 
-def add_arguments(p) -> None:
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_id", metavar="RUN", help="run id or unique prefix")
     p.add_argument("--detach", action="store_true", help="supervise in the background")
     p.add_argument("--verbose", "-v", action="store_true", help="a line for every unit event")
     p.add_argument("--plain", action="store_true", help="lines even on a terminal")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..errors import StateError

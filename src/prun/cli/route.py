@@ -23,10 +23,18 @@ the packet's data boundary, or a unit no executor inside its boundary can run).
 
 from __future__ import annotations
 
+import argparse
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
-def add_arguments(p) -> None:
+    from ..plan.routing import Need
+    from ..quota import GroupState
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     from .options import ExecutorName
 
     p.add_argument("packets", nargs="*", metavar="PACKET_FILE",
@@ -45,7 +53,7 @@ def add_arguments(p) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of lines")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     import json
     import os
 
@@ -65,7 +73,7 @@ def run(args) -> int:
     if args.policy and not os.path.isfile(args.policy):
         raise UsageError(f"policy file not found: {args.policy}")
     policy = routing.load_policy(args.policy or routing.find_policy(env))
-    states = {} if args.no_quota else _group_states(env)
+    states: dict[str, GroupState] = {} if args.no_quota else _group_states(env)
     decisions = routing.route(needs, states, policy, env)
     waiting = any(d.waits for d in decisions)
     if args.json:
@@ -80,7 +88,7 @@ def run(args) -> int:
     return ExitCode.QUOTA if waiting else ExitCode.OK
 
 
-def _group_states(env) -> dict:
+def _group_states(env: Mapping[str, str]) -> dict[str, GroupState]:
     """The quota readings per group (stale ones refreshed where probes exist; never raises:
     an unreadable snapshot leaves every group unknown, with the reason in its ``error``)."""
     from .. import executors
@@ -89,7 +97,7 @@ def _group_states(env) -> dict:
     return dict(group_states(env, executors.quota_groups()))
 
 
-def _needs_from_file(path: str):
+def _needs_from_file(path: str) -> list[Need]:
     """Routing needs from a plan file (.yaml/.yml) or a packet file, loaded and validated."""
     from ..plan import model as plan
     from ..plan import routing

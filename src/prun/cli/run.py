@@ -27,10 +27,15 @@ could not be dispatched (no receipt); 124 the run's deadline passed.
 
 from __future__ import annotations
 
+import argparse
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
-def add_arguments(p) -> None:
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("plan", metavar="PLAN", help="the plan file (YAML)")
     p.add_argument("--parallel", "-j", type=int, help="units at once (default: the plan's, else 8)")
     p.add_argument("--deadline", help="the run's terminal deadline: a duration (90m) or ISO time")
@@ -42,7 +47,7 @@ def add_arguments(p) -> None:
                    help="run a plan that fails the independence test (recorded in the ledger)")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from ..ledger import Ledger
     from ..plan import load_plan
     from ..plan.independence import check
@@ -72,7 +77,7 @@ def run(args) -> int:
         return supervise(ledger, r["id"], verbose=args.verbose, plain=args.plain)
 
 
-def _path(p: str):
+def _path(p: str) -> Path:
     from pathlib import Path
 
     return Path(p)

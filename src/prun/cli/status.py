@@ -13,17 +13,18 @@ exit codes: 0 shown; 2 no such run.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
 
-def add_arguments(p) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_id", nargs="?", metavar="RUN", help="run id or unique prefix")
     p.add_argument("--all", action="store_true", help="a line for every packet")
     p.add_argument("--json", action="store_true", help="the whole state as JSON")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from ..ledger import Ledger

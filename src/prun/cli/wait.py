@@ -20,10 +20,15 @@ report.
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 
 from ..errors import ExitCode
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import sqlite3
 
 FAIL_STATUSES = {"failed", "timeout", "cancelled", "blocked"}
 CODES = {"stopped": ExitCode.STOPPED, "failed": ExitCode.UNIT_FAILED,
@@ -32,7 +37,7 @@ CODES = {"stopped": ExitCode.STOPPED, "failed": ExitCode.UNIT_FAILED,
          "handoff": ExitCode.HANDOFF}
 
 
-def add_arguments(p) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_id", nargs="?", metavar="RUN", help="run id (default: the latest)")
     p.add_argument("--since", type=int, default=0, metavar="CURSOR",
                    help="only events after this cursor (printed by the last wait)")
@@ -40,8 +45,9 @@ def add_arguments(p) -> None:
     p.add_argument("--any", action="store_true", help="also wake when a unit succeeds")
 
 
-def classify(ev, any_done: bool) -> str | None:
-    kind, status = ev["kind"], ev["status"]
+def classify(ev: sqlite3.Row, any_done: bool) -> str | None:
+    kind: str = ev["kind"]
+    status: str | None = ev["status"]
     if kind in ("stalled", "stopped", "parked", "handoff"):
         return kind
     if kind == "packet" and status in FAIL_STATUSES:
@@ -53,7 +59,7 @@ def classify(ev, any_done: bool) -> str | None:
     return None
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from .._util.timeparse import parse_duration
     from ..ledger import Ledger
     from ..run.render import run_line, word
@@ -67,7 +73,7 @@ def run(args) -> int:
         run_id = find_run(ledger, args.run_id)["id"]
         cursor = args.since
         while True:
-            found = []
+            found: list[tuple[str, sqlite3.Row]] = []
             for ev in ledger.events(run_id, since=cursor):
                 cursor = ev["seq"]
                 what = classify(ev, args.any)
@@ -75,6 +81,7 @@ def run(args) -> int:
                     found.append((what, ev))
             # read after the events: a run that ended meanwhile shows its end event next time
             run = ledger.run(run_id)
+            assert run is not None  # the run just found; runs are never deleted
             gone = not found and run["status"] == "running" and not supervisor_alive(run)
             if found or gone:
                 for what, ev in found:
@@ -93,7 +100,9 @@ def run(args) -> int:
                     print(f"EVENT {cursor} supervisor-gone cause=\"run `prun resume {run_id}`\"")
                 print(run_line(view(ledger, run_id)))
                 print(f"CURSOR {cursor}")
-                return _code(found, gone, ledger.run(run_id)["status"])
+                end = ledger.run(run_id)
+                assert end is not None
+                return _code(found, gone, end["status"])
             if limit is not None and time.monotonic() - start >= limit:
                 print(run_line(view(ledger, run_id)))
                 print(f"CURSOR {cursor}")
@@ -102,7 +111,7 @@ def run(args) -> int:
             delay = min(delay * 1.5, 1.0)
 
 
-def _code(found, gone: bool, status: str) -> int:
+def _code(found: list[tuple[str, sqlite3.Row]], gone: bool, status: str) -> int:
     kinds = [w for w, _ in found]
     if "run-done" in kinds:
         return {"succeeded": ExitCode.OK, "stopped": ExitCode.STOPPED}.get(status,
