@@ -19,6 +19,7 @@ TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
 if TYPE_CHECKING:
     import argparse
     from types import ModuleType
+    from typing import Any, NoReturn, TextIO
 
 # name -> (module, one-line summary). Order is the order of `prun --help`.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -51,7 +52,13 @@ def _parser(name: str | None = None) -> argparse.ArgumentParser:
 
     from .. import __version__
 
-    parser = argparse.ArgumentParser(
+    class Parser(argparse.ArgumentParser):
+        """argparse, with a usage error as one line naming the argument (exit 2)."""
+
+        def error(self, message: str) -> NoReturn:
+            self.exit(2, f"prun: {message} (see `{self.prog} --help`)\n")
+
+    parser = Parser(
         prog="prun", description="prun (parallel run): fan work out to AI agent processes.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="commands:\n" + "\n".join(f"  {n:<11} {s}" for n, (_, s) in COMMANDS.items())
@@ -80,9 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     from ..errors import ExitCode, PrunError
 
     argv = sys.argv[1:] if argv is None else list(argv)
+    _survive_a_closed_stdout()
     name = next((a for a in argv if not a.startswith("-")), None)
     if name is not None and name not in COMMANDS:
-        _parser().print_usage(sys.stderr)
         print(f"prun: unknown command {name!r} (run `prun --help` for the list)", file=sys.stderr)
         return ExitCode.USAGE
     parser = _parser(name)
@@ -104,14 +111,52 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("prun: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
-    except BrokenPipeError:
-        return 0
     except Exception:
         import traceback
 
         traceback.print_exc()
         print("prun: internal error (a bug): please report the traceback above", file=sys.stderr)
         return ExitCode.INTERNAL
+
+
+class _Stdout:
+    """stdout that a closed pipe cannot break: once the reader is gone (``prun run | head``),
+    what would have been printed is dropped, and the command goes on as it would have, with
+    the same exit code."""
+
+    def __init__(self, real: TextIO):
+        self._real, self.gone = real, False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                return self._real.write(text)
+            except BrokenPipeError:
+                self._drop()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self._real.flush()
+            except BrokenPipeError:
+                self._drop()
+
+    def _drop(self) -> None:
+        import os
+
+        self.gone = True
+        devnull = os.open(os.devnull, os.O_WRONLY)  # the interpreter's last flush, too
+        os.dup2(devnull, self._real.fileno())
+        os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+def _survive_a_closed_stdout() -> None:
+    if not isinstance(sys.stdout, _Stdout):
+        sys.stdout = _Stdout(sys.stdout)  # a TextIO in all it does
 
 
 def entry() -> None:
