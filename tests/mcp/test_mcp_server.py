@@ -110,6 +110,7 @@ def test_a_plan_runs_to_the_end_through_the_tools(repo, tmp_path):
             go.write_text("open")
             cursor = sc["cursor"]
             while True:
+                progress.clear()
                 res, text = await call(s, "wait", {"run": run_id, "since": cursor,
                                                    "timeout": 120}, progress=heard)
                 assert not res.is_error, text
@@ -261,7 +262,7 @@ def test_dispatch_receipt_cancel_quota_and_ledger(repo, tmp_path):
             # a unit still running when the call returns goes on
             res, text = await call(s, "dispatch", {
                 "prompt_file": str(prompt), "result_file": str(tmp_path / "r2.md"),
-                "unit_id": "u2", "executor": "command",
+                "unit_id": "u2", "executor": "command", "timeout": "2m",
                 "command": f"{sys.executable} -c \"import os, time\n"
                            f"while not os.path.exists({str(go)!r}): time.sleep(0.02)\n"
                            "print('the second unit ran to its end after the call')\""})
