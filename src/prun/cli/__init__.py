@@ -44,6 +44,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "clean": ("prun.cli.clean", "remove a run's workspaces (and evidence) as retention allows"),
     "ledger": ("prun.cli.ledger", "show the ledger of runs, packets, attempts and events"),
     "quota": ("prun.cli.quota", "what each quota group has left (the seed's agent-quota)"),
+    "skill": ("prun.cli.skill", "install prun's skill for Claude Code, Gemini CLI or Antigravity"),
+    "mcp": ("prun.cli.mcp", "serve prun over MCP on stdio; mcp install writes a CLI's config"),
 }
 
 

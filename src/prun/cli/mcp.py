@@ -1,0 +1,94 @@
+"""Serve prun over MCP on stdio, or write the entry that makes a coordinating CLI start it.
+
+    prun mcp                                       serve on stdio (needs prun-agents[mcp])
+    prun mcp install --for claude|gemini [--user | --project DIR] [--command CMD] [--force]
+    prun mcp uninstall --for claude|gemini [--user | --project DIR]
+
+Tools, named as the commands (Claude Code: mcp__prun__<name>; Gemini CLI: mcp_prun_<name>):
+check, run, status, wait, cancel, reassign, followup, reconcile, integrate, dispatch, receipt,
+quota, ledger, brief. Each returns its command's lines as text and its --json fields plus
+`lines`, `exit_code` and `exit_name` as structured content. A run's results are resources:
+prun://runs/{run}/results/{packet}. See docs/coordinators.md.
+
+Where the entry goes (the project defaults to the repository root):
+
+    claude  DIR/.mcp.json                 --user: ~/.claude.json
+    gemini  DIR/.gemini/settings.json     --user: ~/.gemini/settings.json
+
+The `prun` entry is merged under `mcpServers`; every other key and server is kept. It runs
+this interpreter (`<python> -m prun mcp`) unless --command gives another command line.
+
+    ADDED|UNCHANGED|REPLACED for=<t> scope=project|user path=<file> command="<argv>"
+    REMOVED|ABSENT for=<t> scope=project|user path=<file>
+
+exit codes: 0 done; 2 bad usage, no MCP SDK (`prun mcp` without the extra), a config file that
+is not a JSON object, or another `prun` entry without --force (nothing is written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="action", metavar="ACTION")
+    for name, text in (("install", "write the server's entry into a CLI's MCP configuration"),
+                       ("uninstall", "remove the server's entry from a CLI's MCP configuration")):
+        a = sub.add_parser(name, help=text, description=text)
+        a.add_argument("--for", dest="target", required=True, choices=("claude", "gemini"),
+                       help="the CLI: claude (Claude Code) or gemini (Gemini CLI)")
+        where = a.add_mutually_exclusive_group()
+        where.add_argument("--user", action="store_true", help="the user's configuration")
+        where.add_argument("--project", metavar="DIR",
+                           help="the project's configuration (default: the repository root)")
+        if name == "install":
+            a.add_argument("--command", metavar="CMD",
+                           help="the command line that starts the server (default: this "
+                           "Python running `-m prun mcp`)")
+            a.add_argument("--force", action="store_true",
+                           help="replace a prun entry that runs another command")
+
+
+def _word(key: str, value: object) -> str:
+    v = str(value)
+    if v == "" or any(c in v for c in ' "=\n'):
+        v = json.dumps(v)
+    return f"{key}={v}"
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action is None:
+        return _serve()
+    import shlex
+    import sys
+    from importlib.util import find_spec
+
+    from ..mcp import config
+
+    cfg = config.config_file(args.target, user=args.user, project=args.project)
+    where = [_word("for", cfg.target), _word("scope", cfg.scope), _word("path", cfg.path)]
+    if args.action == "uninstall":
+        print(" ".join([config.uninstall(cfg).upper(), *where]))
+        return 0
+    argv = config.server_command(args.command)
+    action = config.install(cfg, argv, force=args.force)
+    print(" ".join([action.upper(), *where, _word("command", shlex.join(argv))]))
+    if find_spec("mcp") is None:
+        print("prun: note: the MCP SDK is not installed here, so the server will not start "
+              "(pip install 'prun-agents[mcp]')", file=sys.stderr)
+    return 0
+
+
+def _serve() -> int:
+    from importlib.util import find_spec
+
+    from ..errors import UsageError
+
+    if find_spec("mcp") is None or find_spec("mcp.server.mcpserver") is None:
+        raise UsageError("prun mcp needs the MCP SDK (mcp 2.x), which is not installed",
+                         hint="pip install 'prun-agents[mcp]'")
+    from ..mcp.server import serve
+
+    serve()
+    return 0

@@ -1,0 +1,173 @@
+"""Running one ``prun`` child for a tool: bounded, its stdout read line by line as it comes,
+and its process group ended if the bound passes or the call is cancelled.
+
+A child runs in a session of its own, so the group ended is exactly the one started here
+(a detached supervisor it starts is in a session of its own too, and is never touched).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import anyio
+import anyio.abc
+
+POSIX = os.name == "posix"
+KILL_GRACE_S = 2.0
+# after the child has exited, how long its pipes may stay open (held by something it left)
+EOF_GRACE_S = 2.0
+
+LineFn = Callable[[str], Awaitable[None]]
+BeatFn = Callable[[float], Awaitable[None]]
+
+
+@dataclass
+class Finished:
+    """How a child ended: its exit code (None: still running, or ended by the bound)."""
+
+    exit_code: int | None
+    lines: list[str]
+    stderr: str
+    timed_out: bool = False
+    stopped: bool = False  # ``stop`` was set before the child ended (it was ended then)
+
+
+def prun_argv(*args: str) -> list[str]:
+    """The argv of a prun command run by this interpreter."""
+    return [sys.executable, "-m", "prun", *args]
+
+
+def capture_argv(request: str) -> list[str]:
+    """The argv of ``prun.cli.capture`` for a JSON request."""
+    return [sys.executable, "-m", "prun.cli.capture", request]
+
+
+def detached_argv(stderr_file: str, argv: Sequence[str]) -> list[str]:
+    """The argv that runs ``argv`` through ``prun.mcp.detach``: in a session of its own, so it
+    outlives the child that relays its stdout."""
+    return [sys.executable, "-m", "prun.mcp.detach", stderr_file, "--", *argv]
+
+
+def _env(extra: Mapping[str, str] | None) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONUNBUFFERED"] = "1"  # lines reach the tool as they are printed
+    env.update(extra or {})
+    return env
+
+
+async def _end(proc: anyio.abc.Process) -> None:
+    """End the child's process group: SIGTERM, then SIGKILL after the grace. Only while the
+    child has not been reaped, so its group id cannot have been reused."""
+    if proc.returncode is not None:
+        return
+    with anyio.CancelScope(shield=True):
+        try:
+            if POSIX:
+                os.killpg(proc.pid, signal.SIGTERM)
+            else:
+                proc.terminate()
+        except ProcessLookupError:
+            pass
+        with anyio.move_on_after(KILL_GRACE_S):
+            await proc.wait()
+        if proc.returncode is None:
+            try:
+                if POSIX:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                else:
+                    proc.kill()
+            except ProcessLookupError:
+                pass
+            await proc.wait()
+
+
+async def run(argv: Sequence[str], *, cwd: str, bound: float, on_line: LineFn | None = None,
+              on_beat: BeatFn | None = None, beat_every: float = 10.0,
+              env: Mapping[str, str] | None = None,
+              stop: anyio.Event | None = None) -> Finished:
+    """Run ``argv`` in ``cwd`` for at most ``bound`` seconds; past it, when ``stop`` is set,
+    or when the call is cancelled, the child's process group is ended.
+
+    ``on_line`` hears each stdout line as it comes; ``on_beat`` the seconds elapsed, every
+    ``beat_every`` seconds while the child runs.
+    """
+    proc = await anyio.open_process(
+        list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=cwd, env=_env(env), start_new_session=POSIX)
+    lines: list[str] = []
+    err: list[bytes] = []
+    start = time.monotonic()
+    code: int | None = None
+
+    async def read_out() -> None:
+        assert proc.stdout is not None
+        buf = b""
+        async for chunk in proc.stdout:
+            buf += chunk
+            while b"\n" in buf:
+                raw, buf = buf.split(b"\n", 1)
+                text = raw.decode("utf-8", "replace").rstrip("\r")
+                lines.append(text)
+                if on_line is not None:
+                    await on_line(text)
+        if buf:
+            text = buf.decode("utf-8", "replace")
+            lines.append(text)
+            if on_line is not None:
+                await on_line(text)
+
+    async def read_err() -> None:
+        if proc.stderr is None:
+            return
+        async for chunk in proc.stderr:
+            err.append(chunk)
+
+    async def beat() -> None:
+        assert on_beat is not None
+        while True:
+            await anyio.sleep(beat_every)
+            await on_beat(time.monotonic() - start)
+
+    try:
+        async with anyio.create_task_group() as outer:
+            if on_beat is not None:
+                outer.start_soon(beat)
+            with anyio.move_on_after(bound) as scope:
+                async with anyio.create_task_group() as inner:
+                    read_done = anyio.Event()
+
+                    async def readers() -> None:
+                        async with anyio.create_task_group() as io:
+                            io.start_soon(read_out)
+                            io.start_soon(read_err)
+                        read_done.set()
+
+                    inner.start_soon(readers)
+                    if stop is not None:
+                        async def stopper() -> None:
+                            assert stop is not None
+                            await stop.wait()
+                            inner.cancel_scope.cancel()
+
+                        inner.start_soon(stopper)
+                    code = await proc.wait()
+                    with anyio.move_on_after(EOF_GRACE_S):
+                        await read_done.wait()
+                    inner.cancel_scope.cancel()
+            outer.cancel_scope.cancel()
+        timed_out = scope.cancelled_caught
+        stopped = not timed_out and stop is not None and stop.is_set() \
+            and proc.returncode is None
+        return Finished(None if timed_out or stopped else code, lines,
+                        b"".join(err).decode("utf-8", "replace"), timed_out=timed_out,
+                        stopped=stopped)
+    finally:
+        await _end(proc)
+        with anyio.CancelScope(shield=True):
+            await proc.aclose()

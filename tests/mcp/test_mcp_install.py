@@ -1,0 +1,142 @@
+"""`prun mcp install|uninstall`: the server's entry merged into Claude Code's and Gemini CLI's
+configuration, in a project and in a home, never dropping another server or setting; and the
+entry it writes starts a server that answers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from prun.cli import main
+
+FILES = {("claude", "project"): ".mcp.json", ("claude", "user"): ".claude.json",
+         ("gemini", "project"): ".gemini/settings.json",
+         ("gemini", "user"): ".gemini/settings.json"}
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    h = tmp_path / "home"
+    h.mkdir()
+    monkeypatch.setenv("HOME", str(h))
+    return h
+
+
+@pytest.fixture
+def project(tmp_path):
+    p = tmp_path / "project"
+    p.mkdir()
+    subprocess.run(["git", "init", "-q", str(p)], check=True)
+    return p
+
+
+def run_prun(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize("target", ["claude", "gemini"])
+@pytest.mark.parametrize("scope", ["project", "user"])
+def test_the_entry_is_merged_and_nothing_else_is_dropped(target, scope, home, project, capsys,
+                                                         monkeypatch):
+    monkeypatch.chdir(project)
+    base = home if scope == "user" else project
+    path = base / FILES[target, scope]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    before = {"theme": "dark", "projects": {"/x": {"allowedTools": ["Bash"]}},
+              "mcpServers": {"other": {"command": "other-server", "args": ["--flag"]}}}
+    path.write_text(json.dumps(before, indent=4))
+    where = ["--user"] if scope == "user" else []
+
+    code, out, err = run_prun(capsys, "mcp", "install", "--for", target, *where)
+    assert code == 0, err
+    assert out.startswith(f"ADDED for={target} scope={scope} path={path} command=")
+    data = json.loads(path.read_text())
+    assert data["theme"] == "dark" and data["projects"] == before["projects"]
+    assert data["mcpServers"]["other"] == before["mcpServers"]["other"]
+    entry = data["mcpServers"]["prun"]
+    assert [entry["command"], *entry["args"]] == [sys.executable, "-m", "prun", "mcp"]
+    if target == "claude":
+        assert entry["type"] == "stdio"
+    else:
+        assert entry["timeout"] >= 3_600_000, "a long wait is not cut at Gemini's default"
+
+    code, out, _ = run_prun(capsys, "mcp", "install", "--for", target, *where)
+    assert code == 0 and out.startswith("UNCHANGED ")
+
+    code, out, _ = run_prun(capsys, "mcp", "uninstall", "--for", target, *where)
+    assert code == 0 and out.startswith(f"REMOVED for={target}")
+    data = json.loads(path.read_text())
+    assert data["mcpServers"] == before["mcpServers"] and data["theme"] == "dark"
+    code, out, _ = run_prun(capsys, "mcp", "uninstall", "--for", target, *where)
+    assert out.startswith("ABSENT ")
+
+
+def test_a_new_file_is_made_and_another_prun_entry_is_kept_without_force(project, capsys):
+    path = project / ".mcp.json"
+    code, out, _ = run_prun(capsys, "mcp", "install", "--for", "claude", "--project",
+                            str(project), "--command", "prun mcp")
+    assert code == 0 and out.startswith("ADDED ") and out.rstrip().endswith('command="prun mcp"')
+    assert json.loads(path.read_text()) == {
+        "mcpServers": {"prun": {"type": "stdio", "command": "prun", "args": ["mcp"]}}}
+    text = path.read_text()
+    code, out, err = run_prun(capsys, "mcp", "install", "--for", "claude", "--project",
+                              str(project))
+    assert (code, out) == (2, "") and err.count("\n") == 1
+    assert err.startswith(f"prun: {path} already has an MCP server named prun with another "
+                          "command")
+    assert err.rstrip().endswith("(keep it, or pass --force to replace it)")
+    assert path.read_text() == text, "nothing was written"
+    code, out, _ = run_prun(capsys, "mcp", "install", "--for", "claude", "--project",
+                            str(project), "--force")
+    assert code == 0 and out.startswith("REPLACED ")
+
+
+def test_a_file_that_is_not_json_is_refused_and_left_as_it_was(project, capsys):
+    path = project / ".gemini" / "settings.json"
+    path.parent.mkdir()
+    path.write_text('{\n  // a comment\n  "theme": "dark"\n}\n')
+    code, out, err = run_prun(capsys, "mcp", "install", "--for", "gemini", "--project",
+                              str(project))
+    assert (code, out) == (2, "") and err.count("\n") == 1
+    assert err.startswith(f"prun: {path} is not plain JSON")
+    assert "add the prun entry by hand (docs/coordinators.md)" in err
+    assert path.read_text() == '{\n  // a comment\n  "theme": "dark"\n}\n'
+
+
+def test_outside_a_repository_the_project_must_be_named(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_prun(capsys, "mcp", "install", "--for", "claude")
+    assert (code, out) == (2, "")
+    assert err == ("prun: this folder is not inside a git repository "
+                   "(give --project DIR, or --user for your home folder)\n")
+
+
+def test_the_written_entry_starts_a_server_that_answers(project, capsys):
+    pytest.importorskip("mcp.client.stdio")
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    assert run_prun(capsys, "mcp", "install", "--for", "claude", "--project", str(project))[0] == 0
+    entry = json.loads((project / ".mcp.json").read_text())["mcpServers"]["prun"]
+
+    async def names():
+        import os
+
+        params = StdioServerParameters(command=entry["command"], args=entry["args"],
+                                       cwd=str(project), env=dict(os.environ))
+        with open(Path(project) / "server.log", "w") as log:
+            async with stdio_client(params, errlog=log) as (r, w), ClientSession(r, w) as s:
+                init = await s.initialize()
+                tools = await s.list_tools()
+                return init, [t.name for t in tools.tools]
+
+    init, tools = anyio.run(names)
+    assert init.server_info.name == "prun" and "wait" in tools and "integrate" in tools
+    assert "prun://runs/{run}/results/{packet}" in init.instructions
