@@ -76,40 +76,15 @@ def make_scratch(parent: str | os.PathLike, name: str) -> str:
     """A fresh, empty directory ``<parent>/<name>-<random>`` outside any git work tree, so a
     stray ``git`` command there reaches no repository. Returns its absolute path."""
     parent = os.path.abspath(os.fspath(parent))
-    checked = _OUTSIDE_GIT.get(parent)
-    cached = checked is not None and time.monotonic() - checked < OUTSIDE_GIT_TTL_S
-    if not cached:  # a run makes hundreds of scratch dirs in one parent: check it now and then
-        os.makedirs(parent, exist_ok=True)
-        repo = gitcmd.toplevel(parent)
-        if repo:
-            raise WorkspaceError(
-                f"scratch dirs must live outside any git work tree; {parent} is inside {repo}",
-                hint="set PRUN_WORKSPACE_ROOT to a folder outside the repository")
-        _OUTSIDE_GIT[parent] = time.monotonic()
-    try:
-        path = tempfile.mkdtemp(prefix=f"{name}-", dir=parent)
-    except FileNotFoundError:  # the parent was removed since it was checked
-        if not cached:
-            raise
-        _OUTSIDE_GIT.pop(parent, None)
-        return make_scratch(parent, name)
-    _shared_marker(path, parent)
+    os.makedirs(parent, exist_ok=True)
+    repo = gitcmd.toplevel(parent)
+    if repo:
+        raise WorkspaceError(
+            f"scratch dirs must live outside any git work tree; {parent} is inside {repo}",
+            hint="set PRUN_WORKSPACE_ROOT to a folder outside the repository")
+    path = tempfile.mkdtemp(prefix=f"{name}-", dir=parent)
+    _write_marker(os.path.join(path, MARKER), "scratch", parent=parent)
     return path
-
-
-def _shared_marker(path: str, parent: str) -> None:
-    """A scratch dir's marker, linked to one copy in its parent (``fsutil.create_shared``):
-    a run makes hundreds of scratch dirs side by side."""
-    import json
-
-    from .._util.fsutil import SHARED_DIR, create_shared
-
-    data = json.dumps({"kind": "scratch", "parent": parent}).encode() + b"\n"
-    create_shared(os.path.join(path, MARKER), data, os.path.join(parent, SHARED_DIR))
-
-
-_OUTSIDE_GIT: dict[str, float] = {}  # parents found outside any git work tree, and when
-OUTSIDE_GIT_TTL_S = 10.0
 
 
 # Throwaway clones ---------------------------------------------------------------------------
