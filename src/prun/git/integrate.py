@@ -190,7 +190,7 @@ def integrate(report: Report, packets: Sequence[Packet], target: str, *,
                             patch_dir, dirty))
     ran = None
     if check:
-        from .workspace import run_bounded
+        from .commands import run_bounded
 
         fd, log = tempfile.mkstemp(prefix="prun-check-", suffix=".log",
                                    dir=patch_dir if patch_dir else None)
