@@ -21,7 +21,7 @@ from .._util import gitcmd
 from ..errors import UsageError
 from ..plan import Packet
 from .changes import Change, FileChange, read_change
-from .reconcile import ACCEPTED, Report, Verdict
+from .verdict import ACCEPTED, Report, Verdict
 
 CHECK_TIMEOUT_DEFAULT = 3600.0
 

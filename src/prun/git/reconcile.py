@@ -14,24 +14,31 @@ from the ledger. For each packet it returns a ``Verdict``:
                    work), a result recovered from the state dir's tail, a unit still running
 
 Scope advances only when every packet is accepted or explicitly re-scoped (``Report.complete``).
+
+The verdict types live in ``prun.git.verdict``, the scope rule in ``prun.git.scope`` and the
+result sections in ``prun.git.sections``; this module names them all.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
 
 from .._util.fsutil import atomic_write, read_json, read_text, tail_bytes
-from ..plan import Packet, Plan, globs
-from ..plan.globs import normalize, resolve_folder
-from .changes import Change, read_change
-
-ACCEPTED = "accepted"
-REJECTED = "rejected"
-NEEDS_REVIEW = "needs-review"
-LINE_WORD = {ACCEPTED: "ACCEPTED", REJECTED: "REJECTED", NEEDS_REVIEW: "REVIEW"}
+from .changes import read_change
+from .scope import plan_scope, scope_reasons
+from .sections import section_reasons, sections
+from .verdict import (
+    ACCEPTED,
+    LINE_WORD,
+    NEEDS_REVIEW,
+    REJECTED,
+    Reason,
+    Report,
+    UnitInput,
+    Verdict,
+)
 
 RECOVERED_RESULT = "recovered-result.md"    # written in the state dir by the FALLBACK salvage
 TAIL_SALVAGE_BYTES = 200_000
@@ -42,194 +49,6 @@ _CLAIMS = re.compile(
     r"\b(ran|tested|tests? pass(?:ed|es)?|verified|implemented|fixed|created|added|"
     r"updated|wrote|written|changed|modified|edited|executed|fetched|measured|refactored|"
     r"installed|removed|deleted|renamed|benchmarked|confirmed)\b", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class Reason:
-    """One reason for a verdict: a stable slug and the facts behind it."""
-
-    code: str
-    detail: Mapping[str, object] = field(default_factory=dict)
-
-    def text(self) -> str:
-        return " ".join([f"reason={self.code}", *(f"{k}={_word(v)}" for k, v in
-                                                   self.detail.items())])
-
-    def as_dict(self) -> dict:
-        return {"code": self.code, **self.detail}
-
-
-@dataclass(frozen=True)
-class UnitInput:
-    """What reconciliation needs to know about one packet and its (latest) attempt."""
-
-    packet: Packet
-    attempt_id: str | None = None
-    status: str | None = None           # the attempt's status (ledger), None: never dispatched
-    state_dir: str | None = None
-    workspace: str | None = None        # the clone of a code unit
-    base: str | None = None             # the declared base commit
-    result_file: str | None = None
-    executor: str | None = None
-    reports_tool_use: bool | None = None  # None: ask the executor class
-    rescoped: str | None = None         # a directly approved change of scope (why)
-    may_write: tuple[str, ...] | None = None  # the globs it may change (default: see scope_reasons)
-    shared: Mapping[str, str] | None = None   # the plan's shared paths -> integration owner
-
-
-@dataclass
-class Verdict:
-    packet_id: str
-    verdict: str
-    reasons: list[Reason] = field(default_factory=list)
-    attempt_id: str | None = None
-    status: str | None = None
-    result_file: str | None = None
-    recovered: str | None = None        # the salvaged result's path, when one was recovered
-    change: Change | None = None
-    rescoped: str | None = None
-
-    def lines(self) -> list[str]:
-        word = LINE_WORD[self.verdict]
-        if not self.reasons:
-            files = len(self.change.files) if self.change else 0
-            extra = f" files={files}" if self.change else ""
-            return [f"{word} {self.packet_id}{extra}"]
-        return [f"{word} {self.packet_id} {r.text()}" for r in self.reasons]
-
-    def as_dict(self) -> dict:
-        return {"packet": self.packet_id, "verdict": self.verdict,
-                "reasons": [r.as_dict() for r in self.reasons], "attempt": self.attempt_id,
-                "status": self.status, "result_file": self.result_file,
-                "recovered": self.recovered, "rescoped": self.rescoped,
-                "change": self.change.as_dict() if self.change else None}
-
-
-@dataclass
-class Report:
-    verdicts: list[Verdict]
-    run_id: str | None = None
-
-    def count(self, verdict: str) -> int:
-        return sum(v.verdict == verdict for v in self.verdicts)
-
-    @property
-    def complete(self) -> bool:
-        """Every packet accepted or explicitly re-scoped: the required scope may advance."""
-        return all(v.verdict == ACCEPTED or v.rescoped for v in self.verdicts)
-
-    def summary(self) -> str:
-        run = f" run={self.run_id}" if self.run_id else ""
-        return (f"RECONCILE{run} packets={len(self.verdicts)} accepted={self.count(ACCEPTED)} "
-                f"rejected={self.count(REJECTED)} review={self.count(NEEDS_REVIEW)} "
-                f"complete={'yes' if self.complete else 'no'}")
-
-    def lines(self) -> list[str]:
-        return [line for v in self.verdicts for line in v.lines()] + [self.summary()]
-
-    def as_dict(self) -> dict:
-        return {"run": self.run_id, "complete": self.complete,
-                "counts": {k: self.count(k) for k in (ACCEPTED, REJECTED, NEEDS_REVIEW)},
-                "packets": [v.as_dict() for v in self.verdicts]}
-
-    def verdict(self, packet_id: str) -> Verdict | None:
-        return next((v for v in self.verdicts if v.packet_id == packet_id), None)
-
-
-# Scope --------------------------------------------------------------------------------------
-
-def plan_scope(plan: Plan, root: str | None = None) -> tuple[dict[str, tuple[str, ...]],
-                                                            dict[str, str]]:
-    """The scope of every packet of ``plan`` as ``prun check`` reads it: what each may change
-    (``Plan.may_write``), and the plan-wide shared paths with their integration owner (the
-    first declaration of a path wins); a dotted name that is a folder of ``root`` is the whole
-    folder."""
-    shared: dict[str, str] = {}
-    for p in plan.packets:
-        for path, owner in p.shared.items():
-            shared.setdefault(normalize(resolve_folder(path, root)), owner)
-    may_write = {p.id: tuple(resolve_folder(g, root) for g in plan.may_write(p))
-                 for p in plan.packets}
-    return may_write, shared
-
-
-def scope_reasons(packet: Packet, paths: Iterable[str], *,
-                  may_write: Iterable[str] | None = None,
-                  shared: Mapping[str, str] | None = None) -> list[Reason]:
-    """Scope leaks (paths outside the globs ``packet`` may write) and shared files touched by
-    a packet that is not their integration owner. Globs are ``prun.plan.globs`` globs, as
-    ``prun check`` reads them. ``shared`` maps every shared path of the plan to its integration
-    owner (default: the packet's own ``shared``); ``may_write`` defaults to the packet's
-    ``owns``, ``generates`` and the paths of ``shared`` it is the integration owner of."""
-    shared = dict(packet.shared if shared is None else shared)
-    if may_write is None:
-        mine = (k for k, owner in shared.items() if owner == packet.id)
-        may_write = (*packet.owns, *packet.generates, *mine)
-    allowed = tuple(may_write)
-    reasons = []
-    for path in sorted(set(paths)):
-        owner = next((o for key, o in shared.items() if globs.matches(key, path)), None)
-        if owner is not None:
-            if owner != packet.id:
-                reasons.append(Reason("shared-not-owner", {"path": path, "owner": owner}))
-        elif not any(globs.matches(g, path) for g in allowed):
-            reasons.append(Reason("scope-leak", {"path": path}))
-    return reasons
-
-
-# Result sections ----------------------------------------------------------------------------
-
-_ATX = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
-_SETEXT = re.compile(r"^\s{0,3}(=+|-+)\s*$")
-
-
-def sections(text: str) -> dict[str, str]:
-    """Markdown headings (ATX ``## Title`` or setext; lower-cased, trailing ':' dropped) ->
-    the text under each, subsections included, up to the next heading of the same or a higher
-    level. Headings inside code fences do not count."""
-    lines = text.splitlines()
-    heads: list[tuple[int, int, int, str]] = []   # (first line, body start, level, key)
-    fence = False
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if line.lstrip().startswith(("```", "~~~")):
-            fence = not fence
-        elif not fence:
-            m = _ATX.match(line)
-            if m:
-                heads.append((i, i + 1, len(m.group(1)), _heading_key(m.group(2))))
-            elif line.strip() and i + 1 < len(lines) and _SETEXT.match(lines[i + 1]):
-                level = 1 if lines[i + 1].strip().startswith("=") else 2
-                heads.append((i, i + 2, level, _heading_key(line)))
-                i += 1
-        i += 1
-    found: dict[str, str] = {}
-    for n, (_, start, level, key) in enumerate(heads):
-        end = next((h[0] for h in heads[n + 1:] if h[2] <= level), len(lines))
-        found.setdefault(key, "\n".join(lines[start:end]).strip())
-    return found
-
-
-def _heading_key(title: str) -> str:
-    title = re.sub(r"[*_`]", "", title).strip().rstrip(":").strip()
-    return re.sub(r"\s+", " ", title).lower()
-
-
-def section_reasons(text: str, required: Sequence[str]) -> list[Reason]:
-    """Required sections missing or empty in the result text (a heading starting with the
-    required name counts, case-insensitively: "Verification (commands run)")."""
-    found = sections(text)
-    reasons = []
-    for name in required:
-        key = _heading_key(name)
-        body = next((b for h, b in found.items() if h == key or h.startswith(key + " ")
-                     or h.startswith(key + ":") or h.startswith(key + " (")), None)
-        if body is None:
-            reasons.append(Reason("missing-section", {"section": name}))
-        elif not body:
-            reasons.append(Reason("empty-section", {"section": name}))
-    return reasons
 
 
 # The result and its salvage -----------------------------------------------------------------
@@ -429,9 +248,6 @@ def _snapshot_changes(path: str) -> list[str]:
         return [e.message]
 
 
-def _word(value: object) -> str:
-    """A value as one whitespace-free token (paths with spaces are quoted)."""
-    s = str(value)
-    if not s or any(c.isspace() for c in s) or '"' in s:
-        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return s
+__all__ = ["ACCEPTED", "LINE_WORD", "NEEDS_REVIEW", "REJECTED", "Reason", "Report", "UnitInput",
+           "Verdict", "judge", "plan_scope", "reconcile", "salvage", "scope_reasons",
+           "section_reasons", "sections"]
