@@ -24,9 +24,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from .._util.fsutil import atomic_write, read_json, read_text, tail_bytes
-from .changes import read_change
+from .changes import Change, read_change
 from .scope import plan_scope, scope_reasons
 from .sections import section_reasons, sections
 from .verdict import (
@@ -111,91 +113,162 @@ SUCCESS = ("succeeded",)
 LIVE = ("pending", "parked", "dispatched", "running", "cancel-requested")
 
 
+@dataclass
+class _Findings:
+    """The reasons found against one packet: those that reject it, then those that send it to
+    review."""
+
+    rejected: list[Reason] = field(default_factory=list)
+    review: list[Reason] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        return REJECTED if self.rejected else NEEDS_REVIEW if self.review else ACCEPTED
+
+
 def judge(unit: UnitInput, *, with_patch: bool = False,
           snapshots: Mapping[str, list[str]] | None = None) -> Verdict:
     """The verdict for one packet, with every reason found. ``with_patch`` keeps the clone's
     binary patch in ``verdict.change.patch`` (for integration); ``snapshots``: what changed in
     each snapshot, when the caller checked them already."""
-    p = unit.packet
-    v = Verdict(p.id, ACCEPTED, attempt_id=unit.attempt_id, status=unit.status,
+    outcome = _outcome(unit.state_dir)
+    status = _status(unit, outcome)
+    v = Verdict(unit.packet.id, ACCEPTED, attempt_id=unit.attempt_id, status=status,
                 rescoped=unit.rescoped)
-    rejected: list[Reason] = []
-    review: list[Reason] = []
-    outcome = read_json(os.path.join(unit.state_dir, "outcome.json")) if unit.state_dir else None
-    outcome = outcome if isinstance(outcome, dict) else {}
-    status = unit.status or outcome.get("outcome")
-    if status in LIVE and outcome.get("outcome"):
-        status = outcome["outcome"]     # the dispatcher finished; the ledger has not caught up
-    v.status = status
-    if unit.attempt_id is None and unit.state_dir is None:
-        rejected.append(Reason("not-dispatched"))
-    elif status in LIVE and not outcome:
-        review.append(Reason("unfinished", {"status": status}))
-    elif status not in SUCCESS:
-        rejected.append(Reason("not-succeeded", {"status": status or "unknown"}))
+    # dispatched and over: there is a result to read and, for a code unit, a change
+    ended = bool(unit.attempt_id or unit.state_dir) and (status not in LIVE or bool(outcome))
+    found = _Findings()
+    _status_reasons(unit, status, outcome, found)
+    text = _result_reasons(unit, v, status, outcome, ended, found)
+    found.rejected += _published_reasons(outcome)
+    found.rejected += _snapshot_reasons(unit.state_dir, snapshots)
+    if unit.packet.writes_code and ended:
+        v.change = _change_reasons(unit, status, with_patch, found)
+    if _hollow_no_tool_use(unit, status, outcome, text, v.change):
+        found.review.append(Reason("hollow-no-tool-use", {"tool_uses": 0}))
+    v.reasons = found.rejected + found.review
+    v.verdict = found.verdict
+    return v
 
-    # the result, or what can be salvaged of it
-    result_file = unit.result_file or outcome.get("result_file")
-    if not result_file and unit.state_dir:
-        result_file = read_text(os.path.join(unit.state_dir, "result-file"), "").strip() or None
-    v.result_file = result_file
-    text = _result_text(result_file)
-    finished = status not in LIVE or bool(outcome)
-    if text is None and finished and (unit.attempt_id or unit.state_dir):
-        recovered = salvage(unit.state_dir, unit.executor or outcome.get("executor")) \
-            if unit.state_dir else None
-        if recovered:
-            v.recovered = recovered
-            text = read_text(recovered, "")
-            review.append(Reason("result-recovered", {"path": recovered}))
-        else:
-            rejected.append(Reason("no-result", {"path": result_file or "unknown"}))
-    elif text is not None and text.lstrip().startswith("FALLBACK") and status in SUCCESS:
-        review.append(Reason("fallback-result", {"path": result_file}))
-    failed_text = bool(text) and v.recovered is None and text.lstrip().startswith("FALLBACK") \
-        and status not in SUCCESS
-    if text is not None and p.requires and not failed_text:
-        rejected.extend(section_reasons(text, p.requires))
-    rejected += _published_reasons(outcome)
-    for path in _snapshots(unit.state_dir):
-        changes = (snapshots.get(path) if snapshots is not None and path in snapshots
+
+def _outcome(state_dir: str | None) -> dict[str, Any]:
+    """The attempt's ``outcome.json`` (its dispatcher writes it last), {} when there is none."""
+    outcome = read_json(os.path.join(state_dir, "outcome.json")) if state_dir else None
+    return outcome if isinstance(outcome, dict) else {}
+
+
+def _status(unit: UnitInput, outcome: Mapping[str, Any]) -> str | None:
+    """The attempt's status: the ledger's, or the outcome's when the dispatcher finished and
+    the ledger has not caught up."""
+    finished: str | None = outcome.get("outcome")
+    status = unit.status or finished
+    if status in LIVE and finished:
+        return finished
+    return status
+
+
+def _status_reasons(unit: UnitInput, status: str | None, outcome: Mapping[str, Any],
+                    found: _Findings) -> None:
+    """Never dispatched, still running, or ended without success."""
+    if unit.attempt_id is None and unit.state_dir is None:
+        found.rejected.append(Reason("not-dispatched"))
+    elif status in LIVE and not outcome:
+        found.review.append(Reason("unfinished", {"status": status}))
+    elif status not in SUCCESS:
+        found.rejected.append(Reason("not-succeeded", {"status": status or "unknown"}))
+
+
+def _result_reasons(unit: UnitInput, v: Verdict, status: str | None,
+                    outcome: Mapping[str, Any], ended: bool, found: _Findings) -> str | None:
+    """The result's text (salvaged from the tail when the attempt ended without one), and what
+    is wrong with it: none at all, recovered, a FALLBACK, required sections missing. Records
+    the result file and the salvage in ``v``."""
+    v.result_file = _result_file(unit, outcome)
+    text = _result_text(v.result_file)
+    if text is None and ended:
+        text = _salvaged(unit, v, outcome, found)
+    elif text is not None and _is_fallback(text) and status in SUCCESS:
+        found.review.append(Reason("fallback-result", {"path": v.result_file}))
+    # a failed unit's own FALLBACK says why it failed: it is not held to the required sections
+    failed_text = (text is not None and v.recovered is None and _is_fallback(text)
+                   and status not in SUCCESS)
+    if text is not None and unit.packet.requires and not failed_text:
+        found.rejected.extend(section_reasons(text, unit.packet.requires))
+    return text
+
+
+def _result_file(unit: UnitInput, outcome: Mapping[str, Any]) -> str | None:
+    """Where the result is: as given, else as the outcome or the state dir records it."""
+    path: str | None = unit.result_file or outcome.get("result_file")
+    if not path and unit.state_dir:
+        path = (read_text(os.path.join(unit.state_dir, "result-file")) or "").strip() or None
+    return path
+
+
+def _salvaged(unit: UnitInput, v: Verdict, outcome: Mapping[str, Any],
+              found: _Findings) -> str | None:
+    """The result recovered from the state dir's tail (``v.recovered``; it needs review), or
+    None: then there is no result at all."""
+    recovered = (salvage(unit.state_dir, unit.executor or outcome.get("executor"))
+                 if unit.state_dir else None)
+    if not recovered:
+        found.rejected.append(Reason("no-result", {"path": v.result_file or "unknown"}))
+        return None
+    v.recovered = recovered
+    found.review.append(Reason("result-recovered", {"path": recovered}))
+    return read_text(recovered, "")
+
+
+def _is_fallback(text: str) -> bool:
+    return text.lstrip().startswith("FALLBACK")
+
+
+def _change_reasons(unit: UnitInput, status: str | None, with_patch: bool,
+                    found: _Findings) -> Change | None:
+    """A code unit's change, read from its clone, and what is wrong with it: no clone or no
+    base, commits the worker made, a moved HEAD, paths outside its scope, nothing changed."""
+    workspace = unit.workspace
+    if not workspace or not os.path.isdir(os.path.join(workspace, ".git")):
+        if status in SUCCESS:
+            found.rejected.append(Reason("no-workspace", {"path": workspace or "none"}))
+        return None
+    from .workspace import clone_base
+
+    base = unit.base or clone_base(workspace)
+    if not base:
+        found.rejected.append(Reason("no-base", {"path": workspace}))
+        return None
+    change = read_change(workspace, base, with_patch=with_patch)
+    found.rejected += [Reason("worker-committed", {"commit": c[:12]}) for c in change.commits]
+    if change.head_moved:
+        found.rejected.append(Reason("head-moved", {"head": change.head[:12]}))
+    found.rejected += scope_reasons(unit.packet, change.paths, may_write=unit.may_write,
+                                    shared=unit.shared)
+    if change.empty and status in SUCCESS:
+        found.review.append(Reason("hollow-empty-diff"))
+    return change
+
+
+def _hollow_no_tool_use(unit: UnitInput, status: str | None, outcome: Mapping[str, Any],
+                        text: str | None, change: Change | None) -> bool:
+    """A success that used no tool at all while its result claims work (or its clone
+    changed)."""
+    if status not in SUCCESS or not _reports_tool_use(unit) or outcome.get("tool_uses") != 0:
+        return False
+    return bool(text and _CLAIMS.search(text)) or bool(change and not change.empty)
+
+
+def _snapshot_reasons(state_dir: str | None,
+                      snapshots: Mapping[str, list[str]] | None) -> list[Reason]:
+    """The read-only snapshots the unit was given that changed since they were made."""
+    reasons = []
+    for path in _snapshots(state_dir):
+        changes = (snapshots[path] if snapshots is not None and path in snapshots
                    else _snapshot_changes(path))
         if changes:
-            rejected.append(Reason("snapshot-modified", {"snapshot": path, "first": changes[0],
-                                                         "changes": len(changes)}))
-
-    # the change of a code-writing unit
-    if p.writes_code and finished and (unit.attempt_id or unit.state_dir):
-        if not unit.workspace or not os.path.isdir(os.path.join(unit.workspace, ".git")):
-            if status in SUCCESS:
-                rejected.append(Reason("no-workspace", {"path": unit.workspace or "none"}))
-        else:
-            from .workspace import clone_base
-
-            base = unit.base or clone_base(unit.workspace)
-            if not base:
-                rejected.append(Reason("no-base", {"path": unit.workspace}))
-            else:
-                change = read_change(unit.workspace, base, with_patch=with_patch)
-                v.change = change
-                for c in change.commits:
-                    rejected.append(Reason("worker-committed", {"commit": c[:12]}))
-                if change.head_moved:
-                    rejected.append(Reason("head-moved", {"head": change.head[:12]}))
-                rejected.extend(scope_reasons(p, change.paths, may_write=unit.may_write,
-                                              shared=unit.shared))
-                if change.empty and status in SUCCESS:
-                    review.append(Reason("hollow-empty-diff"))
-
-    # a success that used no tool at all while claiming work
-    if status in SUCCESS and _reports_tool_use(unit) and outcome.get("tool_uses", None) == 0:
-        claims = bool(text and _CLAIMS.search(text)) or bool(v.change and not v.change.empty)
-        if claims:
-            review.append(Reason("hollow-no-tool-use", {"tool_uses": 0}))
-
-    v.reasons = rejected + review
-    v.verdict = REJECTED if rejected else NEEDS_REVIEW if review else ACCEPTED
-    return v
+            reasons.append(Reason("snapshot-modified", {"snapshot": path, "first": changes[0],
+                                                        "changes": len(changes)}))
+    return reasons
 
 
 def reconcile(units: Iterable[UnitInput], run_id: str | None = None, *,
@@ -217,13 +290,15 @@ def reconcile(units: Iterable[UnitInput], run_id: str | None = None, *,
     return Report(verdicts, run_id)
 
 
-def _published_reasons(outcome: Mapping) -> list[Reason]:
+def _published_reasons(outcome: Mapping[str, Any]) -> list[Reason]:
     """A published result that changed after publication is never accepted."""
     from ..attempt.published import changed
 
     ident = outcome.get("result_identity")
     why = changed(ident)
-    return [Reason("result-changed", {"path": ident["path"], "why": why})] if why else []
+    if not why or not isinstance(ident, dict):  # changed() says why only of a recorded dict
+        return []
+    return [Reason("result-changed", {"path": ident["path"], "why": why})]
 
 
 def _snapshots(state_dir: str | None) -> list[str]:
