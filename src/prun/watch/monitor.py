@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass
 from ..attempt import published, statedir
 from ..attempt.statedir import StateDir
 from ..errors import ExitCode
-from .gather import DEFAULT_STABLE_WINDOW_S, LandingRule
+from .gather import DEFAULT_STABLE_WINDOW_S, FileState, LandingRule
 
 DEFAULT_STALL_S = 600.0
 PID_POLL_S = 2.0      # liveness checks where a process exit cannot wake us
@@ -212,65 +212,14 @@ class Monitor:
 
     # one look at one unit ---------------------------------------------------------------------
     def _look(self, u: _Unit) -> None:
-        sd, now = u.sd, time.time()
-        if not u.unit:
-            u.unit = sd.unit
-        if u.result_file is None:
-            rf = sd.result_file or u.unit.get("result_file")
-            if rf:
-                u.result_file = os.path.abspath(rf)
-                u.entry_name = published.entry_name(u.result_file)
-                parent = os.path.dirname(u.result_file)
-                if os.path.isdir(parent):
-                    self.watch.add_dir(parent)  # before the look below: no race
-        from .. import executors
-
-        ex = executors.lookup(u.executor)
-        session = ex is not None and not ex.launches_process
-        alive = True if session else self._alive(u)   # before reading outcome.json
-        outcome = sd.outcome if sd.exists(statedir.OUTCOME) else None
+        now = time.time()
+        self._learn(u)
+        session = _is_session(u.executor)
+        alive = session or self._alive(u)   # before reading outcome.json
+        outcome = u.sd.outcome if u.sd.exists(statedir.OUTCOME) else None
         fs = self.rule.check(u.result_file, now) if u.result_file else None
-        size = fs.size if fs else 0
-        fallback = size > 0 and self._first_line(u).startswith("FALLBACK")
-        exit_code = outcome.get("exit_code") if outcome else None
         u.next_check = None
-        changed = published.changed(outcome.get("result_identity")) if outcome else None
-        if changed:  # something wrote the result after it was published: never trust it
-            state, note = "failed", "result-changed"
-        elif fallback:
-            state, note = "failed", "fallback:" + _fallback_reason(self._first_line(u), outcome)
-        elif outcome:
-            kind = str(outcome.get("outcome") or "finished")
-            if size > 0:
-                state = "done"
-                how = str(outcome.get("published") or "response")
-                note = how if kind == "succeeded" else f"{how}-result,{kind}"
-            else:
-                state, note = "failed", f"no-result,{kind}"
-        elif fs is not None and fs.landed:
-            state = "done"
-            note = "published" if fs.status == "published" else "worker-result"
-        elif session:  # no process: waiting for its receipt, then for its result
-            state = "waiting"
-            if fs and fs.status == "settling":
-                note = "result-settling"
-            elif not u.sd.exists(statedir.RECEIPT):
-                note = "no-receipt"
-            else:
-                note = "no-result-yet"
-        elif not alive:
-            state, note = "failed", "dispatcher-dead"
-        else:
-            state, note = "running", ""
-            idle = now - self._tail_since(u)
-            if idle >= self.stall_s:
-                state, note = "stalled", "tail-idle"
-            else:
-                u.next_check = now + (self.stall_s - idle)
-            if fs is not None and fs.status == "settling":
-                note = "result-settling" if not note else f"{note},result-settling"
-            if u.key is None:
-                note = "no-dispatch-pid" if not note else f"{note},no-dispatch-pid"
+        state, note = self._state(u, outcome, fs, session, alive, now)
         if u.report is not None and u.report.state == "done" and state != "done":
             state, note = "done", u.report.note  # done stays done (say the result was moved)
             u.next_check = None
@@ -278,7 +227,59 @@ class Monitor:
             # Polling does not watch the published-results index: look again each interval.
             ready = min(fs.ready_at, now + self.interval) if self.mode == "poll" else fs.ready_at
             u.next_check = min(u.next_check or ready, ready)
+        exit_code = outcome.get("exit_code") if outcome else None
         u.report = self._report(u, state, note, exit_code, outcome, session, now)
+
+    def _learn(self, u: _Unit) -> None:
+        """Read what a unit's state dir says once: its ``unit.json``, and its result file,
+        watched from now on (before it is looked at: no race)."""
+        if not u.unit:
+            u.unit = u.sd.unit
+        if u.result_file is None:
+            rf = u.sd.result_file or u.unit.get("result_file")
+            if rf:
+                u.result_file = os.path.abspath(rf)
+                u.entry_name = published.entry_name(u.result_file)
+                parent = os.path.dirname(u.result_file)
+                if os.path.isdir(parent):
+                    self.watch.add_dir(parent)
+
+    def _state(self, u: _Unit, outcome: dict | None, fs: FileState | None, session: bool,
+               alive: bool, now: float) -> tuple[str, str]:
+        """The unit's state and the note that says why (see the module's docstring), in the
+        order the reasons win."""
+        size = fs.size if fs else 0
+        if outcome and published.changed(outcome.get("result_identity")):
+            # something wrote the result after it was published: never trust it
+            return "failed", "result-changed"
+        first = self._first_line(u) if size > 0 else ""
+        if first.startswith("FALLBACK"):
+            return "failed", "fallback:" + _fallback_reason(first, outcome)
+        if outcome:
+            return _finished_state(outcome, size)
+        if fs is not None and fs.landed:
+            return "done", "published" if fs.status == "published" else "worker-result"
+        if session:  # no process: waiting for its receipt, then for its result
+            return "waiting", _waiting_note(u, fs)
+        if not alive:
+            return "failed", "dispatcher-dead"
+        return self._running_state(u, fs, now)
+
+    def _running_state(self, u: _Unit, fs: FileState | None, now: float) -> tuple[str, str]:
+        """Running, or stalled once its tail has been idle for the stall threshold; a running
+        unit is looked at again when the threshold would be reached (``u.next_check``)."""
+        state, notes = "running", []
+        idle = now - self._tail_since(u)
+        if idle >= self.stall_s:
+            state = "stalled"
+            notes.append("tail-idle")
+        else:
+            u.next_check = now + (self.stall_s - idle)
+        if fs is not None and fs.status == "settling":
+            notes.append("result-settling")
+        if u.key is None:
+            notes.append("no-dispatch-pid")
+        return state, ",".join(notes)
 
     def _alive(self, u: _Unit) -> bool:
         from .._util.process import same_process_alive
@@ -348,6 +349,32 @@ def _started_at(u: _Unit) -> float | None:
         except OSError:
             continue
     return None
+
+
+def _is_session(executor: str) -> bool:
+    """A ``session`` unit: its executor launches no process (a subagent the coordinator
+    spawned)."""
+    from .. import executors
+
+    ex = executors.lookup(executor)
+    return ex is not None and not ex.launches_process
+
+
+def _finished_state(outcome: dict, size: int) -> tuple[str, str]:
+    """Its dispatcher finished (``outcome.json``): done when a result is there, else failed."""
+    kind = str(outcome.get("outcome") or "finished")
+    if size <= 0:
+        return "failed", f"no-result,{kind}"
+    how = str(outcome.get("published") or "response")
+    return "done", how if kind == "succeeded" else f"{how}-result,{kind}"
+
+
+def _waiting_note(u: _Unit, fs: FileState | None) -> str:
+    if fs and fs.status == "settling":
+        return "result-settling"
+    if not u.sd.exists(statedir.RECEIPT):
+        return "no-receipt"
+    return "no-result-yet"
 
 
 def _fallback_reason(first_line: str, outcome: dict | None) -> str:
