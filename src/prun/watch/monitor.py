@@ -25,7 +25,8 @@ A unit's state:
 The monitor only observes: it opens a unit's files for reading and never signals, moves or
 writes anything of a unit's. It sleeps on file-system events (``prun.watch.notify``), on the exit of
 each dispatcher process (a pidfd on Linux; elsewhere a check every ``PID_POLL_S``), and on the
-next deadline (a stall threshold or a stable window running out).
+next deadline (a stall threshold or a stable window running out). Its report and the lines
+printed of it are in ``prun.watch.report`` (named here too).
 """
 
 from __future__ import annotations
@@ -34,66 +35,24 @@ import calendar
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 
 from ..attempt import published, statedir
 from ..attempt.statedir import StateDir
-from ..errors import ExitCode
 from .gather import DEFAULT_STABLE_WINDOW_S, FileState, LandingRule
+from .report import (
+    EVENTS,
+    STATES,
+    STILL_RUNNING,
+    Report,
+    UnitReport,
+    digest_line,
+    relaunch_argv,
+    summary_line,
+)
 
 DEFAULT_STALL_S = 600.0
 PID_POLL_S = 2.0      # liveness checks where a process exit cannot wake us
 RESCAN_S = 60.0       # a full look now and then, in case the platform dropped an event
-
-# the event that woke the monitor, and its exit code (prun.errors.ExitCode)
-EVENTS = {"ALL-DONE": ExitCode.OK, "STALLED": ExitCode.STALLED, "FAILED": ExitCode.UNIT_FAILED,
-          "TIMEOUT": ExitCode.TIMEOUT}
-STILL_RUNNING = ("running", "stalled", "waiting")
-STATES = ("done", "running", "stalled", "failed", "waiting")
-
-
-@dataclass
-class UnitReport:
-    """One digest line."""
-
-    state_dir: str
-    unit_id: str
-    state: str
-    executor: str
-    elapsed_s: float | None
-    tail_bytes: int | None
-    idle_s: float | None
-    model: str | None
-    result_file: str | None
-    exit_code: int | None
-    note: str
-
-
-@dataclass
-class Report:
-    event: str
-    units: list[UnitReport]
-    watch: str
-
-    @property
-    def exit_code(self) -> int:
-        return EVENTS[self.event]
-
-    @property
-    def counts(self) -> dict[str, int]:
-        counts = dict.fromkeys(STATES, 0)
-        for u in self.units:
-            counts[u.state] += 1
-        return counts
-
-    @property
-    def still_running(self) -> list[UnitReport]:
-        return [u for u in self.units if u.state in STILL_RUNNING]
-
-    def as_dict(self) -> dict:
-        return {"event": self.event, "exit_code": self.exit_code, "units_total": len(self.units),
-                "counts": self.counts, "watch": self.watch,
-                "units": [asdict(u) for u in self.units]}
 
 
 class _Unit:
@@ -386,35 +345,5 @@ def _fallback_reason(first_line: str, outcome: dict | None) -> str:
     return "unknown"
 
 
-# output ---------------------------------------------------------------------------------------
-
-def summary_line(report: Report) -> str:
-    c = report.counts
-    return (f"{report.event} units={len(report.units)} done={c['done']} running={c['running']} "
-            f"stalled={c['stalled']} failed={c['failed']} waiting={c['waiting']} "
-            f"watch={report.watch}")
-
-
-def digest_line(u: UnitReport) -> str:
-    from shlex import quote
-
-    from .._util.timeparse import format_duration
-
-    def dur(v):
-        return "-" if v is None else format_duration(v)
-
-    return (f"UNIT {u.unit_id} state={u.state} elapsed={dur(u.elapsed_s)} "
-            f"tail={'-' if u.tail_bytes is None else f'{u.tail_bytes}B'} idle={dur(u.idle_s)} "
-            f"model={quote(u.model or '-')} exit={'-' if u.exit_code is None else u.exit_code} "
-            f"result={quote(u.result_file or '-')} dir={quote(u.state_dir)} note={u.note or '-'}")
-
-
-def relaunch_argv(report: Report, options: Sequence[str] = ()) -> list[str]:
-    """The arguments that watch the units still running; stalled ones are passed with
-    ``--seen-stalled`` so that the same stall does not wake the next monitor at once."""
-    argv = list(options)
-    for u in report.still_running:
-        if u.state == "stalled":
-            argv += ["--seen-stalled", u.state_dir]
-    argv += [u.state_dir for u in report.still_running if u.state != "stalled"]
-    return argv
+__all__ = ["DEFAULT_STALL_S", "EVENTS", "PID_POLL_S", "RESCAN_S", "STATES", "STILL_RUNNING",
+           "Monitor", "Report", "UnitReport", "digest_line", "relaunch_argv", "summary_line"]
