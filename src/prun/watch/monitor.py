@@ -171,10 +171,12 @@ class Monitor:
 
     # one look at one unit ---------------------------------------------------------------------
     def _look(self, u: _Unit) -> None:
-        now = time.time()
         self._learn(u)
         session = _is_session(u.executor)
         alive = session or self._alive(u)   # before reading outcome.json
+        # the time of this look, read after the work above: a first look imports modules and
+        # starts watches, which under load takes long enough to make a stall seem younger
+        now = time.time()
         outcome = u.sd.outcome if u.sd.exists(statedir.OUTCOME) else None
         fs = self.rule.check(u.result_file, now) if u.result_file else None
         u.next_check = None
