@@ -34,9 +34,9 @@ class SetupResult:
         return f"SETUP {'ok' if self.ok else 'failed'} {state} took={self.duration_s:.1f}s"
 
 
-def run_setup(workspace: str | os.PathLike, command: str | Sequence[str],
+def run_setup(workspace: str | os.PathLike[str], command: str | Sequence[str],
               env: Mapping[str, str] | None = None, timeout: float | None = None, *,
-              log_path: str | os.PathLike | None = None, check: bool = True) -> SetupResult:
+              log_path: str | os.PathLike[str] | None = None, check: bool = True) -> SetupResult:
     """Run the plan's ``setup`` command in ``workspace`` before its unit starts.
 
     A string runs through ``/bin/sh -c`` (it is the plan author's shell line); a list runs as
@@ -66,7 +66,8 @@ def run_setup(workspace: str | os.PathLike, command: str | Sequence[str],
     result = SetupResult(ran.ok, ran.exit_code, ran.timed_out, ran.duration_s, ran.log,
                          ran.tail, excluded)
     if check and not ran.ok:
-        raise SetupFailed(result, command)
+        # prun.errors.SetupFailed takes unannotated arguments (a SetupResult, the command)
+        raise SetupFailed(result, command)  # type: ignore[no-untyped-call]
     return result
 
 
@@ -93,7 +94,7 @@ def shell_argv(command: str | Sequence[str]) -> list[str]:
 
 
 def run_bounded(command: str | Sequence[str], cwd: str, env: Mapping[str, str] | None,
-                timeout: float, log_path: str | os.PathLike) -> Ran:
+                timeout: float, log_path: str | os.PathLike[str]) -> Ran:
     """Run ``command`` in ``cwd`` in its own process group, stdin closed, stdout and stderr to
     ``log_path``; past ``timeout`` seconds its whole group is ended. Leftover processes of the
     group are ended when its leader exits."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..plan import Packet
 from .changes import Change
@@ -27,7 +28,7 @@ class Reason:
         return " ".join([f"reason={self.code}", *(f"{k}={_word(v)}" for k, v in
                                                    self.detail.items())])
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"code": self.code, **self.detail}
 
 
@@ -69,7 +70,7 @@ class Verdict:
             return [f"{word} {self.packet_id}{extra}"]
         return [f"{word} {self.packet_id} {r.text()}" for r in self.reasons]
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"packet": self.packet_id, "verdict": self.verdict,
                 "reasons": [r.as_dict() for r in self.reasons], "attempt": self.attempt_id,
                 "status": self.status, "result_file": self.result_file,
@@ -99,7 +100,7 @@ class Report:
     def lines(self) -> list[str]:
         return [line for v in self.verdicts for line in v.lines()] + [self.summary()]
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"run": self.run_id, "complete": self.complete,
                 "counts": {k: self.count(k) for k in (ACCEPTED, REJECTED, NEEDS_REVIEW)},
                 "packets": [v.as_dict() for v in self.verdicts]}

@@ -23,12 +23,13 @@ import shutil
 import stat
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TypedDict, cast
 
 from .._util import gitcmd
 from .._util.fsutil import atomic_write_json, read_json
-from ..errors import SetupFailed, UsageError, WorkspaceError
+from ..errors import GitError, SetupFailed, UsageError, WorkspaceError
 from .commands import SetupResult, run_setup
 
 MARKER = ".prun-workspace.json"
@@ -52,25 +53,43 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def _write_marker(path: str, kind: str, **info) -> None:
+class Marker(TypedDict, total=False):
+    """A workspace's marker: its kind (``clone``, ``scratch`` or ``snapshot``), when it was
+    made and, by kind, the base commit of a clone or snapshot, the folder a read-only copy
+    was made from, the parent of a scratch dir."""
+
+    kind: str
+    created: float
+    base: str
+    source: str
+    parent: str
+
+
+def _write_marker(path: str, kind: str, **info: str) -> None:
     # Not fsynced: the rename is atomic for readers, and a marker lost to a power cut only
     # leaves an empty workspace that ``remove`` will not touch (a run makes one per unit).
     atomic_write_json(path, {"kind": kind, "created": time.time(), **info}, durable=False)
 
 
-def marker(path: str | os.PathLike) -> dict | None:
+def _read_marker(path: str) -> Marker | None:
+    info = read_json(path)
+    # a JSON object in a marker file prun wrote: its shape is a Marker's
+    return cast(Marker, info) if isinstance(info, dict) else None
+
+
+def marker(path: str | os.PathLike[str]) -> Marker | None:
     """The marker of the prun workspace at ``path``, or None when it is not one."""
     path = os.fspath(path)
     for candidate in (os.path.join(path, ".git", CLONE_MARKER), os.path.join(path, MARKER)):
-        info = read_json(candidate)
-        if isinstance(info, dict) and info.get("kind"):
+        info = _read_marker(candidate)
+        if info is not None and info.get("kind"):
             return info
     return None
 
 
 # Scratch dirs -------------------------------------------------------------------------------
 
-def make_scratch(parent: str | os.PathLike, name: str) -> str:
+def make_scratch(parent: str | os.PathLike[str], name: str) -> str:
     """A fresh, empty directory ``<parent>/<name>-<random>`` outside any git work tree, so a
     stray ``git`` command there reaches no repository. Returns its absolute path."""
     parent = os.path.abspath(os.fspath(parent))
@@ -111,7 +130,7 @@ def _hooks_for(git_dir: str) -> str:
 _PUSH_KEYS = ("remote.", "url.", "branch.", "push.", "credential.")
 
 
-def make_clone(repo_root: str | os.PathLike, base: str, dest: str | os.PathLike) -> str:
+def make_clone(repo_root: str | os.PathLike[str], base: str, dest: str | os.PathLike[str]) -> str:
     """A throwaway clone of ``repo_root`` at ``dest`` with ``base`` checked out (detached),
     no remote, no push URL, no transport, and prun's refusing hooks. Returns its path.
 
@@ -127,7 +146,7 @@ def make_clone(repo_root: str | os.PathLike, base: str, dest: str | os.PathLike)
                              hint="give a fresh path; prun never reuses a workspace")
     try:
         commit = gitcmd.rev(repo_root, base)
-    except gitcmd.GitError:
+    except GitError:
         raise WorkspaceError(f"base {base!r} is not a commit in {repo_root}",
                              hint="give a commit id, branch or tag that exists")
     os.makedirs(os.path.dirname(dest), exist_ok=True)
@@ -142,7 +161,7 @@ def make_clone(repo_root: str | os.PathLike, base: str, dest: str | os.PathLike)
         strip_push_config(dest)
         gitcmd.git(["config", "core.hooksPath", _hooks_for(git_dir)], dest)
         gitcmd.git(["config", "protocol.allow", "never"], dest)
-    except gitcmd.GitError as e:
+    except GitError as e:
         # a half-made clone may still have its origin: it must not be left for anyone to use
         shutil.rmtree(dest, ignore_errors=True)
         raise WorkspaceError(f"could not make a clone at {dest}: {e.message}",
@@ -154,7 +173,7 @@ def make_clone(repo_root: str | os.PathLike, base: str, dest: str | os.PathLike)
     return dest
 
 
-def strip_push_config(clone: str | os.PathLike) -> list[str]:
+def strip_push_config(clone: str | os.PathLike[str]) -> list[str]:
     """Remove every remote, URL rewrite (``insteadOf``/``pushInsteadOf``), branch upstream,
     push default and credential helper from the clone's own config. Returns the keys removed."""
     listing = gitcmd.git(["config", "--local", "--null", "--list"], clone, check=False).stdout
@@ -167,7 +186,7 @@ def strip_push_config(clone: str | os.PathLike) -> list[str]:
     return removed
 
 
-def push_config(clone: str | os.PathLike) -> list[str]:
+def push_config(clone: str | os.PathLike[str]) -> list[str]:
     """Config entries (``key=value``) in the clone that name a remote or a push URL (should be
     none)."""
     listing = gitcmd.git(["config", "--local", "--null", "--list"], clone, check=False).stdout
@@ -180,25 +199,26 @@ def push_config(clone: str | os.PathLike) -> list[str]:
     return found
 
 
-def clone_base(clone: str | os.PathLike) -> str | None:
+def clone_base(clone: str | os.PathLike[str]) -> str | None:
     """The base commit recorded when the clone was made."""
-    info = read_json(os.path.join(os.fspath(clone), ".git", CLONE_MARKER))
-    return info.get("base") if isinstance(info, dict) else None
+    info = _read_marker(os.path.join(os.fspath(clone), ".git", CLONE_MARKER))
+    return info.get("base") if info is not None else None
 
 
-def set_clone_base(clone: str | os.PathLike, commit: str) -> None:
+def set_clone_base(clone: str | os.PathLike[str], commit: str) -> None:
     """Record ``commit`` as the clone's base: a dependent's clone starts from a commit prun
     made on top of the run's base (its predecessors' accepted changes)."""
     path = os.path.join(os.fspath(clone), ".git", CLONE_MARKER)
-    info = read_json(path)
-    info = info if isinstance(info, dict) else {"kind": "clone"}
+    info = _read_marker(path)
+    if info is None:
+        info = Marker(kind="clone")
     info["base"] = commit
     atomic_write_json(path, info, durable=False)
 
 
 # Read-only snapshots ------------------------------------------------------------------------
 
-def snapshot_readonly(src: str | os.PathLike, dest: str | os.PathLike) -> str:
+def snapshot_readonly(src: str | os.PathLike[str], dest: str | os.PathLike[str]) -> str:
     """Copy ``src`` to ``dest`` (symlinks kept as links) and take away every write permission,
     so a unit reading it cannot change the original or the copy by accident."""
     src, dest = os.path.abspath(os.fspath(src)), os.path.abspath(os.fspath(dest))
@@ -216,7 +236,7 @@ def snapshot_readonly(src: str | os.PathLike, dest: str | os.PathLike) -> str:
 _WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
 
 
-def make_readonly(root: str | os.PathLike) -> None:
+def make_readonly(root: str | os.PathLike[str]) -> None:
     """Take every write permission off ``root`` and everything under it (``drop_write`` on
     each entry, a folder after what it holds)."""
     root = os.fspath(root)
@@ -246,7 +266,7 @@ def drop_write(path: str, st: os.stat_result) -> bool:
 
 # Removal ------------------------------------------------------------------------------------
 
-def remove(path: str | os.PathLike) -> bool:
+def remove(path: str | os.PathLike[str]) -> bool:
     """Delete the prun workspace at ``path`` (read-only snapshots included). Refuses a folder
     that carries no prun marker. Returns False when it was already gone."""
     path = os.path.abspath(os.fspath(path))
@@ -256,7 +276,7 @@ def remove(path: str | os.PathLike) -> bool:
         raise WorkspaceError(f"not a prun workspace, left alone: {path}",
                              hint="prun removes only the workspaces it made")
 
-    def _writable_then_retry(func, p, _exc):
+    def _writable_then_retry(func: Callable[[str], object], p: str, _exc: object) -> None:
         for q in (os.path.dirname(p), p):
             try:
                 if not os.path.islink(q):
@@ -271,6 +291,6 @@ def remove(path: str | os.PathLike) -> bool:
     return True
 
 
-__all__ = ["SetupFailed", "SetupResult", "WorkspaceError", "clone_base", "default_root",
+__all__ = ["Marker", "SetupFailed", "SetupResult", "WorkspaceError", "clone_base", "default_root",
            "drop_write", "make_clone", "make_readonly", "make_scratch", "marker", "push_config",
            "remove", "run_setup", "set_clone_base", "snapshot_readonly", "strip_push_config"]
