@@ -52,7 +52,8 @@ class LandingRule:
     def __init__(self, window: float = DEFAULT_STABLE_WINDOW_S, index_folder: str | None = None):
         self.window = window
         self.index_folder = index_folder or published.index_dir()
-        self._seen: dict[str, tuple[tuple, float]] = {}
+        # path -> (its device, inode, size and mtime, when that version was first seen)
+        self._seen: dict[str, tuple[tuple[int, int, int, int], float]] = {}
 
     def check(self, path: str, now: float | None = None) -> FileState:
         now = time.time() if now is None else now

@@ -35,6 +35,7 @@ import calendar
 import os
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..attempt import published, statedir
 from ..attempt.statedir import StateDir
@@ -50,6 +51,14 @@ from .report import (
     summary_line,
 )
 
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from .notify import Changes, ProcessWatch
+
+    # what the monitor knows of a dispatcher: what ``Watch.add_process`` said, or exited since
+    _ProcessState: TypeAlias = ProcessWatch | Literal["exited"]
+
 DEFAULT_STALL_S = 600.0
 PID_POLL_S = 2.0      # liveness checks where a process exit cannot wake us
 RESCAN_S = 60.0       # a full look now and then, in case the platform dropped an event
@@ -62,13 +71,20 @@ class _Unit:
         self.sd = sd
         self.seen_stalled = seen_stalled
         self.started = started
-        self.unit: dict = {}
+        self.unit: dict[str, Any] = {}     # its unit.json
         self.result_file: str | None = None
         self.entry_name: str | None = None
-        self.first_line: tuple[tuple, str] | None = None
+        self.first_line: tuple[tuple[int, int, int], str] | None = None  # by the result's stat
         self.report: UnitReport | None = None
         self.next_check: float | None = None
         self.key: tuple[int, float | None] | None = None   # the dispatcher: pid, start time
+
+    @property
+    def last(self) -> UnitReport:
+        """The report of its latest look (every unit is looked at before the first event)."""
+        if self.report is None:
+            raise RuntimeError(f"{self.sd.path} has not been looked at yet")
+        return self.report
 
     @property
     def executor(self) -> str:
@@ -96,7 +112,7 @@ class Monitor:
         self.rule = LandingRule(window)
         self.mode = mode
         self.interval = interval
-        self._procs: dict[tuple[int, float | None], str] = {}
+        self._procs: dict[tuple[int, float | None], _ProcessState] = {}
 
     # the loop ---------------------------------------------------------------------------------
     def run(self, timeout: float | None = None) -> Report:
@@ -121,7 +137,7 @@ class Monitor:
                 if event is None and timeout is not None and time.monotonic() - started >= timeout:
                     event = "TIMEOUT"
                 if event:
-                    return Report(event, [u.report for u in self.units], self._watch_label())
+                    return Report(event, [u.last for u in self.units], self._watch_label())
                 now = time.time()
                 polled = "unsupported" in self._procs.values()
                 wake = [(PID_POLL_S if polled else RESCAN_S) - (time.monotonic() - last_full)]
@@ -145,7 +161,7 @@ class Monitor:
         finally:
             watch.close(wait=False)  # the answer is ready: do not make the caller wait
 
-    def _touched(self, changes) -> set[int]:
+    def _touched(self, changes: Changes) -> set[int]:
         """The units an event concerns: a file in its state dir, its result file or index
         entry, or its dispatcher's exit."""
         folders = {os.path.dirname(p) for p in changes.paths}
@@ -155,7 +171,7 @@ class Monitor:
                 or u.entry_name in names or (u.key is not None and u.key[0] in changes.exited)}
 
     def _event(self) -> str | None:
-        states = [u.report.state for u in self.units]
+        states = [u.last.state for u in self.units]
         if "failed" in states:
             return "FAILED"
         if "stalled" in states:
@@ -205,7 +221,7 @@ class Monitor:
                 if os.path.isdir(parent):
                     self.watch.add_dir(parent)
 
-    def _state(self, u: _Unit, outcome: dict | None, fs: FileState | None, session: bool,
+    def _state(self, u: _Unit, outcome: dict[str, Any] | None, fs: FileState | None, session: bool,
                alive: bool, now: float) -> tuple[str, str]:
         """The unit's state and the note that says why (see the module's docstring), in the
         order the reasons win."""
@@ -267,6 +283,10 @@ class Monitor:
         return max(since, u.started) if u.seen_stalled else since
 
     def _first_line(self, u: _Unit) -> str:
+        """The result file's first line ("" when it has none or cannot be read), read again
+        only when the file changed."""
+        if u.result_file is None:
+            return ""
         try:
             st = os.stat(u.result_file)
             sig = (st.st_ino, st.st_size, st.st_mtime_ns)
@@ -278,9 +298,10 @@ class Monitor:
         except OSError:
             return ""
 
-    def _report(self, u: _Unit, state: str, note: str, exit_code, outcome, session: bool,
-                now: float) -> UnitReport:
+    def _report(self, u: _Unit, state: str, note: str, exit_code: int | None,
+                outcome: dict[str, Any] | None, session: bool, now: float) -> UnitReport:
         start = _started_at(u)
+        elapsed: float | None
         if outcome and isinstance(outcome.get("duration_s"), int | float):
             elapsed = float(outcome["duration_s"])
         else:
@@ -321,7 +342,7 @@ def _is_session(executor: str) -> bool:
     return ex is not None and not ex.launches_process
 
 
-def _finished_state(outcome: dict, size: int) -> tuple[str, str]:
+def _finished_state(outcome: dict[str, Any], size: int) -> tuple[str, str]:
     """Its dispatcher finished (``outcome.json``): done when a result is there, else failed."""
     kind = str(outcome.get("outcome") or "finished")
     if size <= 0:
@@ -338,7 +359,7 @@ def _waiting_note(u: _Unit, fs: FileState | None) -> str:
     return "no-result-yet"
 
 
-def _fallback_reason(first_line: str, outcome: dict | None) -> str:
+def _fallback_reason(first_line: str, outcome: dict[str, Any] | None) -> str:
     for word in first_line.split():
         if word.startswith("reason="):
             return word[len("reason="):] or "unknown"

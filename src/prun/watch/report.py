@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from ..errors import ExitCode
 
@@ -55,7 +56,7 @@ class Report:
     def still_running(self) -> list[UnitReport]:
         return [u for u in self.units if u.state in STILL_RUNNING]
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"event": self.event, "exit_code": self.exit_code, "units_total": len(self.units),
                 "counts": self.counts, "watch": self.watch,
                 "units": [asdict(u) for u in self.units]}
@@ -75,7 +76,7 @@ def digest_line(u: UnitReport) -> str:
 
     from .._util.timeparse import format_duration
 
-    def dur(v):
+    def dur(v: float | None) -> str:
         return "-" if v is None else format_duration(v)
 
     return (f"UNIT {u.unit_id} state={u.state} elapsed={dur(u.elapsed_s)} "
