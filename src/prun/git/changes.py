@@ -15,8 +15,10 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from .._util import gitcmd
+from ..errors import GitError
 
 STATUS_NAMES = {"M": "modified", "A": "added", "D": "deleted", "R": "renamed", "C": "copied",
                 "T": "type-changed", "U": "unmerged"}
@@ -36,7 +38,7 @@ class FileChange:
     def paths(self) -> tuple[str, ...]:
         return (self.old_path, self.path) if self.old_path else (self.path,)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v is not None}
 
 
@@ -59,7 +61,7 @@ class Change:
         """Every path the change touches (both sides of a rename), sorted."""
         return sorted({p for f in self.files for p in f.paths})
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"clone": self.clone, "base": self.base, "head": self.head,
                 "files": [f.as_dict() for f in self.files], "commits": list(self.commits),
                 "head_moved": self.head_moved}
@@ -88,17 +90,17 @@ def private_index(git_dir: str) -> Iterator[dict[str, str]]:
                 pass
 
 
-def read_change(clone: str | os.PathLike, base: str, *, with_patch: bool = False) -> Change:
+def read_change(clone: str | os.PathLike[str], base: str, *, with_patch: bool = False) -> Change:
     """The clone's change against ``base`` (a commit id or any revision the clone knows)."""
     clone = os.fspath(clone)
     if not base or base.startswith("-"):
-        raise gitcmd.GitError(["rev-parse", base], 128, f"bad revision {base!r}")
+        raise GitError(["rev-parse", base], 128, f"bad revision {base!r}")
     proc = gitcmd.git(["rev-parse", "--absolute-git-dir", "HEAD", f"{base}^{{commit}}"], clone,
                       check=False)
     lines = proc.stdout.split("\n")
     if proc.returncode != 0 or len(lines) < 3:
         gitcmd.rev(clone, base)                      # raises the precise error
-        raise gitcmd.GitError(["rev-parse", "HEAD"], proc.returncode, proc.stderr)
+        raise GitError(["rev-parse", "HEAD"], proc.returncode, proc.stderr)
     git_dir, head, base = lines[0], lines[1], lines[2]
     commits: tuple[str, ...] = ()
     head_moved = False
@@ -132,17 +134,21 @@ def read_change(clone: str | os.PathLike, base: str, *, with_patch: bool = False
     return Change(clone, base, head, tuple(files), commits, head_moved, patch)
 
 
-def patch_of(clone: str | os.PathLike, base: str) -> bytes:
+def patch_of(clone: str | os.PathLike[str], base: str) -> bytes:
     """The clone's change against ``base`` as a binary patch (``git apply`` can apply it)."""
     return read_change(clone, base, with_patch=True).patch or b""
 
 
-def _parse_raw_numstat(text: str):
+_RawEntry = tuple[str, str, str | None]               # status code, path, new path or None
+_LineCounts = dict[str, tuple[int | None, int | None]]  # path -> lines added, deleted
+
+
+def _parse_raw_numstat(text: str) -> tuple[list[_RawEntry], _LineCounts]:
     """``git diff --raw --numstat -z`` output: [(status, path, new path or None)] and
     {path: (added, deleted)}, (None, None) for a binary file."""
     parts = text.split("\0")
-    raw: list[tuple[str, str, str | None]] = []
-    counts: dict[str, tuple[int | None, int | None]] = {}
+    raw: list[_RawEntry] = []
+    counts: _LineCounts = {}
     i = 0
     while i < len(parts) and parts[i]:
         token = parts[i]

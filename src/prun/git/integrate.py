@@ -16,12 +16,13 @@ import os
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .._util import gitcmd
 from ..errors import UsageError
 from ..plan import Packet
 from .changes import Change, FileChange, read_change
-from .reconcile import ACCEPTED, Report, Verdict
+from .verdict import ACCEPTED, Report, Verdict
 
 CHECK_TIMEOUT_DEFAULT = 3600.0
 
@@ -58,7 +59,7 @@ class UnitResult:
         out += [f"OVERLAP {pid} path={_token(p)} with={w}" for p, w in self.overlaps]
         return out
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"packet": self.packet_id, "verdict": self.verdict, "action": self.action,
                 "files": [f.as_dict() for f in self.files],
                 "conflicts": [{"path": p, "with": w} for p, w in self.conflicts],
@@ -83,7 +84,7 @@ class CheckResult:
         code = "timeout" if self.timed_out else f"exit={self.exit_code}"
         return f"CHECK {state} {code} took={self.duration_s:.1f}s log={_token(self.log)}"
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"command": self.command, "ok": self.ok, "exit_code": self.exit_code,
                 "timed_out": self.timed_out, "duration_s": round(self.duration_s, 3),
                 "log": self.log}
@@ -118,7 +119,7 @@ class Integration:
             out.append(self.check.line())
         return [*out, self.summary()]
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"target": self.target, "applied": self.applied, "conflicts": self.conflicts,
                 "units": [u.as_dict() for u in self.units],
                 "check": self.check.as_dict() if self.check else None,
@@ -190,7 +191,7 @@ def integrate(report: Report, packets: Sequence[Packet], target: str, *,
                             patch_dir, dirty))
     ran = None
     if check:
-        from .workspace import run_bounded
+        from .commands import run_bounded
 
         fd, log = tempfile.mkstemp(prefix="prun-check-", suffix=".log",
                                    dir=patch_dir if patch_dir else None)

@@ -11,13 +11,17 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from .._util.fsutil import atomic_write, atomic_write_json
 from .._util.process import same_process_alive
 from ..attempt.statedir import StateDir
-from ..errors import StateError
+from ..errors import GitError, StateError
+
+if TYPE_CHECKING:
+    import psutil
 
 PAUSED_PATCH = "paused.patch"
 PAUSED_JSON = "paused.json"
@@ -30,15 +34,15 @@ class PauseResult:
     patch: str | None = None
     files: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
-
 
 
 def _kill_grace() -> float:
     from ..settings import current
 
     return current().kill_grace_s
+
 
 def stop_recorded_group(state_dir: str, grace: float | None = None) -> str:
     """End the worker group recorded in ``state_dir/unit.json``: SIGTERM to the group, then
@@ -83,7 +87,7 @@ def stop_recorded_group(state_dir: str, grace: float | None = None) -> str:
     return "stopped"
 
 
-def _wait_gone(procs, timeout: float):
+def _wait_gone(procs: Iterable[psutil.Process], timeout: float) -> list[psutil.Process]:
     """Bounded wait until every process has exited (a zombie counts as gone)."""
     import psutil
 
@@ -101,7 +105,7 @@ def _wait_gone(procs, timeout: float):
         psutil.wait_procs(left, timeout=min(0.1, max(0.0, deadline - time.monotonic())))
 
 
-def _worker(state_dir: str):
+def _worker(state_dir: str) -> psutil.Process | None:
     """The recorded worker as a psutil process, or None when it is not running any more."""
     import psutil
 
@@ -119,7 +123,6 @@ def _worker(state_dir: str):
 def _save_patch(result: PauseResult, workspace: str | None, base: str | None) -> bool:
     """Write the clone's change as ``paused.patch``; False when the clone cannot be read
     (gone, or moved to ``<clone>.quarantined`` by the supervisor meanwhile)."""
-    from .._util.gitcmd import GitError
     from .changes import read_change
     from .workspace import clone_base
 

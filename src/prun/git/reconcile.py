@@ -14,24 +14,33 @@ from the ledger. For each packet it returns a ``Verdict``:
                    work), a result recovered from the state dir's tail, a unit still running
 
 Scope advances only when every packet is accepted or explicitly re-scoped (``Report.complete``).
+
+The verdict types live in ``prun.git.verdict``, the scope rule in ``prun.git.scope`` and the
+result sections in ``prun.git.sections``; this module names them all.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from .._util.fsutil import atomic_write, read_json, read_text, tail_bytes
-from ..plan import Packet, Plan, globs
-from ..plan.globs import normalize, resolve_folder
 from .changes import Change, read_change
-
-ACCEPTED = "accepted"
-REJECTED = "rejected"
-NEEDS_REVIEW = "needs-review"
-LINE_WORD = {ACCEPTED: "ACCEPTED", REJECTED: "REJECTED", NEEDS_REVIEW: "REVIEW"}
+from .scope import plan_scope, scope_reasons
+from .sections import section_reasons, sections
+from .verdict import (
+    ACCEPTED,
+    LINE_WORD,
+    NEEDS_REVIEW,
+    REJECTED,
+    Reason,
+    Report,
+    UnitInput,
+    Verdict,
+)
 
 RECOVERED_RESULT = "recovered-result.md"    # written in the state dir by the FALLBACK salvage
 TAIL_SALVAGE_BYTES = 200_000
@@ -42,194 +51,6 @@ _CLAIMS = re.compile(
     r"\b(ran|tested|tests? pass(?:ed|es)?|verified|implemented|fixed|created|added|"
     r"updated|wrote|written|changed|modified|edited|executed|fetched|measured|refactored|"
     r"installed|removed|deleted|renamed|benchmarked|confirmed)\b", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class Reason:
-    """One reason for a verdict: a stable slug and the facts behind it."""
-
-    code: str
-    detail: Mapping[str, object] = field(default_factory=dict)
-
-    def text(self) -> str:
-        return " ".join([f"reason={self.code}", *(f"{k}={_word(v)}" for k, v in
-                                                   self.detail.items())])
-
-    def as_dict(self) -> dict:
-        return {"code": self.code, **self.detail}
-
-
-@dataclass(frozen=True)
-class UnitInput:
-    """What reconciliation needs to know about one packet and its (latest) attempt."""
-
-    packet: Packet
-    attempt_id: str | None = None
-    status: str | None = None           # the attempt's status (ledger), None: never dispatched
-    state_dir: str | None = None
-    workspace: str | None = None        # the clone of a code unit
-    base: str | None = None             # the declared base commit
-    result_file: str | None = None
-    executor: str | None = None
-    reports_tool_use: bool | None = None  # None: ask the executor class
-    rescoped: str | None = None         # a directly approved change of scope (why)
-    may_write: tuple[str, ...] | None = None  # the globs it may change (default: see scope_reasons)
-    shared: Mapping[str, str] | None = None   # the plan's shared paths -> integration owner
-
-
-@dataclass
-class Verdict:
-    packet_id: str
-    verdict: str
-    reasons: list[Reason] = field(default_factory=list)
-    attempt_id: str | None = None
-    status: str | None = None
-    result_file: str | None = None
-    recovered: str | None = None        # the salvaged result's path, when one was recovered
-    change: Change | None = None
-    rescoped: str | None = None
-
-    def lines(self) -> list[str]:
-        word = LINE_WORD[self.verdict]
-        if not self.reasons:
-            files = len(self.change.files) if self.change else 0
-            extra = f" files={files}" if self.change else ""
-            return [f"{word} {self.packet_id}{extra}"]
-        return [f"{word} {self.packet_id} {r.text()}" for r in self.reasons]
-
-    def as_dict(self) -> dict:
-        return {"packet": self.packet_id, "verdict": self.verdict,
-                "reasons": [r.as_dict() for r in self.reasons], "attempt": self.attempt_id,
-                "status": self.status, "result_file": self.result_file,
-                "recovered": self.recovered, "rescoped": self.rescoped,
-                "change": self.change.as_dict() if self.change else None}
-
-
-@dataclass
-class Report:
-    verdicts: list[Verdict]
-    run_id: str | None = None
-
-    def count(self, verdict: str) -> int:
-        return sum(v.verdict == verdict for v in self.verdicts)
-
-    @property
-    def complete(self) -> bool:
-        """Every packet accepted or explicitly re-scoped: the required scope may advance."""
-        return all(v.verdict == ACCEPTED or v.rescoped for v in self.verdicts)
-
-    def summary(self) -> str:
-        run = f" run={self.run_id}" if self.run_id else ""
-        return (f"RECONCILE{run} packets={len(self.verdicts)} accepted={self.count(ACCEPTED)} "
-                f"rejected={self.count(REJECTED)} review={self.count(NEEDS_REVIEW)} "
-                f"complete={'yes' if self.complete else 'no'}")
-
-    def lines(self) -> list[str]:
-        return [line for v in self.verdicts for line in v.lines()] + [self.summary()]
-
-    def as_dict(self) -> dict:
-        return {"run": self.run_id, "complete": self.complete,
-                "counts": {k: self.count(k) for k in (ACCEPTED, REJECTED, NEEDS_REVIEW)},
-                "packets": [v.as_dict() for v in self.verdicts]}
-
-    def verdict(self, packet_id: str) -> Verdict | None:
-        return next((v for v in self.verdicts if v.packet_id == packet_id), None)
-
-
-# Scope --------------------------------------------------------------------------------------
-
-def plan_scope(plan: Plan, root: str | None = None) -> tuple[dict[str, tuple[str, ...]],
-                                                            dict[str, str]]:
-    """The scope of every packet of ``plan`` as ``prun check`` reads it: what each may change
-    (``Plan.may_write``), and the plan-wide shared paths with their integration owner (the
-    first declaration of a path wins); a dotted name that is a folder of ``root`` is the whole
-    folder."""
-    shared: dict[str, str] = {}
-    for p in plan.packets:
-        for path, owner in p.shared.items():
-            shared.setdefault(normalize(resolve_folder(path, root)), owner)
-    may_write = {p.id: tuple(resolve_folder(g, root) for g in plan.may_write(p))
-                 for p in plan.packets}
-    return may_write, shared
-
-
-def scope_reasons(packet: Packet, paths: Iterable[str], *,
-                  may_write: Iterable[str] | None = None,
-                  shared: Mapping[str, str] | None = None) -> list[Reason]:
-    """Scope leaks (paths outside the globs ``packet`` may write) and shared files touched by
-    a packet that is not their integration owner. Globs are ``prun.plan.globs`` globs, as
-    ``prun check`` reads them. ``shared`` maps every shared path of the plan to its integration
-    owner (default: the packet's own ``shared``); ``may_write`` defaults to the packet's
-    ``owns``, ``generates`` and the paths of ``shared`` it is the integration owner of."""
-    shared = dict(packet.shared if shared is None else shared)
-    if may_write is None:
-        mine = (k for k, owner in shared.items() if owner == packet.id)
-        may_write = (*packet.owns, *packet.generates, *mine)
-    allowed = tuple(may_write)
-    reasons = []
-    for path in sorted(set(paths)):
-        owner = next((o for key, o in shared.items() if globs.matches(key, path)), None)
-        if owner is not None:
-            if owner != packet.id:
-                reasons.append(Reason("shared-not-owner", {"path": path, "owner": owner}))
-        elif not any(globs.matches(g, path) for g in allowed):
-            reasons.append(Reason("scope-leak", {"path": path}))
-    return reasons
-
-
-# Result sections ----------------------------------------------------------------------------
-
-_ATX = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
-_SETEXT = re.compile(r"^\s{0,3}(=+|-+)\s*$")
-
-
-def sections(text: str) -> dict[str, str]:
-    """Markdown headings (ATX ``## Title`` or setext; lower-cased, trailing ':' dropped) ->
-    the text under each, subsections included, up to the next heading of the same or a higher
-    level. Headings inside code fences do not count."""
-    lines = text.splitlines()
-    heads: list[tuple[int, int, int, str]] = []   # (first line, body start, level, key)
-    fence = False
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if line.lstrip().startswith(("```", "~~~")):
-            fence = not fence
-        elif not fence:
-            m = _ATX.match(line)
-            if m:
-                heads.append((i, i + 1, len(m.group(1)), _heading_key(m.group(2))))
-            elif line.strip() and i + 1 < len(lines) and _SETEXT.match(lines[i + 1]):
-                level = 1 if lines[i + 1].strip().startswith("=") else 2
-                heads.append((i, i + 2, level, _heading_key(line)))
-                i += 1
-        i += 1
-    found: dict[str, str] = {}
-    for n, (_, start, level, key) in enumerate(heads):
-        end = next((h[0] for h in heads[n + 1:] if h[2] <= level), len(lines))
-        found.setdefault(key, "\n".join(lines[start:end]).strip())
-    return found
-
-
-def _heading_key(title: str) -> str:
-    title = re.sub(r"[*_`]", "", title).strip().rstrip(":").strip()
-    return re.sub(r"\s+", " ", title).lower()
-
-
-def section_reasons(text: str, required: Sequence[str]) -> list[Reason]:
-    """Required sections missing or empty in the result text (a heading starting with the
-    required name counts, case-insensitively: "Verification (commands run)")."""
-    found = sections(text)
-    reasons = []
-    for name in required:
-        key = _heading_key(name)
-        body = next((b for h, b in found.items() if h == key or h.startswith(key + " ")
-                     or h.startswith(key + ":") or h.startswith(key + " (")), None)
-        if body is None:
-            reasons.append(Reason("missing-section", {"section": name}))
-        elif not body:
-            reasons.append(Reason("empty-section", {"section": name}))
-    return reasons
 
 
 # The result and its salvage -----------------------------------------------------------------
@@ -292,91 +113,162 @@ SUCCESS = ("succeeded",)
 LIVE = ("pending", "parked", "dispatched", "running", "cancel-requested")
 
 
+@dataclass
+class _Findings:
+    """The reasons found against one packet: those that reject it, then those that send it to
+    review."""
+
+    rejected: list[Reason] = field(default_factory=list)
+    review: list[Reason] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        return REJECTED if self.rejected else NEEDS_REVIEW if self.review else ACCEPTED
+
+
 def judge(unit: UnitInput, *, with_patch: bool = False,
           snapshots: Mapping[str, list[str]] | None = None) -> Verdict:
     """The verdict for one packet, with every reason found. ``with_patch`` keeps the clone's
     binary patch in ``verdict.change.patch`` (for integration); ``snapshots``: what changed in
     each snapshot, when the caller checked them already."""
-    p = unit.packet
-    v = Verdict(p.id, ACCEPTED, attempt_id=unit.attempt_id, status=unit.status,
+    outcome = _outcome(unit.state_dir)
+    status = _status(unit, outcome)
+    v = Verdict(unit.packet.id, ACCEPTED, attempt_id=unit.attempt_id, status=status,
                 rescoped=unit.rescoped)
-    rejected: list[Reason] = []
-    review: list[Reason] = []
-    outcome = read_json(os.path.join(unit.state_dir, "outcome.json")) if unit.state_dir else None
-    outcome = outcome if isinstance(outcome, dict) else {}
-    status = unit.status or outcome.get("outcome")
-    if status in LIVE and outcome.get("outcome"):
-        status = outcome["outcome"]     # the dispatcher finished; the ledger has not caught up
-    v.status = status
-    if unit.attempt_id is None and unit.state_dir is None:
-        rejected.append(Reason("not-dispatched"))
-    elif status in LIVE and not outcome:
-        review.append(Reason("unfinished", {"status": status}))
-    elif status not in SUCCESS:
-        rejected.append(Reason("not-succeeded", {"status": status or "unknown"}))
+    # dispatched and over: there is a result to read and, for a code unit, a change
+    ended = bool(unit.attempt_id or unit.state_dir) and (status not in LIVE or bool(outcome))
+    found = _Findings()
+    _status_reasons(unit, status, outcome, found)
+    text = _result_reasons(unit, v, status, outcome, ended, found)
+    found.rejected += _published_reasons(outcome)
+    found.rejected += _snapshot_reasons(unit.state_dir, snapshots)
+    if unit.packet.writes_code and ended:
+        v.change = _change_reasons(unit, status, with_patch, found)
+    if _hollow_no_tool_use(unit, status, outcome, text, v.change):
+        found.review.append(Reason("hollow-no-tool-use", {"tool_uses": 0}))
+    v.reasons = found.rejected + found.review
+    v.verdict = found.verdict
+    return v
 
-    # the result, or what can be salvaged of it
-    result_file = unit.result_file or outcome.get("result_file")
-    if not result_file and unit.state_dir:
-        result_file = read_text(os.path.join(unit.state_dir, "result-file"), "").strip() or None
-    v.result_file = result_file
-    text = _result_text(result_file)
-    finished = status not in LIVE or bool(outcome)
-    if text is None and finished and (unit.attempt_id or unit.state_dir):
-        recovered = salvage(unit.state_dir, unit.executor or outcome.get("executor")) \
-            if unit.state_dir else None
-        if recovered:
-            v.recovered = recovered
-            text = read_text(recovered, "")
-            review.append(Reason("result-recovered", {"path": recovered}))
-        else:
-            rejected.append(Reason("no-result", {"path": result_file or "unknown"}))
-    elif text is not None and text.lstrip().startswith("FALLBACK") and status in SUCCESS:
-        review.append(Reason("fallback-result", {"path": result_file}))
-    failed_text = bool(text) and v.recovered is None and text.lstrip().startswith("FALLBACK") \
-        and status not in SUCCESS
-    if text is not None and p.requires and not failed_text:
-        rejected.extend(section_reasons(text, p.requires))
-    rejected += _published_reasons(outcome)
-    for path in _snapshots(unit.state_dir):
-        changes = (snapshots.get(path) if snapshots is not None and path in snapshots
+
+def _outcome(state_dir: str | None) -> dict[str, Any]:
+    """The attempt's ``outcome.json`` (its dispatcher writes it last), {} when there is none."""
+    outcome = read_json(os.path.join(state_dir, "outcome.json")) if state_dir else None
+    return outcome if isinstance(outcome, dict) else {}
+
+
+def _status(unit: UnitInput, outcome: Mapping[str, Any]) -> str | None:
+    """The attempt's status: the ledger's, or the outcome's when the dispatcher finished and
+    the ledger has not caught up."""
+    finished: str | None = outcome.get("outcome")
+    status = unit.status or finished
+    if status in LIVE and finished:
+        return finished
+    return status
+
+
+def _status_reasons(unit: UnitInput, status: str | None, outcome: Mapping[str, Any],
+                    found: _Findings) -> None:
+    """Never dispatched, still running, or ended without success."""
+    if unit.attempt_id is None and unit.state_dir is None:
+        found.rejected.append(Reason("not-dispatched"))
+    elif status in LIVE and not outcome:
+        found.review.append(Reason("unfinished", {"status": status}))
+    elif status not in SUCCESS:
+        found.rejected.append(Reason("not-succeeded", {"status": status or "unknown"}))
+
+
+def _result_reasons(unit: UnitInput, v: Verdict, status: str | None,
+                    outcome: Mapping[str, Any], ended: bool, found: _Findings) -> str | None:
+    """The result's text (salvaged from the tail when the attempt ended without one), and what
+    is wrong with it: none at all, recovered, a FALLBACK, required sections missing. Records
+    the result file and the salvage in ``v``."""
+    v.result_file = _result_file(unit, outcome)
+    text = _result_text(v.result_file)
+    if text is None and ended:
+        text = _salvaged(unit, v, outcome, found)
+    elif text is not None and _is_fallback(text) and status in SUCCESS:
+        found.review.append(Reason("fallback-result", {"path": v.result_file}))
+    # a failed unit's own FALLBACK says why it failed: it is not held to the required sections
+    failed_text = (text is not None and v.recovered is None and _is_fallback(text)
+                   and status not in SUCCESS)
+    if text is not None and unit.packet.requires and not failed_text:
+        found.rejected.extend(section_reasons(text, unit.packet.requires))
+    return text
+
+
+def _result_file(unit: UnitInput, outcome: Mapping[str, Any]) -> str | None:
+    """Where the result is: as given, else as the outcome or the state dir records it."""
+    path: str | None = unit.result_file or outcome.get("result_file")
+    if not path and unit.state_dir:
+        path = (read_text(os.path.join(unit.state_dir, "result-file")) or "").strip() or None
+    return path
+
+
+def _salvaged(unit: UnitInput, v: Verdict, outcome: Mapping[str, Any],
+              found: _Findings) -> str | None:
+    """The result recovered from the state dir's tail (``v.recovered``; it needs review), or
+    None: then there is no result at all."""
+    recovered = (salvage(unit.state_dir, unit.executor or outcome.get("executor"))
+                 if unit.state_dir else None)
+    if not recovered:
+        found.rejected.append(Reason("no-result", {"path": v.result_file or "unknown"}))
+        return None
+    v.recovered = recovered
+    found.review.append(Reason("result-recovered", {"path": recovered}))
+    return read_text(recovered, "")
+
+
+def _is_fallback(text: str) -> bool:
+    return text.lstrip().startswith("FALLBACK")
+
+
+def _change_reasons(unit: UnitInput, status: str | None, with_patch: bool,
+                    found: _Findings) -> Change | None:
+    """A code unit's change, read from its clone, and what is wrong with it: no clone or no
+    base, commits the worker made, a moved HEAD, paths outside its scope, nothing changed."""
+    workspace = unit.workspace
+    if not workspace or not os.path.isdir(os.path.join(workspace, ".git")):
+        if status in SUCCESS:
+            found.rejected.append(Reason("no-workspace", {"path": workspace or "none"}))
+        return None
+    from .workspace import clone_base
+
+    base = unit.base or clone_base(workspace)
+    if not base:
+        found.rejected.append(Reason("no-base", {"path": workspace}))
+        return None
+    change = read_change(workspace, base, with_patch=with_patch)
+    found.rejected += [Reason("worker-committed", {"commit": c[:12]}) for c in change.commits]
+    if change.head_moved:
+        found.rejected.append(Reason("head-moved", {"head": change.head[:12]}))
+    found.rejected += scope_reasons(unit.packet, change.paths, may_write=unit.may_write,
+                                    shared=unit.shared)
+    if change.empty and status in SUCCESS:
+        found.review.append(Reason("hollow-empty-diff"))
+    return change
+
+
+def _hollow_no_tool_use(unit: UnitInput, status: str | None, outcome: Mapping[str, Any],
+                        text: str | None, change: Change | None) -> bool:
+    """A success that used no tool at all while its result claims work (or its clone
+    changed)."""
+    if status not in SUCCESS or not _reports_tool_use(unit) or outcome.get("tool_uses") != 0:
+        return False
+    return bool(text and _CLAIMS.search(text)) or bool(change and not change.empty)
+
+
+def _snapshot_reasons(state_dir: str | None,
+                      snapshots: Mapping[str, list[str]] | None) -> list[Reason]:
+    """The read-only snapshots the unit was given that changed since they were made."""
+    reasons = []
+    for path in _snapshots(state_dir):
+        changes = (snapshots[path] if snapshots is not None and path in snapshots
                    else _snapshot_changes(path))
         if changes:
-            rejected.append(Reason("snapshot-modified", {"snapshot": path, "first": changes[0],
-                                                         "changes": len(changes)}))
-
-    # the change of a code-writing unit
-    if p.writes_code and finished and (unit.attempt_id or unit.state_dir):
-        if not unit.workspace or not os.path.isdir(os.path.join(unit.workspace, ".git")):
-            if status in SUCCESS:
-                rejected.append(Reason("no-workspace", {"path": unit.workspace or "none"}))
-        else:
-            from .workspace import clone_base
-
-            base = unit.base or clone_base(unit.workspace)
-            if not base:
-                rejected.append(Reason("no-base", {"path": unit.workspace}))
-            else:
-                change = read_change(unit.workspace, base, with_patch=with_patch)
-                v.change = change
-                for c in change.commits:
-                    rejected.append(Reason("worker-committed", {"commit": c[:12]}))
-                if change.head_moved:
-                    rejected.append(Reason("head-moved", {"head": change.head[:12]}))
-                rejected.extend(scope_reasons(p, change.paths, may_write=unit.may_write,
-                                              shared=unit.shared))
-                if change.empty and status in SUCCESS:
-                    review.append(Reason("hollow-empty-diff"))
-
-    # a success that used no tool at all while claiming work
-    if status in SUCCESS and _reports_tool_use(unit) and outcome.get("tool_uses", None) == 0:
-        claims = bool(text and _CLAIMS.search(text)) or bool(v.change and not v.change.empty)
-        if claims:
-            review.append(Reason("hollow-no-tool-use", {"tool_uses": 0}))
-
-    v.reasons = rejected + review
-    v.verdict = REJECTED if rejected else NEEDS_REVIEW if review else ACCEPTED
-    return v
+            reasons.append(Reason("snapshot-modified", {"snapshot": path, "first": changes[0],
+                                                        "changes": len(changes)}))
+    return reasons
 
 
 def reconcile(units: Iterable[UnitInput], run_id: str | None = None, *,
@@ -398,13 +290,15 @@ def reconcile(units: Iterable[UnitInput], run_id: str | None = None, *,
     return Report(verdicts, run_id)
 
 
-def _published_reasons(outcome: Mapping) -> list[Reason]:
+def _published_reasons(outcome: Mapping[str, Any]) -> list[Reason]:
     """A published result that changed after publication is never accepted."""
     from ..attempt.published import changed
 
     ident = outcome.get("result_identity")
     why = changed(ident)
-    return [Reason("result-changed", {"path": ident["path"], "why": why})] if why else []
+    if not why or not isinstance(ident, dict):  # changed() says why only of a recorded dict
+        return []
+    return [Reason("result-changed", {"path": ident["path"], "why": why})]
 
 
 def _snapshots(state_dir: str | None) -> list[str]:
@@ -429,9 +323,6 @@ def _snapshot_changes(path: str) -> list[str]:
         return [e.message]
 
 
-def _word(value: object) -> str:
-    """A value as one whitespace-free token (paths with spaces are quoted)."""
-    s = str(value)
-    if not s or any(c.isspace() for c in s) or '"' in s:
-        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return s
+__all__ = ["ACCEPTED", "LINE_WORD", "NEEDS_REVIEW", "REJECTED", "Reason", "Report", "UnitInput",
+           "Verdict", "judge", "plan_scope", "reconcile", "salvage", "scope_reasons",
+           "section_reasons", "sections"]

@@ -35,11 +35,12 @@ import posixpath
 import re
 import shutil
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .._util import gitcmd
 from .._util.fsutil import atomic_write, atomic_write_json, read_bytes, read_json
-from ..errors import StateError, UsageError
+from ..errors import GitError, StateError, UsageError
 from .workspace import (
     CLONE_MARKER,
     WorkspaceError,
@@ -55,6 +56,9 @@ CHANGES_SHOWN = 20                      # items ``snapshot_changes`` lists befor
 IGNORED = ".git/index"                  # see ``snapshot_changes``
 _COMMIT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")   # SHA-1 or SHA-256
 _OBJECTS = ".git/objects/"
+
+# What is recorded of one entry, a JSON array: [path, type, mode, size, mtime_ns, ctime_ns]
+_Entry = list[str | int | None]
 
 
 @dataclass(frozen=True)
@@ -118,7 +122,7 @@ def snapshot_changes(path: str) -> list[str]:
         return [". removed"]
     now = _walk(path)
     now.pop(IGNORED, None)
-    items = _differences({e[0]: e for e in recorded}, now)
+    items = _differences({str(e[0]): e for e in recorded}, now)  # e[0]: its path
     items.sort(key=lambda item: (item[0].startswith(_OBJECTS), item[0]))
     shown = [f"{rel} {what}" for rel, what in items[:CHANGES_SHOWN]]
     if len(items) > CHANGES_SHOWN:
@@ -146,7 +150,7 @@ def _make(repo_root: str, base: str, path: str) -> dict[str, os.stat_result]:
         _discard(making)
     try:
         gitcmd.rev(repo_root, base)
-    except gitcmd.GitError:
+    except GitError:
         raise WorkspaceError(f"base {base[:12]} is not a commit in {repo_root}",
                              hint="give the run's frozen base commit")
     try:
@@ -171,7 +175,7 @@ def _make(repo_root: str, base: str, path: str) -> dict[str, os.stat_result]:
         return listing
     except BaseException as e:  # nothing half-made is left, even for the next maker to sweep
         _discard(making)
-        if isinstance(e, gitcmd.GitError):
+        if isinstance(e, GitError):
             raise WorkspaceError(f"could not make a snapshot at {path}: {e.message}",
                                  hint="check that the repository is readable and the disk "
                                       "not full")
@@ -188,7 +192,7 @@ def _discard(making: str) -> None:
 
 
 @contextlib.contextmanager
-def _locked(folder: str):
+def _locked(folder: str) -> Iterator[None]:
     """An exclusive ``flock`` on ``folder`` itself (no lock file to leave behind). The wait is
     bounded by the holder's work (its git calls time out) and the kernel releases the lock
     of a holder that dies."""
@@ -245,7 +249,7 @@ def _fingerprint(listing: bytes) -> str:
     return hashlib.sha256(listing).hexdigest()[:16]
 
 
-def _entries(path: str) -> list[list]:
+def _entries(path: str) -> list[_Entry]:
     """The recorded entries of the snapshot at ``path``, checked against its fingerprint."""
     import json
 
@@ -256,7 +260,8 @@ def _entries(path: str) -> list[list]:
     if _fingerprint(listing) != record.get("fingerprint"):
         raise StateError(f"the listing of the snapshot at {path} does not match its record",
                          hint="its record was changed; the snapshot cannot be checked")
-    return json.loads(listing)
+    entries: list[_Entry] = json.loads(listing)
+    return entries
 
 
 def _kind(mode: int) -> str:
@@ -267,7 +272,7 @@ def _kind(mode: int) -> str:
     return "link" if stat.S_ISLNK(mode) else "other"
 
 
-def _entry(rel: str, st: os.stat_result) -> list:
+def _entry(rel: str, st: os.stat_result) -> _Entry:
     """What is recorded of one entry: ``[path, type, mode, size, mtime_ns, ctime_ns]``, None
     where a value is not compared (see ``snapshot_changes``)."""
     kind, mode = _kind(st.st_mode), stat.S_IMODE(st.st_mode)
@@ -300,7 +305,8 @@ def _walk(root: str) -> dict[str, os.stat_result]:
     return found
 
 
-def _differences(before: dict[str, list], now: dict[str, os.stat_result]) -> list[tuple]:
+def _differences(before: dict[str, _Entry],
+                 now: dict[str, os.stat_result]) -> list[tuple[str, str]]:
     added, removed = now.keys() - before.keys(), before.keys() - now.keys()
     listing_changed = {posixpath.dirname(rel) or "." for rel in added | removed}
     items = [(rel, "added") for rel in added] + [(rel, "removed") for rel in removed]

@@ -9,7 +9,8 @@
 * ``snapshot_readonly``: a read-only copy of a directory a unit should only read
   (``make_readonly`` takes the write bits off a tree, ``drop_write`` off one entry).
 * ``run_setup``: the plan's ``setup`` command in a fresh workspace, bounded, in its own process
-  group; files it creates are excluded from the clone's diff.
+  group; files it creates are excluded from the clone's diff (``prun.git.commands``, named here
+  too).
 
 Every workspace carries a marker (``.git/prun-workspace.json`` in a clone,
 ``.prun-workspace.json`` elsewhere); ``remove`` deletes only directories that carry one.
@@ -22,21 +23,19 @@ import shutil
 import stat
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TypedDict, cast
 
 from .._util import gitcmd
 from .._util.fsutil import atomic_write_json, read_json
-from ..errors import SetupFailed, UsageError, WorkspaceError
+from ..errors import GitError, SetupFailed, UsageError, WorkspaceError
+from .commands import SetupResult, run_setup
 
 MARKER = ".prun-workspace.json"
 CLONE_MARKER = "prun-workspace.json"        # inside the clone's .git folder
-SETUP_LOG = "prun-setup.log"                 # inside the clone's .git folder
 HOOK_NAMES = ("pre-commit", "prepare-commit-msg", "commit-msg", "pre-merge-commit",
               "pre-applypatch", "pre-rebase", "pre-push", "reference-transaction")
-
-SETUP_TIMEOUT_DEFAULT = 600.0
 
 
 # Locations ----------------------------------------------------------------------------------
@@ -54,62 +53,55 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def _write_marker(path: str, kind: str, **info) -> None:
+class Marker(TypedDict, total=False):
+    """A workspace's marker: its kind (``clone``, ``scratch`` or ``snapshot``), when it was
+    made and, by kind, the base commit of a clone or snapshot, the folder a read-only copy
+    was made from, the parent of a scratch dir."""
+
+    kind: str
+    created: float
+    base: str
+    source: str
+    parent: str
+
+
+def _write_marker(path: str, kind: str, **info: str) -> None:
     # Not fsynced: the rename is atomic for readers, and a marker lost to a power cut only
     # leaves an empty workspace that ``remove`` will not touch (a run makes one per unit).
     atomic_write_json(path, {"kind": kind, "created": time.time(), **info}, durable=False)
 
 
-def marker(path: str | os.PathLike) -> dict | None:
+def _read_marker(path: str) -> Marker | None:
+    info = read_json(path)
+    # a JSON object in a marker file prun wrote: its shape is a Marker's
+    return cast(Marker, info) if isinstance(info, dict) else None
+
+
+def marker(path: str | os.PathLike[str]) -> Marker | None:
     """The marker of the prun workspace at ``path``, or None when it is not one."""
     path = os.fspath(path)
     for candidate in (os.path.join(path, ".git", CLONE_MARKER), os.path.join(path, MARKER)):
-        info = read_json(candidate)
-        if isinstance(info, dict) and info.get("kind"):
+        info = _read_marker(candidate)
+        if info is not None and info.get("kind"):
             return info
     return None
 
 
 # Scratch dirs -------------------------------------------------------------------------------
 
-def make_scratch(parent: str | os.PathLike, name: str) -> str:
+def make_scratch(parent: str | os.PathLike[str], name: str) -> str:
     """A fresh, empty directory ``<parent>/<name>-<random>`` outside any git work tree, so a
     stray ``git`` command there reaches no repository. Returns its absolute path."""
     parent = os.path.abspath(os.fspath(parent))
-    checked = _OUTSIDE_GIT.get(parent)
-    cached = checked is not None and time.monotonic() - checked < OUTSIDE_GIT_TTL_S
-    if not cached:  # a run makes hundreds of scratch dirs in one parent: check it now and then
-        os.makedirs(parent, exist_ok=True)
-        repo = gitcmd.toplevel(parent)
-        if repo:
-            raise WorkspaceError(
-                f"scratch dirs must live outside any git work tree; {parent} is inside {repo}",
-                hint="set PRUN_WORKSPACE_ROOT to a folder outside the repository")
-        _OUTSIDE_GIT[parent] = time.monotonic()
-    try:
-        path = tempfile.mkdtemp(prefix=f"{name}-", dir=parent)
-    except FileNotFoundError:  # the parent was removed since it was checked
-        if not cached:
-            raise
-        _OUTSIDE_GIT.pop(parent, None)
-        return make_scratch(parent, name)
-    _shared_marker(path, parent)
+    os.makedirs(parent, exist_ok=True)
+    repo = gitcmd.toplevel(parent)
+    if repo:
+        raise WorkspaceError(
+            f"scratch dirs must live outside any git work tree; {parent} is inside {repo}",
+            hint="set PRUN_WORKSPACE_ROOT to a folder outside the repository")
+    path = tempfile.mkdtemp(prefix=f"{name}-", dir=parent)
+    _write_marker(os.path.join(path, MARKER), "scratch", parent=parent)
     return path
-
-
-def _shared_marker(path: str, parent: str) -> None:
-    """A scratch dir's marker, linked to one copy in its parent (``fsutil.create_shared``):
-    a run makes hundreds of scratch dirs side by side."""
-    import json
-
-    from .._util.fsutil import SHARED_DIR, create_shared
-
-    data = json.dumps({"kind": "scratch", "parent": parent}).encode() + b"\n"
-    create_shared(os.path.join(path, MARKER), data, os.path.join(parent, SHARED_DIR))
-
-
-_OUTSIDE_GIT: dict[str, float] = {}  # parents found outside any git work tree, and when
-OUTSIDE_GIT_TTL_S = 10.0
 
 
 # Throwaway clones ---------------------------------------------------------------------------
@@ -138,7 +130,7 @@ def _hooks_for(git_dir: str) -> str:
 _PUSH_KEYS = ("remote.", "url.", "branch.", "push.", "credential.")
 
 
-def make_clone(repo_root: str | os.PathLike, base: str, dest: str | os.PathLike) -> str:
+def make_clone(repo_root: str | os.PathLike[str], base: str, dest: str | os.PathLike[str]) -> str:
     """A throwaway clone of ``repo_root`` at ``dest`` with ``base`` checked out (detached),
     no remote, no push URL, no transport, and prun's refusing hooks. Returns its path.
 
@@ -154,7 +146,7 @@ def make_clone(repo_root: str | os.PathLike, base: str, dest: str | os.PathLike)
                              hint="give a fresh path; prun never reuses a workspace")
     try:
         commit = gitcmd.rev(repo_root, base)
-    except gitcmd.GitError:
+    except GitError:
         raise WorkspaceError(f"base {base!r} is not a commit in {repo_root}",
                              hint="give a commit id, branch or tag that exists")
     os.makedirs(os.path.dirname(dest), exist_ok=True)
@@ -169,7 +161,7 @@ def make_clone(repo_root: str | os.PathLike, base: str, dest: str | os.PathLike)
         strip_push_config(dest)
         gitcmd.git(["config", "core.hooksPath", _hooks_for(git_dir)], dest)
         gitcmd.git(["config", "protocol.allow", "never"], dest)
-    except gitcmd.GitError as e:
+    except GitError as e:
         # a half-made clone may still have its origin: it must not be left for anyone to use
         shutil.rmtree(dest, ignore_errors=True)
         raise WorkspaceError(f"could not make a clone at {dest}: {e.message}",
@@ -181,7 +173,7 @@ def make_clone(repo_root: str | os.PathLike, base: str, dest: str | os.PathLike)
     return dest
 
 
-def strip_push_config(clone: str | os.PathLike) -> list[str]:
+def strip_push_config(clone: str | os.PathLike[str]) -> list[str]:
     """Remove every remote, URL rewrite (``insteadOf``/``pushInsteadOf``), branch upstream,
     push default and credential helper from the clone's own config. Returns the keys removed."""
     listing = gitcmd.git(["config", "--local", "--null", "--list"], clone, check=False).stdout
@@ -194,7 +186,7 @@ def strip_push_config(clone: str | os.PathLike) -> list[str]:
     return removed
 
 
-def push_config(clone: str | os.PathLike) -> list[str]:
+def push_config(clone: str | os.PathLike[str]) -> list[str]:
     """Config entries (``key=value``) in the clone that name a remote or a push URL (should be
     none)."""
     listing = gitcmd.git(["config", "--local", "--null", "--list"], clone, check=False).stdout
@@ -207,25 +199,26 @@ def push_config(clone: str | os.PathLike) -> list[str]:
     return found
 
 
-def clone_base(clone: str | os.PathLike) -> str | None:
+def clone_base(clone: str | os.PathLike[str]) -> str | None:
     """The base commit recorded when the clone was made."""
-    info = read_json(os.path.join(os.fspath(clone), ".git", CLONE_MARKER))
-    return info.get("base") if isinstance(info, dict) else None
+    info = _read_marker(os.path.join(os.fspath(clone), ".git", CLONE_MARKER))
+    return info.get("base") if info is not None else None
 
 
-def set_clone_base(clone: str | os.PathLike, commit: str) -> None:
+def set_clone_base(clone: str | os.PathLike[str], commit: str) -> None:
     """Record ``commit`` as the clone's base: a dependent's clone starts from a commit prun
     made on top of the run's base (its predecessors' accepted changes)."""
     path = os.path.join(os.fspath(clone), ".git", CLONE_MARKER)
-    info = read_json(path)
-    info = info if isinstance(info, dict) else {"kind": "clone"}
+    info = _read_marker(path)
+    if info is None:
+        info = Marker(kind="clone")
     info["base"] = commit
     atomic_write_json(path, info, durable=False)
 
 
 # Read-only snapshots ------------------------------------------------------------------------
 
-def snapshot_readonly(src: str | os.PathLike, dest: str | os.PathLike) -> str:
+def snapshot_readonly(src: str | os.PathLike[str], dest: str | os.PathLike[str]) -> str:
     """Copy ``src`` to ``dest`` (symlinks kept as links) and take away every write permission,
     so a unit reading it cannot change the original or the copy by accident."""
     src, dest = os.path.abspath(os.fspath(src)), os.path.abspath(os.fspath(dest))
@@ -243,7 +236,7 @@ def snapshot_readonly(src: str | os.PathLike, dest: str | os.PathLike) -> str:
 _WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
 
 
-def make_readonly(root: str | os.PathLike) -> None:
+def make_readonly(root: str | os.PathLike[str]) -> None:
     """Take every write permission off ``root`` and everything under it (``drop_write`` on
     each entry, a folder after what it holds)."""
     root = os.fspath(root)
@@ -273,7 +266,7 @@ def drop_write(path: str, st: os.stat_result) -> bool:
 
 # Removal ------------------------------------------------------------------------------------
 
-def remove(path: str | os.PathLike) -> bool:
+def remove(path: str | os.PathLike[str]) -> bool:
     """Delete the prun workspace at ``path`` (read-only snapshots included). Refuses a folder
     that carries no prun marker. Returns False when it was already gone."""
     path = os.path.abspath(os.fspath(path))
@@ -283,7 +276,7 @@ def remove(path: str | os.PathLike) -> bool:
         raise WorkspaceError(f"not a prun workspace, left alone: {path}",
                              hint="prun removes only the workspaces it made")
 
-    def _writable_then_retry(func, p, _exc):
+    def _writable_then_retry(func: Callable[[str], object], p: str, _exc: object) -> None:
         for q in (os.path.dirname(p), p):
             try:
                 if not os.path.islink(q):
@@ -298,120 +291,6 @@ def remove(path: str | os.PathLike) -> bool:
     return True
 
 
-# Setup --------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class SetupResult:
-    ok: bool
-    exit_code: int | None        # None: it timed out and was ended
-    timed_out: bool
-    duration_s: float
-    log: str                     # the file holding its stdout and stderr
-    tail: str                    # the last lines of that output
-    excluded: tuple[str, ...] = ()  # untracked paths it made, excluded from the clone's diff
-
-    def line(self) -> str:
-        state = "timeout" if self.timed_out else f"exit={self.exit_code}"
-        return f"SETUP {'ok' if self.ok else 'failed'} {state} took={self.duration_s:.1f}s"
-
-
-def run_setup(workspace: str | os.PathLike, command: str | Sequence[str],
-              env: Mapping[str, str] | None = None, timeout: float | None = None, *,
-              log_path: str | os.PathLike | None = None, check: bool = True) -> SetupResult:
-    """Run the plan's ``setup`` command in ``workspace`` before its unit starts.
-
-    A string runs through ``/bin/sh -c`` (it is the plan author's shell line); a list runs as
-    argv. It gets its own process group, stdin closed, and ``timeout`` seconds (default 600);
-    past that its whole group is ended. Output goes to ``log_path`` (default: the clone's
-    ``.git/prun-setup.log``, else a file beside the workspace). In a clone, untracked files it
-    made are added to ``.git/info/exclude`` so they never count as the unit's change.
-    Raises ``SetupFailed`` on failure when ``check``.
-    """
-    workspace = os.path.abspath(os.fspath(workspace))
-    git_dir = os.path.join(workspace, ".git")
-    is_clone = os.path.isdir(git_dir)
-    if log_path is None:
-        log_path = (os.path.join(git_dir, SETUP_LOG) if is_clone
-                    else workspace.rstrip(os.sep) + ".setup.log")
-    before = _untracked(workspace) if is_clone else set()
-    ran = run_bounded(command, workspace, env,
-                      SETUP_TIMEOUT_DEFAULT if timeout is None else timeout, log_path)
-    excluded: tuple[str, ...] = ()
-    if ran.ok and is_clone:
-        excluded = tuple(sorted(_untracked(workspace) - before))
-        if excluded:
-            os.makedirs(os.path.join(git_dir, "info"), exist_ok=True)
-            with open(os.path.join(git_dir, "info", "exclude"), "a", encoding="utf-8") as f:
-                f.write("# made by the plan's setup command (prun)\n")
-                f.writelines("/" + _escape_glob(p) + "\n" for p in excluded)
-    result = SetupResult(ran.ok, ran.exit_code, ran.timed_out, ran.duration_s, ran.log,
-                         ran.tail, excluded)
-    if check and not ran.ok:
-        raise SetupFailed(result, command)
-    return result
-
-
-@dataclass(frozen=True)
-class Ran:
-    """A bounded command's end: exit code (None when it timed out), time taken, its output."""
-
-    exit_code: int | None
-    timed_out: bool
-    duration_s: float
-    log: str
-    tail: str
-
-    @property
-    def ok(self) -> bool:
-        return not self.timed_out and self.exit_code == 0
-
-
-def shell_argv(command: str | Sequence[str]) -> list[str]:
-    """A plan's command: a string is a shell line (``/bin/sh -c``), a list is argv."""
-    if isinstance(command, str):
-        return ["cmd", "/c", command] if os.name == "nt" else ["/bin/sh", "-c", command]
-    return [str(a) for a in command]
-
-
-def run_bounded(command: str | Sequence[str], cwd: str, env: Mapping[str, str] | None,
-                timeout: float, log_path: str | os.PathLike) -> Ran:
-    """Run ``command`` in ``cwd`` in its own process group, stdin closed, stdout and stderr to
-    ``log_path``; past ``timeout`` seconds its whole group is ended. Leftover processes of the
-    group are ended when its leader exits."""
-    from .._util import process
-    from .._util.fsutil import tail_bytes
-
-    log_path = os.fspath(log_path)
-    full_env = dict(os.environ if env is None else env)
-    started = time.monotonic()
-    try:
-        worker = process.spawn(shell_argv(command), cwd=cwd, env=full_env,
-                               stdout_path=log_path, stderr_path=log_path)
-    except OSError as e:
-        return Ran(127, False, 0.0, log_path, str(e))
-    timed_out = not worker.wait_exit(float(timeout))
-    if timed_out:
-        from ..settings import current
-
-        process.end_group(worker, current().kill_grace_s)
-    else:
-        worker.sweep()
-    code = worker.reap()
-    tail = tail_bytes(log_path, 4000).decode("utf-8", "replace")
-    return Ran(None if timed_out else code, timed_out, time.monotonic() - started, log_path,
-               tail)
-
-
-def _untracked(clone: str) -> set[str]:
-    listing = gitcmd.git(["ls-files", "-z", "--others", "--exclude-standard", "--directory"],
-                         clone).stdout
-    return {p.rstrip("/") for p in listing.split("\0") if p}
-
-
-def _escape_glob(path: str) -> str:
-    return "".join("\\" + c if c in "*?[]\\!#" else c for c in path)
-
-
-__all__ = ["SetupFailed", "SetupResult", "WorkspaceError", "clone_base", "default_root",
+__all__ = ["Marker", "SetupFailed", "SetupResult", "WorkspaceError", "clone_base", "default_root",
            "drop_write", "make_clone", "make_readonly", "make_scratch", "marker", "push_config",
            "remove", "run_setup", "set_clone_base", "snapshot_readonly", "strip_push_config"]

@@ -18,14 +18,17 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..attempt import published
 from ..errors import ExitCode, UsageError
 
+if TYPE_CHECKING:
+    from .notify import Changes, Watch
+
 DEFAULT_TIMEOUT_S = 3600.0
 DEFAULT_STABLE_WINDOW_S = 10.0
 RESCAN_S = 30.0  # a full look now and then, in case the platform dropped an event
-
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,8 @@ class LandingRule:
     def __init__(self, window: float = DEFAULT_STABLE_WINDOW_S, index_folder: str | None = None):
         self.window = window
         self.index_folder = index_folder or published.index_dir()
-        self._seen: dict[str, tuple[tuple, float]] = {}
+        # path -> (its device, inode, size and mtime, when that version was first seen)
+        self._seen: dict[str, tuple[tuple[int, int, int, int], float]] = {}
 
     def check(self, path: str, now: float | None = None) -> FileState:
         now = time.time() if now is None else now
@@ -95,85 +99,128 @@ def gather(paths: Iterable[str], *, emit: Callable[[str], None],
     and the return is 1 once every file has landed."""
     from .notify import Watch
 
-    pending: dict[str, None] = dict.fromkeys(os.path.abspath(os.path.expanduser(p)) for p in paths)
-    for p in pending:
+    files = list(dict.fromkeys(os.path.abspath(os.path.expanduser(p)) for p in paths))
+    for p in files:
         if os.path.isdir(p):
             raise UsageError(f"a result file is a folder: {p}", hint="pass result file paths")
     rule = LandingRule(window)
-    by_entry = {published.entry_name(p): p for p in pending}
     started = time.monotonic()
     watch = Watch(mode, interval)
     try:
-        polling = mode == "poll"
-        if not polling:  # polled, a busy index would cost a stat per entry per interval
-            try:
-                os.makedirs(rule.index_folder, exist_ok=True)
-                watch.add_dir(rule.index_folder)
-            except OSError:
-                pass  # no index to watch: files are looked up when they change or settle
-        watched: dict[str, str] = {}
-        for p in pending:
-            watched[p] = watch_point(os.path.dirname(p))
-            watch.add_dir(watched[p])
-        emit(f"GATHER-START count={len(pending)} timeout={_seconds(timeout)}s")
-        ready_at: dict[str, float] = {}
-        rewritten = 0                # files published, then written again in place
-        last_full = time.monotonic()
-        todo: Iterable[str] = list(pending)
-        missing_folders = any(point != os.path.dirname(p) for p, point in watched.items())
+        waiting = _Waiting(files, rule, watch, emit, polling=mode == "poll", interval=interval)
+        waiting.watch_all()
+        emit(f"GATHER-START count={len(files)} timeout={_seconds(timeout)}s")
+        todo: Iterable[str] = files
         while True:
             now = time.time()
-            for p in todo:
-                if p not in pending:
-                    continue
-                state = rule.check(p, now)
-                if state.landed:
-                    del pending[p]
-                    ready_at.pop(p, None)
-                    if state.status == "changed":
-                        rewritten += 1
-                        emit(f"CHANGED {p} reason=result-changed")
-                    else:
-                        emit(f"DONE {p}")
-                elif state.ready_at is not None:
-                    ready_at[p] = state.ready_at
-                else:
-                    ready_at.pop(p, None)
-            if not pending:
+            waiting.look(todo, now)
+            if not waiting.pending:
                 # every file landed (one written again after it was published: FAILED)
-                return ExitCode.FAILED if rewritten else ExitCode.OK
+                return ExitCode.FAILED if waiting.rewritten else ExitCode.OK
             left = timeout - (time.monotonic() - started)
             if left <= 0:
-                emit(f"TIMEOUT remaining={len(pending)}")
+                emit(f"TIMEOUT remaining={len(waiting.pending)}")
                 return ExitCode.USAGE  # the seed fixes gather's TIMEOUT at 2
-            wake = [left, RESCAN_S, *(t - now for t in ready_at.values())]
-            if polling and ready_at:
-                wake.append(interval)  # a settling file's index entry may appear meanwhile
-            changes = watch.wait(min(wake))
-            now = time.time()
-            due = set(ready_at) if polling else {p for p, t in ready_at.items() if t <= now}
-            if time.monotonic() - last_full >= RESCAN_S:
-                last_full = time.monotonic()
-                due.update(pending)
-            for changed in changes.paths:
-                name = os.path.basename(changed)
-                if changed in pending:
-                    due.add(changed)
-                elif name in by_entry:
-                    due.add(by_entry[name])
-                elif missing_folders and os.path.isdir(changed):
-                    # A folder appeared: results whose folder was missing may live there now.
-                    for p, point in watched.items():
-                        if p in pending and point != os.path.dirname(p):
-                            watched[p] = watch_point(os.path.dirname(p))
-                            if watched[p] != point:
-                                watch.add_dir(watched[p])
-                                due.add(p)
-            missing_folders = any(point != os.path.dirname(p) for p, point in watched.items()
-                                  if p in pending)
-            todo = due
+            changes = watch.wait(waiting.sleep(left, now))
+            todo = waiting.due(changes, time.time())
     finally:
         watch.close(wait=False)  # the answer is out: do not delay the exit
+
+
+class _Waiting:
+    """The result files gather still waits for, and what it knows of them between looks."""
+
+    def __init__(self, files: Iterable[str], rule: LandingRule, watch: Watch,
+                 emit: Callable[[str], None], *, polling: bool, interval: float):
+        self.pending: dict[str, None] = dict.fromkeys(files)   # in the order given
+        self.rule, self.watch, self.emit = rule, watch, emit
+        self.polling, self.interval = polling, interval
+        self.by_entry = {published.entry_name(p): p for p in self.pending}  # index entry -> file
+        self.watched: dict[str, str] = {}      # file -> the folder watched for it
+        self.ready_at: dict[str, float] = {}   # settling file -> when its stable window ends
+        self.rewritten = 0                     # files published, then written again in place
+        self.last_full = time.monotonic()
+
+    def watch_all(self) -> None:
+        """Watch the published-results index and each file's folder (or its nearest existing
+        ancestor), before the first look."""
+        if not self.polling:  # polled, a busy index would cost a stat per entry per interval
+            try:
+                os.makedirs(self.rule.index_folder, exist_ok=True)
+                self.watch.add_dir(self.rule.index_folder)
+            except OSError:
+                pass  # no index to watch: files are looked up when they change or settle
+        for p in self.pending:
+            self.watched[p] = watch_point(os.path.dirname(p))
+            self.watch.add_dir(self.watched[p])
+
+    def look(self, paths: Iterable[str], now: float) -> None:
+        """Check each of ``paths`` still pending: print the ones that landed, note when the
+        settling ones will be stable."""
+        for p in paths:
+            if p not in self.pending:
+                continue
+            state = self.rule.check(p, now)
+            if state.landed:
+                self._landed(state)
+            elif state.ready_at is not None:
+                self.ready_at[p] = state.ready_at
+            else:
+                self.ready_at.pop(p, None)
+
+    def _landed(self, state: FileState) -> None:
+        del self.pending[state.path]
+        self.ready_at.pop(state.path, None)
+        if state.status == "changed":
+            self.rewritten += 1
+            self.emit(f"CHANGED {state.path} reason=result-changed")
+        else:
+            self.emit(f"DONE {state.path}")
+
+    def sleep(self, left: float, now: float) -> float:
+        """How long to wait for events: until the timeout, the next full look, or the first
+        settling file's stable window ends."""
+        wake = [left, RESCAN_S, *(t - now for t in self.ready_at.values())]
+        if self.polling and self.ready_at:
+            wake.append(self.interval)  # a settling file's index entry may appear meanwhile
+        return min(wake)
+
+    def due(self, changes: Changes, now: float) -> set[str]:
+        """The files to look at again after a wait: those whose window ended (every settling
+        one when polling), every one now and then, and those the changes concern."""
+        due = (set(self.ready_at) if self.polling
+               else {p for p, t in self.ready_at.items() if t <= now})
+        if time.monotonic() - self.last_full >= RESCAN_S:
+            self.last_full = time.monotonic()
+            due.update(self.pending)
+        folders_missing = any(self.watched[p] != os.path.dirname(p) for p in self.pending)
+        for changed in changes.paths:
+            due |= self._concerned(changed, folders_missing)
+        return due
+
+    def _concerned(self, changed: str, folders_missing: bool) -> set[str]:
+        """The files a changed path concerns: the file itself, the file of an index entry, or
+        (a folder appeared) the files whose folder was missing."""
+        if changed in self.pending:
+            return {changed}
+        name = os.path.basename(changed)
+        if name in self.by_entry:
+            return {self.by_entry[name]}
+        if folders_missing and os.path.isdir(changed):
+            return self._rewatch_missing_folders()
+        return set()
+
+    def _rewatch_missing_folders(self) -> set[str]:
+        """Results whose folder was missing may live in a folder that appeared: watch each
+        one's nearest existing folder again; those watched somewhere new are due."""
+        due = set()
+        for p, point in list(self.watched.items()):
+            if p in self.pending and point != os.path.dirname(p):
+                self.watched[p] = watch_point(os.path.dirname(p))
+                if self.watched[p] != point:
+                    self.watch.add_dir(self.watched[p])
+                    due.add(p)
+        return due
 
 
 def _seconds(value: float) -> str:

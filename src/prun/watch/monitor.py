@@ -25,7 +25,8 @@ A unit's state:
 The monitor only observes: it opens a unit's files for reading and never signals, moves or
 writes anything of a unit's. It sleeps on file-system events (``prun.watch.notify``), on the exit of
 each dispatcher process (a pidfd on Linux; elsewhere a check every ``PID_POLL_S``), and on the
-next deadline (a stall threshold or a stable window running out).
+next deadline (a stall threshold or a stable window running out). Its report and the lines
+printed of it are in ``prun.watch.report`` (named here too).
 """
 
 from __future__ import annotations
@@ -34,66 +35,33 @@ import calendar
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..attempt import published, statedir
 from ..attempt.statedir import StateDir
-from ..errors import ExitCode
-from .gather import DEFAULT_STABLE_WINDOW_S, LandingRule
+from .gather import DEFAULT_STABLE_WINDOW_S, FileState, LandingRule
+from .report import (
+    EVENTS,
+    STATES,
+    STILL_RUNNING,
+    Report,
+    UnitReport,
+    digest_line,
+    relaunch_argv,
+    summary_line,
+)
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from .notify import Changes, ProcessWatch
+
+    # what the monitor knows of a dispatcher: what ``Watch.add_process`` said, or exited since
+    _ProcessState: TypeAlias = ProcessWatch | Literal["exited"]
 
 DEFAULT_STALL_S = 600.0
 PID_POLL_S = 2.0      # liveness checks where a process exit cannot wake us
 RESCAN_S = 60.0       # a full look now and then, in case the platform dropped an event
-
-# the event that woke the monitor, and its exit code (prun.errors.ExitCode)
-EVENTS = {"ALL-DONE": ExitCode.OK, "STALLED": ExitCode.STALLED, "FAILED": ExitCode.UNIT_FAILED,
-          "TIMEOUT": ExitCode.TIMEOUT}
-STILL_RUNNING = ("running", "stalled", "waiting")
-STATES = ("done", "running", "stalled", "failed", "waiting")
-
-
-@dataclass
-class UnitReport:
-    """One digest line."""
-
-    state_dir: str
-    unit_id: str
-    state: str
-    executor: str
-    elapsed_s: float | None
-    tail_bytes: int | None
-    idle_s: float | None
-    model: str | None
-    result_file: str | None
-    exit_code: int | None
-    note: str
-
-
-@dataclass
-class Report:
-    event: str
-    units: list[UnitReport]
-    watch: str
-
-    @property
-    def exit_code(self) -> int:
-        return EVENTS[self.event]
-
-    @property
-    def counts(self) -> dict[str, int]:
-        counts = dict.fromkeys(STATES, 0)
-        for u in self.units:
-            counts[u.state] += 1
-        return counts
-
-    @property
-    def still_running(self) -> list[UnitReport]:
-        return [u for u in self.units if u.state in STILL_RUNNING]
-
-    def as_dict(self) -> dict:
-        return {"event": self.event, "exit_code": self.exit_code, "units_total": len(self.units),
-                "counts": self.counts, "watch": self.watch,
-                "units": [asdict(u) for u in self.units]}
 
 
 class _Unit:
@@ -103,13 +71,20 @@ class _Unit:
         self.sd = sd
         self.seen_stalled = seen_stalled
         self.started = started
-        self.unit: dict = {}
+        self.unit: dict[str, Any] = {}     # its unit.json
         self.result_file: str | None = None
         self.entry_name: str | None = None
-        self.first_line: tuple[tuple, str] | None = None
+        self.first_line: tuple[tuple[int, int, int], str] | None = None  # by the result's stat
         self.report: UnitReport | None = None
         self.next_check: float | None = None
         self.key: tuple[int, float | None] | None = None   # the dispatcher: pid, start time
+
+    @property
+    def last(self) -> UnitReport:
+        """The report of its latest look (every unit is looked at before the first event)."""
+        if self.report is None:
+            raise RuntimeError(f"{self.sd.path} has not been looked at yet")
+        return self.report
 
     @property
     def executor(self) -> str:
@@ -137,7 +112,7 @@ class Monitor:
         self.rule = LandingRule(window)
         self.mode = mode
         self.interval = interval
-        self._procs: dict[tuple[int, float | None], str] = {}
+        self._procs: dict[tuple[int, float | None], _ProcessState] = {}
 
     # the loop ---------------------------------------------------------------------------------
     def run(self, timeout: float | None = None) -> Report:
@@ -162,7 +137,7 @@ class Monitor:
                 if event is None and timeout is not None and time.monotonic() - started >= timeout:
                     event = "TIMEOUT"
                 if event:
-                    return Report(event, [u.report for u in self.units], self._watch_label())
+                    return Report(event, [u.last for u in self.units], self._watch_label())
                 now = time.time()
                 polled = "unsupported" in self._procs.values()
                 wake = [(PID_POLL_S if polled else RESCAN_S) - (time.monotonic() - last_full)]
@@ -186,7 +161,7 @@ class Monitor:
         finally:
             watch.close(wait=False)  # the answer is ready: do not make the caller wait
 
-    def _touched(self, changes) -> set[int]:
+    def _touched(self, changes: Changes) -> set[int]:
         """The units an event concerns: a file in its state dir, its result file or index
         entry, or its dispatcher's exit."""
         folders = {os.path.dirname(p) for p in changes.paths}
@@ -196,7 +171,7 @@ class Monitor:
                 or u.entry_name in names or (u.key is not None and u.key[0] in changes.exited)}
 
     def _event(self) -> str | None:
-        states = [u.report.state for u in self.units]
+        states = [u.last.state for u in self.units]
         if "failed" in states:
             return "FAILED"
         if "stalled" in states:
@@ -212,65 +187,16 @@ class Monitor:
 
     # one look at one unit ---------------------------------------------------------------------
     def _look(self, u: _Unit) -> None:
-        sd, now = u.sd, time.time()
-        if not u.unit:
-            u.unit = sd.unit
-        if u.result_file is None:
-            rf = sd.result_file or u.unit.get("result_file")
-            if rf:
-                u.result_file = os.path.abspath(rf)
-                u.entry_name = published.entry_name(u.result_file)
-                parent = os.path.dirname(u.result_file)
-                if os.path.isdir(parent):
-                    self.watch.add_dir(parent)  # before the look below: no race
-        from .. import executors
-
-        ex = executors.lookup(u.executor)
-        session = ex is not None and not ex.launches_process
-        alive = True if session else self._alive(u)   # before reading outcome.json
-        outcome = sd.outcome if sd.exists(statedir.OUTCOME) else None
+        self._learn(u)
+        session = _is_session(u.executor)
+        alive = session or self._alive(u)   # before reading outcome.json
+        # the time of this look, read after the work above: a first look imports modules and
+        # starts watches, which under load takes long enough to make a stall seem younger
+        now = time.time()
+        outcome = u.sd.outcome if u.sd.exists(statedir.OUTCOME) else None
         fs = self.rule.check(u.result_file, now) if u.result_file else None
-        size = fs.size if fs else 0
-        fallback = size > 0 and self._first_line(u).startswith("FALLBACK")
-        exit_code = outcome.get("exit_code") if outcome else None
         u.next_check = None
-        changed = published.changed(outcome.get("result_identity")) if outcome else None
-        if changed:  # something wrote the result after it was published: never trust it
-            state, note = "failed", "result-changed"
-        elif fallback:
-            state, note = "failed", "fallback:" + _fallback_reason(self._first_line(u), outcome)
-        elif outcome:
-            kind = str(outcome.get("outcome") or "finished")
-            if size > 0:
-                state = "done"
-                how = str(outcome.get("published") or "response")
-                note = how if kind == "succeeded" else f"{how}-result,{kind}"
-            else:
-                state, note = "failed", f"no-result,{kind}"
-        elif fs is not None and fs.landed:
-            state = "done"
-            note = "published" if fs.status == "published" else "worker-result"
-        elif session:  # no process: waiting for its receipt, then for its result
-            state = "waiting"
-            if fs and fs.status == "settling":
-                note = "result-settling"
-            elif not u.sd.exists(statedir.RECEIPT):
-                note = "no-receipt"
-            else:
-                note = "no-result-yet"
-        elif not alive:
-            state, note = "failed", "dispatcher-dead"
-        else:
-            state, note = "running", ""
-            idle = now - self._tail_since(u)
-            if idle >= self.stall_s:
-                state, note = "stalled", "tail-idle"
-            else:
-                u.next_check = now + (self.stall_s - idle)
-            if fs is not None and fs.status == "settling":
-                note = "result-settling" if not note else f"{note},result-settling"
-            if u.key is None:
-                note = "no-dispatch-pid" if not note else f"{note},no-dispatch-pid"
+        state, note = self._state(u, outcome, fs, session, alive, now)
         if u.report is not None and u.report.state == "done" and state != "done":
             state, note = "done", u.report.note  # done stays done (say the result was moved)
             u.next_check = None
@@ -278,7 +204,59 @@ class Monitor:
             # Polling does not watch the published-results index: look again each interval.
             ready = min(fs.ready_at, now + self.interval) if self.mode == "poll" else fs.ready_at
             u.next_check = min(u.next_check or ready, ready)
+        exit_code = outcome.get("exit_code") if outcome else None
         u.report = self._report(u, state, note, exit_code, outcome, session, now)
+
+    def _learn(self, u: _Unit) -> None:
+        """Read what a unit's state dir says once: its ``unit.json``, and its result file,
+        watched from now on (before it is looked at: no race)."""
+        if not u.unit:
+            u.unit = u.sd.unit
+        if u.result_file is None:
+            rf = u.sd.result_file or u.unit.get("result_file")
+            if rf:
+                u.result_file = os.path.abspath(rf)
+                u.entry_name = published.entry_name(u.result_file)
+                parent = os.path.dirname(u.result_file)
+                if os.path.isdir(parent):
+                    self.watch.add_dir(parent)
+
+    def _state(self, u: _Unit, outcome: dict[str, Any] | None, fs: FileState | None, session: bool,
+               alive: bool, now: float) -> tuple[str, str]:
+        """The unit's state and the note that says why (see the module's docstring), in the
+        order the reasons win."""
+        size = fs.size if fs else 0
+        if outcome and published.changed(outcome.get("result_identity")):
+            # something wrote the result after it was published: never trust it
+            return "failed", "result-changed"
+        first = self._first_line(u) if size > 0 else ""
+        if first.startswith("FALLBACK"):
+            return "failed", "fallback:" + _fallback_reason(first, outcome)
+        if outcome:
+            return _finished_state(outcome, size)
+        if fs is not None and fs.landed:
+            return "done", "published" if fs.status == "published" else "worker-result"
+        if session:  # no process: waiting for its receipt, then for its result
+            return "waiting", _waiting_note(u, fs)
+        if not alive:
+            return "failed", "dispatcher-dead"
+        return self._running_state(u, fs, now)
+
+    def _running_state(self, u: _Unit, fs: FileState | None, now: float) -> tuple[str, str]:
+        """Running, or stalled once its tail has been idle for the stall threshold; a running
+        unit is looked at again when the threshold would be reached (``u.next_check``)."""
+        state, notes = "running", []
+        idle = now - self._tail_since(u)
+        if idle >= self.stall_s:
+            state = "stalled"
+            notes.append("tail-idle")
+        else:
+            u.next_check = now + (self.stall_s - idle)
+        if fs is not None and fs.status == "settling":
+            notes.append("result-settling")
+        if u.key is None:
+            notes.append("no-dispatch-pid")
+        return state, ",".join(notes)
 
     def _alive(self, u: _Unit) -> bool:
         from .._util.process import same_process_alive
@@ -305,6 +283,10 @@ class Monitor:
         return max(since, u.started) if u.seen_stalled else since
 
     def _first_line(self, u: _Unit) -> str:
+        """The result file's first line ("" when it has none or cannot be read), read again
+        only when the file changed."""
+        if u.result_file is None:
+            return ""
         try:
             st = os.stat(u.result_file)
             sig = (st.st_ino, st.st_size, st.st_mtime_ns)
@@ -316,9 +298,10 @@ class Monitor:
         except OSError:
             return ""
 
-    def _report(self, u: _Unit, state: str, note: str, exit_code, outcome, session: bool,
-                now: float) -> UnitReport:
+    def _report(self, u: _Unit, state: str, note: str, exit_code: int | None,
+                outcome: dict[str, Any] | None, session: bool, now: float) -> UnitReport:
         start = _started_at(u)
+        elapsed: float | None
         if outcome and isinstance(outcome.get("duration_s"), int | float):
             elapsed = float(outcome["duration_s"])
         else:
@@ -350,7 +333,33 @@ def _started_at(u: _Unit) -> float | None:
     return None
 
 
-def _fallback_reason(first_line: str, outcome: dict | None) -> str:
+def _is_session(executor: str) -> bool:
+    """A ``session`` unit: its executor launches no process (a subagent the coordinator
+    spawned)."""
+    from .. import executors
+
+    ex = executors.lookup(executor)
+    return ex is not None and not ex.launches_process
+
+
+def _finished_state(outcome: dict[str, Any], size: int) -> tuple[str, str]:
+    """Its dispatcher finished (``outcome.json``): done when a result is there, else failed."""
+    kind = str(outcome.get("outcome") or "finished")
+    if size <= 0:
+        return "failed", f"no-result,{kind}"
+    how = str(outcome.get("published") or "response")
+    return "done", how if kind == "succeeded" else f"{how}-result,{kind}"
+
+
+def _waiting_note(u: _Unit, fs: FileState | None) -> str:
+    if fs and fs.status == "settling":
+        return "result-settling"
+    if not u.sd.exists(statedir.RECEIPT):
+        return "no-receipt"
+    return "no-result-yet"
+
+
+def _fallback_reason(first_line: str, outcome: dict[str, Any] | None) -> str:
     for word in first_line.split():
         if word.startswith("reason="):
             return word[len("reason="):] or "unknown"
@@ -359,35 +368,5 @@ def _fallback_reason(first_line: str, outcome: dict | None) -> str:
     return "unknown"
 
 
-# output ---------------------------------------------------------------------------------------
-
-def summary_line(report: Report) -> str:
-    c = report.counts
-    return (f"{report.event} units={len(report.units)} done={c['done']} running={c['running']} "
-            f"stalled={c['stalled']} failed={c['failed']} waiting={c['waiting']} "
-            f"watch={report.watch}")
-
-
-def digest_line(u: UnitReport) -> str:
-    from shlex import quote
-
-    from .._util.timeparse import format_duration
-
-    def dur(v):
-        return "-" if v is None else format_duration(v)
-
-    return (f"UNIT {u.unit_id} state={u.state} elapsed={dur(u.elapsed_s)} "
-            f"tail={'-' if u.tail_bytes is None else f'{u.tail_bytes}B'} idle={dur(u.idle_s)} "
-            f"model={quote(u.model or '-')} exit={'-' if u.exit_code is None else u.exit_code} "
-            f"result={quote(u.result_file or '-')} dir={quote(u.state_dir)} note={u.note or '-'}")
-
-
-def relaunch_argv(report: Report, options: Sequence[str] = ()) -> list[str]:
-    """The arguments that watch the units still running; stalled ones are passed with
-    ``--seen-stalled`` so that the same stall does not wake the next monitor at once."""
-    argv = list(options)
-    for u in report.still_running:
-        if u.state == "stalled":
-            argv += ["--seen-stalled", u.state_dir]
-    argv += [u.state_dir for u in report.still_running if u.state != "stalled"]
-    return argv
+__all__ = ["DEFAULT_STALL_S", "EVENTS", "PID_POLL_S", "RESCAN_S", "STATES", "STILL_RUNNING",
+           "Monitor", "Report", "UnitReport", "digest_line", "relaunch_argv", "summary_line"]

@@ -27,22 +27,31 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
 
 from ..errors import UsageError
 
+if TYPE_CHECKING:
+    import selectors
+
+    from watchdog.events import FileSystemEvent, FileSystemEventHandler
+    from watchdog.observers.api import BaseObserver
+
 MODES = ("native", "poll")
+ProcessWatch = Literal["watching", "gone", "unsupported"]   # what ``Watch.add_process`` did
 DEFAULT_POLL_INTERVAL = 1.0
 
 
-def resolve_mode(forced_poll: bool = False, env: dict | None = None) -> str:
+def resolve_mode(forced_poll: bool = False, env: Mapping[str, str] | None = None) -> str:
     """``poll`` when asked by option or ``PRUN_WATCH`` (``prun.settings``), else ``native``."""
     from ..settings import load
 
     return "poll" if forced_poll else load(env).watch_mode
 
 
-def poll_interval(env: dict | None = None) -> float:
+def poll_interval(env: Mapping[str, str] | None = None) -> float:
     """``PRUN_WATCH_POLL_INTERVAL`` (``prun.settings``)."""
     from ..settings import load
 
@@ -69,7 +78,7 @@ class Watch:
         self.mode = mode
         self.interval = interval
         self.degraded: list[str] = []      # folders the native observer refused (polled instead)
-        self._observers: dict[str, object] = {}
+        self._observers: dict[str, BaseObserver] = {}   # by kind: native, poll
         self._dirs: set[str] = set()
         self._lock = threading.Lock()
         self._pending: set[str] = set()
@@ -77,7 +86,7 @@ class Watch:
         self._exited: set[int] = set()
         self._closed = False
         self._event = threading.Event()
-        self._selector = None
+        self._selector: selectors.BaseSelector | None = None
         self._pipe: tuple[int, int] | None = None
         if os.name == "posix":
             import selectors
@@ -88,7 +97,7 @@ class Watch:
             self._pipe = (r, w)
             self._selector = selectors.DefaultSelector()
             self._selector.register(r, selectors.EVENT_READ, None)
-        self._handler = _handler_class()(self._on_event)
+        self._handler = _handler(self._on_event)
 
     # set-up ---------------------------------------------------------------------------------
     def add_dir(self, path: str) -> str:
@@ -114,7 +123,7 @@ class Watch:
             self._observers[kind] = observer
         observer.schedule(self._handler, path, recursive=False, event_filter=_event_filter())
 
-    def add_process(self, pid: int, create_time: float | None) -> str:
+    def add_process(self, pid: int, create_time: float | None) -> ProcessWatch:
         """Wake when the process exits. Returns ``watching``, ``gone`` (it is not running, or
         the pid now belongs to another process) or ``unsupported`` (check it on a timer)."""
         from .._util.process import same_process_alive
@@ -159,7 +168,10 @@ class Watch:
         return changes
 
     def _select(self, timeout: float | None) -> None:
-        for key, _ in self._selector.select(timeout):
+        selector = self._selector
+        if selector is None:
+            return
+        for key, _ in selector.select(timeout):
             if key.data is None:
                 try:
                     while os.read(key.fd, 4096):
@@ -167,13 +179,13 @@ class Watch:
                 except (BlockingIOError, InterruptedError):
                     pass
             else:
-                self._selector.unregister(key.fd)
+                selector.unregister(key.fd)
                 os.close(key.fd)
                 pid = self._pidfds.pop(key.fd)
                 with self._lock:
                     self._exited.add(pid)
 
-    def _on_event(self, event) -> None:
+    def _on_event(self, event: FileSystemEvent) -> None:
         """Runs in the observer's thread."""
         paths = [p for p in (event.src_path, getattr(event, "dest_path", "")) if p]
         with self._lock:
@@ -216,11 +228,11 @@ class Watch:
     def __enter__(self) -> Watch:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def _new_observer(kind: str, interval: float):
+def _new_observer(kind: str, interval: float) -> BaseObserver:
     if kind == "poll":
         from watchdog.observers.polling import PollingObserver
 
@@ -230,7 +242,7 @@ def _new_observer(kind: str, interval: float):
     return Observer()
 
 
-def _event_filter() -> list:
+def _event_filter() -> list[type[FileSystemEvent]]:
     from watchdog.events import (
         DirCreatedEvent,
         DirMovedEvent,
@@ -244,18 +256,15 @@ def _event_filter() -> list:
             DirCreatedEvent, DirMovedEvent]
 
 
-def _handler_class():
+def _handler(callback: Callable[[FileSystemEvent], None]) -> FileSystemEventHandler:
+    """A watchdog event handler that passes every event to ``callback``."""
     from watchdog.events import FileSystemEventHandler
 
     class _Handler(FileSystemEventHandler):
-        def __init__(self, callback):
-            super().__init__()
-            self._callback = callback
+        def on_any_event(self, event: FileSystemEvent) -> None:
+            callback(event)
 
-        def on_any_event(self, event) -> None:
-            self._callback(event)
-
-    return _Handler
+    return _Handler()
 
 
 def exit_quickly() -> None:

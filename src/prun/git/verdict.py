@@ -1,0 +1,117 @@
+"""What reconciliation says of each packet: a ``Verdict`` (accepted, rejected or
+needs-review) with its ``Reason``s, for one ``UnitInput``; a run's verdicts make a ``Report``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..plan import Packet
+from .changes import Change
+
+ACCEPTED = "accepted"
+REJECTED = "rejected"
+NEEDS_REVIEW = "needs-review"
+LINE_WORD = {ACCEPTED: "ACCEPTED", REJECTED: "REJECTED", NEEDS_REVIEW: "REVIEW"}
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One reason for a verdict: a stable slug and the facts behind it."""
+
+    code: str
+    detail: Mapping[str, object] = field(default_factory=dict)
+
+    def text(self) -> str:
+        return " ".join([f"reason={self.code}", *(f"{k}={_word(v)}" for k, v in
+                                                   self.detail.items())])
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"code": self.code, **self.detail}
+
+
+@dataclass(frozen=True)
+class UnitInput:
+    """What reconciliation needs to know about one packet and its (latest) attempt."""
+
+    packet: Packet
+    attempt_id: str | None = None
+    status: str | None = None           # the attempt's status (ledger), None: never dispatched
+    state_dir: str | None = None
+    workspace: str | None = None        # the clone of a code unit
+    base: str | None = None             # the declared base commit
+    result_file: str | None = None
+    executor: str | None = None
+    reports_tool_use: bool | None = None  # None: ask the executor class
+    rescoped: str | None = None         # a directly approved change of scope (why)
+    may_write: tuple[str, ...] | None = None  # the globs it may change (default: see scope_reasons)
+    shared: Mapping[str, str] | None = None   # the plan's shared paths -> integration owner
+
+
+@dataclass
+class Verdict:
+    packet_id: str
+    verdict: str
+    reasons: list[Reason] = field(default_factory=list)
+    attempt_id: str | None = None
+    status: str | None = None
+    result_file: str | None = None
+    recovered: str | None = None        # the salvaged result's path, when one was recovered
+    change: Change | None = None
+    rescoped: str | None = None
+
+    def lines(self) -> list[str]:
+        word = LINE_WORD[self.verdict]
+        if not self.reasons:
+            files = len(self.change.files) if self.change else 0
+            extra = f" files={files}" if self.change else ""
+            return [f"{word} {self.packet_id}{extra}"]
+        return [f"{word} {self.packet_id} {r.text()}" for r in self.reasons]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"packet": self.packet_id, "verdict": self.verdict,
+                "reasons": [r.as_dict() for r in self.reasons], "attempt": self.attempt_id,
+                "status": self.status, "result_file": self.result_file,
+                "recovered": self.recovered, "rescoped": self.rescoped,
+                "change": self.change.as_dict() if self.change else None}
+
+
+@dataclass
+class Report:
+    verdicts: list[Verdict]
+    run_id: str | None = None
+
+    def count(self, verdict: str) -> int:
+        return sum(v.verdict == verdict for v in self.verdicts)
+
+    @property
+    def complete(self) -> bool:
+        """Every packet accepted or explicitly re-scoped: the required scope may advance."""
+        return all(v.verdict == ACCEPTED or v.rescoped for v in self.verdicts)
+
+    def summary(self) -> str:
+        run = f" run={self.run_id}" if self.run_id else ""
+        return (f"RECONCILE{run} packets={len(self.verdicts)} accepted={self.count(ACCEPTED)} "
+                f"rejected={self.count(REJECTED)} review={self.count(NEEDS_REVIEW)} "
+                f"complete={'yes' if self.complete else 'no'}")
+
+    def lines(self) -> list[str]:
+        return [line for v in self.verdicts for line in v.lines()] + [self.summary()]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"run": self.run_id, "complete": self.complete,
+                "counts": {k: self.count(k) for k in (ACCEPTED, REJECTED, NEEDS_REVIEW)},
+                "packets": [v.as_dict() for v in self.verdicts]}
+
+    def verdict(self, packet_id: str) -> Verdict | None:
+        return next((v for v in self.verdicts if v.packet_id == packet_id), None)
+
+
+def _word(value: object) -> str:
+    """A value as one whitespace-free token (paths with spaces are quoted)."""
+    s = str(value)
+    if not s or any(c.isspace() for c in s) or '"' in s:
+        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return s
