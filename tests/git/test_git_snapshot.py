@@ -224,6 +224,17 @@ def test_clones_and_gc_of_the_source_are_not_changes_to_it(repo, base, parent, t
     assert snapshot_changes(snap.path) == []
 
 
+def test_a_link_made_later_to_one_of_its_objects_is_not_a_change(repo, base, parent, tmp_path):
+    g(repo, "gc", "-q", "--prune=now")       # packed: the snapshot's objects are its own
+    snap = ensure_snapshot(str(parent), str(repo), base)
+    objects = [p for p in every_entry(os.path.join(snap.path, ".git", "objects"))
+               if os.path.isfile(p)]
+    assert objects
+    for i, p in enumerate(objects):
+        os.link(p, tmp_path / f"linked-{i}")  # what a clone made from it does
+    assert snapshot_changes(snap.path) == []
+
+
 def add_file(snap: Path) -> None:
     with loosened(snap / "src/app"):
         (snap / "src/app/new.py").write_text("NEW = 1\n")

@@ -278,7 +278,10 @@ def _entry(rel: str, st: os.stat_result) -> _Entry:
     kind, mode = _kind(st.st_mode), stat.S_IMODE(st.st_mode)
     if rel == ".git":
         return [rel, kind, mode, None, None, None]
-    shared = kind == "file" and st.st_nlink > 1
+    # A hard link made or dropped elsewhere moves a file's ctime without changing it: git's
+    # objects are linked by every local clone and repack of the source, so their ctime is
+    # never compared (they are content-addressed: a rewrite shows in size or mtime).
+    shared = kind == "file" and (st.st_nlink > 1 or rel.startswith(".git/objects/"))
     return [rel, kind, mode, st.st_size, st.st_mtime_ns, None if shared else st.st_ctime_ns]
 
 
