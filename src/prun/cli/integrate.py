@@ -6,9 +6,13 @@ Each code unit's change is taken from its clone as a binary patch against its ba
 files included) and applied in order (packets after those they come `after`, ties by id),
 each checked first with `git apply --check`. Rejected and needs-review changes are applied
 only when named with --include. Then the plan's combined check command runs on the exact
-result. Nothing is staged or committed. Lines:
+result. Nothing is staged or committed. Lines are printed as each unit is done; a journal in
+the run's folder records each patch before and after it is applied, so an integrate that was
+killed is named by the next one, which applies nothing twice (`already=yes`) and leaves a
+patch that may be half-applied as a CONFLICT with `interrupted-integrate`. Lines:
 
-    APPLIED <packet> files=<n> +<added> -<deleted>
+    INTERRUPTED applied=<packet,...|none> partial=<packet|none>   (an earlier integrate was killed)
+    APPLIED <packet> files=<n> +<added> -<deleted> [already=yes]
     CHANGED <packet> <status> <path> +<a> -<d>|binary [from=<old path>]
     OVERLAP <packet> path=<path> with=<packet>      (applied; an earlier unit touched it too)
     CONFLICT <packet> path=<path> with=<packet>|working-tree   (not applied)
@@ -49,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
     from .._util.gitcmd import toplevel
     from .._util.timeparse import parse_duration
     from ..errors import UsageError
-    from ..git.integrate import add_worktree, integrate
+    from ..git.integrate import UnitResult, add_worktree, integrate
+    from ..git.journal import Journal
     from ..git.reconcile import reconcile
     from ..ledger import Ledger
     from ..run.view import open_run
@@ -65,13 +70,23 @@ def run(args: argparse.Namespace) -> int:
         target = root
         if args.worktree:
             target = add_worktree(root, args.worktree, view.run.get("base") or "HEAD")
-        patch_dir = None
+        patch_dir = journal = None
         if view.run.get("run_dir"):
             patch_dir = os.path.join(view.run["run_dir"], "integrate")
+            journal = Journal(os.path.join(patch_dir, "journal.jsonl"))
         check = None if args.no_check else view.run.get("check_command")
+
+        def say(lines: list[str]) -> None:
+            if lines and not args.json:
+                print("\n".join(lines), flush=True)
+
+        def unit(u: UnitResult) -> None:
+            say(u.lines())
+
         result = integrate(report, view.packets, target, include=args.include, check=check,
                            check_timeout=timeout, patch_dir=patch_dir,
-                           allow_dirty=args.allow_dirty)
+                           allow_dirty=args.allow_dirty, journal=journal, on_notes=say,
+                           on_unit=unit)
         ledger.record_event("integrate", run_id=view.id, cause="prun integrate",
                             data={"target": target, "applied": result.applied,
                                   "conflicts": result.conflicts, "include": args.include or None,
@@ -79,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.as_dict(), indent=2, sort_keys=True))
     else:
-        print("\n".join(result.lines()))
+        say(([result.check.line()] if result.check else []) + [result.summary()])
     if result.conflicts:
         return ExitCode.CONFLICT
     if result.check is not None and not result.check.ok:

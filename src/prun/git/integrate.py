@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +22,7 @@ from .._util import gitcmd
 from ..errors import UsageError
 from ..plan import Packet
 from .changes import Change, FileChange, read_change
+from .journal import Journal, Previous
 from .verdict import ACCEPTED, Report, Verdict
 
 CHECK_TIMEOUT_DEFAULT = 3600.0
@@ -31,7 +32,7 @@ CHECK_TIMEOUT_DEFAULT = 3600.0
 class UnitResult:
     packet_id: str
     verdict: str
-    action: str                        # applied, skipped, conflict, empty
+    action: str                        # applied, already, skipped, conflict, empty
     files: tuple[FileChange, ...] = ()
     conflicts: list[tuple[str, str]] = field(default_factory=list)   # (path, with unit)
     overlaps: list[tuple[str, str]] = field(default_factory=list)    # applied, same file
@@ -51,7 +52,10 @@ class UnitResult:
         added = sum(f.added or 0 for f in self.files)
         deleted = sum(f.deleted or 0 for f in self.files)
         out = [f"APPLIED {pid} files={len(self.files)} +{added} -{deleted}"
-               + (f" verdict={self.verdict}" if self.verdict != ACCEPTED else "")]
+               + (f" verdict={self.verdict}" if self.verdict != ACCEPTED else "")
+               + (" already=yes" if self.action == "already" else "")]
+        if self.action == "already":  # by an earlier integrate: its files were named then
+            return out
         for f in self.files:
             size = "binary" if f.binary else f"+{f.added or 0} -{f.deleted or 0}"
             frm = f" from={_token(f.old_path)}" if f.old_path else ""
@@ -96,6 +100,7 @@ class Integration:
     units: list[UnitResult]
     check: CheckResult | None = None
     base_note: str | None = None
+    interrupted_note: str | None = None
 
     @property
     def conflicts(self) -> int:
@@ -103,7 +108,11 @@ class Integration:
 
     @property
     def applied(self) -> int:
-        return sum(u.action == "applied" for u in self.units)
+        return sum(u.action in ("applied", "already") for u in self.units)
+
+    def notes(self) -> list[str]:
+        """The lines that come before the units'."""
+        return [n for n in (self.interrupted_note, self.base_note) if n]
 
     def summary(self) -> str:
         check = "none" if self.check is None else "passed" if self.check.ok else "failed"
@@ -112,7 +121,7 @@ class Integration:
                 f"conflicts={self.conflicts} skipped={skipped} check={check} committed=no")
 
     def lines(self) -> list[str]:
-        out = [self.base_note] if self.base_note else []
+        out = self.notes()
         for u in self.units:
             out += u.lines()
         if self.check is not None:
@@ -123,7 +132,8 @@ class Integration:
         return {"target": self.target, "applied": self.applied, "conflicts": self.conflicts,
                 "units": [u.as_dict() for u in self.units],
                 "check": self.check.as_dict() if self.check else None,
-                "base_note": self.base_note, "committed": False}
+                "base_note": self.base_note, "interrupted": self.interrupted_note,
+                "committed": False}
 
 
 def order(packets: Iterable[Packet]) -> list[str]:
@@ -157,9 +167,18 @@ def add_worktree(repo_root: str, path: str, base: str) -> str:
 def integrate(report: Report, packets: Sequence[Packet], target: str, *,
               include: Iterable[str] = (), check: str | Sequence[str] | None = None,
               check_timeout: float = CHECK_TIMEOUT_DEFAULT, env: Mapping[str, str] | None = None,
-              patch_dir: str | None = None, allow_dirty: bool = False) -> Integration:
+              patch_dir: str | None = None, allow_dirty: bool = False,
+              journal: Journal | None = None,
+              on_notes: Callable[[list[str]], None] | None = None,
+              on_unit: Callable[[UnitResult], None] | None = None) -> Integration:
     """Apply the accepted changes of ``report`` (and those of the packets named in
-    ``include``) to the work tree ``target``, then run ``check`` there."""
+    ``include``) to the work tree ``target``, then run ``check`` there.
+
+    With a ``journal``, each patch is recorded before and after it is applied, and what an
+    earlier integrate into the same target applied is not applied again (it is reported
+    ``already``, when the tree still holds it); one it may have applied in part is named and
+    not touched. ``on_notes`` hears the lines that come first, ``on_unit`` each unit's result
+    as it is known (to print it as it happens)."""
     target = os.path.abspath(target)
     if gitcmd.toplevel(target) is None:
         raise UsageError(f"not a git work tree: {target}", hint="integrate into the repository")
@@ -184,11 +203,31 @@ def integrate(report: Report, packets: Sequence[Packet], target: str, *,
         if (v.verdict == ACCEPTED or pid in include) and v.change is not None:
             changes[pid] = (v.change if v.change.patch is not None
                             else read_change(v.change.clone, v.change.base, with_patch=True))
-    every_path = sorted({p for c in changes.values() for p in c.paths})
+    prev = journal.previous(target) if journal else Previous()
+    held = _held(prev, changes, target)
+    every_path = sorted({p for pid, c in changes.items() if pid not in held for p in c.paths})
     dirty = set() if allow_dirty else set(_dirty(target, every_path))
+    interrupted = _interrupted_note(prev, held) if prev.interrupted else None
+    if on_notes:
+        on_notes([n for n in (interrupted, note) if n])
+    if journal:
+        journal.write("begin", target)
     for pid in ids:
-        results.append(_one(verdicts[pid], changes.get(pid), target, include, touched,
-                            patch_dir, dirty))
+        v, change = verdicts[pid], changes.get(pid)
+        if pid in held:
+            res = UnitResult(pid, v.verdict, held[pid], change.files if change else ())
+            if held[pid] == "conflict":
+                res.error = "may be half-applied by an interrupted prun integrate"
+                res.conflicts = [(p, "interrupted-integrate") for p in
+                                 (change.paths if change else [])]
+            else:
+                for p in (change.paths if change else []):
+                    touched[p] = pid
+        else:
+            res = _one(v, change, target, include, touched, patch_dir, dirty, journal)
+        results.append(res)
+        if on_unit:
+            on_unit(res)
     ran = None
     if check:
         from .commands import run_bounded
@@ -199,11 +238,43 @@ def integrate(report: Report, packets: Sequence[Packet], target: str, *,
         r = run_bounded(check, target, env, check_timeout, log)
         ran = CheckResult(check if isinstance(check, str) else list(check), r.exit_code,
                           r.timed_out, r.duration_s, r.log)
-    return Integration(target, results, ran, note)
+    if journal:
+        journal.write("end", target)
+    return Integration(target, results, ran, note, interrupted)
+
+
+def _held(prev: Previous, changes: Mapping[str, Change], target: str) -> dict[str, str]:
+    """Of the changes an earlier integrate applied here (or was applying when it was killed),
+    those the tree holds (``already``) and the one it holds in part (``conflict``). A change
+    the tree no longer holds (the person reverted it) is applied again."""
+    held: dict[str, str] = {}
+    for pid in [*prev.applied, *([prev.partial] if prev.partial else [])]:
+        change = changes.get(pid)
+        if change is None or change.empty:
+            continue
+        patch = change.patch or b""
+        back = gitcmd.git(["apply", "--check", "--reverse", "--binary", "-"], target,
+                          input=patch, check=False)
+        if back.returncode == 0:
+            held[pid] = "already"
+            continue
+        forth = gitcmd.git(["apply", "--check", "--binary", "-"], target, input=patch,
+                           check=False)
+        if forth.returncode != 0 and pid == prev.partial:
+            held[pid] = "conflict"
+    return held
+
+
+def _interrupted_note(prev: Previous, held: Mapping[str, str]) -> str:
+    applied = [p for p in prev.applied if held.get(p) == "already"]
+    partial = prev.partial if prev.partial and held.get(prev.partial) == "conflict" else None
+    return (f"INTERRUPTED applied={','.join(applied) or 'none'} "
+            f"partial={partial or 'none'}")
 
 
 def _one(v: Verdict, change: Change | None, target: str, include: set[str],
-         touched: dict[str, str], patch_dir: str | None, dirty: set[str]) -> UnitResult:
+         touched: dict[str, str], patch_dir: str | None, dirty: set[str],
+         journal: Journal | None = None) -> UnitResult:
     pid = v.packet_id
     if v.verdict != ACCEPTED and pid not in include:
         return UnitResult(pid, v.verdict, "skipped")
@@ -231,7 +302,11 @@ def _one(v: Verdict, change: Change | None, target: str, include: set[str],
         paths = _failed_paths(checked.stderr) or change.paths
         res.conflicts = [(p, touched.get(p, "working-tree")) for p in paths]
         return res
+    if journal:
+        journal.write("applying", target, pid)
     gitcmd.git(["apply", "--binary", "-"], target, input=patch)
+    if journal:
+        journal.write("applied", target, pid)
     for p in change.paths:
         if p in touched:
             res.overlaps.append((p, touched[p]))
