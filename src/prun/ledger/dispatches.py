@@ -10,7 +10,8 @@ import sys
 
 from ..errors import StateError
 from .statuses import OutcomeKind, Status, attempt_status
-from .store import Ledger, now_iso
+from .store import Ledger
+from .writes import now_iso
 
 _warned = False
 
