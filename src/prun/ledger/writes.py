@@ -16,20 +16,11 @@ from pathlib import Path
 
 from ..errors import StateError
 
-_second: tuple[int, str] = (-1, "")  # the last whole second and its text, replaced whole
-
 
 def now_iso(ts: float | None = None) -> str:
-    """``2026-11-30T20:05:06.123Z``. The whole second is formatted once (a run stamps
-    thousands of rows a second)."""
-    global _second
+    """``2026-11-30T20:05:06.123Z``: ``ts`` (default: now) in UTC, to the millisecond."""
     t = time.time() if ts is None else ts
-    sec, text = _second
-    if sec != int(t):
-        sec = int(t)
-        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
-        _second = (sec, text)
-    return f"{text}.{int(t % 1 * 1000):03d}Z"
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
 
 
 class WriteQueue:
