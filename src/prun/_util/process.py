@@ -7,10 +7,7 @@ reaped. prun signals only the process groups it created, and checks a recorded P
 time before trusting it.
 
 A process that leaves its worker's group (``setsid``, a double fork) is out of reach of the
-group's signals. On Linux the process that starts workers can become their *subreaper*
-(``become_subreaper``): such a process, once its parent dies, is reparented to it instead of
-to init, so it can be found among its own children (``children``, ``proc_info``) and ended
-(``end_escaped``, and the keeper for a run).
+group's signals: ``escapes.py`` finds and ends those (re-exported here).
 """
 
 from __future__ import annotations
@@ -19,9 +16,21 @@ import os
 import select
 import signal
 import subprocess
-import sys
 import threading
 import time
+
+from .escapes import (
+    become_subreaper,
+    children,
+    end_escaped,
+    is_own_child,
+    proc_info,
+    signal_escape,
+)
+
+__all__ = ["GRACE_S", "AdoptedWorker", "Finished", "Running", "Worker", "become_subreaper",
+           "children", "create_time", "end_escaped", "end_group", "is_own_child", "proc_info",
+           "run", "same_process_alive", "signal_escape", "spawn", "start"]
 
 GRACE_S = 5.0
 """How long a bounded command (``run``) gets between SIGTERM and SIGKILL. A worker's grace is
@@ -320,133 +329,6 @@ def end_group(worker, grace: float) -> None:
     worker.wait_exit(grace)
     worker.signal(signal.SIGKILL)
     worker.wait_exit(grace)
-
-
-# Escapes: processes that left a worker's group, reparented to a subreaper ----------------------
-
-PR_SET_CHILD_SUBREAPER = 36      # linux/prctl.h
-ESCAPE_ROUNDS = 10               # an escape's own children are reparented when it dies: rescan
-
-
-def become_subreaper() -> bool:
-    """Make this process the subreaper of its descendants (Linux ``PR_SET_CHILD_SUBREAPER``):
-    one whose parent dies is reparented here instead of to init. True if it is now."""
-    if sys.platform != "linux":
-        return False
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def children(pid: int | None = None) -> list[int]:
-    """The PIDs of the children of ``pid`` (this process by default), from ``/proc`` (Linux;
-    [] elsewhere or when it is gone)."""
-    me = os.getpid() if pid is None else pid
-    found: list[int] = []
-    try:
-        tasks = os.listdir(f"/proc/{me}/task")
-    except OSError:
-        return found
-    for tid in tasks:
-        try:
-            with open(f"/proc/{me}/task/{tid}/children", "rb") as f:
-                found.extend(int(p) for p in f.read().split())
-        except OSError:
-            pass
-    return found
-
-
-def proc_info(pid: int) -> dict | None:
-    """What psutil says of a process (None if it is gone): ``ppid``, ``pgid``, ``sid``,
-    ``start`` (its start time: with the pid, its identity), ``zombie``, ``cmdline`` (a list)
-    and ``attempt`` (its ``PRUN_ATTEMPT_ID``, or None)."""
-    import psutil
-
-    try:
-        p = psutil.Process(pid)
-        with p.oneshot():
-            info = {"pid": pid, "ppid": p.ppid(), "pgid": os.getpgid(pid),
-                    "sid": os.getsid(pid), "start": p.create_time(),
-                    "zombie": p.status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)}
-            try:
-                info["cmdline"] = p.cmdline()
-                info["attempt"] = p.environ().get("PRUN_ATTEMPT_ID") or None
-            except (psutil.AccessDenied, psutil.ZombieProcess):
-                info["cmdline"], info["attempt"] = [], None
-    except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError, ValueError):
-        return None
-    return info
-
-
-def is_own_child(pid: int, start: float) -> bool:
-    """True when ``pid`` is still this process's child that started at ``start``."""
-    info = proc_info(pid)
-    return info is not None and info["ppid"] == os.getpid() and info["start"] == start
-
-
-def signal_escape(pid: int, start: float, sig: int) -> bool:
-    """Signal an escaped process (its own group when it leads one), only if it is still this
-    process's child that started at ``start``. True if sent."""
-    info = proc_info(pid)
-    if info is None or info["ppid"] != os.getpid() or info["start"] != start:
-        return False
-    try:
-        if info["pgid"] == pid:
-            os.killpg(pid, sig)
-        else:
-            os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
-
-
-def end_escaped(worker, grace: float) -> list[dict]:
-    """After ``worker`` exited: end every process that escaped its group and was reparented
-    to this process (a subreaper, see ``become_subreaper``): SIGTERM, ``grace`` seconds,
-    SIGKILL, reaped; then again for the children those leave behind. Returns one dict per
-    escape (``pid``, ``cmdline``).
-
-    An escape is a child of this process, other than the worker, outside this process's
-    session (a worker runs in a session of its own; what it starts stays in that session or
-    makes a new one). So call it where the worker was the only child started in a session of
-    its own: a standalone dispatcher. Only this process's own children are signalled, each
-    checked by parent and start time."""
-    mine = os.getsid(0)
-    ended: list[dict] = []
-    for _ in range(ESCAPE_ROUNDS):
-        found = [i for i in map(proc_info, children())
-                 if i and i["pid"] != worker.pid and not i["zombie"] and i["sid"] != mine]
-        if not found:
-            break
-        fds = {}
-        for info in found:
-            if signal_escape(info["pid"], info["start"], signal.SIGTERM):
-                ended.append({"pid": info["pid"], "cmdline": info["cmdline"]})
-                try:
-                    fds[info["pid"]] = os.pidfd_open(info["pid"])
-                except OSError:
-                    pass
-        deadline = time.monotonic() + grace
-        waiting = dict(fds)
-        while waiting and (left := deadline - time.monotonic()) > 0:
-            ready, _, _ = select.select(list(waiting.values()), [], [], left)
-            for fd in ready:
-                waiting = {p: f for p, f in waiting.items() if f != fd}
-        for info in found:
-            if info["pid"] in waiting:
-                signal_escape(info["pid"], info["start"], signal.SIGKILL)
-            if is_own_child(info["pid"], info["start"]):
-                try:
-                    os.waitpid(info["pid"], 0)
-                except ChildProcessError:
-                    pass
-        for fd in fds.values():
-            os.close(fd)
-    return ended
 
 
 # Identity of processes recorded in state dirs ---------------------------------------------------
