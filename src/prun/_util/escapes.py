@@ -16,6 +16,30 @@ import signal
 import sys
 import time
 
+TYPE_CHECKING = False  # typing stays unimported: the dispatcher's fast path imports this module
+if TYPE_CHECKING:
+    from typing import TypedDict
+
+    from .process import WorkerLike
+
+    class ProcInfo(TypedDict):
+        """What ``proc_info`` tells of a process."""
+
+        pid: int
+        ppid: int
+        pgid: int
+        sid: int
+        start: float                # its start time: with the pid, its identity
+        zombie: bool
+        cmdline: list[str]
+        attempt: str | None         # its PRUN_ATTEMPT_ID
+
+    class Escape(TypedDict):
+        """An escape ``end_escaped`` ended."""
+
+        pid: int
+        cmdline: list[str]
+
 PR_SET_CHILD_SUBREAPER = 36      # linux/prctl.h
 ESCAPE_ROUNDS = 10               # an escape's own children are reparented when it dies: rescan
 
@@ -29,7 +53,7 @@ def become_subreaper() -> bool:
 
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
     except (OSError, AttributeError):
         return False
 
@@ -52,7 +76,7 @@ def children(pid: int | None = None) -> list[int]:
     return found
 
 
-def proc_info(pid: int) -> dict | None:
+def proc_info(pid: int) -> ProcInfo | None:
     """What psutil says of a process (None if it is gone): ``ppid``, ``pgid``, ``sid``,
     ``start`` (its start time: with the pid, its identity), ``zombie``, ``cmdline`` (a list)
     and ``attempt`` (its ``PRUN_ATTEMPT_ID``, or None)."""
@@ -61,17 +85,18 @@ def proc_info(pid: int) -> dict | None:
     try:
         p = psutil.Process(pid)
         with p.oneshot():
-            info = {"pid": pid, "ppid": p.ppid(), "pgid": os.getpgid(pid),
-                    "sid": os.getsid(pid), "start": p.create_time(),
-                    "zombie": p.status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)}
+            ppid, pgid, sid = p.ppid(), os.getpgid(pid), os.getsid(pid)
+            start = p.create_time()
+            zombie = p.status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
             try:
-                info["cmdline"] = p.cmdline()
-                info["attempt"] = p.environ().get("PRUN_ATTEMPT_ID") or None
+                cmdline: list[str] = p.cmdline()
+                attempt = p.environ().get("PRUN_ATTEMPT_ID") or None
             except (psutil.AccessDenied, psutil.ZombieProcess):
-                info["cmdline"], info["attempt"] = [], None
+                cmdline, attempt = [], None
     except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError, ValueError):
         return None
-    return info
+    return {"pid": pid, "ppid": ppid, "pgid": pgid, "sid": sid, "start": start,
+            "zombie": zombie, "cmdline": cmdline, "attempt": attempt}
 
 
 def is_own_child(pid: int, start: float) -> bool:
@@ -96,7 +121,7 @@ def signal_escape(pid: int, start: float, sig: int) -> bool:
     return True
 
 
-def end_escaped(worker, grace: float) -> list[dict]:
+def end_escaped(worker: WorkerLike, grace: float) -> list[Escape]:
     """After ``worker`` exited: end every process that escaped its group and was reparented
     to this process (a subreaper, see ``become_subreaper``): SIGTERM, ``grace`` seconds,
     SIGKILL, reaped; then again for the children those leave behind. Returns one dict per
@@ -108,13 +133,13 @@ def end_escaped(worker, grace: float) -> list[dict]:
     its own: a standalone dispatcher. Only this process's own children are signalled, each
     checked by parent and start time."""
     mine = os.getsid(0)
-    ended: list[dict] = []
+    ended: list[Escape] = []
     for _ in range(ESCAPE_ROUNDS):
         found = [i for i in map(proc_info, children())
                  if i and i["pid"] != worker.pid and not i["zombie"] and i["sid"] != mine]
         if not found:
             break
-        fds = {}
+        fds: dict[int, int] = {}
         for info in found:
             if signal_escape(info["pid"], info["start"], signal.SIGTERM):
                 ended.append({"pid": info["pid"], "cmdline": info["cmdline"]})

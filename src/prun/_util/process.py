@@ -32,25 +32,51 @@ __all__ = ["GRACE_S", "AdoptedWorker", "Finished", "Running", "Worker", "become_
            "children", "create_time", "end_escaped", "end_group", "is_own_child", "proc_info",
            "run", "same_process_alive", "signal_escape", "spawn", "start"]
 
+TYPE_CHECKING = False  # typing stays unimported: this module is on the dispatcher's fast path
+if TYPE_CHECKING:
+    from typing import IO, Any, Protocol
+
+    class WorkerLike(Protocol):
+        """What ``end_group``, ``end_escaped`` and a unit's watch need of a worker: a
+        ``Worker`` (``spawn``), an ``AdoptedWorker`` or a ``keeper.KeptWorker`` (a run's
+        worker, started by its keeper process). ``reap`` gives None when the exit code
+        cannot be had from the worker itself (then it is read from the run's exit-code log).
+        For annotations only (import it under ``if TYPE_CHECKING:``)."""
+
+        @property
+        def pid(self) -> int: ...
+
+        def signal(self, sig: int) -> None: ...
+
+        def exited(self) -> bool: ...
+
+        def wait_exit(self, timeout: float | None) -> bool: ...
+
+        async def await_exit(self) -> None: ...
+
+        def sweep(self) -> None: ...
+
+        def reap(self) -> int | None: ...
+
+        def close(self) -> None: ...
+
 GRACE_S = 5.0
 """How long a bounded command (``run``) gets between SIGTERM and SIGKILL. A worker's grace is
 the user's setting (``Settings.kill_grace_s``), which its caller passes."""
 
 
-class Worker:
-    """A started worker: the Popen handle plus its pidfd when the platform has one.
+class _GroupLeader:
+    """A worker's process group leader, watched without being reaped: through its pidfd when
+    the platform has one, else ``waitid(WNOWAIT)``. ``reap`` says how it ended."""
 
-    ``keeper.KeptWorker`` (a run's worker, started by its keeper process) has the same methods;
-    ``end_group`` works on either."""
+    __slots__ = ("pid", "pidfd")
 
-    __slots__ = ("pidfd", "proc")
+    def __init__(self, pid: int, pidfd: int | None):
+        self.pid, self.pidfd = pid, pidfd
 
-    def __init__(self, proc: subprocess.Popen, pidfd: int | None = None):
-        self.proc, self.pidfd = proc, pidfd
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
+    def _reaped(self) -> bool:
+        """True once its exit status was collected here."""
+        return False
 
     def close(self) -> None:
         if self.pidfd is not None:
@@ -66,7 +92,7 @@ class Worker:
 
     def exited(self) -> bool:
         """True once the worker has exited (it may still be unreaped)."""
-        if self.proc.returncode is not None:
+        if self._reaped():
             return True
         if self.pidfd is not None:
             r, _, _ = select.select([self.pidfd], [], [], 0)
@@ -80,7 +106,7 @@ class Worker:
     def wait_exit(self, timeout: float | None) -> bool:
         """Block until the worker exits or ``timeout`` passes; does not reap. True if it
         exited."""
-        if self.proc.returncode is not None:
+        if self._reaped():
             return True
         if self.pidfd is not None:
             r, _, _ = select.select([self.pidfd], [], [], timeout)
@@ -102,12 +128,12 @@ class Worker:
         import asyncio
 
         loop = asyncio.get_running_loop()
-        if self.proc.returncode is not None:
+        if self._reaped():
             return
         if self.pidfd is None:
             await loop.run_in_executor(None, self.wait_exit, None)
             return
-        fut = loop.create_future()
+        fut: asyncio.Future[None] = loop.create_future()
         fd = self.pidfd
 
         def _ready() -> None:
@@ -121,11 +147,9 @@ class Worker:
         finally:
             loop.remove_reader(fd)
 
-    def reap(self) -> int:
-        """Collect the exit status (after it exited). Death by signal N gives 128+N."""
-        code = self.proc.wait()
-        self.close()
-        return 128 - code if code < 0 else code
+    def reap(self) -> int | None:
+        """Collect the exit code (after it exited): None when it cannot be had here."""
+        raise NotImplementedError
 
     def sweep(self) -> None:
         """After the leader exited on its own: end any descendants it left in its group."""
@@ -133,19 +157,35 @@ class Worker:
         self.signal(signal.SIGKILL)
 
 
-class _NotOurChild:
-    returncode = None
+class Worker(_GroupLeader):
+    """A started worker (``spawn``): the Popen handle plus its pidfd when the platform has
+    one."""
 
-    def __init__(self, pid: int):
-        self.pid = pid
+    __slots__ = ("proc",)
+
+    def __init__(self, proc: subprocess.Popen[bytes], pidfd: int | None = None):
+        super().__init__(proc.pid, pidfd)
+        self.proc = proc
+
+    def _reaped(self) -> bool:
+        return self.proc.returncode is not None
+
+    def reap(self) -> int:
+        """Collect the exit status (after it exited). Death by signal N gives 128+N."""
+        code = self.proc.wait()
+        self.close()
+        return 128 - code if code < 0 else code
 
 
-class AdoptedWorker(Worker):
+class AdoptedWorker(_GroupLeader):
     """A worker an earlier supervisor started (not our child), watched through its pidfd. It
-    cannot be reaped here: its exit code is in the run's exit-code log."""
+    cannot be reaped here: ``reap`` gives None, and its exit code is read from the run's
+    exit-code log (``attempt.exitlog``)."""
+
+    __slots__ = ()
 
     def __init__(self, pid: int, pidfd: int):
-        super().__init__(_NotOurChild(pid), pidfd)
+        super().__init__(pid, pidfd)
 
     def reap(self) -> None:
         self.close()
@@ -158,18 +198,18 @@ def spawn(argv: list[str], *, cwd: str, env: dict[str, str], stdout_path: str,
 
     Raises ``OSError`` (FileNotFoundError, PermissionError) when it cannot be started.
     """
-    stdin = open(stdin_path, "rb") if stdin_path else subprocess.DEVNULL
+    stdin = open(stdin_path, "rb") if stdin_path else None
     out = open(stdout_path, "ab")
     err = open(stderr_path, "ab")
     try:
         proc = subprocess.Popen(
-            argv, cwd=cwd, env=env, stdin=stdin, stdout=out, stderr=err,
-            start_new_session=True, close_fds=True,
+            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL if stdin is None else stdin,
+            stdout=out, stderr=err, start_new_session=True, close_fds=True,
         )
     finally:
         out.close()
         err.close()
-        if stdin_path:
+        if stdin is not None:
             stdin.close()
     return Worker(proc, _pidfd(proc.pid))
 
@@ -221,7 +261,7 @@ class Running:
                 worker.signal(signal.SIGKILL)
 
 
-def run(argv: list[str], *, timeout: float, cwd: str | os.PathLike | None = None,
+def run(argv: list[str], *, timeout: float, cwd: str | os.PathLike[str] | None = None,
         env: dict[str, str] | None = None, input: bytes | None = None,
         limit: int | None = None, grace: float = GRACE_S,
         running: Running | None = None) -> Finished:
@@ -296,7 +336,7 @@ def _exchange(proc: subprocess.Popen[bytes], data: bytes | None, out: bytearray,
                         todo = todo[:0]
                     if not todo:
                         sel.unregister(key.fd)
-                        proc.stdin.close()
+                        _close(proc.stdin)
                     continue
                 chunk = os.read(key.fd, 65536)
                 if not chunk:
@@ -309,18 +349,22 @@ def _exchange(proc: subprocess.Popen[bytes], data: bytes | None, out: bytearray,
 
 def _close_pipes(proc: subprocess.Popen[bytes]) -> None:
     for pipe in (proc.stdin, proc.stdout, proc.stderr):
-        if pipe is not None:
-            pipe.close()
+        _close(pipe)
 
 
-def start(argv: list[str], **popen) -> subprocess.Popen:
+def _close(pipe: IO[bytes] | None) -> None:
+    if pipe is not None:
+        pipe.close()
+
+
+def start(argv: list[str], **popen: Any) -> subprocess.Popen[Any]:
     """Start ``argv`` in a session and process group of its own, no file descriptor leaked
     (the other ``Popen`` arguments as given): for the processes prun starts to outlive a step,
     a detached supervisor or a run's keeper."""
     return subprocess.Popen(argv, start_new_session=True, close_fds=True, **popen)
 
 
-def end_group(worker, grace: float) -> None:
+def end_group(worker: WorkerLike, grace: float) -> None:
     """SIGTERM the group, give the leader ``grace`` seconds, then SIGKILL whatever is left.
 
     Called while the leader is unreaped, so the group id cannot have been reused.
@@ -358,7 +402,3 @@ def same_process_alive(pid: int | None, started: float | None) -> bool:
         return started is None or abs(p.create_time() - started) < 0.05
     except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
         return False
-
-
-def now() -> float:
-    return time.time()
