@@ -4,18 +4,46 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 from ..errors import StateError
 from .events import EventLog
 from .statuses import Status
 from .writes import _plain, now_iso
 
-_ATTEMPT_FIELDS = ("run_id", "packet_id", "seq", "executor", "requested_model", "model",
-                   "routing_reason", "mode", "workspace", "base", "state_dir", "result_path",
-                   "receipt", "predecessor", "continue_from", "status", "reason", "exit_code",
-                   "error", "resets_at", "quarantine", "dispatched_at", "finished_at", "brief",
-                   "sandboxed")
-_ATTEMPT_SET = frozenset(_ATTEMPT_FIELDS)
+
+class AttemptFields(TypedDict, total=False):
+    """The ``attempts`` columns ``record_attempt`` and ``update_attempt`` write (``id``,
+    ``created_at`` and ``updated_at`` are the ledger's own)."""
+
+    run_id: str | None              # None: a standalone prun dispatch
+    packet_id: str                  # the unit id
+    seq: int
+    executor: str | None
+    requested_model: str | None
+    model: str | None
+    routing_reason: str | None
+    mode: str | None
+    workspace: str | None
+    base: str | None
+    state_dir: str | None
+    result_path: str | None
+    receipt: str | None
+    predecessor: str | None
+    continue_from: str | None
+    status: str
+    reason: str | None
+    exit_code: int | None
+    error: str | None
+    resets_at: str | None
+    quarantine: str | None
+    dispatched_at: str | None
+    finished_at: str | None
+    brief: str | None
+    sandboxed: bool | None
+
+
+_ATTEMPT_SET = frozenset(AttemptFields.__annotations__)
 
 
 class AttemptLog(EventLog):
@@ -23,9 +51,11 @@ class AttemptLog(EventLog):
 
     def __init__(self, conn: sqlite3.Connection, path: Path):
         super().__init__(conn, path)
-        self._owners: dict[str, tuple] = {}  # attempt id -> (run id, packet id), to skip a read
+        # attempt id -> (run id, packet id), to skip a read
+        self._owners: dict[str, tuple[str | None, str | None]] = {}
 
-    def record_attempt(self, attempt_id: str, cause: str, **fields) -> None:
+    def record_attempt(self, attempt_id: str, cause: str,
+                       **fields: Unpack[AttemptFields]) -> None:
         """Insert an attempt (status defaults to pending) and log it."""
         fields.setdefault("status", Status.PENDING)
         unknown = fields.keys() - _ATTEMPT_SET
@@ -41,16 +71,17 @@ class AttemptLog(EventLog):
                                 packet_id=fields.get("packet_id"), attempt_id=attempt_id,
                                 status=fields["status"], cause=cause, at=at))
 
-    def update_attempt(self, attempt_id: str, cause: str | None = None, **fields) -> None:
+    def update_attempt(self, attempt_id: str, cause: str | None = None,
+                       **fields: Unpack[AttemptFields]) -> None:
         """Change an attempt's columns; a status change is logged as an event."""
         unknown = fields.keys() - _ATTEMPT_SET
         if unknown:
             raise ValueError(f"unknown attempt fields: {sorted(unknown)}")
         at = now_iso()
-        fields["updated_at"] = at
-        cols = ", ".join(f"{k} = ?" for k in fields)
+        columns: dict[str, object] = {**fields, "updated_at": at}
+        cols = ", ".join(f"{k} = ?" for k in columns)
         update = (f"UPDATE attempts SET {cols} WHERE id = ?",
-                  (*(_plain(v) for v in fields.values()), attempt_id),
+                  (*(_plain(v) for v in columns.values()), attempt_id),
                   f"no attempt {attempt_id} in the ledger")
         if "status" not in fields:
             return self._write(update)
@@ -61,8 +92,8 @@ class AttemptLog(EventLog):
             if row is None:
                 raise StateError(f"no attempt {attempt_id} in the ledger")
             owner = (row["run_id"], row["packet_id"])
-        data = {k: fields[k] for k in ("reason", "exit_code", "resets_at", "receipt")
-                if fields.get(k) is not None}
+        data = {k: columns[k] for k in ("reason", "exit_code", "resets_at", "receipt")
+                if columns.get(k) is not None}
         self._write(update, self._event("attempt", run_id=owner[0], packet_id=owner[1],
                                         attempt_id=attempt_id, status=fields["status"],
                                         cause=cause or "", data=data or None, at=at))
@@ -79,5 +110,6 @@ class AttemptLog(EventLog):
                                  args).fetchall()
 
     def attempt(self, attempt_id: str) -> sqlite3.Row | None:
-        return self.conn.execute("SELECT * FROM attempts WHERE id = ?",
-                                 (attempt_id,)).fetchone()
+        row: sqlite3.Row | None = self.conn.execute("SELECT * FROM attempts WHERE id = ?",
+                                                    (attempt_id,)).fetchone()
+        return row

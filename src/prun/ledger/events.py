@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Mapping
 
-from .writes import WriteQueue, now_iso
+from .writes import Stmt, WriteQueue, now_iso
 
 
 class EventLog(WriteQueue):
     """Appending events and reading them back."""
 
-    def record_event(self, kind: str, **kwargs) -> int | None:
+    def record_event(self, kind: str, *, run_id: str | None = None,
+                     packet_id: str | None = None, attempt_id: str | None = None,
+                     status: str | None = None, cause: str = "",
+                     data: Mapping[str, object] | None = None,
+                     at: str | None = None) -> int | None:
         """Append one event; returns its sequence number (None while writes are deferred)."""
-        stmt = self._event(kind, **kwargs)
+        stmt = self._event(kind, run_id=run_id, packet_id=packet_id, attempt_id=attempt_id,
+                           status=status, cause=cause, data=data, at=at)
         if self._deferred is not None:
             self._deferred.append(stmt)
             return None
@@ -23,7 +29,8 @@ class EventLog(WriteQueue):
     @staticmethod
     def _event(kind: str, *, run_id: str | None = None, packet_id: str | None = None,
                attempt_id: str | None = None, status: str | None = None, cause: str = "",
-               data: dict | None = None, at: str | None = None) -> tuple[str, tuple, None]:
+               data: Mapping[str, object] | None = None, at: str | None = None) -> Stmt:
+        """The statement appending one event (``at``: default now)."""
         return ("INSERT INTO events (at, run_id, packet_id, attempt_id, kind, status, cause,"
                 " data) VALUES (?,?,?,?,?,?,?,?)",
                 (at or now_iso(), run_id, packet_id, attempt_id, kind,
@@ -33,7 +40,7 @@ class EventLog(WriteQueue):
     def events(self, run_id: str | None = None, since: int = 0,
                limit: int | None = None) -> list[sqlite3.Row]:
         sql = "SELECT * FROM events WHERE seq > ?"
-        args: list = [since]
+        args: list[object] = [since]
         if run_id is not None:
             sql += " AND run_id = ?"
             args.append(run_id)
@@ -56,4 +63,5 @@ class EventLog(WriteQueue):
         else:
             row = self.conn.execute("SELECT max(seq) FROM events WHERE run_id = ?",
                                     (run_id,)).fetchone()
-        return row[0] or 0
+        seq: int | None = row[0]
+        return seq or 0

@@ -6,18 +6,56 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from collections.abc import Callable, Mapping, Sequence
+from typing import Required, TypedDict
 
 from ..errors import StateError
 from .events import EventLog
 from .statuses import PacketStatus, RunStatus
-from .writes import _plain, now_iso
+from .writes import Stmt, _plain, now_iso
+
+
+class RunRecord(TypedDict, total=False):
+    """A run as ``record_run`` freezes it: the ``runs`` columns it fills (only ``id`` is
+    required; ``status`` defaults to running)."""
+
+    id: Required[str]
+    repo_root: str | None
+    plan_path: str | None
+    base: str | None
+    deadline: str | None               # an ISO time
+    cancel_action: str | None
+    cancel_owner: str | None
+    parallel: int | None
+    run_dir: str | None
+    check_command: str | None
+    on_event: str | None
+    setup: str | None
+    status: str
+    supervisor_pid: int | None
+    supervisor_started: float | None
+
+
+class PacketRecord(TypedDict, total=False):
+    """A packet of a run as ``record_run`` freezes it (the ``packets`` columns)."""
+
+    id: Required[str]
+    kind: str | None
+    executor: str | None
+    model: str | None
+    mode: str | None
+    base: str | None
+    after: Sequence[str] | None        # packet ids this one comes after
+    timeout_s: float | None
+    spec: Mapping[str, object]         # the whole frozen packet (default: the record itself)
 
 
 class RunLog(EventLog):
     """Writing and reading runs, packets and requests."""
 
     # writers -----------------------------------------------------------------------------
-    def record_run(self, run: dict, packets: list[dict], cause: str = "run frozen") -> None:
+    def record_run(self, run: RunRecord, packets: Sequence[PacketRecord],
+                   cause: str = "run frozen") -> None:
         """Freeze a run and its packet set (one transaction)."""
         at = now_iso()
         run_row = (
@@ -43,27 +81,29 @@ class RunLog(EventLog):
                     self._event("run-frozen", run_id=run["id"], status=RunStatus.RUNNING,
                                 cause=cause, data={"packets": len(packets)}, at=at))
 
-    def set_run(self, run_id: str, cause: str, **fields) -> None:
+    def set_run(self, run_id: str, cause: str, **fields: object) -> None:
         """Update a run's columns (status, supervisor_pid, finished_at ...) with an event."""
         if fields:
             self._write(*self._run_update(run_id, cause, fields))
 
-    def _update_run(self, run_id: str, cause: str, fields: dict) -> None:
+    def _update_run(self, run_id: str, cause: str, fields: Mapping[str, object]) -> None:
         """``set_run`` inside the caller's transaction, even while writes are deferred."""
         with self.transaction() as c:
             for sql, params, _ in self._run_update(run_id, cause, fields):
                 c.execute(sql, params)
 
-    def _run_update(self, run_id: str, cause: str, fields: dict) -> list[tuple]:
+    def _run_update(self, run_id: str, cause: str, fields: Mapping[str, object]) -> list[Stmt]:
         cols = ", ".join(f"{k} = ?" for k in fields)
-        stmts = [(f"UPDATE runs SET {cols} WHERE id = ?",
-                  (*(_plain(v) for v in fields.values()), run_id), None)]
+        stmts: list[Stmt] = [(f"UPDATE runs SET {cols} WHERE id = ?",
+                              (*(_plain(v) for v in fields.values()), run_id), None)]
         if "status" in fields:
-            stmts.append(self._event("run", run_id=run_id, status=fields["status"], cause=cause))
+            status = fields["status"]
+            stmts.append(self._event("run", run_id=run_id, cause=cause,
+                                     status=None if status is None else str(status)))
         return stmts
 
     def set_packet_status(self, run_id: str, packet_id: str, status: str, cause: str,
-                          data: dict | None = None) -> None:
+                          data: Mapping[str, object] | None = None) -> None:
         self._write(("UPDATE packets SET status = ? WHERE run_id = ? AND id = ?",
                      (str(status), run_id, packet_id), None),
                     self._event("packet", run_id=run_id, packet_id=packet_id, status=status,
@@ -80,9 +120,11 @@ class RunLog(EventLog):
                             (run_id, kind, target, executor, cause, now_iso(), data))
             self.record_event("request", run_id=run_id, cause=f"{kind} {target or 'run'}"
                               + (f" ({cause})" if cause else ""))
+            assert cur.lastrowid is not None  # an INSERT sets it
             return cur.lastrowid
 
-    def claim_run(self, run_id: str, pid: int, started: float | None, alive) -> None:
+    def claim_run(self, run_id: str, pid: int, started: float | None,
+                  alive: Callable[[sqlite3.Row], bool]) -> None:
         """Make ``pid`` the run's supervisor, unless ``alive(run_row)`` says another one
         still holds it (StateError). One transaction, so two supervisors never share a run."""
         with self.transaction() as c:
@@ -122,7 +164,9 @@ class RunLog(EventLog):
 
     # readers -----------------------------------------------------------------------------
     def run(self, run_id: str) -> sqlite3.Row | None:
-        return self.conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        row: sqlite3.Row | None = self.conn.execute("SELECT * FROM runs WHERE id = ?",
+                                                    (run_id,)).fetchone()
+        return row
 
     def find_run(self, prefix: str) -> sqlite3.Row | None:
         """A run by id or unique id prefix."""
@@ -133,12 +177,15 @@ class RunLog(EventLog):
                                  (_like_prefix(prefix),)).fetchall()
         return rows[0] if len(rows) == 1 else None
 
-    def latest_run(self, repo_root: str | os.PathLike | None = None) -> sqlite3.Row | None:
+    def latest_run(self, repo_root: str | os.PathLike[str] | None = None) -> sqlite3.Row | None:
         if repo_root is None:
-            return self.conn.execute("SELECT * FROM runs ORDER BY created_at DESC, rowid DESC"
-                                     " LIMIT 1").fetchone()
-        return self.conn.execute("SELECT * FROM runs WHERE repo_root = ? ORDER BY created_at"
-                                 " DESC, rowid DESC LIMIT 1", (str(repo_root),)).fetchone()
+            cur = self.conn.execute("SELECT * FROM runs ORDER BY created_at DESC, rowid DESC"
+                                    " LIMIT 1")
+        else:
+            cur = self.conn.execute("SELECT * FROM runs WHERE repo_root = ? ORDER BY created_at"
+                                    " DESC, rowid DESC LIMIT 1", (str(repo_root),))
+        row: sqlite3.Row | None = cur.fetchone()
+        return row
 
     def runs(self, limit: int = 20) -> list[sqlite3.Row]:
         return self.conn.execute("SELECT * FROM runs ORDER BY created_at DESC, rowid DESC"

@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import StateError
@@ -36,13 +37,12 @@ from .migrations import MIGRATIONS, _statements
 from .runs import RunLog
 from .writes import now_iso
 
-__all__ = ["BUSY_TIMEOUT_MS", "Ledger", "as_dict", "default_path", "now_iso", "prun_dir",
-           "repo_root"]
+__all__ = ["BUSY_TIMEOUT_MS", "Ledger", "default_path", "now_iso", "prun_dir", "repo_root"]
 
 BUSY_TIMEOUT_MS = 60_000
 
 
-def repo_root(start: str | os.PathLike | None = None) -> Path | None:
+def repo_root(start: str | os.PathLike[str] | None = None) -> Path | None:
     """The enclosing git work tree (``gitcmd.toplevel``) as a Path, or None."""
     from .._util.gitcmd import toplevel
 
@@ -60,7 +60,7 @@ def prun_dir(root: Path) -> Path:
     return d
 
 
-def default_path(start: str | os.PathLike | None = None) -> Path:
+def default_path(start: str | os.PathLike[str] | None = None) -> Path:
     from ..settings import current
 
     s = current()
@@ -77,7 +77,7 @@ class Ledger(RunLog, AttemptLog):
 
     # opening -----------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | os.PathLike | None = None) -> Ledger:
+    def open(cls, path: str | os.PathLike[str] | None = None) -> Ledger:
         p = Path(path) if path else default_path()
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
@@ -114,7 +114,8 @@ class Ledger(RunLog, AttemptLog):
 
     @property
     def schema_version(self) -> int:
-        return self.conn.execute("PRAGMA user_version").fetchone()[0]
+        version: int = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        return version
 
     def close(self) -> None:
         self.conn.close()
@@ -122,11 +123,11 @@ class Ledger(RunLog, AttemptLog):
     def __enter__(self) -> Ledger:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def _retry_locked(fn, limit: float = BUSY_TIMEOUT_MS / 1000) -> None:
+def _retry_locked(fn: Callable[[], None], limit: float = BUSY_TIMEOUT_MS / 1000) -> None:
     """Run ``fn``, retrying while another process holds a lock SQLite's busy handler does
     not wait for (switching a new database to WAL while others open it)."""
     end = time.monotonic() + limit
@@ -141,9 +142,3 @@ def _retry_locked(fn, limit: float = BUSY_TIMEOUT_MS / 1000) -> None:
                 raise
         time.sleep(delay)
         delay = min(delay * 2, 0.25)
-
-
-def as_dict(row: sqlite3.Row | None) -> dict | None:
-    return dict(row) if row is not None else None
-
-

@@ -13,8 +13,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
+from typing import TypeAlias
 
 from ..errors import StateError
+
+Params: TypeAlias = tuple[object, ...]
+Stmt: TypeAlias = tuple[str, Params, str | None]
+"""One statement of a write: its SQL, its parameters, and the message when it changes no row
+(None: that is fine)."""
 
 
 def now_iso(ts: float | None = None) -> str:
@@ -30,7 +36,7 @@ class WriteQueue:
         self.conn = conn
         self.path = path
         self._depth = 0
-        self._deferred: list | None = None
+        self._deferred: list[Stmt] | None = None
 
     # batching: a busy writer (the run supervisor) queues its writes and applies them in one
     # short transaction per flush, so other writers are never shut out for long.
@@ -42,6 +48,7 @@ class WriteQueue:
     def flush(self, upto: int | None = None) -> int:
         """Apply queued writes (the first ``upto`` of them) in one transaction; returns how
         many. If the transaction fails the queue is kept (and the error raised)."""
+        queued: list[Stmt] | None
         if upto is None or self._deferred is None:
             queued, rest = self._deferred, []
         else:
@@ -65,7 +72,7 @@ class WriteQueue:
         self._deferred = rest
         return len(queued)
 
-    def _write(self, *stmts: tuple[str, tuple, str | None]) -> None:
+    def _write(self, *stmts: Stmt) -> None:
         """Run (sql, params, message if no row changed) statements in one transaction, or
         queue them, ready to run, while writes are deferred."""
         if self._deferred is not None:
@@ -107,5 +114,6 @@ class WriteQueue:
         self.conn.execute("COMMIT")
 
 
-def _plain(value):
+def _plain(value: object) -> object:
+    """A value as SQLite stores it: a status enum as its text."""
     return str(value) if isinstance(value, StrEnum) else value
