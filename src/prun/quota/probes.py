@@ -38,7 +38,7 @@ def run_all(probes: Mapping[str, Sequence[str]], timeout_s: float,
     running = process.Running()
     threads = []
     for group, argv in probes.items():
-        def work(group=group, argv=argv) -> None:
+        def work(group: str = group, argv: Sequence[str] = argv) -> None:
             readings[group] = run_probe(group, argv, timeout_s, env, running)
 
         t = threading.Thread(target=work, name=f"prun-probe-{group}", daemon=True)
