@@ -254,6 +254,10 @@ class Running:
         with self._lock:
             self._workers.pop(worker.pid, None)
 
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._workers)
+
     def kill_all(self) -> None:
         """SIGKILL the process group of every worker still running."""
         with self._lock:
