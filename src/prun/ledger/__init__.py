@@ -10,8 +10,10 @@
     dispatches   what a standalone ``prun dispatch`` records
 """
 
+from .attempts import AttemptFields
 from .dispatches import record_dispatch, record_receipt
 from .migrations import MIGRATIONS
+from .runs import PacketRecord, RunRecord
 from .statuses import (
     ATTEMPT_STATUS,
     PACKET_STATUS,
@@ -25,6 +27,7 @@ from .statuses import (
 from .store import Ledger, default_path, prun_dir, repo_root
 from .writes import now_iso
 
-__all__ = ["ATTEMPT_STATUS", "MIGRATIONS", "PACKET_STATUS", "TERMINAL", "Ledger", "OutcomeKind",
-           "PacketStatus", "RunStatus", "Status", "attempt_status", "default_path", "now_iso",
-           "prun_dir", "record_dispatch", "record_receipt", "repo_root"]
+__all__ = ["ATTEMPT_STATUS", "MIGRATIONS", "PACKET_STATUS", "TERMINAL", "AttemptFields", "Ledger",
+           "OutcomeKind", "PacketRecord", "PacketStatus", "RunRecord", "RunStatus", "Status",
+           "attempt_status", "default_path", "now_iso", "prun_dir", "record_dispatch",
+           "record_receipt", "repo_root"]
