@@ -29,6 +29,13 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+TYPE_CHECKING = False  # typing stays unimported: this module is on the dispatcher's fast path
+if TYPE_CHECKING:  # types of the layers above, named in annotations only
+    from collections.abc import Sequence
+
+    from .git.workspace import SetupResult
+    from .run.ports import Holder, PortRange
+
 
 class ExitCode(IntEnum):
     """Every exit code of every ``prun`` command; each means one thing wherever it appears."""
@@ -117,7 +124,8 @@ class StateError(PrunError):
 class GitError(PrunError):
     """A git command failed: ``argv``, ``returncode`` and ``stderr`` say how."""
 
-    def __init__(self, argv, returncode: int, stderr: str, *, hint: str | None = None):
+    def __init__(self, argv: Sequence[str], returncode: int, stderr: str, *,
+                 hint: str | None = None):
         first = (stderr.strip().splitlines() or [f"exit code {returncode}"])[-1]
         super().__init__(f"git {' '.join(argv)}: {first}", hint=hint)
         self.argv = list(argv)
@@ -133,7 +141,7 @@ class SetupFailed(WorkspaceError):
     """The plan's setup command failed or timed out; ``result`` (a ``SetupResult``) holds what
     happened."""
 
-    def __init__(self, result, command):
+    def __init__(self, result: SetupResult, command: str | Sequence[str]):
         why = "timed out" if result.timed_out else f"exited with code {result.exit_code}"
         last = result.tail.strip().splitlines()[-1:] or [""]
         super().__init__(f"setup command {command!r} {why}: {last[0]}".rstrip(": "),
@@ -149,7 +157,7 @@ class PortBusy(PortsUnavailable):
     """A fixed port the unit asked for (``wanted``, a port range) is held by another live
     ``holder`` (run, packet, attempt)."""
 
-    def __init__(self, port: int, wanted, holder):
+    def __init__(self, port: int, wanted: PortRange, holder: Holder):
         what = f"port {port}" if wanted.count == 1 else f"port {port} of port:{wanted}"
         super().__init__(
             f"{what} is held by attempt {holder.attempt_id} (run {holder.run_id or '-'}, "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sys
 import time
 
 import psutil
@@ -181,3 +183,52 @@ def test_bad_config_warns_and_reads_snapshot(q, capsys):
     assert state("claude").left == 0.4
     err = capsys.readouterr().err
     assert "not valid TOML" in err and err.startswith("prun: warning:")
+
+
+def test_probe_printing_past_the_cap_fails_and_is_ended(q):
+    from prun.quota.probes import MAX_OUTPUT
+
+    q.probe("claude", json={"left": 1})
+    flood = "import sys, time\nwhile True:\n    sys.stdout.write('x' * 65536)\n    sys.stdout.flush()\n"
+    q.config.write_text(f"[quota.probes]\nclaude = {json.dumps([sys.executable, '-c', flood])}\n")
+    started = time.monotonic()
+    s = state("claude")
+    assert time.monotonic() - started < 10
+    assert not s.known and f"printed more than {MAX_OUTPUT} bytes" in s.error
+
+
+class _Interrupted(BaseException):
+    pass
+
+
+def test_interrupted_caller_kills_the_running_probes(q, tmp_path):
+    import os
+    import signal
+
+    from prun.quota.probes import run_all
+
+    pidfile = tmp_path / "grandchild.pid"
+    q.probe("claude", hang=True, grandchild=str(pidfile))
+
+    def interrupt(signum, frame):
+        raise _Interrupted
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 2.0)
+        with pytest.raises(_Interrupted):
+            run_all({"claude": [sys.executable, str(q.script)]}, 60, dict(os.environ))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    grandchild = int(pidfile.read_text())
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.02)
+    else:
+        pytest.fail("the interrupted probe's grandchild survived")

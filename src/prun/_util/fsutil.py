@@ -8,13 +8,21 @@ the last moment is never overwritten.
 from __future__ import annotations
 
 import _thread  # the builtin under threading: its import costs nothing on the fast path
+import functools  # imported already (by enum)
 import itertools
 import os
+
+TYPE_CHECKING = False  # typing stays unimported: this module is on the dispatcher's fast path
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, TypeAlias
+
+    StrPath: TypeAlias = str | os.PathLike[str]
 
 _counter = itertools.count()
 
 
-def _temp_beside(dest: str | os.PathLike, data: bytes, durable: bool = True) -> str:
+def _temp_beside(dest: StrPath, data: bytes, durable: bool = True) -> str:
     """Write ``data`` to a new temp file in ``dest``'s folder; returns its path.
 
     Named ``.<name>.<pid>.<n>.tmp`` and created with O_EXCL rather than by ``tempfile``: on a
@@ -48,7 +56,7 @@ def _as_bytes(data: bytes | str) -> bytes:
     return data.encode("utf-8", "replace") if isinstance(data, str) else data
 
 
-def atomic_write(dest: str | os.PathLike, data: bytes | str, *, durable: bool = True) -> None:
+def atomic_write(dest: StrPath, data: bytes | str, *, durable: bool = True) -> None:
     """Write ``data`` to ``dest`` so that readers see the old file or the whole new one.
     ``durable=False`` skips the fsync (still atomic for readers; not across a power loss)."""
     tmp = _temp_beside(dest, _as_bytes(data), durable)
@@ -59,7 +67,7 @@ def atomic_write(dest: str | os.PathLike, data: bytes | str, *, durable: bool = 
         raise
 
 
-def atomic_write_json(dest: str | os.PathLike, obj, *, durable: bool = True) -> None:
+def atomic_write_json(dest: StrPath, obj: object, *, durable: bool = True) -> None:
     """One line of JSON, keys sorted (without ``indent`` json uses its C encoder: a run
     writes thousands of these)."""
     import json
@@ -67,7 +75,7 @@ def atomic_write_json(dest: str | os.PathLike, obj, *, durable: bool = True) -> 
     atomic_write(dest, json.dumps(obj, sort_keys=True, default=str) + "\n", durable=durable)
 
 
-def publish_new(dest: str | os.PathLike, data: bytes | str, *, durable: bool = True) -> bool:
+def publish_new(dest: StrPath, data: bytes | str, *, durable: bool = True) -> bool:
     """Publish ``data`` at ``dest`` atomically unless ``dest`` exists. Returns False if it did.
     ``durable=False`` skips the fsync (the caller syncs the file system later, ``sync_fs``)."""
     tmp = _temp_beside(dest, _as_bytes(data), durable)
@@ -86,7 +94,7 @@ def publish_new(dest: str | os.PathLike, data: bytes | str, *, durable: bool = T
         _unlink_quietly(tmp)
 
 
-def publish_copy(source: str | os.PathLike, dest: str | os.PathLike, *,
+def publish_copy(source: StrPath, dest: StrPath, *,
                  durable: bool = True) -> bool:
     """Publish a copy of the finished file ``source`` at ``dest`` unless ``dest`` exists
     (False then): copied in bounded chunks to a temp file beside ``dest``, then linked into
@@ -119,7 +127,7 @@ def publish_copy(source: str | os.PathLike, dest: str | os.PathLike, *,
         _unlink_quietly(tmp)
 
 
-def create_new(dest: str | os.PathLike, data: bytes, mode: int = 0o666) -> None:
+def create_new(dest: StrPath, data: bytes, mode: int = 0o666) -> None:
     """Create ``dest`` holding ``data`` in place: one file creation, no temp file, no rename.
     Fails (FileExistsError) if it exists. For a fresh folder whose readers take an empty file
     for a missing one."""
@@ -141,7 +149,7 @@ _shared: dict[tuple[str, bytes], str] = {}
 _shared_lock = _thread.allocate_lock()
 
 
-def create_shared(dest: str | os.PathLike, data: bytes, store: str) -> None:
+def create_shared(dest: StrPath, data: bytes, store: str) -> None:
     """Create ``dest`` holding ``data`` as a hard link to one read-only copy in ``store``.
 
     A run writes the same small files (its pid, a model name, a workspace marker) into
@@ -176,7 +184,7 @@ def create_shared(dest: str | os.PathLike, data: bytes, store: str) -> None:
         create_new(dest, data)
 
 
-def read_bytes(path: str | os.PathLike) -> bytes | None:
+def read_bytes(path: StrPath) -> bytes | None:
     try:
         with open(path, "rb") as f:
             return f.read()
@@ -184,28 +192,30 @@ def read_bytes(path: str | os.PathLike) -> bytes | None:
         return None
 
 
-def sync_fs(path: str | os.PathLike) -> None:
+def sync_fs(path: StrPath) -> None:
     """Flush everything written to the file system holding ``path`` to disk: one ``syncfs``
     for a batch of files instead of an fsync each (``sync`` where there is no syncfs)."""
-    global _syncfs
-    if _syncfs is None:
-        try:
-            import ctypes
-
-            _syncfs = ctypes.CDLL(None, use_errno=True).syncfs
-        except (OSError, AttributeError):
-            _syncfs = False
-    if not _syncfs:
+    syncfs = _libc_syncfs()
+    if syncfs is None:
         return os.sync()
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        if _syncfs(fd) != 0:
+        if syncfs(fd) != 0:
             os.sync()
     finally:
         os.close(fd)
 
 
-_syncfs = None  # libc's syncfs, looked up once (False where there is none)
+@functools.cache
+def _libc_syncfs() -> Callable[[int], int] | None:
+    """libc's ``syncfs``, looked up once (None where there is none)."""
+    try:
+        import ctypes
+
+        syncfs: Callable[[int], int] = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+    return syncfs
 
 
 def _unlink_quietly(path: str) -> None:
@@ -215,7 +225,7 @@ def _unlink_quietly(path: str) -> None:
         pass
 
 
-def read_text(path: str | os.PathLike, default: str | None = None) -> str | None:
+def read_text(path: StrPath, default: str | None = None) -> str | None:
     """The file's text (undecodable bytes replaced), or ``default`` if it cannot be read."""
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
@@ -224,7 +234,7 @@ def read_text(path: str | os.PathLike, default: str | None = None) -> str | None
         return default
 
 
-def read_json(path: str | os.PathLike):
+def read_json(path: StrPath) -> Any:
     """The file's JSON, or None when it is missing, unreadable or not JSON."""
     import json
 
@@ -237,7 +247,7 @@ def read_json(path: str | os.PathLike):
         return None
 
 
-def tail_bytes(path: str | os.PathLike, limit: int) -> bytes:
+def tail_bytes(path: StrPath, limit: int) -> bytes:
     """The last ``limit`` bytes of a file (empty if it cannot be read)."""
     try:
         with open(path, "rb") as f:
@@ -249,7 +259,7 @@ def tail_bytes(path: str | os.PathLike, limit: int) -> bytes:
         return b""
 
 
-def file_size(path: str | os.PathLike) -> int:
+def file_size(path: StrPath) -> int:
     try:
         return os.stat(path).st_size
     except OSError:

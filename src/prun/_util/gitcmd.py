@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from typing import Generic, Literal, TypeVar, overload
 
 from ..errors import GitError, PrunError
+
+Out = TypeVar("Out", str, bytes)
 
 GIT_TIMEOUT_S = 600.0
 
@@ -34,9 +37,21 @@ def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def git(args: Sequence[str], cwd: str | os.PathLike | None = None, *, check: bool = True,
+@overload
+def git(args: Sequence[str], cwd: str | os.PathLike[str] | None = None, *, check: bool = True,
         env: Mapping[str, str] | None = None, input: bytes | None = None,
-        text: bool = True, timeout: float = GIT_TIMEOUT_S) -> Ran:
+        text: Literal[True] = True, timeout: float = GIT_TIMEOUT_S) -> Ran[str]: ...
+
+
+@overload
+def git(args: Sequence[str], cwd: str | os.PathLike[str] | None = None, *, check: bool = True,
+        env: Mapping[str, str] | None = None, input: bytes | None = None,
+        text: Literal[False], timeout: float = GIT_TIMEOUT_S) -> Ran[bytes]: ...
+
+
+def git(args: Sequence[str], cwd: str | os.PathLike[str] | None = None, *, check: bool = True,
+        env: Mapping[str, str] | None = None, input: bytes | None = None,
+        text: bool = True, timeout: float = GIT_TIMEOUT_S) -> Ran[str] | Ran[bytes]:
     """Run ``git -C cwd args...`` (bounded: ``process.run``); stdout and stderr captured.
     Raises ``GitError`` when ``check`` and git exits non-zero."""
     from .process import run
@@ -51,37 +66,42 @@ def git(args: Sequence[str], cwd: str | os.PathLike | None = None, *, check: boo
         raise PrunError("git not found on PATH", hint="install git") from None
     if done.timed_out:
         raise PrunError(f"git {' '.join(args)} took longer than {timeout:.0f}s")
-    stderr = done.stderr.decode("utf-8", "replace")
-    proc = Ran(done.returncode or 0,
-               done.stdout.decode("utf-8", "surrogateescape") if text else done.stdout, stderr)
-    if check and proc.returncode != 0:
-        raise GitError(args, proc.returncode, stderr)
-    return proc
+    code, stderr = done.returncode or 0, done.stderr.decode("utf-8", "replace")
+    if check and code != 0:
+        raise GitError(args, code, stderr)
+    if text:
+        return Ran(code, done.stdout.decode("utf-8", "surrogateescape"), stderr)
+    return Ran(code, done.stdout, stderr)
 
 
-class Ran:
+class Ran(Generic[Out]):
     """What a git command returned: its exit code, its stdout (text, or bytes when asked)
     and its stderr (text)."""
 
     __slots__ = ("returncode", "stderr", "stdout")
+    returncode: int
+    stdout: Out
+    stderr: str
 
-    def __init__(self, returncode: int, stdout, stderr: str):
+    def __init__(self, returncode: int, stdout: Out, stderr: str):
         self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
 
 
-def out(args: Sequence[str], cwd: str | os.PathLike | None = None, **kw) -> str:
+def out(args: Sequence[str], cwd: str | os.PathLike[str] | None = None, *, check: bool = True,
+        env: Mapping[str, str] | None = None, input: bytes | None = None,
+        timeout: float = GIT_TIMEOUT_S) -> str:
     """git's stdout as text, trailing newline removed."""
-    return git(args, cwd, **kw).stdout.rstrip("\n")
+    return git(args, cwd, check=check, env=env, input=input, timeout=timeout).stdout.rstrip("\n")
 
 
-def rev(repo: str | os.PathLike, revision: str) -> str:
+def rev(repo: str | os.PathLike[str], revision: str) -> str:
     """The commit id ``revision`` names in ``repo``; GitError when it names none."""
     if not revision or revision.startswith("-"):
         raise GitError(["rev-parse", revision], 128, f"bad revision {revision!r}")
     return out(["rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"], repo)
 
 
-def toplevel(path: str | os.PathLike | None = None) -> str | None:
+def toplevel(path: str | os.PathLike[str] | None = None) -> str | None:
     """The root of the git work tree holding ``path`` (default: the current folder): the
     nearest folder at or above it that holds a ``.git`` (a folder, or the file of a worktree
     or submodule), symbolic links resolved; None when there is none. The one finder of a

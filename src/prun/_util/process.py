@@ -7,10 +7,7 @@ reaped. prun signals only the process groups it created, and checks a recorded P
 time before trusting it.
 
 A process that leaves its worker's group (``setsid``, a double fork) is out of reach of the
-group's signals. On Linux the process that starts workers can become their *subreaper*
-(``become_subreaper``): such a process, once its parent dies, is reparented to it instead of
-to init, so it can be found among its own children (``children``, ``proc_info``) and ended
-(``end_escaped``, and the keeper for a run).
+group's signals: ``escapes.py`` finds and ends those (re-exported here).
 """
 
 from __future__ import annotations
@@ -19,29 +16,67 @@ import os
 import select
 import signal
 import subprocess
-import sys
 import threading
 import time
+
+from .escapes import (
+    become_subreaper,
+    children,
+    end_escaped,
+    is_own_child,
+    proc_info,
+    signal_escape,
+)
+
+__all__ = ["GRACE_S", "AdoptedWorker", "Finished", "Running", "Worker", "become_subreaper",
+           "children", "create_time", "end_escaped", "end_group", "is_own_child", "proc_info",
+           "run", "same_process_alive", "signal_escape", "spawn", "start"]
+
+TYPE_CHECKING = False  # typing stays unimported: this module is on the dispatcher's fast path
+if TYPE_CHECKING:
+    from typing import IO, Any, Protocol
+
+    class WorkerLike(Protocol):
+        """What ``end_group``, ``end_escaped`` and a unit's watch need of a worker: a
+        ``Worker`` (``spawn``), an ``AdoptedWorker`` or a ``keeper.KeptWorker`` (a run's
+        worker, started by its keeper process). ``reap`` gives None when the exit code
+        cannot be had from the worker itself (then it is read from the run's exit-code log).
+        For annotations only (import it under ``if TYPE_CHECKING:``)."""
+
+        @property
+        def pid(self) -> int: ...
+
+        def signal(self, sig: int) -> None: ...
+
+        def exited(self) -> bool: ...
+
+        def wait_exit(self, timeout: float | None) -> bool: ...
+
+        async def await_exit(self) -> None: ...
+
+        def sweep(self) -> None: ...
+
+        def reap(self) -> int | None: ...
+
+        def close(self) -> None: ...
 
 GRACE_S = 5.0
 """How long a bounded command (``run``) gets between SIGTERM and SIGKILL. A worker's grace is
 the user's setting (``Settings.kill_grace_s``), which its caller passes."""
 
 
-class Worker:
-    """A started worker: the Popen handle plus its pidfd when the platform has one.
+class _GroupLeader:
+    """A worker's process group leader, watched without being reaped: through its pidfd when
+    the platform has one, else ``waitid(WNOWAIT)``. ``reap`` says how it ended."""
 
-    ``keeper.KeptWorker`` (a run's worker, started by its keeper process) has the same methods;
-    ``end_group`` works on either."""
+    __slots__ = ("pid", "pidfd")
 
-    __slots__ = ("pidfd", "proc")
+    def __init__(self, pid: int, pidfd: int | None):
+        self.pid, self.pidfd = pid, pidfd
 
-    def __init__(self, proc: subprocess.Popen, pidfd: int | None = None):
-        self.proc, self.pidfd = proc, pidfd
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
+    def _reaped(self) -> bool:
+        """True once its exit status was collected here."""
+        return False
 
     def close(self) -> None:
         if self.pidfd is not None:
@@ -57,7 +92,7 @@ class Worker:
 
     def exited(self) -> bool:
         """True once the worker has exited (it may still be unreaped)."""
-        if self.proc.returncode is not None:
+        if self._reaped():
             return True
         if self.pidfd is not None:
             r, _, _ = select.select([self.pidfd], [], [], 0)
@@ -71,7 +106,7 @@ class Worker:
     def wait_exit(self, timeout: float | None) -> bool:
         """Block until the worker exits or ``timeout`` passes; does not reap. True if it
         exited."""
-        if self.proc.returncode is not None:
+        if self._reaped():
             return True
         if self.pidfd is not None:
             r, _, _ = select.select([self.pidfd], [], [], timeout)
@@ -93,12 +128,12 @@ class Worker:
         import asyncio
 
         loop = asyncio.get_running_loop()
-        if self.proc.returncode is not None:
+        if self._reaped():
             return
         if self.pidfd is None:
             await loop.run_in_executor(None, self.wait_exit, None)
             return
-        fut = loop.create_future()
+        fut: asyncio.Future[None] = loop.create_future()
         fd = self.pidfd
 
         def _ready() -> None:
@@ -112,11 +147,9 @@ class Worker:
         finally:
             loop.remove_reader(fd)
 
-    def reap(self) -> int:
-        """Collect the exit status (after it exited). Death by signal N gives 128+N."""
-        code = self.proc.wait()
-        self.close()
-        return 128 - code if code < 0 else code
+    def reap(self) -> int | None:
+        """Collect the exit code (after it exited): None when it cannot be had here."""
+        raise NotImplementedError
 
     def sweep(self) -> None:
         """After the leader exited on its own: end any descendants it left in its group."""
@@ -124,19 +157,35 @@ class Worker:
         self.signal(signal.SIGKILL)
 
 
-class _NotOurChild:
-    returncode = None
+class Worker(_GroupLeader):
+    """A started worker (``spawn``): the Popen handle plus its pidfd when the platform has
+    one."""
 
-    def __init__(self, pid: int):
-        self.pid = pid
+    __slots__ = ("proc",)
+
+    def __init__(self, proc: subprocess.Popen[bytes], pidfd: int | None = None):
+        super().__init__(proc.pid, pidfd)
+        self.proc = proc
+
+    def _reaped(self) -> bool:
+        return self.proc.returncode is not None
+
+    def reap(self) -> int:
+        """Collect the exit status (after it exited). Death by signal N gives 128+N."""
+        code = self.proc.wait()
+        self.close()
+        return 128 - code if code < 0 else code
 
 
-class AdoptedWorker(Worker):
+class AdoptedWorker(_GroupLeader):
     """A worker an earlier supervisor started (not our child), watched through its pidfd. It
-    cannot be reaped here: its exit code is in the run's exit-code log."""
+    cannot be reaped here: ``reap`` gives None, and its exit code is read from the run's
+    exit-code log (``attempt.exitlog``)."""
+
+    __slots__ = ()
 
     def __init__(self, pid: int, pidfd: int):
-        super().__init__(_NotOurChild(pid), pidfd)
+        super().__init__(pid, pidfd)
 
     def reap(self) -> None:
         self.close()
@@ -149,81 +198,177 @@ def spawn(argv: list[str], *, cwd: str, env: dict[str, str], stdout_path: str,
 
     Raises ``OSError`` (FileNotFoundError, PermissionError) when it cannot be started.
     """
-    stdin = open(stdin_path, "rb") if stdin_path else subprocess.DEVNULL
+    stdin = open(stdin_path, "rb") if stdin_path else None
     out = open(stdout_path, "ab")
     err = open(stderr_path, "ab")
     try:
         proc = subprocess.Popen(
-            argv, cwd=cwd, env=env, stdin=stdin, stdout=out, stderr=err,
-            start_new_session=True, close_fds=True,
+            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL if stdin is None else stdin,
+            stdout=out, stderr=err, start_new_session=True, close_fds=True,
         )
     finally:
         out.close()
         err.close()
-        if stdin_path:
+        if stdin is not None:
             stdin.close()
-    pidfd = None
-    if hasattr(os, "pidfd_open"):
-        try:
-            pidfd = os.pidfd_open(proc.pid)
-        except OSError:
-            pidfd = None
-    return Worker(proc, pidfd)
+    return Worker(proc, _pidfd(proc.pid))
+
+
+def _pidfd(pid: int) -> int | None:
+    """A pidfd for ``pid`` where the platform has them (None elsewhere, or on failure)."""
+    if not hasattr(os, "pidfd_open"):
+        return None
+    try:
+        return os.pidfd_open(pid)
+    except OSError:
+        return None
 
 
 class Finished:
-    """A bounded command's end (``run``): its exit code (None when it timed out and was
-    ended), what it printed, and whether the timeout ended it."""
+    """A bounded command's end (``run``): its exit code (None when it was ended: its timeout
+    passed or it printed past its limit), what it printed until then, and why it was ended."""
 
-    __slots__ = ("argv", "returncode", "stderr", "stdout", "timed_out")
+    __slots__ = ("argv", "over_limit", "returncode", "stderr", "stdout", "timed_out")
 
     def __init__(self, argv: list[str], returncode: int | None, stdout: bytes, stderr: bytes,
-                 timed_out: bool):
+                 timed_out: bool, over_limit: bool = False):
         self.argv, self.returncode = argv, returncode
-        self.stdout, self.stderr, self.timed_out = stdout, stderr, timed_out
+        self.stdout, self.stderr = stdout, stderr
+        self.timed_out, self.over_limit = timed_out, over_limit
 
 
-def run(argv: list[str], *, timeout: float, cwd: str | os.PathLike | None = None,
-        env: dict[str, str] | None = None, input: bytes | None = None) -> Finished:
+class Running:
+    """The workers of bounded commands still running (``run(..., running=)``), so that another
+    thread can end them all at once: a caller interrupted while its threads wait for them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._workers: dict[int, Worker] = {}
+
+    def add(self, worker: Worker) -> None:
+        with self._lock:
+            self._workers[worker.pid] = worker
+
+    def forget(self, worker: Worker) -> None:
+        """Called before ``worker`` is reaped, so a reused pid is never signalled."""
+        with self._lock:
+            self._workers.pop(worker.pid, None)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._workers)
+
+    def kill_all(self) -> None:
+        """SIGKILL the process group of every worker still running."""
+        with self._lock:
+            for worker in self._workers.values():
+                worker.signal(signal.SIGKILL)
+
+
+def run(argv: list[str], *, timeout: float, cwd: str | os.PathLike[str] | None = None,
+        env: dict[str, str] | None = None, input: bytes | None = None,
+        limit: int | None = None, grace: float = GRACE_S,
+        running: Running | None = None) -> Finished:
     """Run ``argv`` to its end: in a session and process group of its own, stdin ``input``
-    (else closed), stdout and stderr captured. Past ``timeout`` seconds its whole group is
-    ended (SIGTERM, ``GRACE_S``, SIGKILL) and its pipes drained; a group it leaves behind
-    after its own exit is ended too. Raises ``OSError`` when it cannot be started."""
+    (else closed), stdout and stderr captured. Past ``timeout`` seconds, or once stdout or
+    stderr holds more than ``limit`` bytes, its whole group is ended (SIGTERM, ``grace``,
+    SIGKILL); a group it leaves behind after its own exit is ended too. While it runs its
+    worker is in ``running``. Raises ``OSError`` when it cannot be started.
+
+    If the caller is interrupted meanwhile (an exception in this thread), the command is left
+    to finish on its own: a git killed midway would leave its lock files behind."""
     proc = subprocess.Popen(argv, cwd=cwd, env=env, start_new_session=True, close_fds=True,
                             stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    worker = Worker(proc, _pidfd(proc.pid))
+    if running is not None:
+        running.add(worker)
+    deadline = time.monotonic() + timeout
+    out, err = bytearray(), bytearray()
     try:
-        out, err = proc.communicate(input, timeout=timeout)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _killpg(proc.pid, signal.SIGTERM)
-        try:
-            out, err = proc.communicate(timeout=GRACE_S)
-        except subprocess.TimeoutExpired:
-            _killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
-    _killpg(proc.pid, signal.SIGKILL)  # whatever it left in its group
-    code = proc.returncode
-    return Finished(list(argv), None if timed_out else (128 - code if code < 0 else code),
-                    out or b"", err or b"", timed_out)
+        why = _exchange(proc, input, out, err, deadline, limit)
+        if why is None and not worker.wait_exit(max(0.0, deadline - time.monotonic())):
+            why = "timeout"
+        if why is not None:
+            end_group(worker, grace)
+    except BaseException:
+        if running is not None:
+            running.forget(worker)
+        worker.close()
+        _close_pipes(proc)
+        raise
+    if running is not None:
+        running.forget(worker)
+    worker.signal(signal.SIGKILL)  # whatever it left in its group (the leader is unreaped)
+    if worker.wait_exit(GRACE_S):
+        code: int | None = worker.reap()
+    else:
+        code = None
+        worker.close()
+    _close_pipes(proc)
+    return Finished(list(argv), None if why else code, bytes(out), bytes(err),
+                    why == "timeout", why == "limit")
 
 
-def _killpg(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+def _exchange(proc: subprocess.Popen[bytes], data: bytes | None, out: bytearray,
+              err: bytearray, deadline: float, limit: int | None) -> str | None:
+    """Write ``data`` to the command's stdin, and read its stdout and stderr into ``out`` and
+    ``err`` until both are closed. Returns None, or why it stopped first: ``timeout`` at the
+    deadline, ``limit`` once a stream holds more than ``limit`` bytes."""
+    import selectors  # subprocess imported it already
+
+    assert proc.stdout is not None and proc.stderr is not None
+    bufs = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
+    todo = memoryview(data or b"")
+    with selectors.DefaultSelector() as sel:
+        for fd in bufs:
+            sel.register(fd, selectors.EVENT_READ)
+        if proc.stdin is not None:
+            if todo:
+                sel.register(proc.stdin.fileno(), selectors.EVENT_WRITE)
+            else:
+                proc.stdin.close()
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "timeout"
+            for key, _ in sel.select(left):
+                if key.fd not in bufs:  # stdin: a pipe that selects writable takes PIPE_BUF
+                    try:
+                        todo = todo[os.write(key.fd, todo[:select.PIPE_BUF]):]
+                    except BrokenPipeError:
+                        todo = todo[:0]
+                    if not todo:
+                        sel.unregister(key.fd)
+                        _close(proc.stdin)
+                    continue
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    sel.unregister(key.fd)
+                bufs[key.fd] += chunk
+                if limit is not None and len(bufs[key.fd]) > limit:
+                    return "limit"
+    return None
 
 
-def start(argv: list[str], **popen) -> subprocess.Popen:
+def _close_pipes(proc: subprocess.Popen[bytes]) -> None:
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        _close(pipe)
+
+
+def _close(pipe: IO[bytes] | None) -> None:
+    if pipe is not None:
+        pipe.close()
+
+
+def start(argv: list[str], **popen: Any) -> subprocess.Popen[Any]:
     """Start ``argv`` in a session and process group of its own, no file descriptor leaked
     (the other ``Popen`` arguments as given): for the processes prun starts to outlive a step,
     a detached supervisor or a run's keeper."""
     return subprocess.Popen(argv, start_new_session=True, close_fds=True, **popen)
 
 
-def end_group(worker, grace: float) -> None:
+def end_group(worker: WorkerLike, grace: float) -> None:
     """SIGTERM the group, give the leader ``grace`` seconds, then SIGKILL whatever is left.
 
     Called while the leader is unreaped, so the group id cannot have been reused.
@@ -232,133 +377,6 @@ def end_group(worker, grace: float) -> None:
     worker.wait_exit(grace)
     worker.signal(signal.SIGKILL)
     worker.wait_exit(grace)
-
-
-# Escapes: processes that left a worker's group, reparented to a subreaper ----------------------
-
-PR_SET_CHILD_SUBREAPER = 36      # linux/prctl.h
-ESCAPE_ROUNDS = 10               # an escape's own children are reparented when it dies: rescan
-
-
-def become_subreaper() -> bool:
-    """Make this process the subreaper of its descendants (Linux ``PR_SET_CHILD_SUBREAPER``):
-    one whose parent dies is reparented here instead of to init. True if it is now."""
-    if sys.platform != "linux":
-        return False
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def children(pid: int | None = None) -> list[int]:
-    """The PIDs of the children of ``pid`` (this process by default), from ``/proc`` (Linux;
-    [] elsewhere or when it is gone)."""
-    me = os.getpid() if pid is None else pid
-    found: list[int] = []
-    try:
-        tasks = os.listdir(f"/proc/{me}/task")
-    except OSError:
-        return found
-    for tid in tasks:
-        try:
-            with open(f"/proc/{me}/task/{tid}/children", "rb") as f:
-                found.extend(int(p) for p in f.read().split())
-        except OSError:
-            pass
-    return found
-
-
-def proc_info(pid: int) -> dict | None:
-    """What psutil says of a process (None if it is gone): ``ppid``, ``pgid``, ``sid``,
-    ``start`` (its start time: with the pid, its identity), ``zombie``, ``cmdline`` (a list)
-    and ``attempt`` (its ``PRUN_ATTEMPT_ID``, or None)."""
-    import psutil
-
-    try:
-        p = psutil.Process(pid)
-        with p.oneshot():
-            info = {"pid": pid, "ppid": p.ppid(), "pgid": os.getpgid(pid),
-                    "sid": os.getsid(pid), "start": p.create_time(),
-                    "zombie": p.status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)}
-            try:
-                info["cmdline"] = p.cmdline()
-                info["attempt"] = p.environ().get("PRUN_ATTEMPT_ID") or None
-            except (psutil.AccessDenied, psutil.ZombieProcess):
-                info["cmdline"], info["attempt"] = [], None
-    except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError, ValueError):
-        return None
-    return info
-
-
-def is_own_child(pid: int, start: float) -> bool:
-    """True when ``pid`` is still this process's child that started at ``start``."""
-    info = proc_info(pid)
-    return info is not None and info["ppid"] == os.getpid() and info["start"] == start
-
-
-def signal_escape(pid: int, start: float, sig: int) -> bool:
-    """Signal an escaped process (its own group when it leads one), only if it is still this
-    process's child that started at ``start``. True if sent."""
-    info = proc_info(pid)
-    if info is None or info["ppid"] != os.getpid() or info["start"] != start:
-        return False
-    try:
-        if info["pgid"] == pid:
-            os.killpg(pid, sig)
-        else:
-            os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
-
-
-def end_escaped(worker, grace: float) -> list[dict]:
-    """After ``worker`` exited: end every process that escaped its group and was reparented
-    to this process (a subreaper, see ``become_subreaper``): SIGTERM, ``grace`` seconds,
-    SIGKILL, reaped; then again for the children those leave behind. Returns one dict per
-    escape (``pid``, ``cmdline``).
-
-    An escape is a child of this process, other than the worker, outside this process's
-    session (a worker runs in a session of its own; what it starts stays in that session or
-    makes a new one). So call it where the worker was the only child started in a session of
-    its own: a standalone dispatcher. Only this process's own children are signalled, each
-    checked by parent and start time."""
-    mine = os.getsid(0)
-    ended: list[dict] = []
-    for _ in range(ESCAPE_ROUNDS):
-        found = [i for i in map(proc_info, children())
-                 if i and i["pid"] != worker.pid and not i["zombie"] and i["sid"] != mine]
-        if not found:
-            break
-        fds = {}
-        for info in found:
-            if signal_escape(info["pid"], info["start"], signal.SIGTERM):
-                ended.append({"pid": info["pid"], "cmdline": info["cmdline"]})
-                try:
-                    fds[info["pid"]] = os.pidfd_open(info["pid"])
-                except OSError:
-                    pass
-        deadline = time.monotonic() + grace
-        waiting = dict(fds)
-        while waiting and (left := deadline - time.monotonic()) > 0:
-            ready, _, _ = select.select(list(waiting.values()), [], [], left)
-            for fd in ready:
-                waiting = {p: f for p, f in waiting.items() if f != fd}
-        for info in found:
-            if info["pid"] in waiting:
-                signal_escape(info["pid"], info["start"], signal.SIGKILL)
-            if is_own_child(info["pid"], info["start"]):
-                try:
-                    os.waitpid(info["pid"], 0)
-                except ChildProcessError:
-                    pass
-        for fd in fds.values():
-            os.close(fd)
-    return ended
 
 
 # Identity of processes recorded in state dirs ---------------------------------------------------
@@ -388,7 +406,3 @@ def same_process_alive(pid: int | None, started: float | None) -> bool:
         return started is None or abs(p.create_time() - started) < 0.05
     except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
         return False
-
-
-def now() -> float:
-    return time.time()

@@ -11,9 +11,12 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from yaml.nodes import Node
 
 
 @dataclass(frozen=True)
@@ -21,7 +24,7 @@ class Doc:
     """Parsed YAML: ``data`` (plain Python) and ``node`` (its PyYAML node tree)."""
 
     data: Any
-    node: Any
+    node: Node | None
     source: str
     offset: int = 0  # lines before the YAML text in its file (front matter: 1)
 
@@ -31,11 +34,14 @@ class Doc:
 
     def key_line(self, path: Sequence[str | int], key: str) -> int:
         """1-based line of the key ``key`` in the mapping at ``path``."""
+        from yaml.nodes import MappingNode
+
         node = _walk(self.node, path)
-        if node is not None and node.id == "mapping":
+        if isinstance(node, MappingNode):
             for k, _v in node.value:
                 if k.value == key:
-                    return k.start_mark.line + 1 + self.offset
+                    line: int = k.start_mark.line
+                    return line + 1 + self.offset
         return self.line_of(path)
 
     def where(self, path: Sequence[str | int] = ()) -> str:
@@ -92,11 +98,13 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _refuse_duplicate_keys(node, source: str, offset: int) -> None:
-    stack = [node]
+def _refuse_duplicate_keys(node: Node, source: str, offset: int) -> None:
+    from yaml.nodes import MappingNode, SequenceNode
+
+    stack: list[Node] = [node]
     while stack:
         n = stack.pop()
-        if n.id == "mapping":
+        if isinstance(n, MappingNode):
             seen: dict[str, int] = {}
             for k, v in n.value:
                 key = str(k.value)
@@ -107,24 +115,27 @@ def _refuse_duplicate_keys(node, source: str, offset: int) -> None:
                                      hint="keep one of them")
                 seen[key] = line
                 stack.append(v)
-        elif n.id == "sequence":
+        elif isinstance(n, SequenceNode):
             stack.extend(n.value)
 
 
-def _walk(node, path: Sequence[str | int]):
+def _walk(node: Node | None, path: Sequence[str | int]) -> Node | None:
+    from yaml.nodes import MappingNode, SequenceNode
+
     for step in path:
         if node is None:
             return None
-        if node.id == "mapping":
+        if isinstance(node, MappingNode):
             node = next((v for k, v in node.value if k.value == str(step)), None)
-        elif node.id == "sequence" and isinstance(step, int) and 0 <= step < len(node.value):
+        elif isinstance(node, SequenceNode) and isinstance(step, int) and \
+                0 <= step < len(node.value):
             node = node.value[step]
         else:
             return None
     return node
 
 
-def line_of(node, path: Sequence[str | int] = ()) -> int:
+def line_of(node: Node | None, path: Sequence[str | int] = ()) -> int:
     """1-based line (within the YAML text) of the deepest node on ``path`` that exists."""
     if node is None:
         return 1
@@ -134,4 +145,5 @@ def line_of(node, path: Sequence[str | int] = ()) -> int:
         if found is None:
             break
         best = found
-    return best.start_mark.line + 1
+    line: int = best.start_mark.line
+    return line + 1

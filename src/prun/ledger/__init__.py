@@ -2,12 +2,18 @@
 
     statuses     the statuses of attempts, packets and runs, and the transition table
     migrations   the schema, an append-only list of migrations
-    store        the ``Ledger``: opening, writing (queued while a supervisor batches), reading
+    store        the ``Ledger``: where it is, opening it (migrations applied)
+    writes       transactions, and the write queue while a supervisor batches its writes
+    runs         runs, their frozen packet sets, control requests
+    attempts     attempts: one dispatch of one packet
+    events       the append-only event log
     dispatches   what a standalone ``prun dispatch`` records
 """
 
+from .attempts import AttemptFields
 from .dispatches import record_dispatch, record_receipt
 from .migrations import MIGRATIONS
+from .runs import PacketRecord, RunRecord
 from .statuses import (
     ATTEMPT_STATUS,
     PACKET_STATUS,
@@ -18,8 +24,10 @@ from .statuses import (
     Status,
     attempt_status,
 )
-from .store import Ledger, default_path, now_iso, prun_dir, repo_root
+from .store import Ledger, default_path, prun_dir, repo_root
+from .writes import now_iso
 
-__all__ = ["ATTEMPT_STATUS", "MIGRATIONS", "PACKET_STATUS", "TERMINAL", "Ledger", "OutcomeKind",
-           "PacketStatus", "RunStatus", "Status", "attempt_status", "default_path", "now_iso",
-           "prun_dir", "record_dispatch", "record_receipt", "repo_root"]
+__all__ = ["ATTEMPT_STATUS", "MIGRATIONS", "PACKET_STATUS", "TERMINAL", "AttemptFields", "Ledger",
+           "OutcomeKind", "PacketRecord", "PacketStatus", "RunRecord", "RunStatus", "Status",
+           "attempt_status", "default_path", "now_iso", "prun_dir", "record_dispatch",
+           "record_receipt", "repo_root"]

@@ -7,15 +7,21 @@ from __future__ import annotations
 import os
 import sqlite3
 import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from ..errors import StateError
 from .statuses import OutcomeKind, Status, attempt_status
-from .store import Ledger, now_iso
+from .store import Ledger
+from .writes import now_iso
+
+if TYPE_CHECKING:
+    from ..attempt.dispatch import Dispatch
 
 _warned = False
 
 
-def record_dispatch(step: str, dispatch) -> None:
+def record_dispatch(step: str, dispatch: Dispatch) -> None:
     """Record a standalone ``prun dispatch`` attempt (``step``: begin, launch, finish).
 
     Never raises: an unwritable ledger costs one warning on stderr, not the dispatch.
@@ -31,7 +37,7 @@ def record_dispatch(step: str, dispatch) -> None:
               file=sys.stderr)
 
 
-def record_receipt(state_dir: str, unit: dict, receipt: str) -> None:
+def record_receipt(state_dir: str, unit: Mapping[str, object], receipt: str) -> None:
     """A standalone session unit's receipt (``prun receipt``); a run's supervisor picks its
     own units' receipts up from the state dir. Never raises (one warning at most)."""
     global _warned
@@ -56,7 +62,7 @@ def _off() -> bool:
     return current().ledger_off
 
 
-def _record_dispatch(step: str, d) -> None:
+def _record_dispatch(step: str, d: Dispatch) -> None:
     p = d.p
     attempt_id = os.path.basename(d.state.path)
     ledger = Ledger.open()
@@ -75,6 +81,7 @@ def _record_dispatch(step: str, d) -> None:
                                   sandboxed=d.sandboxed)
         elif step == "finish":
             o = d.outcome
+            assert o is not None, "a dispatch finishes once its outcome is judged"
             status = attempt_status(o.kind)
             if not d.receipt and o.kind != OutcomeKind.QUOTA:
                 status = Status.NOT_DISPATCHED

@@ -21,9 +21,15 @@ import os
 import sys
 import time
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from .gate import GateDecision
 from .snapshot import FileLock, GroupState, Snapshot, iso, load, snapshot_path
+
+if TYPE_CHECKING:
+    from ..executors.base import Executor
+    from ..executors.records import QuotaHit
+    from ..settings.config import QuotaConfig
 
 __all__ = [
     "GateDecision", "GroupState", "Snapshot", "after_backend_failure", "current",
@@ -48,7 +54,7 @@ def warn(text: str) -> None:
         pass
 
 
-def _config(env: Mapping[str, str], strict: bool):
+def _config(env: Mapping[str, str], strict: bool) -> QuotaConfig:
     from ..errors import PrunError
     from ..settings import config
 
@@ -116,7 +122,7 @@ def _hit_stands(state: GroupState | None) -> bool:
             and not state.reset_estimated)
 
 
-def record_hit(hit, env: Mapping[str, str] | None = None) -> None:
+def record_hit(hit: QuotaHit, env: Mapping[str, str] | None = None) -> None:
     """A run failed on a quota error: record its group as empty until it resets. Never raises.
 
     ``hit`` is an ``executors.base.QuotaHit``; with no reset time in the error, the group
@@ -144,12 +150,12 @@ def record_hit(hit, env: Mapping[str, str] | None = None) -> None:
         warn(f"could not record the quota error in the snapshot: {e}")
 
 
-def executor_groups(executor) -> list[str]:
+def executor_groups(executor: Executor) -> list[str]:
     """The quota groups a unit on ``executor`` can draw from (the executor says)."""
     return list(executor.quota_groups())
 
 
-def after_backend_failure(executor, env: Mapping[str, str] | None = None) -> None:
+def after_backend_failure(executor: Executor, env: Mapping[str, str] | None = None) -> None:
     """Re-read the executor's groups now, past the TTL (bounded by the probe timeout).
 
     Never raises; does nothing when no probe is configured for those groups.
@@ -183,7 +189,8 @@ def group_states(env: Mapping[str, str] | None = None,
     return group_states_of(snap, cfg, known)
 
 
-def group_states_of(snap: Snapshot, cfg, known: Iterable[str] = ()) -> dict[str, GroupState]:
+def group_states_of(snap: Snapshot, cfg: QuotaConfig,
+                    known: Iterable[str] = ()) -> dict[str, GroupState]:
     """The states of the ``known`` groups and of every group ``snap`` or ``cfg``'s probes
     name."""
     names = list(dict.fromkeys(known))

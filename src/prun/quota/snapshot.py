@@ -120,8 +120,8 @@ class GroupState:
     def state(self) -> str:
         return "empty" if self.empty else ("ok" if self.known else "unknown")
 
-    def to_json(self) -> dict:
-        out = {"left": self.left, "resets_at": self.resets_at, "read_at": self.read_at,
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"left": self.left, "resets_at": self.resets_at, "read_at": self.read_at,
                "source": self.source, "error": self.error}
         if self.message is not None:
             out["message"] = self.message
@@ -130,7 +130,7 @@ class GroupState:
         return out
 
 
-def entry_from_json(group: str, obj, now: float | None = None) -> GroupState:
+def entry_from_json(group: str, obj: object, now: float | None = None) -> GroupState:
     """Validate one snapshot entry. Raises ValueError saying what is wrong."""
     now = time.time() if now is None else now
     if not isinstance(obj, dict):
@@ -142,20 +142,22 @@ def entry_from_json(group: str, obj, now: float | None = None) -> GroupState:
         if not math.isfinite(left) or not 0 <= left <= 1:
             raise ValueError(f"left={left} is outside 0..1")
         left = float(left)
-    texts = {}
+    texts: dict[str, str | None] = {}
     for key in ("resets_at", "read_at", "source", "error", "message"):
         value = obj.get(key)
         if value is not None and not isinstance(value, str):
             raise ValueError(f"{key} is {type(value).__name__}, not a string or null")
         texts[key] = value
     for key in ("resets_at", "read_at"):
-        if texts[key] is not None:
+        text = texts[key]
+        if text is not None:
             try:
-                parse_time(texts[key])
+                parse_time(text)
             except (ValueError, OverflowError, OSError):
-                raise ValueError(f"{key}={texts[key]!r} is not an ISO 8601 time")
-    if texts["read_at"] is not None and parse_time(texts["read_at"]) > now + CLOCK_SKEW_S:
-        raise ValueError(f"read_at={texts['read_at']} is in the future")
+                raise ValueError(f"{key}={text!r} is not an ISO 8601 time")
+    read_at = texts["read_at"]
+    if read_at is not None and parse_time(read_at) > now + CLOCK_SKEW_S:
+        raise ValueError(f"read_at={read_at} is in the future")
     estimated = obj.get("reset_estimated", False)
     if not isinstance(estimated, bool):
         raise ValueError("reset_estimated is not true or false")
@@ -184,7 +186,7 @@ class Snapshot:
             return GroupState(group, error=f"bad snapshot entry: {self.bad[group]}")
         return GroupState(group)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {"version": SCHEMA_VERSION, "updated_at": self.updated_at,
                 "groups": {g: s.to_json() for g, s in sorted(self.groups.items())}}
 
@@ -283,7 +285,7 @@ class FileLock:
             except OSError:
                 return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.fd is not None:
             os.close(self.fd)  # closing releases the flock
             self.fd = None

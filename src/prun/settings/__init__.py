@@ -125,7 +125,7 @@ def current() -> Settings:
     return load(os.environ)
 
 
-_cache: dict[int, tuple[tuple, Settings]] = {}
+_cache: dict[int, tuple[tuple[str | None, ...], Settings]] = {}
 
 
 def _read(env: Mapping[str, str]) -> Settings:
@@ -148,7 +148,7 @@ def _read(env: Mapping[str, str]) -> Settings:
     s.scratch_cwd = _text(env, "PRUN_SCRATCH_CWD") or None
     s.stall_s = _duration(env, "PRUN_STALL_THRESHOLD", 600.0)
     s.kill_grace_s = _duration(env, "PRUN_KILL_GRACE_SECONDS", 5.0, zero=True)
-    s.timeout_grace_s = _duration(env, "PRUN_TIMEOUT_GRACE_SECONDS", None, zero=True)
+    s.timeout_grace_s = _given_duration(env, "PRUN_TIMEOUT_GRACE_SECONDS", zero=True)
     s.hook_timeout_s = _duration(env, "PRUN_HOOK_TIMEOUT", 30.0)
     s.gather_timeout_s = _duration(env, "PRUN_GATHER_TIMEOUT", 3600.0, zero=True)
     s.stable_window_s = _duration(env, "PRUN_STABLE_WINDOW", 10.0, zero=True)
@@ -192,11 +192,16 @@ def _choice(env: Mapping[str, str], name: str, allowed: Mapping[str, str], say: 
     return allowed[raw]
 
 
-def _duration(env: Mapping[str, str], name: str, default: float | None,
-              zero: bool = False) -> float:
+def _duration(env: Mapping[str, str], name: str, default: float, zero: bool = False) -> float:
+    value = _given_duration(env, name, zero)
+    return default if value is None else value
+
+
+def _given_duration(env: Mapping[str, str], name: str, zero: bool = False) -> float | None:
+    """The duration ``name`` gives (None when unset); ``zero``: 0 is allowed."""
     raw = _text(env, name)
     if not raw:
-        return default  # type: ignore[return-value]  # None only where the default is None
+        return None
     from .._util.timeparse import parse_duration
 
     try:

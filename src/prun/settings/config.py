@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import ConfigError, UsageError
 
@@ -37,7 +38,7 @@ def config_path(env: Mapping[str, str] | None = None) -> str:
     return load(env).config
 
 
-def load(env: Mapping[str, str] | None = None) -> dict:
+def load(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The whole config file as a dict; ``{}`` when there is none."""
     path = config_path(env)
     try:
@@ -94,7 +95,7 @@ def quota(env: Mapping[str, str] | None = None) -> QuotaConfig:
     )
 
 
-def _command(value, path: str, key: str) -> tuple[str, ...]:
+def _command(value: object, path: str, key: str) -> tuple[str, ...]:
     if isinstance(value, str):
         import shlex
 
@@ -112,7 +113,7 @@ def _command(value, path: str, key: str) -> tuple[str, ...]:
     return tuple(words)
 
 
-def _duration(value, default: float, path: str, key: str) -> float:
+def _duration(value: object, default: float, path: str, key: str) -> float:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int | float | str):
