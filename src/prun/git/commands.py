@@ -66,8 +66,7 @@ def run_setup(workspace: str | os.PathLike[str], command: str | Sequence[str],
     result = SetupResult(ran.ok, ran.exit_code, ran.timed_out, ran.duration_s, ran.log,
                          ran.tail, excluded)
     if check and not ran.ok:
-        # prun.errors.SetupFailed takes unannotated arguments (a SetupResult, the command)
-        raise SetupFailed(result, command)  # type: ignore[no-untyped-call]
+        raise SetupFailed(result, command)
     return result
 
 
