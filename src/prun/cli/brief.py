@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from ..plan import Plan
     from ..run.view import open_run
 
-    with Ledger.open() as ledger:
+    with Ledger.open(create=False) as ledger:
         view = open_run(ledger, args.run_id)
         packet = _packet(Plan(packets=tuple(view.packets)), args.packet, f"run {view.id}")
         attempts = view.attempts.get(packet.id, [])

@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     from ..ledger import Ledger
     from ..run.state import RunPaths, spawn_supervisor, wait_for, wake_supervisor
 
-    with Ledger.open() as ledger:
+    with Ledger.open(create=False) as ledger:
         attempt = ledger.attempt(args.target) if ":" in args.target else None
         if attempt is not None:
             run_id, target = attempt["run_id"], attempt["id"]

@@ -238,7 +238,7 @@ def run(args: argparse.Namespace) -> int:
     from ..ledger import Ledger
     from ..run.view import open_run
 
-    with Ledger.open() as ledger:
+    with Ledger.open(create=False) as ledger:
         view = open_run(ledger, args.run_id)
         busy = running_units(view)
         if busy:

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from ..run.view import open_run
 
     text = _read_prompt(args.prompt_file)
-    with Ledger.open() as ledger:
+    with Ledger.open(create=False) as ledger:
         view = open_run(ledger, args.run_id)
         if view.packet(args.packet) is None:
             raise UsageError(f"no packet {args.packet!r} in run {view.id}",

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     from ..run.view import open_run
 
     timeout = parse_duration(args.check_timeout, what="--check-timeout")
-    with Ledger.open() as ledger:
+    with Ledger.open(create=False) as ledger:
         view = open_run(ledger, args.run_id)
         report = reconcile(view.unit_inputs(), run_id=view.id, with_patch=True)
         root = view.repo_root or toplevel()

@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     if args.path:
         print(default_path())
         return 0
-    with Ledger.open() as ledger:
+    with Ledger.open(create=False) as ledger:
         if args.dispatches:
             rows = ledger.attempts(None)
             kind = "ATTEMPT"

@@ -31,3 +31,16 @@ def duration_option(option: str | None, what: str, default: float) -> float:
     from .._util.timeparse import parse_duration
 
     return default if option is None else parse_duration(option, what=what)
+
+
+def positive_int(text: str) -> int:
+    """An argparse ``type``: a whole number of 1 or more (``--parallel``)."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 1 or more")
+    return value

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from ..ledger import Ledger, Status
     from ..run.view import open_run
 
-    with Ledger.open() as ledger:
+    with Ledger.open(create=False) as ledger:
         view = open_run(ledger, args.run_id)
         if view.packet(args.packet_id) is None:
             raise UsageError(f"no packet {args.packet_id!r} in run {view.id}",

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.executor:
         executors.get(args.executor)  # refuses unknown executors and codex (exit 2)
-    with Ledger.open() as ledger:
+    with Ledger.open(create=False) as ledger:
         run = find_run(ledger, args.run_id)
         run_id = run["id"]
         row = next((p for p in ledger.packets(run_id) if p["id"] == args.packet), None)

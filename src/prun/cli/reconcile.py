@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     from ..run.view import open_run
 
     rescoped = rescoped_map(args.rescoped)
-    with Ledger.open() as ledger:
+    with Ledger.open(create=False) as ledger:
         view = open_run(ledger, args.run_id)
         unknown = set(rescoped) - {p.id for p in view.packets}
         if unknown:

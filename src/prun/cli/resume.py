@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     from ..run.view import find_run
     from .foreground import supervise
 
-    with Ledger.open() as ledger:
+    with Ledger.open(create=False) as ledger:
         run = find_run(ledger, args.run_id)
         if supervisor_alive(run):
             raise StateError(f"run {run['id']} still has a live supervisor "

@@ -30,6 +30,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .options import positive_int
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("plan", metavar="PLAN", help="the plan file (YAML)")
-    p.add_argument("--parallel", "-j", type=int, help="units at once (default: the plan's, else 8)")
+    p.add_argument("--parallel", "-j", type=positive_int, help="units at once (default: the plan's, else 8)")
     p.add_argument("--deadline", help="the run's terminal deadline: a duration (90m) or ISO time")
     p.add_argument("--detach", action="store_true",
                    help="run the supervisor in the background; print the run id and return")

@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from ..run.render import summary_lines
     from ..run.view import find_run, view
 
-    with Ledger.open() as ledger:
+    with Ledger.open(create=False) as ledger:
         row = find_run(ledger, args.run_id)
         v = view(ledger, row["id"])
         if args.json:

@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     limit = parse_duration(args.timeout, what="--timeout") if args.timeout else None
     start = time.monotonic()
     delay = 0.05
-    with Ledger.open() as ledger:
+    with Ledger.open(create=False) as ledger:
         run_id = find_run(ledger, args.run_id)["id"]
         cursor = args.since
         while True:

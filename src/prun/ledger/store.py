@@ -60,7 +60,9 @@ def prun_dir(root: Path) -> Path:
     return d
 
 
-def default_path(start: str | os.PathLike[str] | None = None) -> Path:
+def default_path(start: str | os.PathLike[str] | None = None, *, create: bool = True) -> Path:
+    """``$PRUN_LEDGER``, else ``.prun/ledger.sqlite`` at the repository's root (``.prun``
+    made when ``create``), else the user's state folder."""
     from ..settings import current
 
     s = current()
@@ -68,7 +70,7 @@ def default_path(start: str | os.PathLike[str] | None = None) -> Path:
         return Path(s.ledger)
     root = repo_root(start)
     if root is not None:
-        return prun_dir(root) / "ledger.sqlite"
+        return (prun_dir(root) if create else root / ".prun") / "ledger.sqlite"
     return Path(s.user_state) / "ledger.sqlite"
 
 
@@ -77,11 +79,18 @@ class Ledger(RunLog, AttemptLog):
 
     # opening -----------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | os.PathLike[str] | None = None) -> Ledger:
-        p = Path(path) if path else default_path()
+    def open(cls, path: str | os.PathLike[str] | None = None, *, create: bool = True) -> Ledger:
+        """The ledger at ``path`` (else ``default_path()``). Without ``create`` (the commands
+        that only read) nothing is made: where there is no ledger yet, an empty one in memory
+        stands for it, so such a command says what it would say of an empty ledger."""
+        p = Path(path) if path else default_path(create=create)
         try:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(p, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+            where: str | Path = p
+            if create:
+                p.parent.mkdir(parents=True, exist_ok=True)
+            elif not p.exists():
+                where = ":memory:"
+            conn = sqlite3.connect(where, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                                    check_same_thread=False)
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
