@@ -1,0 +1,301 @@
+"""The ``Dispatch``: one attempt of one unit, its state dir's opening files and its launch.
+
+``begin`` writes the state dir's opening files and asks the quota gate; ``launch`` starts the
+worker in its own process group (``hand_off`` instead, for an executor that launches no
+process). Waiting for the worker is in ``waiting``, judging and publishing in ``finishing``;
+the methods here that do those delegate to them.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+from ..errors import QuotaExhausted
+from . import statedir
+from .exitlog import path as _exit_log
+from .request import Prepared, Request, prepare
+
+TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
+if TYPE_CHECKING:
+    from .outcome import Outcome
+
+
+class Dispatch:
+    """One attempt of one unit, from its state dir to its outcome."""
+
+    def __init__(self, prepared: Prepared, state: statedir.StateDir | None = None,
+                 dispatcher_pid: int | None = None, *, record: bool = True,
+                 in_run: bool = False, keeper=None):
+        self.p = prepared
+        self.record = record              # a standalone dispatch records itself in the ledger
+        self.in_run = in_run              # a run's supervisor: begin and launch back to back
+        self.keeper = keeper              # a run's keeper starts the worker and logs its exit
+        self.durable = not in_run         # fsync each file; a run's supervisor syncs in groups
+        self._unit_pending = in_run       # unit.json is still to be written (in a run)
+        self.receipt: str | None = None   # "pid:<pid>@<start time>" once the worker runs
+        self.outcome: Outcome | None = None
+        self.state = state or statedir.create(prepared.request.unit_id,
+                                              prepared.request.state_root)
+        # where the worker writes its own result: its result path, or (in a run) its outbox in
+        # the state dir, copied to the result path when it is published
+        self.write_path = (statedir.outbox(self.state, prepared.result_file)
+                           if prepared.request.outbox else prepared.result_file)
+        self.sandboxed: bool | None = None  # decided at launch
+        self.escaped: list[dict] = []       # processes that left its group, ended with it
+        self.dispatcher_pid = dispatcher_pid or os.getpid()
+        self.settings = prepared.settings
+        self.requested_model = prepared.settings.model
+        self.worker = None
+        self.started = time.time()
+        self.launched_at: float | None = None
+        self.workspace = prepared.workspace
+        self.reader = None  # made in begin(): its records are not needed before STATE-DIR
+        self._tail_offset = 0
+        self._tail_rest = b""
+        self._session_written = False
+        self.quota_note: str | None = None
+
+    # 1. the state dir's opening files ------------------------------------------------------------
+    def begin(self) -> None:
+        sd, p = self.state, self.p
+        self.reader = p.executor.reader()
+        if self.in_run:
+            return self._begin_in_run()
+        with open(sd.file(statedir.PROMPT), "w", encoding="utf-8") as f:
+            f.write(p.prompt)
+        sd.write(statedir.RESULT_FILE, p.result_file)
+        if p.executor.launches_process:  # a session unit has no process, pid or stream
+            sd.write(statedir.DISPATCH_PID, str(self.dispatcher_pid))
+            open(sd.file(statedir.TAIL), "ab").close()
+            open(sd.file(statedir.STDERR), "ab").close()
+        self._ledger("begin")
+        self._gate()
+        sd.write(statedir.MODEL, self.settings.model or p.executor.name)
+        sd.write_json(statedir.UNIT, self._unit_record())
+
+    def _begin_in_run(self) -> None:
+        """``begin`` for a run's supervisor, which launches at once: the same files in fewer
+        file creations. The prompt is linked from the run's frozen copy; the single-value files
+        are written in place (the state dir is brand new, and a reader takes an empty file for
+        a missing one), those every unit of the run shares as links to one copy; ``tail`` and
+        ``stderr`` are made by the launch; ``unit.json`` is written once, complete, by
+        ``launch`` (or by ``finish`` if there is no launch)."""
+        sd, p = self.state, self.p
+        try:
+            os.link(p.request.prompt_file, sd.file(statedir.PROMPT))
+        except OSError:
+            with open(sd.file(statedir.PROMPT), "w", encoding="utf-8") as f:
+                f.write(p.prompt)
+        sd.write_new(statedir.RESULT_FILE, p.result_file)
+        if p.executor.launches_process:
+            sd.write_shared(statedir.DISPATCH_PID, str(self.dispatcher_pid))
+        else:  # a session unit is handed off, not launched: its record is written now
+            self._unit_pending = False
+        self._gate()
+        sd.write_shared(statedir.MODEL, self.settings.model or p.executor.name)
+        if not self._unit_pending:
+            sd.write_json(statedir.UNIT, self._unit_record())
+
+    def _gate(self) -> None:
+        """The quota gate: may swap the model (MODEL-FALLBACK) or raise QuotaExhausted."""
+        try:
+            decision = self.p.executor.gate(self.settings, self.p.env)
+        except QuotaExhausted as e:  # exit 75: the refusal is recorded before finish() runs
+            self.quota_note = getattr(e, "note", None) or e.line()
+            self.state.write(statedir.QUOTA_NOTE, self.quota_note)
+            raise
+        if decision is None:
+            return
+        if decision.note:
+            import sys
+
+            self.quota_note = decision.note
+            print(decision.note, file=sys.stderr, flush=True)
+            self.state.write(statedir.QUOTA_NOTE, decision.note)
+        if decision.settings is not None:
+            self.settings = decision.settings
+
+    def _unit_record(self) -> dict:
+        from .._util.process import create_time
+
+        p = self.p
+        return {
+            "unit_id": p.request.unit_id, "attempt_id": p.request.attempt_id,
+            "executor": p.executor.name, "requested_model": self.requested_model,
+            "model": self.settings.model, "effort": self.settings.effort, "mode": p.mode,
+            "workspace": self.workspace, "add_dirs": list(p.add_dirs),
+            "resume_id": p.resume_id, "continue_from": p.request.continue_from,
+            "timeout_s": self.settings.timeout_s, "result_file": p.result_file,
+            "dispatcher": {"pid": self.dispatcher_pid,
+                           "create_time": _own_start(self.dispatcher_pid, create_time)},
+            "route_reason": p.request.route_reason, "started_at": iso(self.started),
+        }
+
+    def _unit(self):
+        from ..executors.records import Unit
+
+        p, sd = self.p, self.state
+        if self.workspace is None:
+            self.workspace = sd.file("work")
+            os.makedirs(self.workspace, exist_ok=True)
+        return Unit(unit_id=p.request.unit_id, prompt=p.prompt,
+                    prompt_file=sd.file(statedir.PROMPT), settings=self.settings, mode=p.mode,
+                    workspace=self.workspace, add_dirs=p.add_dirs, resume_id=p.resume_id,
+                    command=p.command, state_dir=sd.path, result_file=self.write_path,
+                    briefed=p.request.briefed)
+
+    # 2. launch, or hand off when the executor launches no process ----------------------------
+    def hand_off(self) -> Outcome:
+        """Write what the coordinator hands its subagent; nothing is launched or waited for."""
+        text, lines = self.p.executor.hand_off(self._unit())
+        self.state.write(statedir.HANDOFF, text)
+        record = self.state.unit
+        record["workspace"] = self.workspace
+        self.state.write_json(statedir.UNIT, record)
+        from ..ledger.statuses import OutcomeKind
+        from .outcome import Outcome
+
+        return Outcome(OutcomeKind.HANDED_OFF, "handed-off", unit_id=self.p.request.unit_id,
+                       attempt_id=self.p.request.attempt_id, executor=self.p.executor.name,
+                       state_dir=self.state.path, lines=tuple(lines))
+
+    def launch(self) -> bool:
+        """Start the worker. False (with the reason kept for ``finish``) if it cannot start."""
+        from .._util.process import create_time, spawn
+        from ..errors import LaunchError
+        from .launching import (
+            absolute,
+            git_wrapper_first,
+            program_path,
+            redact_prompt,
+            sandbox_here,
+            sandboxed,
+        )
+
+        p, sd = self.p, self.state
+        unit = self._unit()
+        env = dict(p.env)
+        env.update(p.request.extra_env)
+        env.update({"PRUN_UNIT_ID": p.request.unit_id, "PRUN_STATE_DIR": sd.path,
+                    "PRUN_RESULT_FILE": self.write_path})
+        try:
+            git_wrapper_first(env, p.request.git_wrapper, p.config.user_state)
+            launch = p.executor.build(unit, env)
+            argv = [program_path(launch, self.workspace), *launch.argv[1:]]
+            self.sandboxed = sandbox_here(self)
+            if self.sandboxed:
+                argv = sandboxed(self, argv)
+            stdin = absolute(launch.stdin_path, self.workspace)
+            if self.keeper is not None:
+                self.worker = self.keeper.spawn(
+                    argv, cwd=self.workspace, env=launch.env,
+                    stdout_path=sd.file(statedir.TAIL), stderr_path=sd.file(statedir.STDERR),
+                    stdin_path=stdin, name=os.path.basename(sd.path), log=_exit_log(sd))
+            else:
+                self.worker = spawn(argv, cwd=self.workspace, env=launch.env,
+                                    stdout_path=sd.file(statedir.TAIL),
+                                    stderr_path=sd.file(statedir.STDERR), stdin_path=stdin)
+        except LaunchError as e:
+            self.launch_error = e.line()
+            self._write_pending_unit()
+            return False
+        except OSError as e:
+            self.launch_error = f"cannot start {p.executor.name}: {e}"
+            self._write_pending_unit()
+            return False
+        self.launched_at = time.time()
+        if self._unit_pending:
+            record = self._unit_record()
+            self._unit_pending = False
+        else:
+            record = self.state.unit
+        started = getattr(self.worker, "create_time", None) or create_time(self.worker.pid)
+        record["workspace"] = self.workspace
+        record["argv"] = redact_prompt(launch.argv, p.prompt)
+        record["sandbox"] = self.sandboxed
+        record["worker"] = {"pid": self.worker.pid, "pgid": self.worker.pid,
+                            "create_time": started, "started_at": iso(self.launched_at)}
+        if self.keeper is not None:
+            record["worker"]["keeper"] = self.keeper.ident
+        sd.write_json(statedir.UNIT, record)
+        self.receipt = f"pid:{self.worker.pid}@{started or self.launched_at:.3f}"
+        self._ledger("launch")
+        return True
+
+    def _write_pending_unit(self) -> None:
+        if self._unit_pending:
+            self._unit_pending = False
+            record = self._unit_record()
+            record["workspace"] = self.workspace
+            self.state.write_json(statedir.UNIT, record)
+
+    def _ledger(self, step: str) -> None:
+        if self.record:
+            from ..ledger import record_dispatch
+
+            record_dispatch(step, self)
+
+    @property
+    def deadline(self) -> float:
+        given = self.p.config.timeout_grace_s
+        grace = self.p.executor.timeout_grace_s if given is None else given
+        return (self.launched_at or time.time()) + self.settings.timeout_s + grace
+
+    # 3. wait (``waiting``) -------------------------------------------------------------------
+    def wait(self) -> tuple[int, bool]:
+        """Wait for the worker to exit or its deadline. Returns (exit code, timed out)."""
+        from . import waiting
+
+        return waiting.wait(self)
+
+    async def wait_async(self, stop=None, hard_deadline: float | None = None,
+                         on_end: Callable[[str], None] | None = None
+                         ) -> tuple[int | None, str | None]:
+        """The supervisor's wait, in its event loop (``waiting.wait_async``)."""
+        from . import waiting
+
+        return await waiting.wait_async(self, stop, hard_deadline, on_end)
+
+    def pump(self) -> None:
+        """Feed the stream's new complete lines to the reader (``waiting.pump``)."""
+        from . import waiting
+
+        waiting.pump(self)
+
+    # 4. finish (``finishing``) -----------------------------------------------------------------
+    def finish(self, exit_code: int | None, *, timed_out: bool = False, cancelled: bool = False,
+               refused: QuotaExhausted | None = None) -> Outcome:
+        """Judge the run, publish the result (or FALLBACK), write outcome.json last."""
+        from . import finishing
+
+        return finishing.finish(self, exit_code, timed_out=timed_out, cancelled=cancelled,
+                                refused=refused)
+
+
+def reopen(req: Request, state_path: str) -> Dispatch:
+    """The Dispatch of an attempt an earlier supervisor launched (``prun resume``)."""
+    d = Dispatch(prepare(req, reopen=True), statedir.StateDir(state_path),
+                 dispatcher_pid=os.getpid(), record=False, in_run=True)
+    unit = d.state.unit
+    worker = unit.get("worker") or {}
+    d.workspace = unit.get("workspace") or d.workspace
+    d.launched_at = worker.get("create_time") or d.started
+    d.receipt = f"pid:{worker.get('pid')}@{d.launched_at:.3f}" if worker.get("pid") else None
+    return d
+
+
+_OWN_START: dict[int, float | None] = {}
+
+
+def _own_start(pid: int, create_time) -> float | None:
+    """The dispatcher's start time, asked of the system once per process (a supervisor
+    dispatches hundreds of units)."""
+    if pid not in _OWN_START:
+        _OWN_START[pid] = create_time(pid)
+    return _OWN_START[pid]
+
+
+def iso(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
