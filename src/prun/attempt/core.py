@@ -30,10 +30,8 @@ class Dispatch:
                  in_run: bool = False, keeper=None):
         self.p = prepared
         self.record = record              # a standalone dispatch records itself in the ledger
-        self.in_run = in_run              # a run's supervisor: begin and launch back to back
         self.keeper = keeper              # a run's keeper starts the worker and logs its exit
         self.durable = not in_run         # fsync each file; a run's supervisor syncs in groups
-        self._unit_pending = in_run       # unit.json is still to be written (in a run)
         self.receipt: str | None = None   # "pid:<pid>@<start time>" once the worker runs
         self.outcome: Outcome | None = None
         self.state = state or statedir.create(prepared.request.unit_id,
@@ -59,10 +57,10 @@ class Dispatch:
 
     # 1. the state dir's opening files ------------------------------------------------------------
     def begin(self) -> None:
+        """The prompt's copy, the one-value files and ``unit.json``; the quota gate between
+        (a refusal raises QuotaExhausted, its attempt's ``unit.json`` written all the same)."""
         sd, p = self.state, self.p
         self.reader = p.executor.reader()
-        if self.in_run:
-            return self._begin_in_run()
         with open(sd.file(statedir.PROMPT), "w", encoding="utf-8") as f:
             f.write(p.prompt)
         sd.write(statedir.RESULT_FILE, p.result_file)
@@ -71,32 +69,13 @@ class Dispatch:
             open(sd.file(statedir.TAIL), "ab").close()
             open(sd.file(statedir.STDERR), "ab").close()
         self._ledger("begin")
-        self._gate()
+        try:
+            self._gate()
+        except QuotaExhausted:
+            sd.write_json(statedir.UNIT, self._unit_record())
+            raise
         sd.write(statedir.MODEL, self.settings.model or p.executor.name)
         sd.write_json(statedir.UNIT, self._unit_record())
-
-    def _begin_in_run(self) -> None:
-        """``begin`` for a run's supervisor, which launches at once: the same files in fewer
-        file creations. The prompt is linked from the run's frozen copy; the single-value files
-        are written in place (the state dir is brand new, and a reader takes an empty file for
-        a missing one), those every unit of the run shares as links to one copy; ``tail`` and
-        ``stderr`` are made by the launch; ``unit.json`` is written once, complete, by
-        ``launch`` (or by ``finish`` if there is no launch)."""
-        sd, p = self.state, self.p
-        try:
-            os.link(p.request.prompt_file, sd.file(statedir.PROMPT))
-        except OSError:
-            with open(sd.file(statedir.PROMPT), "w", encoding="utf-8") as f:
-                f.write(p.prompt)
-        sd.write_new(statedir.RESULT_FILE, p.result_file)
-        if p.executor.launches_process:
-            sd.write_shared(statedir.DISPATCH_PID, str(self.dispatcher_pid))
-        else:  # a session unit is handed off, not launched: its record is written now
-            self._unit_pending = False
-        self._gate()
-        sd.write_shared(statedir.MODEL, self.settings.model or p.executor.name)
-        if not self._unit_pending:
-            sd.write_json(statedir.UNIT, self._unit_record())
 
     def _gate(self) -> None:
         """The quota gate: may swap the model (MODEL-FALLBACK) or raise QuotaExhausted."""
@@ -129,7 +108,7 @@ class Dispatch:
             "resume_id": p.resume_id, "continue_from": p.request.continue_from,
             "timeout_s": self.settings.timeout_s, "result_file": p.result_file,
             "dispatcher": {"pid": self.dispatcher_pid,
-                           "create_time": _own_start(self.dispatcher_pid, create_time)},
+                           "create_time": create_time(self.dispatcher_pid)},
             "route_reason": p.request.route_reason, "started_at": iso(self.started),
         }
 
@@ -199,18 +178,12 @@ class Dispatch:
                                     stderr_path=sd.file(statedir.STDERR), stdin_path=stdin)
         except LaunchError as e:
             self.launch_error = e.line()
-            self._write_pending_unit()
             return False
         except OSError as e:
             self.launch_error = f"cannot start {p.executor.name}: {e}"
-            self._write_pending_unit()
             return False
         self.launched_at = time.time()
-        if self._unit_pending:
-            record = self._unit_record()
-            self._unit_pending = False
-        else:
-            record = self.state.unit
+        record = self.state.unit
         started = getattr(self.worker, "create_time", None) or create_time(self.worker.pid)
         record["workspace"] = self.workspace
         record["argv"] = redact_prompt(launch.argv, p.prompt)
@@ -223,13 +196,6 @@ class Dispatch:
         self.receipt = f"pid:{self.worker.pid}@{started or self.launched_at:.3f}"
         self._ledger("launch")
         return True
-
-    def _write_pending_unit(self) -> None:
-        if self._unit_pending:
-            self._unit_pending = False
-            record = self._unit_record()
-            record["workspace"] = self.workspace
-            self.state.write_json(statedir.UNIT, record)
 
     def _ledger(self, step: str) -> None:
         if self.record:
@@ -284,17 +250,6 @@ def reopen(req: Request, state_path: str) -> Dispatch:
     d.launched_at = worker.get("create_time") or d.started
     d.receipt = f"pid:{worker.get('pid')}@{d.launched_at:.3f}" if worker.get("pid") else None
     return d
-
-
-_OWN_START: dict[int, float | None] = {}
-
-
-def _own_start(pid: int, create_time) -> float | None:
-    """The dispatcher's start time, asked of the system once per process (a supervisor
-    dispatches hundreds of units)."""
-    if pid not in _OWN_START:
-        _OWN_START[pid] = create_time(pid)
-    return _OWN_START[pid]
 
 
 def iso(ts: float) -> str:

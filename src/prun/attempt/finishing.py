@@ -25,7 +25,6 @@ def finish(d: Dispatch, exit_code: int | None, *, timed_out: bool = False,
     from .._util.fsutil import read_text, tail_bytes
 
     p, sd = d.p, d.state
-    d._write_pending_unit()  # a run's attempt the quota gate refused before its launch
     stream = _final_stream(d)
     launch_error = getattr(d, "launch_error", None)
     if refused is not None:

@@ -4,7 +4,6 @@ wrapper first on PATH, the sandbox (whether, and what it mounts), the argv as re
 from __future__ import annotations
 
 import os
-import time
 
 TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
 if TYPE_CHECKING:
@@ -46,25 +45,15 @@ def sandboxed(d: Dispatch, argv: list[str]) -> list[str]:
 
 
 def program_path(launch, workspace: str) -> str:
-    """The path of the program a run's keeper starts (it searches no PATH): found once a while,
-    since a run starts the same program hundreds of times."""
+    """The path of the program to start (a run's keeper searches no PATH): a relative path
+    is taken in the workspace, a bare name is looked up on the launch's PATH."""
     import shutil
 
     from ..errors import LaunchError
 
     prog = launch.argv[0]
     path = launch.env.get("PATH")
-    if "/" in prog:
-        found = shutil.which(os.path.join(workspace, prog), path=path)
-    else:
-        key = (prog, path)
-        hit = _FOUND.get(key)
-        if hit is not None and time.monotonic() - hit[1] < FOUND_TTL_S:
-            found = hit[0]
-        else:
-            found = shutil.which(prog, path=path)
-            if found:
-                _FOUND[key] = (found, time.monotonic())
+    found = shutil.which(os.path.join(workspace, prog) if "/" in prog else prog, path=path)
     if not found:
         raise LaunchError(f"{prog} not found" + ("" if "/" in prog else " on PATH"),
                           hint=f"install {prog} or give its full path")
@@ -100,10 +89,6 @@ def _say_once(line: str) -> None:
         import sys
 
         print(line, file=sys.stderr, flush=True)
-
-
-_FOUND: dict[tuple[str, str | None], tuple[str, float]] = {}
-FOUND_TTL_S = 10.0
 
 
 def redact_prompt(argv: list[str], prompt: str) -> list[str]:

@@ -29,16 +29,7 @@ import os
 import re
 import time
 
-from .._util.fsutil import (
-    SHARED_DIR,
-    atomic_write,
-    atomic_write_json,
-    create_new,
-    create_shared,
-    file_size,
-    read_json,
-    read_text,
-)
+from .._util.fsutil import atomic_write, atomic_write_json, file_size, read_json, read_text
 from ..errors import UsageError
 
 TAIL = "tail"
@@ -120,17 +111,6 @@ class StateDir:
         atomic_write(self.file(name), text if text.endswith("\n") else text + "\n",
                      durable=name in DURABLE)
 
-    def write_new(self, name: str, text: str) -> None:
-        """Create a one-value file that does not exist yet, in place (one file creation, no
-        rename): for a fresh state dir, whose readers take an empty file for a missing one."""
-        create_new(self.file(name), _line(text))
-
-    def write_shared(self, name: str, text: str) -> None:
-        """``write_new`` for a value many state dirs of a run hold (the supervisor's pid, a
-        model): a hard link to one read-only copy beside them (``fsutil.create_shared``)."""
-        create_shared(self.file(name), _line(text),
-                      os.path.join(os.path.dirname(self.path), SHARED_DIR))
-
     def write_json(self, name: str, obj, durable: bool | None = None) -> None:
         atomic_write_json(self.file(name), obj,
                           durable=name in DURABLE if durable is None else durable)
@@ -189,10 +169,6 @@ def outbox(sd: StateDir, result_file: str) -> str:
     name = os.path.basename(result_file)
     stem, dot, ext = name.rpartition(".")
     return sd.file(OUTBOX + (f".{ext}" if dot and stem else ""))
-
-
-def _line(text: str) -> bytes:
-    return (text if text.endswith("\n") else text + "\n").encode("utf-8", "replace")
 
 
 def open_existing(path: str) -> StateDir:
