@@ -19,7 +19,11 @@ from .request import Prepared, Request, prepare
 
 TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
 if TYPE_CHECKING:
+    import asyncio
+
     from .outcome import Outcome
+    from .shapes import Worker
+    from .waiting import Follower
 
 
 class Dispatch:
@@ -41,6 +45,7 @@ class Dispatch:
         self.write_path = (statedir.outbox(self.state, prepared.result_file)
                            if prepared.request.outbox else prepared.result_file)
         self.sandboxed: bool | None = None  # decided at launch
+        self.launch_error: str | None = None  # why the launch failed, kept for finish
         self.escaped: list[dict] = []       # processes that left its group, ended with it
         self.dispatcher_pid = dispatcher_pid or os.getpid()
         self.settings = prepared.settings
@@ -49,10 +54,7 @@ class Dispatch:
         self.started = time.time()
         self.launched_at: float | None = None
         self.workspace = prepared.workspace
-        self.reader = None  # made in begin(): its records are not needed before STATE-DIR
-        self._tail_offset = 0
-        self._tail_rest = b""
-        self._session_written = False
+        self.follower: Follower | None = None  # made when the stream is first read
         self.quota_note: str | None = None
 
     # 1. the state dir's opening files ------------------------------------------------------------
@@ -60,7 +62,6 @@ class Dispatch:
         """The prompt's copy, the one-value files and ``unit.json``; the quota gate between
         (a refusal raises QuotaExhausted, its attempt's ``unit.json`` written all the same)."""
         sd, p = self.state, self.p
-        self.reader = p.executor.reader()
         with open(sd.file(statedir.PROMPT), "w", encoding="utf-8") as f:
             f.write(p.prompt)
         sd.write(statedir.RESULT_FILE, p.result_file)
@@ -68,7 +69,7 @@ class Dispatch:
             sd.write(statedir.DISPATCH_PID, str(self.dispatcher_pid))
             open(sd.file(statedir.TAIL), "ab").close()
             open(sd.file(statedir.STDERR), "ab").close()
-        self._ledger("begin")
+        self.record_step("begin")
         try:
             self._gate()
         except QuotaExhausted:
@@ -194,10 +195,11 @@ class Dispatch:
             record["worker"]["keeper"] = self.keeper.ident
         sd.write_json(statedir.UNIT, record)
         self.receipt = f"pid:{self.worker.pid}@{started or self.launched_at:.3f}"
-        self._ledger("launch")
+        self.record_step("launch")
         return True
 
-    def _ledger(self, step: str) -> None:
+    def record_step(self, step: str) -> None:
+        """A standalone dispatch's step in the ledger (a run's supervisor records its own)."""
         if self.record:
             from ..ledger import record_dispatch
 
@@ -210,13 +212,29 @@ class Dispatch:
         return (self.launched_at or time.time()) + self.settings.timeout_s + grace
 
     # 3. wait (``waiting``) -------------------------------------------------------------------
-    def wait(self) -> tuple[int, bool]:
+    def running(self) -> Worker:
+        """The launched worker (a RuntimeError before the launch)."""
+        if self.worker is None:
+            raise RuntimeError(f"unit {self.p.request.unit_id} has no worker to wait for")
+        return self.worker
+
+    def follow(self) -> Follower:
+        """The reader of the worker's stream, made on first use (not before STATE-DIR)."""
+        if self.follower is None:
+            from .waiting import Follower
+
+            self.follower = Follower(self.p.executor.reader(), self.state,
+                                     self.p.executor.event_stream)
+        return self.follower
+
+    def wait(self) -> tuple[int | None, bool]:
         """Wait for the worker to exit or its deadline. Returns (exit code, timed out)."""
         from . import waiting
 
         return waiting.wait(self)
 
-    async def wait_async(self, stop=None, hard_deadline: float | None = None,
+    async def wait_async(self, stop: asyncio.Event | None = None,
+                         hard_deadline: float | None = None,
                          on_end: Callable[[str], None] | None = None
                          ) -> tuple[int | None, str | None]:
         """The supervisor's wait, in its event loop (``waiting.wait_async``)."""
@@ -225,10 +243,8 @@ class Dispatch:
         return await waiting.wait_async(self, stop, hard_deadline, on_end)
 
     def pump(self) -> None:
-        """Feed the stream's new complete lines to the reader (``waiting.pump``)."""
-        from . import waiting
-
-        waiting.pump(self)
+        """Feed the stream's new complete lines to the reader (``Follower.pump``)."""
+        self.follow().pump()
 
     # 4. finish (``finishing``) -----------------------------------------------------------------
     def finish(self, exit_code: int | None, *, timed_out: bool = False, cancelled: bool = False,
