@@ -20,9 +20,11 @@ from .request import Prepared, Request, prepare
 TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
 if TYPE_CHECKING:
     import asyncio
+    from typing import Any
 
+    from ..executors.records import Launch, Unit
     from .outcome import Outcome
-    from .shapes import Worker
+    from .shapes import Keeper, UnitRecord, Worker
     from .waiting import Follower
 
 
@@ -31,7 +33,7 @@ class Dispatch:
 
     def __init__(self, prepared: Prepared, state: statedir.StateDir | None = None,
                  dispatcher_pid: int | None = None, *, record: bool = True,
-                 in_run: bool = False, keeper=None):
+                 in_run: bool = False, keeper: Keeper | None = None):
         self.p = prepared
         self.record = record              # a standalone dispatch records itself in the ledger
         self.keeper = keeper              # a run's keeper starts the worker and logs its exit
@@ -46,15 +48,15 @@ class Dispatch:
                            if prepared.request.outbox else prepared.result_file)
         self.sandboxed: bool | None = None  # decided at launch
         self.launch_error: str | None = None  # why the launch failed, kept for finish
-        self.escaped: list[dict] = []       # processes that left its group, ended with it
+        self.escaped: list[dict[str, Any]] = []  # processes that left its group, ended with it
         self.dispatcher_pid = dispatcher_pid or os.getpid()
         self.settings = prepared.settings
         self.requested_model = prepared.settings.model
-        self.worker = None
+        self.worker: Worker | None = None
         self.started = time.time()
         self.launched_at: float | None = None
-        self.workspace = prepared.workspace
-        self.follower: Follower | None = None  # made when the stream is first read
+        self.workspace = prepared.workspace     # None: a scratch dir made at the launch
+        self.follower: Follower | None = None   # made when the stream is first read
         self.quota_note: str | None = None
 
     # 1. the state dir's opening files ------------------------------------------------------------
@@ -80,10 +82,12 @@ class Dispatch:
 
     def _gate(self) -> None:
         """The quota gate: may swap the model (MODEL-FALLBACK) or raise QuotaExhausted."""
+        from ..errors import GateRefusal
+
         try:
             decision = self.p.executor.gate(self.settings, self.p.env)
         except QuotaExhausted as e:  # exit 75: the refusal is recorded before finish() runs
-            self.quota_note = getattr(e, "note", None) or e.line()
+            self.quota_note = (e.note if isinstance(e, GateRefusal) else None) or e.line()
             self.state.write(statedir.QUOTA_NOTE, self.quota_note)
             raise
         if decision is None:
@@ -97,7 +101,8 @@ class Dispatch:
         if decision.settings is not None:
             self.settings = decision.settings
 
-    def _unit_record(self) -> dict:
+    def _unit_record(self) -> UnitRecord:
+        """``unit.json`` before the launch."""
         from .._util.process import create_time
 
         p = self.p
@@ -113,16 +118,21 @@ class Dispatch:
             "route_reason": p.request.route_reason, "started_at": iso(self.started),
         }
 
-    def _unit(self):
+    def _workspace(self) -> str:
+        """The worker's working folder: the caller's, else a scratch dir made in the state
+        dir (``work``)."""
+        if self.workspace is None:
+            self.workspace = self.state.file("work")
+            os.makedirs(self.workspace, exist_ok=True)
+        return self.workspace
+
+    def _unit(self) -> Unit:
         from ..executors.records import Unit
 
         p, sd = self.p, self.state
-        if self.workspace is None:
-            self.workspace = sd.file("work")
-            os.makedirs(self.workspace, exist_ok=True)
         return Unit(unit_id=p.request.unit_id, prompt=p.prompt,
                     prompt_file=sd.file(statedir.PROMPT), settings=self.settings, mode=p.mode,
-                    workspace=self.workspace, add_dirs=p.add_dirs, resume_id=p.resume_id,
+                    workspace=self._workspace(), add_dirs=p.add_dirs, resume_id=p.resume_id,
                     command=p.command, state_dir=sd.path, result_file=self.write_path,
                     briefed=p.request.briefed)
 
@@ -131,9 +141,7 @@ class Dispatch:
         """Write what the coordinator hands its subagent; nothing is launched or waited for."""
         text, lines = self.p.executor.hand_off(self._unit())
         self.state.write(statedir.HANDOFF, text)
-        record = self.state.unit
-        record["workspace"] = self.workspace
-        self.state.write_json(statedir.UNIT, record)
+        self.state.write_json(statedir.UNIT, self._unit_record())  # with its workspace
         from ..ledger.statuses import OutcomeKind
         from .outcome import Outcome
 
@@ -143,60 +151,74 @@ class Dispatch:
 
     def launch(self) -> bool:
         """Start the worker. False (with the reason kept for ``finish``) if it cannot start."""
-        from .._util.process import create_time, spawn
         from ..errors import LaunchError
-        from .launching import (
-            absolute,
-            git_wrapper_first,
-            program_path,
-            redact_prompt,
-            sandbox_here,
-            sandboxed,
-        )
 
-        p, sd = self.p, self.state
         unit = self._unit()
-        env = dict(p.env)
-        env.update(p.request.extra_env)
-        env.update({"PRUN_UNIT_ID": p.request.unit_id, "PRUN_STATE_DIR": sd.path,
-                    "PRUN_RESULT_FILE": self.write_path})
         try:
-            git_wrapper_first(env, p.request.git_wrapper, p.config.user_state)
-            launch = p.executor.build(unit, env)
-            argv = [program_path(launch, self.workspace), *launch.argv[1:]]
-            self.sandboxed = sandbox_here(self)
-            if self.sandboxed:
-                argv = sandboxed(self, argv)
-            stdin = absolute(launch.stdin_path, self.workspace)
-            if self.keeper is not None:
-                self.worker = self.keeper.spawn(
-                    argv, cwd=self.workspace, env=launch.env,
-                    stdout_path=sd.file(statedir.TAIL), stderr_path=sd.file(statedir.STDERR),
-                    stdin_path=stdin, name=os.path.basename(sd.path), log=_exit_log(sd))
-            else:
-                self.worker = spawn(argv, cwd=self.workspace, env=launch.env,
-                                    stdout_path=sd.file(statedir.TAIL),
-                                    stderr_path=sd.file(statedir.STDERR), stdin_path=stdin)
+            launch, argv = self._build(unit)
+            self.worker = self._spawn(launch, argv)
         except LaunchError as e:
             self.launch_error = e.line()
             return False
         except OSError as e:
-            self.launch_error = f"cannot start {p.executor.name}: {e}"
+            self.launch_error = f"cannot start {self.p.executor.name}: {e}"
             return False
-        self.launched_at = time.time()
-        record = self.state.unit
-        started = getattr(self.worker, "create_time", None) or create_time(self.worker.pid)
-        record["workspace"] = self.workspace
-        record["argv"] = redact_prompt(launch.argv, p.prompt)
-        record["sandbox"] = self.sandboxed
-        record["worker"] = {"pid": self.worker.pid, "pgid": self.worker.pid,
-                            "create_time": started, "started_at": iso(self.launched_at)}
-        if self.keeper is not None:
-            record["worker"]["keeper"] = self.keeper.ident
-        sd.write_json(statedir.UNIT, record)
-        self.receipt = f"pid:{self.worker.pid}@{started or self.launched_at:.3f}"
+        self._record_launch(launch, self.worker)
         self.record_step("launch")
         return True
+
+    def _build(self, unit: Unit) -> tuple[Launch, list[str]]:
+        """The executor's launch, with the unit's variables and prun's git wrapper first on
+        PATH, and the argv that runs it: its program's path found, in the sandbox when it
+        runs in one."""
+        from .launching import git_wrapper_first, program_path, sandbox_here, sandboxed
+
+        p, sd = self.p, self.state
+        env = dict(p.env)
+        env.update(p.request.extra_env)
+        env.update({"PRUN_UNIT_ID": p.request.unit_id, "PRUN_STATE_DIR": sd.path,
+                    "PRUN_RESULT_FILE": self.write_path})
+        git_wrapper_first(env, p.request.git_wrapper, p.config.user_state)
+        launch = p.executor.build(unit, env)
+        argv = [program_path(launch, unit.workspace), *launch.argv[1:]]
+        self.sandboxed = sandbox_here(self)
+        if self.sandboxed:
+            argv = sandboxed(self, argv, unit.workspace)
+        return launch, argv
+
+    def _spawn(self, launch: Launch, argv: list[str]) -> Worker:
+        """Start ``argv``: through the run's keeper, else as this process's child."""
+        from .._util.process import spawn
+        from .launching import absolute
+
+        sd, workspace = self.state, self._workspace()
+        stdin = absolute(launch.stdin_path, workspace)
+        if self.keeper is not None:
+            return self.keeper.spawn(
+                argv, cwd=workspace, env=launch.env, stdout_path=sd.file(statedir.TAIL),
+                stderr_path=sd.file(statedir.STDERR), stdin_path=stdin,
+                name=os.path.basename(sd.path), log=_exit_log(sd))
+        return spawn(argv, cwd=workspace, env=launch.env, stdout_path=sd.file(statedir.TAIL),
+                     stderr_path=sd.file(statedir.STDERR), stdin_path=stdin)
+
+    def _record_launch(self, launch: Launch, worker: Worker) -> None:
+        """``unit.json`` with the argv (the prompt redacted), the sandbox and the worker; the
+        receipt."""
+        from .._util.process import create_time
+        from .launching import redact_prompt
+
+        self.launched_at = time.time()
+        started: float | None = (getattr(worker, "create_time", None)
+                                 or create_time(worker.pid))
+        record = self._unit_record()
+        record["argv"] = redact_prompt(launch.argv, self.p.prompt)
+        record["sandbox"] = self.sandboxed
+        record["worker"] = {"pid": worker.pid, "pgid": worker.pid, "create_time": started,
+                            "started_at": iso(self.launched_at)}
+        if self.keeper is not None:
+            record["worker"]["keeper"] = self.keeper.ident
+        self.state.write_json(statedir.UNIT, record)
+        self.receipt = f"pid:{worker.pid}@{started or self.launched_at:.3f}"
 
     def record_step(self, step: str) -> None:
         """A standalone dispatch's step in the ledger (a run's supervisor records its own)."""

@@ -20,11 +20,10 @@ from .publish import publish
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from ..executors.records import QuotaHit, StreamResult
     from .core import Dispatch
     from .outcome import Outcome
+    from .shapes import ResultIdentity
 
 STDERR_TAIL_BYTES = 20000   # what the executor reads of stderr for a resume refusal or a quota
 # verdicts after which no quota error is looked for, and after which quota is not re-read
@@ -116,7 +115,7 @@ def conclude(d: Dispatch, verdict: str, error: str | None, exit_code: int | None
 
 def _outcome(d: Dispatch, verdict: str, error: str | None, exit_code: int | None,
              published: str | None, sibling: str | None, stream: StreamResult,
-             hit: QuotaHit | None, landed: dict[str, Any] | None) -> Outcome:
+             hit: QuotaHit | None, landed: ResultIdentity | None) -> Outcome:
     from ..ledger.statuses import OutcomeKind
     from .outcome import Outcome, Quota
 

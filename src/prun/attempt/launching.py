@@ -7,6 +7,7 @@ import os
 
 TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
 if TYPE_CHECKING:
+    from ..executors.records import Launch
     from .core import Dispatch
 
 
@@ -24,7 +25,7 @@ def sandbox_here(d: Dispatch) -> bool:
     return False
 
 
-def sandboxed(d: Dispatch, argv: list[str]) -> list[str]:
+def sandboxed(d: Dispatch, argv: list[str], workspace: str) -> list[str]:
     """``argv`` in the sandbox: its workspace, state dir and result folder writable (a
     run's result is written to the outbox in its state dir), the real repository and what
     the caller names read-only; extra directories writable only in accept-edits mode."""
@@ -32,7 +33,7 @@ def sandboxed(d: Dispatch, argv: list[str]) -> list[str]:
     from .sandbox import wrap
 
     p, req = d.p, d.p.request
-    writable = [d.workspace, d.state.path, *req.writable]
+    writable = [workspace, d.state.path, *req.writable]
     if d.write_path == p.result_file:
         writable.append(os.path.dirname(p.result_file))
     read_only = list(req.read_only)
@@ -44,7 +45,7 @@ def sandboxed(d: Dispatch, argv: list[str]) -> list[str]:
     return wrap(argv, writable=writable, read_only=read_only)
 
 
-def program_path(launch, workspace: str) -> str:
+def program_path(launch: Launch, workspace: str) -> str:
     """The path of the program to start (a run's keeper searches no PATH): a relative path
     is taken in the workspace, a bare name is looked up on the launch's PATH."""
     import shutil
