@@ -106,12 +106,18 @@ async def wait_async(d: Dispatch, stop: asyncio.Event | None = None,
 
     w = d.running()
     limit = min(d.deadline, hard_deadline or d.deadline)
-    why: str | None = "timeout"
+    exited = asyncio.create_task(w.await_exit())
+    stopped = asyncio.create_task(stop.wait()) if stop is not None else None
+    waits = [t for t in (exited, stopped) if t is not None]
     try:
         async with asyncio.timeout(max(0.0, limit - time.time())):
-            why = await _exit_or_stop(d, stop)
+            why = await _exit_or_stop(d.follow(), exited, stopped)
     except TimeoutError:
-        pass
+        why = "timeout"
+    finally:  # both waits end here, however the wait did
+        for t in waits:
+            t.cancel()
+        await asyncio.gather(*waits, return_exceptions=True)
     if why is None:
         w.sweep()
     else:
@@ -122,27 +128,19 @@ async def wait_async(d: Dispatch, stop: asyncio.Event | None = None,
     return await _exit_code(w, d.state), why  # it has exited: reaping does not block
 
 
-async def _exit_or_stop(d: Dispatch, stop: asyncio.Event | None) -> str | None:
-    """Until the worker exits (None) or ``stop`` is set ("cancelled"), reading the stream
-    every ``ASYNC_SLICE_S`` until the conversation id is known. The two waits are cancelled
-    and awaited however this ends (an exit, a stop, or the caller's timeout)."""
+async def _exit_or_stop(follower: Follower, exited: asyncio.Task[None],
+                        stopped: asyncio.Task[bool] | None) -> str | None:
+    """Until the worker exits (None) or the stop is set ("cancelled"), reading the stream
+    every ``ASYNC_SLICE_S`` until the conversation id is known."""
     import asyncio
 
-    follower = d.follow()
-    exited = asyncio.create_task(d.running().await_exit())
-    stopped = asyncio.create_task(stop.wait()) if stop is not None else None
     waits = {exited} if stopped is None else {exited, stopped}
-    try:
-        while True:
-            reading = follower.event_stream and not follower.session_known
-            done, _ = await asyncio.wait(waits, timeout=ASYNC_SLICE_S if reading else None,
-                                         return_when=asyncio.FIRST_COMPLETED)
-            if exited in done:
-                return None
-            if stopped in done:
-                return "cancelled"
-            follower.pump()
-    finally:
-        for t in waits:
-            t.cancel()
-        await asyncio.gather(*waits, return_exceptions=True)
+    while True:
+        reading = follower.event_stream and not follower.session_known
+        done, _ = await asyncio.wait(waits, timeout=ASYNC_SLICE_S if reading else None,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        if exited in done:
+            return None
+        if stopped in done:
+            return "cancelled"
+        follower.pump()
