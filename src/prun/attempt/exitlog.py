@@ -9,6 +9,10 @@ import time
 
 from . import statedir
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .shapes import Worker
+
 EXIT_LOG = ".exit-codes"
 KEEPER_LOG_WAIT_S = 5.0   # a keeper writes a code just after it reaps the worker
 
@@ -18,9 +22,10 @@ def path(sd: statedir.StateDir) -> str:
     return os.path.join(os.path.dirname(sd.path), EXIT_LOG)
 
 
-async def exit_code(worker, sd: statedir.StateDir) -> int | None:
+async def exit_code(worker: Worker, sd: statedir.StateDir) -> int | None:
     """The exit code of a worker that exited: reaped from our child, told by our keeper, or,
-    for a worker an earlier supervisor started, read from the exit-code log."""
+    for a worker an earlier supervisor started (whose ``reap`` gives None: it is not our
+    child), read from the exit-code log."""
     import asyncio
 
     code = worker.reap()

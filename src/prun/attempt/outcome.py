@@ -16,6 +16,11 @@ from typing import Any
 from ..errors import ExitCode
 from ..ledger.statuses import OutcomeKind
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..executors.records import Denial
+    from .shapes import ResultIdentity
+
 EXIT_CODE = {OutcomeKind.SUCCEEDED: ExitCode.OK, OutcomeKind.TIMEOUT: ExitCode.TIMEOUT,
              OutcomeKind.QUOTA: ExitCode.QUOTA, OutcomeKind.HANDED_OFF: ExitCode.OK}
 
@@ -47,7 +52,7 @@ class Outcome:
     session_id: str | None = None
     tool_uses: int = 0
     tool_errors: int = 0
-    denials: tuple[dict[str, Any], ...] = ()
+    denials: tuple[Denial, ...] = ()
     usage: dict[str, Any] | None = None
     quota_note: str | None = None         # the quota gate's MODEL-FALLBACK or refusal line
     quota: Quota | None = None            # a quota error recognised in the run's output
@@ -55,7 +60,7 @@ class Outcome:
     finished_at: str | None = None
     duration_s: float | None = None
     state_dir: str | None = None
-    result_identity: dict[str, Any] | None = None   # what was published: size, SHA-256, ...
+    result_identity: ResultIdentity | None = None   # what was published: size, SHA-256, ...
     sandboxed: bool | None = None
     escaped: tuple[dict[str, Any], ...] = ()        # processes that left its group, ended
     lines: tuple[str, ...] = field(default=(), compare=False)  # a session unit's hand-off
@@ -85,7 +90,7 @@ class Outcome:
         known = {f for f in cls.__dataclass_fields__ if f != "kind"}
         values = {k: v for k, v in d.items() if k in known}
         try:
-            kind = OutcomeKind(d.get("outcome"))
+            kind = OutcomeKind(str(d.get("outcome")))
         except ValueError:
             kind = OutcomeKind.FAILED
         q = values.get("quota")

@@ -28,6 +28,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .shapes import ResultIdentity
 
 INDEX_DIRNAME = ".published"
 KEEP_S = 7 * 86400    # entries older than this are removed ...
@@ -52,7 +57,7 @@ def entry_path(result_file: str, folder: str | None = None) -> str:
     return os.path.join(folder or index_dir(), entry_name(result_file))
 
 
-def identity(result_file: str, *, content: bool = True) -> dict | None:
+def identity(result_file: str, *, content: bool = True) -> ResultIdentity | None:
     """What ``result_file`` is now, or None if it is missing or empty: its path, device,
     inode, size and modification time (what ``lookup`` checks), and with ``content`` its
     SHA-256 (what ``changed`` checks: a published result must never change)."""
@@ -62,8 +67,8 @@ def identity(result_file: str, *, content: bool = True) -> dict | None:
             st = os.fstat(f.fileno())
             if st.st_size == 0:
                 return None
-            ident = {"path": path, "dev": st.st_dev, "ino": st.st_ino, "size": st.st_size,
-                     "mtime_ns": st.st_mtime_ns}
+            ident: ResultIdentity = {"path": path, "dev": st.st_dev, "ino": st.st_ino,
+                                     "size": st.st_size, "mtime_ns": st.st_mtime_ns}
             if content:
                 ident["sha256"] = hashlib.file_digest(f, "sha256").hexdigest()
     except OSError:
@@ -71,7 +76,7 @@ def identity(result_file: str, *, content: bool = True) -> dict | None:
     return ident
 
 
-def changed(recorded: dict | None) -> str | None:
+def changed(recorded: object) -> str | None:
     """Why the published result ``recorded`` (an outcome's ``result_identity``) is no longer
     what was published, or None when it still is (or nothing was recorded)."""
     if not isinstance(recorded, dict) or not recorded.get("path"):
@@ -194,7 +199,7 @@ def rewritten(result_file: str, st: os.stat_result, folder: str | None = None) -
 
 
 def lookup(result_file: str, st: os.stat_result | None = None,
-           folder: str | None = None) -> dict | None:
+           folder: str | None = None) -> dict[str, Any] | None:
     """The index entry for ``result_file`` if the file on disk is the one a dispatcher published
     (``st``: its stat, when the caller already has it), else None."""
     path = os.path.abspath(result_file)

@@ -74,8 +74,8 @@ class Prepared:
 
     def __init__(self, request: Request, executor: Executor, settings: Settings, prompt: str,
                  result_file: str, mode: str, workspace: str | None, add_dirs: tuple[str, ...],
-                 resume_id: str | None, command: tuple[str, ...], env: dict[str, str],
-                 sandbox: str = "auto", config: PrunSettings | None = None):
+                 resume_id: str | None, command: tuple[str, ...], env: dict[str, str], *,
+                 sandbox: str, config: PrunSettings):
         self.request = request
         self.executor = executor
         self.settings = settings
@@ -140,8 +140,8 @@ def prepare(req: Request, *, reopen: bool = False) -> Prepared:
                          f"(at most {MAX_PROMPT_BYTES})",
                          hint="paste what defines the task and point at files for the rest")
     return Prepared(req, executor, settings, prompt, result_file, mode, workspace, add_dirs,
-                    resume_id, command, env, _sandbox_setting(req, cfg.sandbox, executor),
-                    config=cfg)
+                    resume_id, command, env,
+                    sandbox=_sandbox_setting(req, cfg.sandbox, executor), config=cfg)
 
 
 def _sandbox_setting(req: Request, default: str, executor: Executor) -> str:

@@ -67,19 +67,37 @@ PROBE_TIMEOUT_S = 10.0
 ROOT_CAPS_DROPPED = ("CAP_SYS_ADMIN", "CAP_DAC_READ_SEARCH", "CAP_SYS_MODULE", "CAP_SYS_RAWIO",
                      "CAP_MKNOD")
 
-_probe: dict = {}   # once per process: reason (None when usable), bwrap, env, fresh_proc
+
+class Probe:
+    """What the probe found: why no sandbox can be made here (None: one can), else bwrap's
+    and env's paths and whether a fresh ``/proc`` can be mounted. (A plain class: the sandbox
+    setting is checked before the dispatcher's first line.)"""
+
+    __slots__ = ("bwrap", "env", "fresh_proc", "reason")
+
+    def __init__(self, reason: str | None, bwrap: str = "", env: str = "",
+                 fresh_proc: bool = False):
+        self.reason, self.bwrap, self.env, self.fresh_proc = reason, bwrap, env, fresh_proc
+
+
+_probe: Probe | None = None   # once per process
+
+
+def _probed() -> Probe:
+    global _probe
+    if _probe is None:
+        _probe = _run_probe()
+    return _probe
 
 
 def unavailable() -> str | None:
     """None when a bwrap sandbox can be made here, else a one-line reason. Cached per process."""
-    if not _probe:
-        _probe.update(_run_probe())
-    return _probe["reason"]
+    return _probed().reason
 
 
 def fresh_proc() -> bool:
     """True when a sandbox here gets its own ``/proc`` (``ps`` inside sees only the unit)."""
-    return unavailable() is None and _probe["fresh_proc"]
+    return unavailable() is None and _probed().fresh_proc
 
 
 def wrap(argv: Sequence[str], *, writable: Sequence[str], read_only: Sequence[str]) -> list[str]:
@@ -95,7 +113,8 @@ def wrap(argv: Sequence[str], *, writable: Sequence[str], read_only: Sequence[st
         raise UsageError(f"cannot run {argv[0] if argv else 'nothing'!r} in the sandbox: a "
                          "program name must not be empty or contain '='",
                          hint="rename the program or call it through its folder on PATH")
-    return _argv(_probe["bwrap"], _probe["env"], _probe["fresh_proc"], list(argv),
+    probe = _probed()
+    return _argv(probe.bwrap, probe.env, probe.fresh_proc, list(argv),
                  _mounts(writable, read_only))
 
 
@@ -124,17 +143,16 @@ def _argv(bwrap: str, env: str, fresh: bool, argv: list[str],
             env, "--default-signal=TERM", *argv]
 
 
-def _run_probe() -> dict:
+def _run_probe() -> Probe:
     import shutil
 
-    found = {"reason": None, "bwrap": None, "env": None, "fresh_proc": False}
     if sys.platform != "linux":
-        return {**found, "reason": "not Linux (the sandbox is bubblewrap)"}
+        return Probe("not Linux (the sandbox is bubblewrap)")
     bwrap, env = shutil.which("bwrap"), shutil.which("env")
     if bwrap is None:
-        return {**found, "reason": "no bwrap on PATH (Debian package bubblewrap)"}
+        return Probe("no bwrap on PATH (Debian package bubblewrap)")
     if env is None:
-        return {**found, "reason": "no env on PATH"}
+        return Probe("no env on PATH")
 
     def run(argv: list[str]) -> tuple[int, str]:
         from .._util.process import run as bounded
@@ -150,9 +168,9 @@ def _run_probe() -> dict:
 
     code, err = run([env, "--ignore-signal=TERM", "--default-signal=TERM", "true"])
     if code != 0:
-        return {**found, "reason": f"env cannot reset signals (GNU coreutils 8.31+): {err}"}
+        return Probe(f"env cannot reset signals (GNU coreutils 8.31+): {err}")
     for fresh in (True, False):
         code, err = run(_argv(bwrap, env, fresh, ["true"], []))
         if code == 0:
-            return {**found, "bwrap": bwrap, "env": env, "fresh_proc": fresh}
-    return {**found, "reason": f"bwrap refused: {err}"}
+            return Probe(None, bwrap, env, fresh)
+    return Probe(f"bwrap refused: {err}")

@@ -29,17 +29,12 @@ import os
 import re
 import time
 
-from .._util.fsutil import (
-    SHARED_DIR,
-    atomic_write,
-    atomic_write_json,
-    create_new,
-    create_shared,
-    file_size,
-    read_json,
-    read_text,
-)
+from .._util.fsutil import atomic_write, atomic_write_json, file_size, read_json, read_text
 from ..errors import UsageError
+
+TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
+if TYPE_CHECKING:
+    from typing import Any
 
 TAIL = "tail"
 STDERR = "stderr"
@@ -101,7 +96,7 @@ class StateDir:
     def __init__(self, path: str):
         self.path = path
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, StateDir) and other.path == self.path
 
     def __hash__(self) -> int:
@@ -120,18 +115,7 @@ class StateDir:
         atomic_write(self.file(name), text if text.endswith("\n") else text + "\n",
                      durable=name in DURABLE)
 
-    def write_new(self, name: str, text: str) -> None:
-        """Create a one-value file that does not exist yet, in place (one file creation, no
-        rename): for a fresh state dir, whose readers take an empty file for a missing one."""
-        create_new(self.file(name), _line(text))
-
-    def write_shared(self, name: str, text: str) -> None:
-        """``write_new`` for a value many state dirs of a run hold (the supervisor's pid, a
-        model): a hard link to one read-only copy beside them (``fsutil.create_shared``)."""
-        create_shared(self.file(name), _line(text),
-                      os.path.join(os.path.dirname(self.path), SHARED_DIR))
-
-    def write_json(self, name: str, obj, durable: bool | None = None) -> None:
+    def write_json(self, name: str, obj: object, durable: bool | None = None) -> None:
         atomic_write_json(self.file(name), obj,
                           durable=name in DURABLE if durable is None else durable)
 
@@ -141,25 +125,33 @@ class StateDir:
         text = read_text(self.file(name))
         return text.strip() or None if text is not None else None
 
-    def read_json(self, name: str):
-        return read_json(self.file(name))
+    def read_json(self, name: str) -> object:
+        """A JSON file's value, or None when it is missing, unreadable or not JSON."""
+        value: object = read_json(self.file(name))
+        return value
 
     def exists(self, name: str) -> bool:
         return os.path.exists(self.file(name))
 
-    @property
-    def unit(self) -> dict:
-        return self.read_json(UNIT) or {}
+    def _object(self, name: str) -> dict[str, Any] | None:
+        value = self.read_json(name)
+        return value if isinstance(value, dict) else None
 
     @property
-    def worker(self) -> dict | None:
+    def unit(self) -> dict[str, Any]:
+        """``unit.json`` (``shapes.UnitRecord``), or {} before it is written."""
+        return self._object(UNIT) or {}
+
+    @property
+    def worker(self) -> dict[str, Any] | None:
         """The launched worker (pid, pgid, create_time, started_at), or None before launch."""
         info = self.unit.get("worker")
         return info if isinstance(info, dict) and info.get("pid") else None
 
     @property
-    def outcome(self) -> dict | None:
-        return self.read_json(OUTCOME)
+    def outcome(self) -> dict[str, Any] | None:
+        """``outcome.json`` (``Outcome.to_json``), or None before the attempt finished."""
+        return self._object(OUTCOME)
 
     @property
     def result_file(self) -> str | None:
@@ -189,10 +181,6 @@ def outbox(sd: StateDir, result_file: str) -> str:
     name = os.path.basename(result_file)
     stem, dot, ext = name.rpartition(".")
     return sd.file(OUTBOX + (f".{ext}" if dot and stem else ""))
-
-
-def _line(text: str) -> bytes:
-    return (text if text.endswith("\n") else text + "\n").encode("utf-8", "replace")
 
 
 def open_existing(path: str) -> StateDir:

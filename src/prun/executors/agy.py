@@ -39,9 +39,11 @@ from .base import ORDINARY, Executor, Settings, StreamReader
 
 TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
 if TYPE_CHECKING:
+    from datetime import datetime
     from typing import ClassVar
 
     from ..quota.gate import GateDecision
+    from .base import Event
     from .records import Launch, QuotaHit, StreamResult, Unit
 
 DEFAULT_MODEL = "gemini-3.8-flash-high"
@@ -79,7 +81,7 @@ _QUOTA_RE = re.compile(r"quota (?:reached|exceeded|exhausted)|rate.?limit|resour
                        re.IGNORECASE)
 
 
-def resets_at_from_text(text: str, now=None) -> str | None:
+def resets_at_from_text(text: str, now: datetime | None = None) -> str | None:
     """``... Resets in 1h 34m.`` -> an ISO time, or None when the text names no reset."""
     from datetime import UTC, datetime, timedelta
 
@@ -93,7 +95,7 @@ def resets_at_from_text(text: str, now=None) -> str | None:
 
 
 class AgyReader(StreamReader):
-    def event(self, obj: dict) -> None:
+    def event(self, obj: Event) -> None:
         r = self.result
         kind = obj.get("event")
         if kind == "init":
@@ -122,7 +124,7 @@ class AgyReader(StreamReader):
             r.session_id = _str(res.get("conversation_id")) or r.session_id
 
 
-def _str(value) -> str | None:
+def _str(value: object) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
@@ -146,15 +148,15 @@ class Agy(Executor):
     model_fallback: ClassVar[Mapping[str, str]] = {GROUP_CLAUDE_GPT: GROUP_GEMINI}
     fallback_label = "the Gemini default"
 
-    def settings(self, env: Mapping[str, str], *, model=None, effort=None,
-                 timeout_s=None) -> Settings:
+    def settings(self, env: Mapping[str, str], *, model: str | None = None,
+                 effort: str | None = None, timeout_s: float | None = None) -> Settings:
         model = (model or env.get("ANTIGRAVITY_DISPATCH_MODEL", "").strip() or DEFAULT_MODEL)
         effort = (effort or env.get("ANTIGRAVITY_DISPATCH_EFFORT", "").strip() or DEFAULT_EFFORT)
         sandbox = parse_sandbox(env.get("PRUN_AGY_SANDBOX"))
         return Settings(model=model, effort=effort if is_gemini(model) else None,
                         timeout_s=self.timeout(env, timeout_s), extra={"sandbox": sandbox})
 
-    def quota_group(self, model: str | None) -> str | None:
+    def quota_group(self, model: str | None) -> str:
         if not model or is_gemini(model):
             return GROUP_GEMINI
         return GROUP_CLAUDE_GPT

@@ -29,20 +29,23 @@ from ..errors import LaunchError
 
 TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
 if TYPE_CHECKING:
-    from typing import ClassVar
+    from typing import Any, ClassVar
 
     from ..quota.gate import GateDecision
     from .records import Judgement, Launch, QuotaHit, StreamResult, Unit
 
+    Event = dict[str, Any]   # one line of a CLI's event stream: a JSON object
+
 _RECORDS = ("Judgement", "Launch", "QuotaHit", "StreamResult", "Unit")
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> type:
     """The launch and stream records live in ``records`` (dataclasses, imported when used)."""
     if name in _RECORDS:
         from . import records
 
-        return getattr(records, name)
+        record: type = getattr(records, name)
+        return record
     raise AttributeError(name)
 
 MODES = ("accept-edits", "plan")
@@ -67,17 +70,22 @@ class Settings:
         self.timeout_s = timeout_s
         self.extra = dict(extra or {})  # executor-specific, e.g. agy's sandbox
 
-    def replace(self, **changes) -> Settings:
-        values = {k: getattr(self, k) for k in self.__slots__}
-        values.update(changes)
-        return Settings(**values)
+    def replace(self, *, model: str | None, effort: str | None) -> Settings:
+        """These settings with another model and effort (the quota gate's MODEL-FALLBACK)."""
+        return Settings(model=model, effort=effort, timeout_s=self.timeout_s, extra=self.extra)
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, Settings) and all(
             getattr(self, k) == getattr(other, k) for k in self.__slots__)
 
     def __repr__(self) -> str:
         return "Settings(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__) + ")"
+
+
+def as_object(value: object) -> Event:
+    """``value`` if it is a JSON object (a dict), else an empty one: for reading optional
+    nested objects of an event."""
+    return value if isinstance(value, dict) else {}
 
 
 class StreamReader:
@@ -105,7 +113,7 @@ class StreamReader:
         self.result.events += 1
         self.event(obj)
 
-    def event(self, obj: dict) -> None:  # pragma: no cover - every reader overrides it
+    def event(self, obj: Event) -> None:  # pragma: no cover - every reader overrides it
         raise NotImplementedError
 
     def finish(self, tail_path: str) -> StreamResult:
@@ -154,10 +162,11 @@ class Executor:
 
         if given is not None:
             return given
-        raw = env.get(self.timeout_env or "", "").strip() if self.timeout_env else ""
-        if not raw:
+        variable = self.timeout_env
+        raw = env.get(variable, "").strip() if variable else ""
+        if not variable or not raw:
             return self.default_timeout_s
-        return parse_duration(raw, what=self.timeout_env)
+        return parse_duration(raw, what=variable)
 
     def preflight(self, mode: str, settings: Settings, env: Mapping[str, str]) -> None:
         """Refuse (UsageError) a unit this CLI would refuse at start-up; nothing exists yet."""

@@ -43,10 +43,11 @@ import sys
 from collections.abc import Mapping
 
 from ..errors import UsageError
-from .base import SONNET, Executor, Settings, StreamReader
+from .base import SONNET, Executor, Settings, StreamReader, as_object
 
 TYPE_CHECKING = False  # the records are imported where used (the dispatcher's fast path)
 if TYPE_CHECKING:
+    from .base import Event
     from .records import Judgement, Launch, QuotaHit, StreamResult, Unit
 
 DEFAULT_MODEL = "sonnet"
@@ -68,16 +69,11 @@ def guard_settings(python: str | None = None) -> str:
 class ClaudeReader(StreamReader):
     def __init__(self) -> None:
         super().__init__()
-        # Claude's stream adds the HTTP status of an API error, turns and announced retries
-        self.result.api_error_status = None
-        self.result.api_error_type = None
-        self.result.turns = 0
-        self.result.retries = 0
         self._messages: set[str] = set()
         self._tools: dict[str, str] = {}      # tool_use id -> tool name
         self._denied: set[str] = set()        # tool_use ids already in denials
 
-    def event(self, obj: dict) -> None:
+    def event(self, obj: Event) -> None:
         r = self.result
         kind, sub = obj.get("type"), obj.get("subtype")
         sid = _str(obj.get("session_id"))
@@ -98,9 +94,9 @@ class ClaudeReader(StreamReader):
         elif kind == "result":
             self._result(obj)
 
-    def _assistant(self, obj: dict) -> None:
+    def _assistant(self, obj: Event) -> None:
         r = self.result
-        msg = obj.get("message") if isinstance(obj.get("message"), dict) else {}
+        msg = as_object(obj.get("message"))
         mid = _str(msg.get("id"))
         if mid and mid not in self._messages:  # one turn may arrive as several events
             self._messages.add(mid)
@@ -119,11 +115,11 @@ class ClaudeReader(StreamReader):
                 self._tools[tid] = _str(block.get("name")) or "?"
         if obj.get("is_api_error_message"):
             r.error = _block_text(msg) or r.error
-            if isinstance(obj.get("api_error_status"), int):
-                r.api_error_status = obj["api_error_status"]
+            if isinstance(status := obj.get("api_error_status"), int):
+                r.api_error_status = status
 
-    def _user(self, obj: dict) -> None:
-        msg = obj.get("message") if isinstance(obj.get("message"), dict) else {}
+    def _user(self, obj: Event) -> None:
+        msg = as_object(obj.get("message"))
         content = msg.get("content")
         for block in content if isinstance(content, list) else ():
             if not (isinstance(block, dict) and block.get("type") == "tool_result"
@@ -135,7 +131,8 @@ class ClaudeReader(StreamReader):
                 tid = _str(block.get("tool_use_id"))
                 self._deny(tid, self._tools.get(tid or "", "Bash"), text, by="prun-guard")
 
-    def _deny(self, tool_id: str | None, tool: str | None, message: str, by: str = "permission"):
+    def _deny(self, tool_id: str | None, tool: str | None, message: str,
+              by: str = "permission") -> None:
         if tool_id and tool_id in self._denied:
             return
         if tool_id:
@@ -143,7 +140,7 @@ class ClaudeReader(StreamReader):
         self.result.denials.append({"tool": tool or "?", "by": by,
                                     "message": message.strip()[:500]})
 
-    def _result(self, obj: dict) -> None:
+    def _result(self, obj: Event) -> None:
         r = self.result
         r.final_seen = True
         r.is_error = obj.get("is_error") is True
@@ -156,8 +153,8 @@ class ClaudeReader(StreamReader):
         # placeholder uuid that names no conversation)
         text = obj.get("result") if isinstance(obj.get("result"), str) else None
         errors = [e for e in obj.get("errors") or () if isinstance(e, str)]
-        if isinstance(obj.get("api_error_status"), int):
-            r.api_error_status = obj["api_error_status"]
+        if isinstance(status := obj.get("api_error_status"), int):
+            r.api_error_status = status
         r.api_error_type = _str(obj.get("api_error_type")) or r.api_error_type
         r.usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
         if r.is_error:
@@ -185,8 +182,8 @@ class Claude(Executor):
     pool = "sonnet"
     split_role = SONNET
 
-    def settings(self, env: Mapping[str, str], *, model=None, effort=None,
-                 timeout_s=None) -> Settings:
+    def settings(self, env: Mapping[str, str], *, model: str | None = None,
+                 effort: str | None = None, timeout_s: float | None = None) -> Settings:
         model = model or env.get("PRUN_CLAUDE_MODEL", "").strip() or DEFAULT_MODEL
         effort = effort or env.get("PRUN_CLAUDE_EFFORT", "").strip() or None
         if effort and effort not in EFFORTS:
@@ -238,8 +235,8 @@ class Claude(Executor):
         from .records import Judgement
 
         if stream.final_seen and stream.is_error:
-            return Judgement(False, "api-error" if getattr(stream, "api_error_status", None)
-                             else "status-error", stream.error)
+            return Judgement(False, "api-error" if stream.api_error_status else "status-error",
+                             stream.error)
         if exit_code != 0:
             return Judgement(False, "exit-nonzero",
                              stream.error or f"claude exited with code {exit_code}")
@@ -252,25 +249,24 @@ class Claude(Executor):
         # result before any turn ran
         return (stream.final_seen and stream.session_id is None
                 and stream.status == "error_during_execution"
-                and not getattr(stream, "turns", 0))
+                and not stream.turns)
 
     def quota_hit(self, stream: StreamResult, exit_code: int, stderr: str) -> QuotaHit | None:
         from .records import QuotaHit
         from .resets import reset_from_text
 
-        status = getattr(stream, "api_error_status", None)
-        if status != 429 and getattr(stream, "api_error_type", None) != "rate_limit_error":
+        if stream.api_error_status != 429 and stream.api_error_type != "rate_limit_error":
             return None
         text = (stream.error or "").strip()
         return QuotaHit(group=GROUP, resets_at=reset_from_text(text),
                         message=text.splitlines()[0] if text else "claude: rate limited (429)")
 
 
-def _str(value) -> str | None:
+def _str(value: object) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
-def _content_text(content) -> str:
+def _content_text(content: object) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -279,5 +275,5 @@ def _content_text(content) -> str:
     return ""
 
 
-def _block_text(msg: dict) -> str | None:
+def _block_text(msg: Event) -> str | None:
     return _content_text(msg.get("content")) or None

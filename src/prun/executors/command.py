@@ -7,7 +7,7 @@ Other placeholders: ``{unit_id}``, ``{result_file}``, ``{state_dir}``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from ..errors import UsageError
 from .base import Executor, StreamReader
@@ -17,17 +17,17 @@ if TYPE_CHECKING:
     from .records import Judgement, Launch, StreamResult, Unit
 
 
-def parse_command(text: str | list | tuple | None) -> tuple[str, ...]:
+def parse_command(text: str | Sequence[object] | None) -> tuple[str, ...]:
     """The argv of a command unit, from shell words or a list; refused when empty or unparsable."""
-    if isinstance(text, list | tuple):
-        argv = tuple(str(a) for a in text)
-    else:
+    if text is None or isinstance(text, str):
         import shlex
 
         try:
             argv = tuple(shlex.split(text or ""))
         except ValueError as e:
             raise UsageError(f"cannot parse --command: {e}", hint="quote it as shell words")
+    else:
+        argv = tuple(str(a) for a in text)
     if not argv:
         raise UsageError("the command executor needs a command",
                          hint="pass --command '<program> <args>'")

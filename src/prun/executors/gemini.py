@@ -35,10 +35,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from .base import ORDINARY, Executor, Settings, StreamReader
+from .base import ORDINARY, Executor, Settings, StreamReader, as_object
 
 TYPE_CHECKING = False  # the records are imported where used (the dispatcher's fast path)
 if TYPE_CHECKING:
+    from .base import Event
     from .records import Judgement, Launch, QuotaHit, StreamResult, Unit
 
 DEFAULT_MODEL = "gemini-3.8-flash"
@@ -62,7 +63,7 @@ class GeminiReader(StreamReader):
         super().__init__()
         self._tools: dict[str, str] = {}
 
-    def event(self, obj: dict) -> None:
+    def event(self, obj: Event) -> None:
         r = self.result
         kind = obj.get("type")
         if kind == "init":
@@ -76,7 +77,7 @@ class GeminiReader(StreamReader):
             self._tools[str(obj.get("tool_id"))] = _str(obj.get("tool_name")) or "?"
         elif kind == "tool_result" and obj.get("status") == "error":
             r.tool_errors += 1
-            err = obj.get("error") if isinstance(obj.get("error"), dict) else {}
+            err = as_object(obj.get("error"))
             r.denials.append({"tool": self._tools.get(str(obj.get("tool_id")), "?"),
                               "by": _str(err.get("type")) or "error",
                               "message": (_str(err.get("message")) or _str(obj.get("output"))
@@ -84,7 +85,7 @@ class GeminiReader(StreamReader):
         elif kind == "result":
             r.final_seen = True
             r.status = _str(obj.get("status"))
-            err = obj.get("error") if isinstance(obj.get("error"), dict) else {}
+            err = as_object(obj.get("error"))
             r.error = _str(err.get("message")) or r.error
             r.is_error = r.status != "success"
             stats = obj.get("stats")
@@ -103,8 +104,8 @@ class Gemini(Executor):
     prompt_in_argv = True
     split_role = ORDINARY
 
-    def settings(self, env: Mapping[str, str], *, model=None, effort=None,
-                 timeout_s=None) -> Settings:
+    def settings(self, env: Mapping[str, str], *, model: str | None = None,
+                 effort: str | None = None, timeout_s: float | None = None) -> Settings:
         model = model or env.get("PRUN_GEMINI_MODEL", "").strip() or DEFAULT_MODEL
         return Settings(model=model, effort=None, timeout_s=self.timeout(env, timeout_s))
 
@@ -170,5 +171,5 @@ class Gemini(Executor):
         return QuotaHit(group=GROUP, resets_at=resets, message=first)
 
 
-def _str(value) -> str | None:
+def _str(value: object) -> str | None:
     return value if isinstance(value, str) and value.strip() else None

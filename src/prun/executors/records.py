@@ -4,6 +4,7 @@ said, the judgement, a quota hit. Imported when a unit is launched or read, not 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, TypedDict
 
 from .base import Settings
 
@@ -42,6 +43,15 @@ class QuotaHit:
     message: str
 
 
+class Denial(TypedDict):
+    """A tool call refused: the tool, who refused it (permission, prun-guard, the CLI's error
+    type) and the message."""
+
+    tool: str
+    by: str
+    message: str
+
+
 @dataclass
 class StreamResult:
     """What a finished (or dead) run's output stream says."""
@@ -53,14 +63,18 @@ class StreamResult:
     response: str | None = None     # the final response text
     response_file: str | None = None  # or: a file holding it (command executor's stdout)
     error: str | None = None        # the backend's error text
-    usage: dict | None = None
+    usage: dict[str, Any] | None = None
     model: str | None = None        # the model the CLI reported
     tool_uses: int = 0
     tool_errors: int = 0
-    denials: list[dict] = field(default_factory=list)  # tools refused (permission, guard hook)
+    denials: list[Denial] = field(default_factory=list)  # tools refused (permission, guard)
     events: int = 0
     bad_lines: int = 0              # lines that were not JSON objects
     text_parts: list[str] = field(default_factory=list)
+    turns: int = 0                  # the model's turns, where the stream tells them (claude)
+    retries: int = 0                # API calls the CLI announced it retries (claude)
+    api_error_status: int | None = None  # the HTTP status of an API error (claude)
+    api_error_type: str | None = None    # ... and its type, e.g. rate_limit_error (claude)
 
     def add_text(self, chunk: str) -> None:
         """Collect assistant text (salvage for FALLBACK); a list, since += on a long str copies."""

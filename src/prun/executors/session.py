@@ -29,13 +29,14 @@ from .base import SONNET, Executor, Settings, StreamReader
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from .base import Event
     from .records import Unit
 
 DEFAULT_MODEL = "sonnet"
 
 
 class _NoStream(StreamReader):
-    def event(self, obj: dict) -> None:  # pragma: no cover - a session unit has no stream
+    def event(self, obj: Event) -> None:  # pragma: no cover - a session unit has no stream
         pass
 
 
@@ -47,8 +48,8 @@ class Session(Executor):
     pool = "sonnet"
     split_role = SONNET
 
-    def settings(self, env: Mapping[str, str], *, model=None, effort=None,
-                 timeout_s=None) -> Settings:
+    def settings(self, env: Mapping[str, str], *, model: str | None = None,
+                 effort: str | None = None, timeout_s: float | None = None) -> Settings:
         return Settings(model=model or DEFAULT_MODEL, effort=effort,
                         timeout_s=self.timeout(env, timeout_s))
 

@@ -18,10 +18,14 @@ from __future__ import annotations
 import json
 import sys
 
-try:
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the type checker sees the package's module
     from . import git_policy
-except ImportError:  # run by path, as Claude Code does: the sibling module is on sys.path
-    import git_policy
+else:
+    try:
+        from . import git_policy
+    except ImportError:  # run by path, as Claude Code does: the sibling module is on sys.path
+        import git_policy
 
 refusal = git_policy.refusal
 

@@ -23,10 +23,14 @@ from __future__ import annotations
 import os
 import sys
 
-try:
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the type checker sees the package's module
     from . import git_policy
-except ImportError:  # run by path, as the wrapper script does: the sibling module is on sys.path
-    import git_policy
+else:
+    try:
+        from . import git_policy
+    except ImportError:  # run by path, as the wrapper script does: the sibling module is on
+        import git_policy  # sys.path
 
 REFUSED_EXIT = 1
 HEADER = "# prun's git wrapper"
@@ -129,7 +133,10 @@ def _configured_alias(real: str, opts: list[str], name: str) -> str | None:
 
 
 def main() -> int:
-    import _signal  # the C module under ``signal``: cheaper to import (no enum)
+    if TYPE_CHECKING:  # ``_signal`` has no stub of its own: it has ``signal``'s names
+        import signal as _signal
+    else:
+        import _signal  # the C module under ``signal``: cheaper to import (no enum)
 
     real = os.environ.get("PRUN_REAL_GIT") or ""
     if not os.path.isabs(real):

@@ -1,0 +1,294 @@
+"""The ``Dispatch``: one attempt of one unit, its state dir's opening files and its launch.
+
+``begin`` writes the state dir's opening files and asks the quota gate; ``launch`` starts the
+worker in its own process group (``hand_off`` instead, for an executor that launches no
+process). Waiting for the worker is in ``waiting``, judging and publishing in ``finishing``;
+the methods here that do those delegate to them.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+from ..errors import QuotaExhausted
+from . import statedir
+from .exitlog import path as _exit_log
+from .request import Prepared, Request, prepare
+
+TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
+if TYPE_CHECKING:
+    import asyncio
+    from typing import Any
+
+    from ..executors.records import Launch, Unit
+    from .outcome import Outcome
+    from .shapes import Keeper, UnitRecord, Worker
+    from .waiting import Follower
+
+
+class Dispatch:
+    """One attempt of one unit, from its state dir to its outcome."""
+
+    def __init__(self, prepared: Prepared, state: statedir.StateDir | None = None,
+                 dispatcher_pid: int | None = None, *, record: bool = True,
+                 in_run: bool = False, keeper: Keeper | None = None):
+        self.p = prepared
+        self.record = record              # a standalone dispatch records itself in the ledger
+        self.keeper = keeper              # a run's keeper starts the worker and logs its exit
+        self.durable = not in_run         # fsync each file; a run's supervisor syncs in groups
+        self.receipt: str | None = None   # "pid:<pid>@<start time>" once the worker runs
+        self.outcome: Outcome | None = None
+        self.state = state or statedir.create(prepared.request.unit_id,
+                                              prepared.request.state_root)
+        # where the worker writes its own result: its result path, or (in a run) its outbox in
+        # the state dir, copied to the result path when it is published
+        self.write_path = (statedir.outbox(self.state, prepared.result_file)
+                           if prepared.request.outbox else prepared.result_file)
+        self.sandboxed: bool | None = None  # decided at launch
+        self.launch_error: str | None = None  # why the launch failed, kept for finish
+        self.escaped: list[dict[str, Any]] = []  # processes that left its group, ended with it
+        self.dispatcher_pid = dispatcher_pid or os.getpid()
+        self.settings = prepared.settings
+        self.requested_model = prepared.settings.model
+        self.worker: Worker | None = None
+        self.started = time.time()
+        self.launched_at: float | None = None
+        self.workspace = prepared.workspace     # None: a scratch dir made at the launch
+        self.follower: Follower | None = None   # made when the stream is first read
+        self.quota_note: str | None = None
+
+    # 1. the state dir's opening files ------------------------------------------------------------
+    def begin(self) -> None:
+        """The prompt's copy, the one-value files and ``unit.json``; the quota gate between
+        (a refusal raises QuotaExhausted, its attempt's ``unit.json`` written all the same)."""
+        sd, p = self.state, self.p
+        with open(sd.file(statedir.PROMPT), "w", encoding="utf-8") as f:
+            f.write(p.prompt)
+        sd.write(statedir.RESULT_FILE, p.result_file)
+        if p.executor.launches_process:  # a session unit has no process, pid or stream
+            sd.write(statedir.DISPATCH_PID, str(self.dispatcher_pid))
+            open(sd.file(statedir.TAIL), "ab").close()
+            open(sd.file(statedir.STDERR), "ab").close()
+        self.record_step("begin")
+        try:
+            self._gate()
+        except QuotaExhausted:
+            sd.write_json(statedir.UNIT, self._unit_record())
+            raise
+        sd.write(statedir.MODEL, self.settings.model or p.executor.name)
+        sd.write_json(statedir.UNIT, self._unit_record())
+
+    def _gate(self) -> None:
+        """The quota gate: may swap the model (MODEL-FALLBACK) or raise QuotaExhausted."""
+        from ..errors import GateRefusal
+
+        try:
+            decision = self.p.executor.gate(self.settings, self.p.env)
+        except QuotaExhausted as e:  # exit 75: the refusal is recorded before finish() runs
+            self.quota_note = (e.note if isinstance(e, GateRefusal) else None) or e.line()
+            self.state.write(statedir.QUOTA_NOTE, self.quota_note)
+            raise
+        if decision is None:
+            return
+        if decision.note:
+            import sys
+
+            self.quota_note = decision.note
+            print(decision.note, file=sys.stderr, flush=True)
+            self.state.write(statedir.QUOTA_NOTE, decision.note)
+        if decision.settings is not None:
+            self.settings = decision.settings
+
+    def _unit_record(self) -> UnitRecord:
+        """``unit.json`` before the launch."""
+        from .._util.process import create_time
+
+        p = self.p
+        return {
+            "unit_id": p.request.unit_id, "attempt_id": p.request.attempt_id,
+            "executor": p.executor.name, "requested_model": self.requested_model,
+            "model": self.settings.model, "effort": self.settings.effort, "mode": p.mode,
+            "workspace": self.workspace, "add_dirs": list(p.add_dirs),
+            "resume_id": p.resume_id, "continue_from": p.request.continue_from,
+            "timeout_s": self.settings.timeout_s, "result_file": p.result_file,
+            "dispatcher": {"pid": self.dispatcher_pid,
+                           "create_time": create_time(self.dispatcher_pid)},
+            "route_reason": p.request.route_reason, "started_at": iso(self.started),
+        }
+
+    def _workspace(self) -> str:
+        """The worker's working folder: the caller's, else a scratch dir made in the state
+        dir (``work``)."""
+        if self.workspace is None:
+            self.workspace = self.state.file("work")
+            os.makedirs(self.workspace, exist_ok=True)
+        return self.workspace
+
+    def _unit(self) -> Unit:
+        from ..executors.records import Unit
+
+        p, sd = self.p, self.state
+        return Unit(unit_id=p.request.unit_id, prompt=p.prompt,
+                    prompt_file=sd.file(statedir.PROMPT), settings=self.settings, mode=p.mode,
+                    workspace=self._workspace(), add_dirs=p.add_dirs, resume_id=p.resume_id,
+                    command=p.command, state_dir=sd.path, result_file=self.write_path,
+                    briefed=p.request.briefed)
+
+    # 2. launch, or hand off when the executor launches no process ----------------------------
+    def hand_off(self) -> Outcome:
+        """Write what the coordinator hands its subagent; nothing is launched or waited for."""
+        text, lines = self.p.executor.hand_off(self._unit())
+        self.state.write(statedir.HANDOFF, text)
+        self.state.write_json(statedir.UNIT, self._unit_record())  # with its workspace
+        from ..ledger.statuses import OutcomeKind
+        from .outcome import Outcome
+
+        return Outcome(OutcomeKind.HANDED_OFF, "handed-off", unit_id=self.p.request.unit_id,
+                       attempt_id=self.p.request.attempt_id, executor=self.p.executor.name,
+                       state_dir=self.state.path, lines=tuple(lines))
+
+    def launch(self) -> bool:
+        """Start the worker. False (with the reason kept for ``finish``) if it cannot start."""
+        from ..errors import LaunchError
+
+        unit = self._unit()
+        try:
+            launch, argv = self._build(unit)
+            self.worker = self._spawn(launch, argv)
+        except LaunchError as e:
+            self.launch_error = e.line()
+            return False
+        except OSError as e:
+            self.launch_error = f"cannot start {self.p.executor.name}: {e}"
+            return False
+        self._record_launch(launch, self.worker)
+        self.record_step("launch")
+        return True
+
+    def _build(self, unit: Unit) -> tuple[Launch, list[str]]:
+        """The executor's launch, with the unit's variables and prun's git wrapper first on
+        PATH, and the argv that runs it: its program's path found, in the sandbox when it
+        runs in one."""
+        from .launching import git_wrapper_first, program_path, sandbox_here, sandboxed
+
+        p, sd = self.p, self.state
+        env = dict(p.env)
+        env.update(p.request.extra_env)
+        env.update({"PRUN_UNIT_ID": p.request.unit_id, "PRUN_STATE_DIR": sd.path,
+                    "PRUN_RESULT_FILE": self.write_path})
+        git_wrapper_first(env, p.request.git_wrapper, p.config.user_state)
+        launch = p.executor.build(unit, env)
+        argv = [program_path(launch, unit.workspace), *launch.argv[1:]]
+        self.sandboxed = sandbox_here(self)
+        if self.sandboxed:
+            argv = sandboxed(self, argv, unit.workspace)
+        return launch, argv
+
+    def _spawn(self, launch: Launch, argv: list[str]) -> Worker:
+        """Start ``argv``: through the run's keeper, else as this process's child."""
+        from .._util.process import spawn
+        from .launching import absolute
+
+        sd, workspace = self.state, self._workspace()
+        stdin = absolute(launch.stdin_path, workspace)
+        if self.keeper is not None:
+            return self.keeper.spawn(
+                argv, cwd=workspace, env=launch.env, stdout_path=sd.file(statedir.TAIL),
+                stderr_path=sd.file(statedir.STDERR), stdin_path=stdin,
+                name=os.path.basename(sd.path), log=_exit_log(sd))
+        return spawn(argv, cwd=workspace, env=launch.env, stdout_path=sd.file(statedir.TAIL),
+                     stderr_path=sd.file(statedir.STDERR), stdin_path=stdin)
+
+    def _record_launch(self, launch: Launch, worker: Worker) -> None:
+        """``unit.json`` with the argv (the prompt redacted), the sandbox and the worker; the
+        receipt."""
+        from .._util.process import create_time
+        from .launching import redact_prompt
+
+        self.launched_at = time.time()
+        started: float | None = (getattr(worker, "create_time", None)
+                                 or create_time(worker.pid))
+        record = self._unit_record()
+        record["argv"] = redact_prompt(launch.argv, self.p.prompt)
+        record["sandbox"] = self.sandboxed
+        record["worker"] = {"pid": worker.pid, "pgid": worker.pid, "create_time": started,
+                            "started_at": iso(self.launched_at)}
+        if self.keeper is not None:
+            record["worker"]["keeper"] = self.keeper.ident
+        self.state.write_json(statedir.UNIT, record)
+        self.receipt = f"pid:{worker.pid}@{started or self.launched_at:.3f}"
+
+    def record_step(self, step: str) -> None:
+        """A standalone dispatch's step in the ledger (a run's supervisor records its own)."""
+        if self.record:
+            from ..ledger import record_dispatch
+
+            record_dispatch(step, self)
+
+    @property
+    def deadline(self) -> float:
+        given = self.p.config.timeout_grace_s
+        grace = self.p.executor.timeout_grace_s if given is None else given
+        return (self.launched_at or time.time()) + self.settings.timeout_s + grace
+
+    # 3. wait (``waiting``) -------------------------------------------------------------------
+    def running(self) -> Worker:
+        """The launched worker (a RuntimeError before the launch)."""
+        if self.worker is None:
+            raise RuntimeError(f"unit {self.p.request.unit_id} has no worker to wait for")
+        return self.worker
+
+    def follow(self) -> Follower:
+        """The reader of the worker's stream, made on first use (not before STATE-DIR)."""
+        if self.follower is None:
+            from .waiting import Follower
+
+            self.follower = Follower(self.p.executor.reader(), self.state,
+                                     self.p.executor.event_stream)
+        return self.follower
+
+    def wait(self) -> tuple[int | None, bool]:
+        """Wait for the worker to exit or its deadline. Returns (exit code, timed out)."""
+        from . import waiting
+
+        return waiting.wait(self)
+
+    async def wait_async(self, stop: asyncio.Event | None = None,
+                         hard_deadline: float | None = None,
+                         on_end: Callable[[str], None] | None = None
+                         ) -> tuple[int | None, str | None]:
+        """The supervisor's wait, in its event loop (``waiting.wait_async``)."""
+        from . import waiting
+
+        return await waiting.wait_async(self, stop, hard_deadline, on_end)
+
+    def pump(self) -> None:
+        """Feed the stream's new complete lines to the reader (``Follower.pump``)."""
+        self.follow().pump()
+
+    # 4. finish (``finishing``) -----------------------------------------------------------------
+    def finish(self, exit_code: int | None, *, timed_out: bool = False, cancelled: bool = False,
+               refused: QuotaExhausted | None = None) -> Outcome:
+        """Judge the run, publish the result (or FALLBACK), write outcome.json last."""
+        from . import finishing
+
+        return finishing.finish(self, exit_code, timed_out=timed_out, cancelled=cancelled,
+                                refused=refused)
+
+
+def reopen(req: Request, state_path: str) -> Dispatch:
+    """The Dispatch of an attempt an earlier supervisor launched (``prun resume``)."""
+    d = Dispatch(prepare(req, reopen=True), statedir.StateDir(state_path),
+                 dispatcher_pid=os.getpid(), record=False, in_run=True)
+    unit = d.state.unit
+    worker = unit.get("worker") or {}
+    d.workspace = unit.get("workspace") or d.workspace
+    d.launched_at = worker.get("create_time") or d.started
+    d.receipt = f"pid:{worker.get('pid')}@{d.launched_at:.3f}" if worker.get("pid") else None
+    return d
+
+
+def iso(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))

@@ -1,0 +1,156 @@
+"""Finishing an attempt: judge it (its exit code and its stream's final event, or why it
+never ran), record a quota hit, publish its result or a FALLBACK (``publish``), and write
+``outcome.json`` last: its presence means the attempt is over.
+
+    stream = the whole stream, read             (``Follower.finish``)
+    verdict, error = judge(...)                 why it ended: ok, or a reason and its error
+    hit = quota_after(...)                      a quota error recognised in a failure
+    published = publish(...)                    the worker's result, the response, or FALLBACK
+    conclude(...)                               outcome.json, the published index, the ledger
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..errors import QuotaExhausted
+from . import statedir
+from .core import iso
+from .publish import publish
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..executors.records import QuotaHit, StreamResult
+    from .core import Dispatch
+    from .outcome import Outcome
+    from .shapes import ResultIdentity
+
+STDERR_TAIL_BYTES = 20000   # what the executor reads of stderr for a resume refusal or a quota
+# verdicts after which no quota error is looked for, and after which quota is not re-read
+NO_QUOTA_HIT = ("ok", "quota", "launch-failed")
+NO_QUOTA_REREAD = ("ok", "quota", "cancelled")
+
+
+def finish(d: Dispatch, exit_code: int | None, *, timed_out: bool = False,
+           cancelled: bool = False, refused: QuotaExhausted | None = None) -> Outcome:
+    """Judge the run, publish the result (or FALLBACK), write outcome.json last."""
+    follower = d.follow()
+    stream = follower.finish(read=d.worker is not None or follower.offset > 0)
+    verdict, error = judge(d, exit_code, stream, timed_out=timed_out, cancelled=cancelled,
+                           refused=refused)
+    hit = quota_after(d, verdict, exit_code, stream)
+    published, sibling, verdict, error = publish(d, verdict, error, exit_code, stream,
+                                                 _response(stream))
+    return conclude(d, verdict, error, exit_code, published, sibling, stream, hit)
+
+
+def judge(d: Dispatch, exit_code: int | None, stream: StreamResult, *, timed_out: bool,
+          cancelled: bool, refused: QuotaExhausted | None) -> tuple[str, str | None]:
+    """Why the attempt ended: (verdict, error); ``ok`` and None when it succeeded. What
+    stopped it before or from outside comes first; else the executor judges its exit."""
+    if refused is not None:
+        return "quota", refused.line()
+    if d.launch_error:
+        return "launch-failed", d.launch_error
+    if timed_out:
+        return ("timeout", f"no exit within the {int(d.settings.timeout_s)} s timeout; "
+                "process group ended")
+    if cancelled:
+        return "cancelled", "the dispatcher was stopped; the worker's group was ended"
+    return _judge_exit(d, exit_code, stream)
+
+
+def _judge_exit(d: Dispatch, exit_code: int | None, stream: StreamResult
+                ) -> tuple[str, str | None]:
+    """The executor's judgement of a worker that exited (an unknown exit code counts as 1);
+    a failure is a refused resume, or a timeout when the CLI's own bounded timeout ran out."""
+    ex = d.p.executor
+    j = ex.judge(exit_code if exit_code is not None else 1, stream)
+    if j.ok:
+        return "ok", None
+    if d.p.resume_id and ex.resume_refused(exit_code or 0, stream, _stderr_tail(d)):
+        return "resume-refused", j.error  # the run starts a fresh attempt instead
+    if d.launched_at and time.time() - d.launched_at >= d.settings.timeout_s:
+        return "timeout", j.error
+    return j.reason, j.error
+
+
+def quota_after(d: Dispatch, verdict: str, exit_code: int | None, stream: StreamResult
+                ) -> QuotaHit | None:
+    """After a failure: the quota error the executor recognises in it, recorded (its group
+    empty until it resets), and the executor's quota groups re-read past their TTL."""
+    ex, hit = d.p.executor, None
+    if verdict not in NO_QUOTA_HIT:
+        hit = ex.quota_hit(stream, exit_code or 0, _stderr_tail(d))
+        if hit is not None:
+            from .. import quota
+
+            hit.group = hit.group or ex.quota_group(d.settings.model)
+            quota.record_hit(hit, d.p.env)
+    if verdict not in NO_QUOTA_REREAD and d.launch_error is None:
+        from .. import quota
+
+        quota.after_backend_failure(ex, d.p.env)
+    return hit
+
+
+def conclude(d: Dispatch, verdict: str, error: str | None, exit_code: int | None,
+             published: str | None, sibling: str | None, stream: StreamResult,
+             hit: QuotaHit | None) -> Outcome:
+    """Write ``outcome.json`` (last of the state dir's files), then index a result that
+    landed and record the end in the ledger."""
+    from . import published as index
+
+    p, sd = d.p, d.state
+    landed = index.identity(p.result_file)
+    d.outcome = _outcome(d, verdict, error, exit_code, published, sibling, stream, hit,
+                         landed)
+    sd.write_json(statedir.OUTCOME, d.outcome.to_json(), durable=d.durable)
+    if landed is not None:  # waiters treat the result as landed from now on
+        index.record(p.result_file, sd.path, outcome=sd.file(statedir.OUTCOME),
+                     state_root=p.config.state_root)
+    d.record_step("finish")
+    return d.outcome
+
+
+def _outcome(d: Dispatch, verdict: str, error: str | None, exit_code: int | None,
+             published: str | None, sibling: str | None, stream: StreamResult,
+             hit: QuotaHit | None, landed: ResultIdentity | None) -> Outcome:
+    from ..ledger.statuses import OutcomeKind
+    from .outcome import Outcome, Quota
+
+    p = d.p
+    kind = {"ok": OutcomeKind.SUCCEEDED, "timeout": OutcomeKind.TIMEOUT,
+            "quota": OutcomeKind.QUOTA, "cancelled": OutcomeKind.CANCELLED,
+            }.get(verdict, OutcomeKind.FAILED)
+    finished = time.time()
+    return Outcome(
+        kind, verdict, error=error, published=published, worker_exit=exit_code,
+        backend_status=stream.status, result_file=p.result_file, response_file=sibling,
+        unit_id=p.request.unit_id, attempt_id=p.request.attempt_id,
+        executor=p.executor.name, model=d.settings.model,
+        requested_model=d.requested_model, session_id=stream.session_id,
+        tool_uses=stream.tool_uses, tool_errors=stream.tool_errors,
+        denials=tuple(stream.denials or ()), usage=stream.usage,
+        quota_note=d.quota_note,
+        quota=Quota(hit.group, hit.resets_at, hit.message) if hit else None,
+        started_at=iso(d.started), finished_at=iso(finished),
+        duration_s=round(finished - d.started, 3), state_dir=d.state.path,
+        result_identity=landed, sandboxed=d.sandboxed, escaped=tuple(d.escaped))
+
+
+def _response(stream: StreamResult) -> str | None:
+    """The final response: the stream's, else the whole file that holds it (a command's
+    stdout)."""
+    from .._util.fsutil import read_text
+
+    if stream.response is None and stream.response_file:
+        return read_text(stream.response_file, "")
+    return stream.response
+
+
+def _stderr_tail(d: Dispatch) -> str:
+    from .._util.fsutil import tail_bytes
+
+    return tail_bytes(d.state.file(statedir.STDERR), STDERR_TAIL_BYTES).decode("utf-8",
+                                                                             "replace")

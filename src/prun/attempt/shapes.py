@@ -1,0 +1,96 @@
+"""What the dispatcher relies on of the objects other layers hand it, as Protocols, and the
+records it writes, as TypedDicts: for the type checker. The dispatcher's fast path imports
+this module only under ``TYPE_CHECKING`` (``typing`` costs milliseconds there)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NotRequired, Protocol, TypedDict
+
+
+class Worker(Protocol):
+    """A started worker: ``process.Worker`` (started here), ``process.AdoptedWorker`` (started
+    by an earlier supervisor) or the keeper's ``KeptWorker`` (started by a run's keeper)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def signal(self, sig: int) -> None: ...
+
+    def exited(self) -> bool: ...
+
+    def wait_exit(self, timeout: float | None) -> bool: ...
+
+    async def await_exit(self) -> None: ...
+
+    def sweep(self) -> None: ...
+
+    def reap(self) -> int | None:
+        """The exit code; None where it cannot be known here (the worker is not our child,
+        or its keeper died before it told)."""
+
+    def close(self) -> None: ...
+
+
+class Keeper(Protocol):
+    """A run's worker keeper (``prun.run.keeper.Keeper``): it starts a worker as its child and
+    logs the worker's exit code to ``log`` when it reaps it."""
+
+    @property
+    def ident(self) -> Mapping[str, Any]:
+        """The keeper's pid and start time, kept in each worker's record."""
+
+    def spawn(self, argv: list[str], *, cwd: str, env: dict[str, str], stdout_path: str,
+              stderr_path: str, stdin_path: str | None, name: str, log: str) -> Worker: ...
+
+
+class DispatcherRecord(TypedDict):
+    pid: int
+    create_time: float | None
+
+
+class WorkerRecord(TypedDict):
+    """The launched worker, in ``unit.json``: its pid (the leader of its process group)."""
+
+    pid: int
+    pgid: int
+    create_time: float | None
+    started_at: str
+    keeper: NotRequired[Mapping[str, Any]]   # the keeper that started it, in a run
+
+
+class UnitRecord(TypedDict):
+    """``unit.json``: what was asked and what runs; ``argv``, ``sandbox`` and ``worker`` once
+    the worker is launched."""
+
+    unit_id: str
+    attempt_id: str | None
+    executor: str
+    requested_model: str | None
+    model: str | None
+    effort: str | None
+    mode: str
+    workspace: str | None
+    add_dirs: list[str]
+    resume_id: str | None
+    continue_from: str | None
+    timeout_s: float
+    result_file: str
+    dispatcher: DispatcherRecord
+    route_reason: str | None
+    started_at: str
+    argv: NotRequired[list[str]]
+    sandbox: NotRequired[bool | None]
+    worker: NotRequired[WorkerRecord]
+
+
+class ResultIdentity(TypedDict):
+    """What a published result file is (``published.identity``): where, which inode, how big,
+    when last written, and (when asked) its SHA-256."""
+
+    path: str
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+    sha256: NotRequired[str]

@@ -1,0 +1,105 @@
+"""``prun dispatch``: one attempt run whole in this process (``run_sync``), its signals
+turned into a cancel, the processes that escaped its worker's group ended with it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..errors import Cancelled, QuotaExhausted
+from .core import Dispatch
+from .request import Request, prepare
+
+TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
+if TYPE_CHECKING:
+    from types import FrameType
+    from typing import NoReturn
+
+    from .outcome import Outcome
+
+def run_sync(req: Request, on_state_dir: Callable[[str], None] | None = None) -> Outcome:
+    """``prun dispatch``: prepare, then run the whole attempt in this process."""
+    import signal
+
+    prepared = prepare(req)
+    d = Dispatch(prepared)
+    from .._util.process import become_subreaper
+
+    reaper = become_subreaper()  # what leaves the worker's group comes back here to be ended
+    _on_signals(_cancel)
+    at = _Progress()
+    try:
+        if on_state_dir:
+            on_state_dir(d.state.path)
+        _steps(d, at)
+    except Cancelled:
+        at.cancelled = True
+        _stop(d, at)
+    _on_signals(signal.SIG_IGN)  # publishing the outcome must not be interrupted
+    if reaper:
+        _end_escaped(d)
+    if at.handed is not None:
+        return at.handed
+    return d.finish(at.code, timed_out=at.timed_out, cancelled=at.cancelled, refused=at.refused)
+
+
+class _Progress:
+    """How far the attempt got: a signal may stop it anywhere."""
+
+    __slots__ = ("cancelled", "code", "handed", "refused", "timed_out")
+
+    def __init__(self) -> None:
+        self.refused: QuotaExhausted | None = None   # the quota gate refused the launch
+        self.handed: Outcome | None = None           # a session unit, handed off
+        self.code: int | None = None                 # the worker's exit code
+        self.timed_out = False
+        self.cancelled = False
+
+
+def _steps(d: Dispatch, at: _Progress) -> None:
+    """Begin, then launch and wait (or hand a session unit off: the coordinator runs it)."""
+    try:
+        d.begin()
+    except QuotaExhausted as e:
+        at.refused = e
+        return
+    if not d.p.executor.launches_process:
+        at.handed = d.hand_off()
+    elif d.launch():
+        at.code, at.timed_out = d.wait()
+
+
+def _stop(d: Dispatch, at: _Progress) -> None:
+    """After a cancel: end the worker's group if the worker (our child) is not reaped yet,
+    and reap it."""
+    from .._util.process import Worker, end_group
+
+    w = d.worker
+    if isinstance(w, Worker) and w.proc.returncode is None:
+        end_group(w, d.p.config.kill_grace_s)
+        at.code = w.reap()
+
+
+def _end_escaped(d: Dispatch) -> None:
+    """End the processes that left the worker's group (reparented here, a subreaper)."""
+    from .._util.process import end_escaped
+
+    if d.worker is None:
+        return
+    d.escaped = end_escaped(d.worker, d.p.config.kill_grace_s)
+    if d.escaped:
+        import sys
+
+        print(f"prun: {len(d.escaped)} process(es) left unit {d.p.request.unit_id}'s process "
+              "group and were ended with it", file=sys.stderr)
+
+
+def _on_signals(handler: Callable[[int, FrameType | None], object] | int) -> None:
+    """``handler`` for each signal that cancels the attempt."""
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, handler)
+
+
+def _cancel(signum: int, frame: FrameType | None) -> NoReturn:
+    raise Cancelled()
