@@ -7,7 +7,6 @@ the last moment is never overwritten.
 
 from __future__ import annotations
 
-import _thread  # the builtin under threading: its import costs nothing on the fast path
 import functools  # imported already (by enum)
 import itertools
 import os
@@ -127,61 +126,10 @@ def publish_copy(source: StrPath, dest: StrPath, *,
         _unlink_quietly(tmp)
 
 
-def create_new(dest: StrPath, data: bytes, mode: int = 0o666) -> None:
-    """Create ``dest`` holding ``data`` in place: one file creation, no temp file, no rename.
-    Fails (FileExistsError) if it exists. For a fresh folder whose readers take an empty file
-    for a missing one."""
-    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
-    try:
-        write_all(fd, data)
-    finally:
-        os.close(fd)
-
-
 def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
-
-
-SHARED_DIR = ".prun-shared"
-_shared: dict[tuple[str, bytes], str] = {}
-_shared_lock = _thread.allocate_lock()
-
-
-def create_shared(dest: StrPath, data: bytes, store: str) -> None:
-    """Create ``dest`` holding ``data`` as a hard link to one read-only copy in ``store``.
-
-    A run writes the same small files (its pid, a model name, a workspace marker) into
-    hundreds of fresh folders; a link adds a directory entry where a new file costs an inode,
-    which on a busy ext4 disk is many times slower. The copy is named by its content and made
-    read-only, so it never changes under the links (a writer replaces a file by rename, which
-    gives that one folder its own copy). Falls back to a plain file where links fail.
-    """
-    key = (store, data)
-    src = _shared.get(key)
-    if src is None:
-        import hashlib
-
-        src = os.path.join(store, hashlib.sha256(data).hexdigest()[:24])
-        with _shared_lock:  # one thread makes the copy; the others wait for it whole
-            if key not in _shared:
-                try:
-                    os.makedirs(store, exist_ok=True)
-                    create_new(src, data, 0o444)
-                except FileExistsError:
-                    if read_bytes(src) != data:  # not ours after all: do without the link
-                        return create_new(dest, data)
-                except OSError:
-                    return create_new(dest, data)
-                _shared[key] = src
-    try:
-        os.link(src, dest)
-    except FileExistsError:
-        raise
-    except OSError:  # the copy was removed, too many links, or no hard links here
-        _shared.pop(key, None)
-        create_new(dest, data)
 
 
 def read_bytes(path: StrPath) -> bytes | None:

@@ -218,16 +218,12 @@ def _snapshots(view: RunView, rows: list[Swept], rules: Mapping[str, Retention],
 
 def _drop_empty_run_folders(view: RunView, rows: list[Swept]) -> None:
     """The run's own folder of workspaces, once the workspaces in it are gone."""
-    from .._util.fsutil import SHARED_DIR
-
     run_dir = view.run.get("run_dir")
     for parent in {os.path.dirname(r[2]) for r in rows if r[0] == "REMOVED"}:
         evidence_folder = bool(run_dir and (
             _inside(parent, run_dir) or os.path.realpath(parent) == os.path.realpath(run_dir)))
         if os.path.basename(parent) == view.id and not evidence_folder:
             with contextlib.suppress(OSError):
-                if set(os.listdir(parent)) <= {SHARED_DIR}:  # the markers' one copy
-                    shutil.rmtree(os.path.join(parent, SHARED_DIR), ignore_errors=True)
                 os.rmdir(parent)
 
 
