@@ -90,7 +90,7 @@ def _mutations():
 
 @pytest.mark.parametrize("field,value,packet", list(_mutations()))
 def test_the_compiled_check_refuses_what_jsonschema_refuses(field, value, packet):
-    from prun.plan.load import _compiled
+    from prun.plan.validation import _compiled
 
     plan = {"packets": [packet]}
     assert list(Draft202012Validator(shipped("plan")).iter_errors(plan))
@@ -101,13 +101,13 @@ def test_the_compiled_check_refuses_what_jsonschema_refuses(field, value, packet
 
 
 def test_the_compiled_check_passes_good_documents():
-    from prun.plan.load import _compiled
+    from prun.plan.validation import _compiled
 
     assert _compiled("plan")(yaml.safe_load(GOOD_PLAN))
 
 
 def test_the_compiled_check_is_cached_and_a_bad_cache_file_is_replaced(tmp_path, monkeypatch):
-    import prun.plan.load as planload
+    import prun.plan.validation as planload
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     planload._compiled.cache_clear()

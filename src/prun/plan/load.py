@@ -11,27 +11,19 @@ from __future__ import annotations
 
 import difflib
 import glob as _glob
-import json
 import os
-import shlex
 from collections.abc import Mapping, Sequence
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 from .._util import yamldoc
 from .._util.timeparse import parse_duration
 from ..errors import UsageError
-from .model import DataBoundary, Packet, Plan
+from .fields import _boundary, _check_executor, _deadline, _executor, _join_argv, _sandbox
+from .model import Packet, Plan
+from .validation import validate
 
-SCHEMA_DIR = Path(__file__).parent / "schemas"
 FRONT = "---"
-
-
-@cache
-def schema(name: str) -> dict:
-    """The published schema ``packet`` or ``plan`` (a dict)."""
-    return json.loads((SCHEMA_DIR / f"{name}.schema.json").read_text(encoding="utf-8"))
 
 
 def _read(path: Path) -> str:
@@ -45,144 +37,6 @@ def _read(path: Path) -> str:
         raise UsageError(f"{path}: not UTF-8 text ({e.reason})", hint="save it as UTF-8")
     except OSError as e:
         raise UsageError(f"{path}: cannot read ({e.strerror})", hint="check its permissions")
-
-
-# ---------------------------------------------------------------------------------------------
-# Schema validation with file:line messages
-
-def validate(doc: yamldoc.Doc, schema_name: str) -> None:
-    """Raise UsageError for the first schema error in ``doc``, with its line.
-
-    A valid document (the common case) is passed by a compiled validator (fastjsonschema);
-    only a document it refuses goes through jsonschema, whose errors carry what the message
-    needs (the path, the failing keyword and subschema)."""
-    if _compiled(schema_name)(doc.data):
-        return
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import best_match
-
-    root = schema(schema_name)
-    validator = Draft202012Validator(root, format_checker=Draft202012Validator.FORMAT_CHECKER)
-    error = best_match(validator.iter_errors(doc.data))
-    if error is None:
-        return  # the compiled validator is stricter on a format jsonschema does not check
-    where = list(error.absolute_path)
-    message, hint, line = _explain(error, doc, where, root)
-    raise UsageError(f"{doc.source}:{line}: {message}", hint=hint)
-
-
-@cache
-def _compiled(name: str):
-    """The schema ``name`` as a fastjsonschema function: ``f(data)`` is True if valid. The
-    generated code is compiled once per schema and version and kept in the user's cache
-    folder (compiling it takes longer than validating a thousand packets)."""
-    import hashlib
-    import marshal
-    import sys
-
-    import fastjsonschema
-
-    text = json.dumps(schema(name), sort_keys=True)
-    key = hashlib.sha256(f"{text}{fastjsonschema.VERSION}{sys.version}".encode()).hexdigest()
-    path = os.path.join(_cache_dir(), f"schema-{name}-{key[:24]}.marshal")
-    try:
-        with open(path, "rb") as f:
-            code = marshal.loads(f.read())
-    except (OSError, EOFError, ValueError, TypeError):
-        code = compile(fastjsonschema.compile_to_code(schema(name)), f"<{name} schema>", "exec")
-        try:
-            from .._util.fsutil import atomic_write
-
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            atomic_write(path, marshal.dumps(code), durable=False)
-        except OSError:
-            pass  # no cache: compiled again next time
-    namespace: dict = {}
-    exec(code, namespace)
-    # the root schema's function is the first the generated code defines ($refs follow it)
-    check = next(v for k, v in namespace.items() if k.startswith("validate_"))
-
-    def valid(data) -> bool:
-        try:
-            check(data)
-        except fastjsonschema.JsonSchemaException:
-            return False
-        return True
-
-    return valid
-
-
-def _cache_dir() -> str:
-    import platformdirs
-
-    return platformdirs.user_cache_dir("prun", appauthor=False)
-
-
-def _dotted(where: Sequence[str | int]) -> str:
-    out = ""
-    for step in where:
-        out += f"[{step}]" if isinstance(step, int) else (f".{step}" if out else str(step))
-    return out or "(top level)"
-
-
-def _explain(error, doc: yamldoc.Doc, where: list, schema_root) -> tuple[str, str, int]:
-    """A one-line message, a hint and a line for a jsonschema error."""
-    field = _dotted(where)
-    line = doc.line_of(where)
-    props = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
-    v = error.validator
-    if v == "additionalProperties" and isinstance(error.instance, dict):
-        extra = sorted(set(error.instance) - set(props))
-        key = extra[0] if extra else "?"
-        line = doc.key_line(where, key)
-        close = difflib.get_close_matches(key, list(props), n=1)
-        hint = (f"did you mean {close[0]!r}?" if close
-                else "allowed here: " + ", ".join(sorted(props)))
-        return f"{field}: unknown field {key!r}", hint, line
-    if v == "required":
-        missing = error.message.split("'")[1] if "'" in error.message else error.message
-        desc = props.get(missing, {}).get("description", "")
-        return (f"{field}: missing required field {missing!r}",
-                f"add {missing}:" + (f" ({desc})" if desc else ""), line)
-    if v == "anyOf" and all("required" in s for s in error.validator_value):
-        names = " or ".join(s["required"][0] for s in error.validator_value)
-        return f"{field}: needs {names}", f"add {names}", line
-    if v == "enum":
-        choices = ", ".join(str(c) for c in error.validator_value)
-        return f"{field}: {error.instance!r} is not allowed", f"use one of: {choices}", line
-    if v == "type" or (v == "anyOf" and not isinstance(error.instance, dict)):
-        desc = error.schema.get("description", "") if isinstance(error.schema, dict) else ""
-        want = _kinds(error.schema)
-        hint = desc
-        if "a string" in want and isinstance(error.instance, int | float | bool):
-            hint = "quote it: YAML read it as a number or a boolean" + (f"; {desc}" if desc
-                                                                         else "")
-        return f"{field}: {error.instance!r} is not {want}", hint or "see docs/plans.md", line
-    if v == "pattern":
-        desc = error.schema.get("description", "")
-        return (f"{field}: {error.instance!r} is not valid",
-                desc or f"it must match {error.validator_value}", line)
-    if v in ("minItems", "minLength"):
-        return f"{field}: must not be empty", "give a value or remove the field", line
-    if v == "uniqueItems":
-        return f"{field}: lists an item twice", "remove the repeated item", line
-    if v == "minimum":
-        return (f"{field}: {error.instance!r} is below {error.validator_value}",
-                "give a larger value", line)
-    return f"{field}: {error.message}", "see the schema in prun/schemas", line
-
-
-def _kinds(sch) -> str:
-    if not isinstance(sch, dict):
-        return "valid"
-    if "type" in sch:
-        t = sch["type"]
-        return {"string": "a string", "array": "a list", "object": "a mapping",
-                "boolean": "true or false", "integer": "an integer",
-                "number": "a number"}.get(t, str(t))
-    if "anyOf" in sch:
-        return " or ".join(_kinds(s) for s in sch["anyOf"])
-    return "valid"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -213,12 +67,6 @@ def load_packet(path: str | os.PathLike, *, defaults: Mapping | None = None) -> 
                          hint="write 'id: my-packet' and the other fields, one per line")
     validate(doc, "packet")
     return _packet(doc, (), doc.data, body=body, base_dir=p.parent, defaults=defaults)
-
-
-def _join_argv(value) -> str | None:
-    if value is None:
-        return None
-    return shlex.join(value) if isinstance(value, list) else str(value)
 
 
 def _packet(doc: yamldoc.Doc, where: Sequence[str | int], raw: Mapping[str, Any], *,
@@ -279,84 +127,6 @@ def _packet(doc: yamldoc.Doc, where: Sequence[str | int], raw: Mapping[str, Any]
         line=doc.line_of(where),
         lines={k: doc.key_line(where, k) for k in raw},
     )
-
-
-def _executor(fields: Mapping[str, Any]) -> str:
-    """The executor ``fields`` name; without one, ``command`` for a packet with a command (the
-    packet format's rule), else ``auto`` (routing chooses)."""
-    return fields.get("executor") or ("command" if fields.get("command") else "auto")
-
-
-def _check_executor(doc: yamldoc.Doc, where: Sequence[str | int], name: str) -> None:
-    """Refuse an executor name the registry does not know (or refuses: codex), at its line."""
-    from .. import executors
-
-    if name == "auto" or executors.known(name):
-        return
-    at = [*where, "executor"]
-    prefix = f"{doc.source}:{doc.line_of(at)}: {_dotted(at)}"
-    refused = executors.refusal(name)
-    if refused:
-        raise UsageError(f"{prefix}: {refused.message}", hint=refused.hint)
-    choices = ["auto", *executors.names()]
-    close = difflib.get_close_matches(name, choices, n=1)
-    raise UsageError(f"{prefix}: unknown executor {name!r}",
-                     hint=f"did you mean {close[0]!r}?" if close
-                     else "choose one of " + ", ".join(choices))
-
-
-def _boundary(doc: yamldoc.Doc, where: Sequence[str | int], raw: Mapping[str, Any],
-              fields: Mapping[str, Any], who: str) -> DataBoundary:
-    """The data boundary of ``fields``, checked (see ``prun.plan.boundary``): every ``may_go_to``
-    entry an executor or a family, a ``keep`` retention with a good duration, and a named
-    executor inside the boundary. Lines point at the packet's own fields (``raw``)."""
-    from .. import executors
-    from . import boundary
-
-    data = fields.get("data") or {}
-    raw_go = data.get("may_go_to")
-    may_go_to = _strs(raw_go)
-    bad = boundary.unknown(may_go_to)
-    if bad is not None:
-        at = [*where, "data", "may_go_to"] + ([may_go_to.index(bad)] if isinstance(raw_go, list)
-                                              else [])
-        raise UsageError(f"{doc.source}:{doc.line_of(at)}: {_dotted(at)}: {bad!r} is neither "
-                         "an executor nor a provider family",
-                         hint=f"use executors ({', '.join(executors.names())}) or families "
-                         f"({', '.join(boundary.FAMILIES)})")
-    try:
-        boundary.parse_retention(data.get("retention"))
-    except UsageError as e:
-        raise UsageError(f"{doc.source}:{doc.line_of([*where, 'data', 'retention'])}: "
-                         f"{e.message}", hint=e.hint)
-    executor = _executor(fields)
-    model = fields.get("model")
-    if may_go_to and executor != "auto" and not boundary.allowed(may_go_to, executor, model):
-        line = next((doc.line_of([*where, *path]) for path in
-                     (("executor",), ("data", "may_go_to"), ("model",)) if path[0] in raw),
-                    doc.line_of(where))
-        raise boundary.outside(who, executor, model, may_go_to, f"{doc.source}:{line}")
-    return DataBoundary(reachable=_strs(data.get("reachable")), may_go_to=may_go_to,
-                        prohibited=_strs(data.get("prohibited")),
-                        retention=data.get("retention"))
-
-
-def _sandbox(doc: yamldoc.Doc, where: Sequence[str | int], value) -> str | None:
-    """A ``sandbox:`` value as auto, on or off (YAML's unquoted on/off are booleans)."""
-    if value is None:
-        return None
-    from ..settings import parse_sandbox
-
-    try:
-        return parse_sandbox(value)
-    except UsageError as e:
-        raise UsageError(f"{doc.source}:{doc.line_of(list(where))}: {e.message}", hint=e.hint)
-
-
-def _strs(value) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    return (value,) if isinstance(value, str) else tuple(value)
 
 
 def _prompt(doc, where, fields, body, base_dir: Path) -> str:
@@ -430,25 +200,6 @@ def load_plan(path: str | os.PathLike) -> Plan:
     )
     check_plan(plan)
     return plan
-
-
-def _deadline(doc, value) -> str:
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return str(value)
-    try:
-        parse_duration(value)
-        return str(value)
-    except UsageError:
-        pass
-    import datetime as dt
-
-    try:
-        dt.datetime.fromisoformat(str(value))
-        return str(value)
-    except ValueError:
-        raise UsageError(f"{doc.source}:{doc.line_of(['deadline'])}: bad deadline {value!r}",
-                         hint="give a duration from the start (90m, 2h) or an ISO time "
-                         "(2026-12-01T18:00:00Z)")
 
 
 def _expand(doc: yamldoc.Doc, i: int, entry: str, root: Path) -> list[Path]:
