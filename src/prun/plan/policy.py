@@ -1,0 +1,115 @@
+"""The routing policy (``prun.plan.routing``): which executors carry the ordinary share and the
+Sonnet units, the ordinary share, per-pool batch capacities and per-executor models; the
+seed's split by default, else a project-local TOML file (``.prun/policy.toml``, see
+docs/routing.md).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ..errors import UsageError
+from ..executors.base import ORDINARY, SONNET
+
+POLICY_FILE = os.path.join(".prun", "policy.toml")
+
+
+def members(role: str) -> tuple[str, ...]:
+    """The executors whose ``split_role`` is ``role``: those with session tools first (the
+    in-session Sonnet before headless claude), then in the registry's order."""
+    from .. import executors
+
+    found = [ex for ex in executors.all() if ex.split_role == role]
+    return tuple(ex.name for ex in sorted(found, key=lambda ex: not ex.session_tools))
+
+
+def pools() -> tuple[str, ...]:
+    """Every routing pool an executor takes from (the keys a policy's ``[capacity]`` may use)."""
+    from .. import executors
+
+    return tuple(sorted({p for ex in executors.all() if (p := ex.routing_pool())}))
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The seed's split by default; a policy file names other executors of the same roles."""
+
+    ordinary: str = "agy"               # executor of the ordinary share (split_role ordinary)
+    ordinary_share: float = 1.0         # share of ordinary units it takes while healthy (0..1)
+    sonnet: str = "session"             # Sonnet executor for ordinary units (split_role sonnet)
+    session_tools: str = "session"      # executor for units needing session tools
+    capacity: Mapping[str, int] = field(default_factory=dict)  # pool -> most units per batch
+    models: Mapping[str, str] = field(default_factory=dict)    # executor -> model
+    source: str | None = None           # the file it came from
+
+
+def find_policy(env: Mapping[str, str], cwd: str | None = None) -> str | None:
+    """``$PRUN_POLICY``, else ``.prun/policy.toml`` at the repository root above ``cwd``."""
+    given = env.get("PRUN_POLICY", "").strip()
+    if given:
+        if not os.path.isfile(given):
+            raise UsageError(f"PRUN_POLICY names no file: {given}",
+                             hint="point it at a policy TOML file, or unset it")
+        return os.path.abspath(given)
+    folder = os.path.abspath(cwd or os.getcwd())
+    while True:
+        candidate = os.path.join(folder, POLICY_FILE)
+        if os.path.isfile(candidate):
+            return candidate
+        if os.path.exists(os.path.join(folder, ".git")):
+            return None  # the repository root: stop here
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+
+
+def load_policy(path: str | None) -> Policy:
+    """Read a policy file (TOML, table ``[routing]``, optional ``[capacity]`` and ``[models]``)."""
+    if not path:
+        return Policy()
+    import tomllib
+
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as e:
+        raise UsageError(f"cannot read policy file {path}: {e.strerror}")
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"policy file {path} is not valid TOML: {e}")
+    bad = sorted(set(data) - {"routing", "capacity", "models"})
+    r = data.get("routing", {})
+    bad += [f"routing.{k}" for k in sorted(set(r) - {"ordinary", "ordinary_share", "sonnet",
+                                                      "session_tools"})]
+    if bad:
+        raise UsageError(f"policy file {path}: unknown key(s) {', '.join(bad)}",
+                         hint="see docs/routing.md for the keys")
+
+    def pick(key: str, role: str, default: str) -> str:
+        value = r.get(key, default)
+        allowed = members(role)
+        if value not in allowed:
+            raise UsageError(f"policy file {path}: routing.{key} = {value!r}",
+                             hint="use one of " + ", ".join(allowed))
+        return value
+
+    share = r.get("ordinary_share", 1.0)
+    if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1:
+        raise UsageError(f"policy file {path}: routing.ordinary_share = {share!r}",
+                         hint="use a number from 0 to 1")
+    capacity = data.get("capacity", {})
+    for pool, cap in capacity.items():
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0 or pool not in pools():
+            raise UsageError(f"policy file {path}: capacity.{pool} = {cap!r}",
+                             hint=f"pools are {', '.join(pools())}; capacities whole numbers >= 0")
+    models = data.get("models", {})
+    if not all(isinstance(v, str) and v for v in models.values()):
+        raise UsageError(f"policy file {path}: [models] values must be model names")
+    default = Policy()
+    return Policy(ordinary=pick("ordinary", ORDINARY, default.ordinary),
+                  ordinary_share=float(share),
+                  sonnet=pick("sonnet", SONNET, default.sonnet),
+                  session_tools=pick("session_tools", SONNET, default.session_tools),
+                  capacity=dict(capacity), models=dict(models), source=path)
