@@ -13,6 +13,7 @@ import difflib
 import glob as _glob
 import os
 from collections.abc import Mapping, Sequence
+from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 from typing import Any
 
@@ -265,27 +266,14 @@ def _suggest(name: str, seen: Mapping[str, Packet]) -> str:
 
 
 def find_cycle(after: Mapping[str, Sequence[str]]) -> list[str] | None:
-    """A list of ids forming a cycle through ``after`` edges, or None."""
-    color: dict[str, int] = {}
-    for start in sorted(after):
-        if color.get(start):
-            continue
-        stack: list[tuple[str, int]] = [(start, 0)]
-        path: list[str] = []
-        while stack:
-            node, i = stack.pop()
-            if i == 0:
-                color[node] = 1
-                path.append(node)
-            deps = [d for d in after.get(node, ()) if d in after]
-            if i < len(deps):
-                stack.append((node, i + 1))
-                nxt = deps[i]
-                if color.get(nxt) == 1:
-                    return path[path.index(nxt):]
-                if not color.get(nxt):
-                    stack.append((nxt, 0))
-            else:
-                color[node] = 2
-                path.pop()
+    """A list of ids forming a cycle through ``after`` edges (each comes after the next, the
+    last after the first), starting at its smallest id; None when there is no cycle."""
+    try:
+        TopologicalSorter(after).prepare()
+    except CycleError as e:
+        # graphlib's cycle runs the other way (each node comes before the next) and repeats
+        # its first node at the end
+        cycle = list(reversed(e.args[1][1:]))
+        start = cycle.index(min(cycle))
+        return cycle[start:] + cycle[:start]
     return None
