@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from .._util import gitcmd
 from ..errors import UsageError
 from ..executors.base import ORDINARY, SONNET
 
@@ -46,24 +48,23 @@ class Policy:
 
 
 def find_policy(env: Mapping[str, str], cwd: str | None = None) -> str | None:
-    """``$PRUN_POLICY``, else ``.prun/policy.toml`` at the repository root above ``cwd``."""
+    """``$PRUN_POLICY``, else the nearest ``.prun/policy.toml`` in ``cwd`` or a folder above it,
+    up to the repository root (``gitcmd.toplevel``; outside a repository, up to the top)."""
     given = env.get("PRUN_POLICY", "").strip()
     if given:
         if not os.path.isfile(given):
             raise UsageError(f"PRUN_POLICY names no file: {given}",
                              hint="point it at a policy TOML file, or unset it")
         return os.path.abspath(given)
-    folder = os.path.abspath(cwd or os.getcwd())
-    while True:
-        candidate = os.path.join(folder, POLICY_FILE)
-        if os.path.isfile(candidate):
-            return candidate
-        if os.path.exists(os.path.join(folder, ".git")):
+    folder = Path(os.path.abspath(cwd or os.getcwd()))
+    root = gitcmd.toplevel(folder)
+    for above in (folder, *folder.parents):
+        candidate = above / POLICY_FILE
+        if candidate.is_file():
+            return str(candidate)
+        if root is not None and os.path.realpath(above) == root:
             return None  # the repository root: stop here
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            return None
-        folder = parent
+    return None
 
 
 def load_policy(path: str | None) -> Policy:
