@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
@@ -47,34 +46,11 @@ def validate(doc: yamldoc.Doc, schema_name: str) -> None:
 
 @cache
 def _compiled(name: str):
-    """The schema ``name`` as a fastjsonschema function: ``f(data)`` is True if valid. The
-    generated code is compiled once per schema and version and kept in the user's cache
-    folder (compiling it takes longer than validating a thousand packets)."""
-    import hashlib
-    import marshal
-    import sys
-
+    """The schema ``name`` as a fastjsonschema function, compiled once per process:
+    ``f(data)`` is True if valid."""
     import fastjsonschema
 
-    text = json.dumps(schema(name), sort_keys=True)
-    key = hashlib.sha256(f"{text}{fastjsonschema.VERSION}{sys.version}".encode()).hexdigest()
-    path = os.path.join(_cache_dir(), f"schema-{name}-{key[:24]}.marshal")
-    try:
-        with open(path, "rb") as f:
-            code = marshal.loads(f.read())
-    except (OSError, EOFError, ValueError, TypeError):
-        code = compile(fastjsonschema.compile_to_code(schema(name)), f"<{name} schema>", "exec")
-        try:
-            from .._util.fsutil import atomic_write
-
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            atomic_write(path, marshal.dumps(code), durable=False)
-        except OSError:
-            pass  # no cache: compiled again next time
-    namespace: dict = {}
-    exec(code, namespace)
-    # the root schema's function is the first the generated code defines ($refs follow it)
-    check = next(v for k, v in namespace.items() if k.startswith("validate_"))
+    check = fastjsonschema.compile(schema(name))
 
     def valid(data) -> bool:
         try:
@@ -84,12 +60,6 @@ def _compiled(name: str):
         return True
 
     return valid
-
-
-def _cache_dir() -> str:
-    import platformdirs
-
-    return platformdirs.user_cache_dir("prun", appauthor=False)
 
 
 def _dotted(where: Sequence[str | int]) -> str:
