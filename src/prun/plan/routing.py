@@ -190,12 +190,15 @@ def _known(state) -> bool:
 def route(needs: Iterable[Need], states: Mapping[str, object] | None = None,
           policy: Policy | None = None, env: Mapping[str, str] | None = None) -> list[Decision]:
     """One decision per unit, in the order given. ``env`` only supplies default models."""
+    needs = list(needs)
+    _check_units(needs)
+    return _Batch(needs, states or {}, policy or Policy(), env or {}).route()
+
+
+def _check_units(needs: list[Need]) -> None:
+    """Refuse a batch with an id twice, or a unit naming an executor prun refuses (codex)."""
     from .. import executors
 
-    needs = list(needs)
-    policy = policy or Policy()
-    env = env or {}
-    pools = _Pools(states or {}, policy)
     seen: set[str] = set()
     for n in needs:
         if n.id in seen:
@@ -205,81 +208,126 @@ def route(needs: Iterable[Need], states: Mapping[str, object] | None = None,
         if refused:
             raise UsageError(f"packet {n.id}: {refused.message}", hint=refused.hint)
 
-    def resolved(name: str, model: str | None) -> str | None:
-        return executors.get(name).settings(env, model=model).model
 
-    def target(name: str, need: Need) -> _Target:
+def _to_ordinary(k: int, share: float) -> bool:
+    """Does the ``k``-th ordinary unit of a batch go to the ordinary executor? The share is
+    spread evenly through the batch, the ordinary executor first."""
+    return int((k + 1) * share + 0.5 + 1e-9) > int(k * share + 0.5 + 1e-9)
+
+
+class _Batch:
+    """One batch being routed: its units, the policy, the pools' health and batch capacity,
+    and the decisions made so far (by position in the batch)."""
+
+    def __init__(self, needs: list[Need], states: Mapping[str, object], policy: Policy,
+                 env: Mapping[str, str]):
+        self.needs = needs
+        self.policy = policy
+        self.env = env
+        self.pools = _Pools(states, policy)
+        self.decisions: dict[int, Decision] = {}
+
+    def route(self) -> list[Decision]:
+        # 1. named executors first: they claim their pools' capacity before anything is moved
+        for i, n in enumerate(self.needs):
+            if n.named is not None:
+                self._named(i, n, n.named)
+        # the Sonnet executors, asked only when the rules below have units (it loads every
+        # executor)
+        sonnets = members(SONNET) if len(self.decisions) < len(self.needs) else ()
+        # 2. session tools: Sonnet only (the other Sonnet executor when only it is allowed)
+        for i, n in self._undecided():
+            if n.session_tools:
+                self._session_tools(i, n, sonnets)
+        # 3. ordinary units: the ordinary executor's share, the rest to Sonnet, overflow
+        # crosses over
+        for k, (i, n) in enumerate(self._undecided()):
+            self._ordinary(k, i, n, sonnets)
+        return [self.decisions[i] for i in range(len(self.needs))]
+
+    def _undecided(self) -> list[tuple[int, Need]]:
+        return [(i, n) for i, n in enumerate(self.needs) if i not in self.decisions]
+
+    # where a unit would go, and whether its data may go there
+
+    def _model(self, name: str, model: str | None) -> str | None:
+        """The model ``name`` runs for a unit asking for ``model`` (None: its default)."""
+        from .. import executors
+
+        return executors.get(name).settings(self.env, model=model).model
+
+    def _target(self, name: str, need: Need) -> _Target:
+        from .. import executors
+
         ex = executors.get(name)
-        model = resolved(name, need.model or policy.models.get(name))
+        model = self._model(name, need.model or self.policy.models.get(name))
         return _Target(ex, ex.routing_pool(), ex.quota_group(model), model)
 
-    def may(name: str, need: Need) -> bool:
+    def _may(self, name: str, need: Need) -> bool:
         """The unit's data may go to ``name``: checked for the model routing names and for the
         one the executor picks without the policy's ``[models]`` (what a run launches)."""
         if not need.may_go_to:
             return True
-        models = {target(name, need).model, resolved(name, need.model)}
+        models = {self._target(name, need).model, self._model(name, need.model)}
         return all(boundary.allowed(need.may_go_to, name, m) for m in models)
 
-    decisions: dict[int, Decision] = {}
-
-    def decide(i: int, name: str, action: str, reason: str) -> None:
-        t = target(name, needs[i])
+    def _decide(self, i: int, name: str, action: str, reason: str) -> None:
+        need = self.needs[i]
+        t = self._target(name, need)
         if action != "wait":
-            pools.take(t.pool)
-        if needs[i].bounded:
-            reason = f"{needs[i].bounded}: {reason}"
-        decisions[i] = Decision(needs[i].id, name, t.model, action, reason, t.pool, t.group,
-                                pools.resets(t.group) if action == "wait" else None)
+            self.pools.take(t.pool)
+        if need.bounded:
+            reason = f"{need.bounded}: {reason}"
+        resets = self.pools.resets(t.group) if action == "wait" else None
+        self.decisions[i] = Decision(need.id, name, t.model, action, reason, t.pool, t.group,
+                                     resets)
 
-    # 1. named executors first: they claim their pools' capacity before anything is moved
-    for i, n in enumerate(needs):
-        if n.named is None:
-            continue
-        t = target(n.named, n)
-        if not may(n.named, n):
-            raise boundary.outside(f"packet {n.id}", n.named, t.model, n.may_go_to, n.source)
-        why = pools.why_not(t)
+    # the three rules
+
+    def _named(self, i: int, n: Need, name: str) -> None:
+        """Rule 1: the executor the packet names, inside its boundary, or the unit waits."""
+        t = self._target(name, n)
+        if not self._may(name, n):
+            raise boundary.outside(f"packet {n.id}", name, t.model, n.may_go_to, n.source)
         opening = "named in the packet"
         if n.session_tools and not t.executor.session_tools and t.executor.split_role == SONNET:
-            opening = f"needs session tools; the packet allows headless {n.named}"
+            opening = f"needs session tools; the packet allows headless {name}"
+        why = self.pools.why_not(t)
         if why:
-            decide(i, n.named, "wait", f"{opening}, but {why}: waits")
+            self._decide(i, name, "wait", f"{opening}, but {why}: waits")
+        elif t.pool is None:
+            self._decide(i, name, "assign", opening)
         else:
-            decide(i, n.named, "assign",
-                   opening if t.pool is None else f"{opening}; {pools.health(t.executor, t.group)}")
+            self._decide(i, name, "assign", f"{opening}; {self.pools.health(t.executor, t.group)}")
 
-    # the Sonnet executors, asked only when the rules below have units (it loads every executor)
-    sonnets = members(SONNET) if len(decisions) < len(needs) else ()
-
-    # 2. session tools: Sonnet only (the other Sonnet executor when only it is allowed)
-    for i, n in enumerate(needs):
-        if i in decisions or not n.session_tools:
-            continue
-        name = next((x for x in (policy.session_tools, *sonnets) if may(x, n)), None)
+    def _session_tools(self, i: int, n: Need, sonnets: tuple[str, ...]) -> None:
+        """Rule 2: a unit needing session tools goes to Sonnet, or waits."""
+        name = next((x for x in (self.policy.session_tools, *sonnets) if self._may(x, n)), None)
         if name is None:
             raise UsageError(_at(n) + f"packet {n.id} needs session tools, which only Sonnet "
                              f"has ({_reach(sonnets, n)}), but {n.bounded}",
                              hint="let its data go to anthropic (or session), or drop "
                              "session_tools")
-        t = target(name, n)
-        why = pools.why_not(t)
-        how = ("in-session" if t.executor.session_tools else f"headless {name}, by policy"
-               if name == policy.session_tools else f"headless {name}")
+        t = self._target(name, n)
+        why = self.pools.why_not(t)
         if why:
-            decide(i, name, "wait", f"needs session tools, which only Sonnet has, but {why}: waits")
+            self._decide(i, name, "wait",
+                         f"needs session tools, which only Sonnet has, but {why}: waits")
+            return
+        if t.executor.session_tools:
+            how = "in-session"
+        elif name == self.policy.session_tools:
+            how = f"headless {name}, by policy"
         else:
-            decide(i, name, "assign", f"needs session tools: Sonnet {how}")
+            how = f"headless {name}"
+        self._decide(i, name, "assign", f"needs session tools: Sonnet {how}")
 
-    # 3. ordinary units: the ordinary executor's share, the rest to Sonnet, overflow crosses over
-    ordinary = [i for i in range(len(needs)) if i not in decisions]
-    share = policy.ordinary_share
-    for k, i in enumerate(ordinary):
-        n = needs[i]
-        # spread the share evenly through the batch, the ordinary executor first
-        to_ordinary = int((k + 1) * share + 0.5 + 1e-9) > int(k * share + 0.5 + 1e-9)
-        sonnet = next((x for x in (policy.sonnet, *sonnets) if may(x, n)), policy.sonnet)
-        inside = [x for x in (policy.ordinary, sonnet) if may(x, n)]
+    def _ordinary(self, k: int, i: int, n: Need, sonnets: tuple[str, ...]) -> None:
+        """Rule 3 for the ``k``-th ordinary unit: among the policy's executors inside its
+        boundary, its share's executor, else the other pool's, else it waits."""
+        policy = self.policy
+        sonnet = next((x for x in (policy.sonnet, *sonnets) if self._may(x, n)), policy.sonnet)
+        inside = [x for x in (policy.ordinary, sonnet) if self._may(x, n)]
         if not inside:
             raise UsageError(_at(n) + f"packet {n.id}: {n.bounded}, and no executor of the "
                              "routing policy is inside that ("
@@ -287,37 +335,49 @@ def route(needs: Iterable[Need], states: Mapping[str, object] | None = None,
                              hint="name an executor inside it in the packet, or route with a "
                              "policy whose executors are (docs/routing.md)")
         if len(inside) == 1:
-            only, = inside
-            t = target(only, n)
-            why = pools.why_not(t)
-            barred = sonnet if only == policy.ordinary else policy.ordinary
-            if why:
-                decide(i, only, "wait", f"ordinary unit: {why}, and its data may not go to "
-                                        f"{barred}: waits")
-            else:
-                decide(i, only, "assign", f"ordinary unit: {only}, the policy's only executor "
-                                          f"inside it; {pools.health(t.executor, t.group)}")
-            continue
-        first, other = (policy.ordinary, sonnet) if to_ordinary else (sonnet, policy.ordinary)
-        t1, t2 = target(first, n), target(other, n)
-        why1 = pools.why_not(t1)
-        if not why1:
-            if to_ordinary:
-                health = pools.health(t1.executor, t1.group)
-                reason = f"ordinary unit: {first} takes the larger share; {health}"
-                if share < 1:
-                    reason = f"ordinary unit: {first}'s share ({share:g}) by policy; {health}"
-            else:
-                reason = f"ordinary unit: Sonnet's share ({1 - share:g}) by policy"
-            decide(i, first, "assign", reason)
-            continue
-        why2 = pools.why_not(t2)
-        if not why2:
-            decide(i, other, "reroute", f"ordinary unit: {why1}, so it goes to {other} instead; "
-                                        f"{pools.health(t2.executor, t2.group)}")
+            barred = sonnet if inside[0] == policy.ordinary else policy.ordinary
+            self._only_inside(i, n, inside[0], barred)
+        elif _to_ordinary(k, policy.ordinary_share):
+            self._split(i, n, policy.ordinary, sonnet, to_ordinary=True)
         else:
-            decide(i, first, "wait", f"ordinary unit: {why1}, and {why2}: waits")
-    return [decisions[i] for i in range(len(needs))]
+            self._split(i, n, sonnet, policy.ordinary, to_ordinary=False)
+
+    def _only_inside(self, i: int, n: Need, only: str, barred: str) -> None:
+        """An ordinary unit whose boundary lets in one of the policy's executors: that one, or
+        it waits (never the ``barred`` one)."""
+        t = self._target(only, n)
+        why = self.pools.why_not(t)
+        if why:
+            self._decide(i, only, "wait",
+                         f"ordinary unit: {why}, and its data may not go to {barred}: waits")
+        else:
+            self._decide(i, only, "assign", f"ordinary unit: {only}, the policy's only executor "
+                                            f"inside it; {self.pools.health(t.executor, t.group)}")
+
+    def _split(self, i: int, n: Need, first: str, other: str, *, to_ordinary: bool) -> None:
+        """An ordinary unit for ``first`` by the policy's split; to ``other`` when ``first``'s
+        pool cannot take it, else it waits."""
+        t1 = self._target(first, n)
+        why1 = self.pools.why_not(t1)
+        if not why1:
+            self._decide(i, first, "assign", self._share_reason(first, t1, to_ordinary))
+            return
+        t2 = self._target(other, n)
+        why2 = self.pools.why_not(t2)
+        if not why2:
+            self._decide(i, other, "reroute", f"ordinary unit: {why1}, so it goes to {other} "
+                                              f"instead; {self.pools.health(t2.executor, t2.group)}")
+        else:
+            self._decide(i, first, "wait", f"ordinary unit: {why1}, and {why2}: waits")
+
+    def _share_reason(self, name: str, t: _Target, to_ordinary: bool) -> str:
+        share = self.policy.ordinary_share
+        if not to_ordinary:
+            return f"ordinary unit: Sonnet's share ({1 - share:g}) by policy"
+        health = self.pools.health(t.executor, t.group)
+        if share < 1:
+            return f"ordinary unit: {name}'s share ({share:g}) by policy; {health}"
+        return f"ordinary unit: {name} takes the larger share; {health}"
 
 
 def _at(need: Need) -> str:
