@@ -5,20 +5,44 @@ what two character sets share.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-# A character set: ("lit", c) | ("seg",) any but '/' | ("cls", chars, negated)
-CharSet = tuple
+# The character sets on the automaton's edges.
+
+@dataclass(frozen=True, slots=True)
+class Lit:
+    """One character."""
+
+    char: str
+
+
+@dataclass(frozen=True, slots=True)
+class Seg:
+    """Any character but '/'."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cls:
+    """A class (``[a-z]``): one of ``chars``, or any character outside them when ``negated``;
+    never '/'."""
+
+    chars: frozenset[str]
+    negated: bool
+
+
+CharSet = Lit | Seg | Cls
+SEG = Seg()
+SLASH = Lit("/")
 
 
 def _in(cs: CharSet, ch: str) -> bool:
-    kind = cs[0]
-    if kind == "lit":
-        return cs[1] == ch
-    if kind == "seg":
-        return ch != "/"
-    return ch != "/" and ((ch in cs[1]) != cs[2])
+    if isinstance(cs, Lit):
+        return cs.char == ch
+    if ch == "/":
+        return False
+    return isinstance(cs, Seg) or (ch in cs.chars) != cs.negated
 
 
 @dataclass
@@ -30,7 +54,8 @@ class Automaton:
     eps: list[list[int]] = field(default_factory=list)
     accept: set[int] = field(default_factory=set)
     chars: set[str] = field(default_factory=set)   # every character the pattern names
-    _steps: dict = field(default_factory=dict, repr=False)  # (states, ch) -> states
+    _steps: dict[tuple[frozenset[int], str], frozenset[int]] = field(
+        default_factory=dict, repr=False)  # (states, ch) -> states
 
     def state(self) -> int:
         self.edges.append([])
@@ -39,12 +64,18 @@ class Automaton:
 
     def edge(self, a: int, cs: CharSet, b: int) -> None:
         self.edges[a].append((cs, b))
-        if cs[0] == "lit":
-            self.chars.add(cs[1])
-        elif cs[0] == "cls":
-            self.chars.update(cs[1])
+        if isinstance(cs, Lit):
+            self.chars.add(cs.char)
+        elif isinstance(cs, Cls):
+            self.chars.update(cs.chars)
 
-    def closure(self, states) -> frozenset[int]:
+    def then(self, a: int, cs: CharSet) -> int:
+        """A new state reached from ``a`` on ``cs``."""
+        b = self.state()
+        self.edge(a, cs, b)
+        return b
+
+    def closure(self, states: Iterable[int]) -> frozenset[int]:
         out = set(states)
         todo = list(states)
         while todo:
@@ -66,7 +97,7 @@ class Automaton:
     def start(self) -> frozenset[int]:
         return self.closure({0})
 
-    def accepts(self, states) -> bool:
+    def accepts(self, states: Iterable[int]) -> bool:
         return not self.accept.isdisjoint(states)
 
 
@@ -83,7 +114,7 @@ def normalize(pattern: str) -> str:
     return p or "**"
 
 
-def _parse_class(seg: str, i: int) -> tuple[CharSet, int] | None:
+def _parse_class(seg: str, i: int) -> tuple[Cls, int] | None:
     """The class starting at seg[i] == '[' and the index after it, or None if unclosed."""
     j = i + 1
     negated = j < len(seg) and seg[j] in "!^"
@@ -94,7 +125,7 @@ def _parse_class(seg: str, i: int) -> tuple[CharSet, int] | None:
     while j < len(seg):
         c = seg[j]
         if c == "]" and not first:
-            return ("cls", frozenset(members), negated), j + 1
+            return Cls(frozenset(members), negated), j + 1
         if c == "\\" and j + 1 < len(seg):
             j += 1
             c = seg[j]
@@ -124,29 +155,23 @@ def compile_glob(pattern: str) -> Automaton:
         last = k == len(segments) - 1
         if seg == "**":
             if need_sep:
-                n = a.state()
-                a.edge(cur, ("lit", "/"), n)
-                cur = n
+                cur = a.then(cur, SLASH)
             if last:            # one or more segments (everything below, or everything)
                 cur = _segments(a, cur)
             else:               # zero or more segments, each followed by '/'
                 t, u = a.state(), a.state()
                 a.eps[cur].append(t)
-                a.edge(t, ("seg",), u)
-                a.edge(u, ("seg",), u)
-                a.edge(u, ("lit", "/"), t)
+                a.edge(t, SEG, u)
+                a.edge(u, SEG, u)
+                a.edge(u, SLASH, t)
                 cur = t
             need_sep = False
             continue
         if need_sep:
-            n = a.state()
-            a.edge(cur, ("lit", "/"), n)
-            cur = n
+            cur = a.then(cur, SLASH)
         if set(seg) == {"*"}:   # a segment of stars alone: any name, never an empty one
-            n = a.state()
-            a.edge(cur, ("seg",), n)
-            a.edge(n, ("seg",), n)
-            cur = n
+            cur = a.then(cur, SEG)
+            a.edge(cur, SEG, cur)
             need_sep = True
             continue
         i = 0
@@ -155,31 +180,25 @@ def compile_glob(pattern: str) -> Automaton:
             if c == "*":
                 loop = a.state()
                 a.eps[cur].append(loop)
-                a.edge(loop, ("seg",), loop)
+                a.edge(loop, SEG, loop)
                 cur = loop
                 while i < len(seg) and seg[i] == "*":
                     i += 1
                 continue
             if c == "?":
-                n = a.state()
-                a.edge(cur, ("seg",), n)
-                cur = n
+                cur = a.then(cur, SEG)
                 i += 1
                 continue
             if c == "[":
                 parsed = _parse_class(seg, i)
                 if parsed:
-                    cs, i = parsed
-                    n = a.state()
-                    a.edge(cur, cs, n)
-                    cur = n
+                    cls, i = parsed
+                    cur = a.then(cur, cls)
                     continue
             if c == "\\" and i + 1 < len(seg):
                 i += 1
                 c = seg[i]
-            n = a.state()
-            a.edge(cur, ("lit", c), n)
-            cur = n
+            cur = a.then(cur, Lit(c))
             i += 1
         need_sep = True
     a.accept.add(cur)
@@ -187,19 +206,17 @@ def compile_glob(pattern: str) -> Automaton:
         # A pattern that names a folder covers everything below it. Only a literal name
         # without an extension is taken as a folder: 'src/*.js' is about files, and
         # 'pyproject.toml' is a file, not a folder that '**/x.py' could reach into.
-        d = a.state()
-        a.edge(cur, ("lit", "/"), d)
-        a.accept.add(_segments(a, d))
+        a.accept.add(_segments(a, a.then(cur, SLASH)))
     return a
 
 
 def _segments(a: Automaton, start: int) -> int:
     """Add ``one or more segments joined by '/'`` from ``start``; the state it ends in."""
     end, sep = a.state(), a.state()
-    a.edge(start, ("seg",), end)
-    a.edge(end, ("seg",), end)
-    a.edge(end, ("lit", "/"), sep)
-    a.edge(sep, ("seg",), end)
+    a.edge(start, SEG, end)
+    a.edge(end, SEG, end)
+    a.edge(end, SLASH, sep)
+    a.edge(sep, SEG, end)
     return end
 
 
@@ -210,7 +227,7 @@ def _folder_like(segment: str) -> bool:
 
 
 def _alphabet(*automata: Automaton) -> list[str]:
-    named = frozenset(set().union(*(a.chars for a in automata)) | {"/"})
+    named = frozenset({"/"}.union(*(a.chars for a in automata)))
     return [_outside(named), *sorted(named)]
 
 
@@ -227,27 +244,33 @@ def _outside(*excluded: frozenset[str]) -> str:
 
 def _meet(x: CharSet, y: CharSet) -> str | None:
     """A character in both sets, or None."""
-    if x[0] == "lit":
-        return x[1] if _in(y, x[1]) else None
-    if y[0] == "lit":
-        return y[1] if _in(x, y[1]) else None
-    if x[0] == "seg" and y[0] == "seg":
-        return "x"
-    cx = x if x[0] == "cls" else None
-    cy = y if y[0] == "cls" else None
-    if cx and cy:
-        if not cx[2] and not cy[2]:
-            both = sorted(cx[1] & cy[1] - {"/"})
-            return both[0] if both else None
-        if not cx[2] or not cy[2]:
-            pos, neg = (cx, cy) if not cx[2] else (cy, cx)
-            left = sorted(pos[1] - neg[1] - {"/"})
-            return left[0] if left else None
-        return _outside(cx[1], cy[1])
-    cls = cx or cy
-    if not cls[2]:
-        members = sorted(cls[1] - {"/"})
+    if isinstance(x, Lit):
+        return x.char if _in(y, x.char) else None
+    if isinstance(y, Lit):
+        return y.char if _in(x, y.char) else None
+    if isinstance(x, Cls) and isinstance(y, Cls):
+        return _meet_classes(x, y)
+    if isinstance(x, Cls):
+        return _any_of(x)
+    if isinstance(y, Cls):
+        return _any_of(y)
+    return "x"      # any character but '/', twice
+
+
+def _meet_classes(x: Cls, y: Cls) -> str | None:
+    if not x.negated and not y.negated:
+        both = sorted(x.chars & y.chars - {"/"})
+        return both[0] if both else None
+    if not x.negated or not y.negated:
+        pos, neg = (x, y) if not x.negated else (y, x)
+        left = sorted(pos.chars - neg.chars - {"/"})
+        return left[0] if left else None
+    return _outside(x.chars, y.chars)
+
+
+def _any_of(cls: Cls) -> str | None:
+    """A character of ``cls`` (never '/'), or None when it has none."""
+    if not cls.negated:
+        members = sorted(cls.chars - {"/"})
         return members[0] if members else None
-    return _outside(cls[1])
-
-
+    return _outside(cls.chars)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import re
 from collections import deque
+from collections.abc import Iterator, Mapping
 from functools import lru_cache
 
 from .automaton import _alphabet, _folder_like, _meet, compile_glob, normalize
@@ -86,7 +87,7 @@ def fixed_suffix(pattern: str) -> str:
     return tail
 
 
-def resolve_folder(pattern: str, root: str | os.PathLike | None) -> str:
+def resolve_folder(pattern: str, root: str | os.PathLike[str] | None) -> str:
     """``pattern`` as it reads in the repository at ``root``: a dotted literal name that is an
     existing folder there (``conf.d``) stands for the whole folder (``conf.d/**``)."""
     norm = normalize(pattern)
@@ -115,11 +116,7 @@ def overlap(a: str, b: str) -> str | None:
         node = todo.popleft()
         qa, qb = node
         if qa in ma.accept and qb in mb.accept:
-            out = []
-            while parent[node] is not None:
-                node, ch = parent[node]
-                out.append(ch)
-            return "".join(reversed(out))
+            return _spelled(parent, node)
         moves = [((t, qb), "") for t in ma.eps[qa]] + [((qa, t), "") for t in mb.eps[qb]]
         for csa, ta in ma.edges[qa]:
             for csb, tb in mb.edges[qb]:
@@ -134,6 +131,19 @@ def overlap(a: str, b: str) -> str | None:
                 else:
                     todo.appendleft(nxt)
     return None
+
+
+def _spelled(parent: Mapping[tuple[int, int], tuple[tuple[int, int], str] | None],
+             node: tuple[int, int]) -> str:
+    """The characters read on the way to ``node`` from the start (``parent``: how each pair of
+    states was first reached)."""
+    out = []
+    step = parent[node]
+    while step is not None:
+        node, ch = step
+        out.append(ch)
+        step = parent[node]
+    return "".join(reversed(out))
 
 
 @lru_cache(maxsize=65536)
@@ -177,7 +187,7 @@ def common(a: str, b: str) -> str | None:
     return example
 
 
-def _candidates(a: str, b: str):
+def _candidates(a: str, b: str) -> Iterator[str]:
     """Globs that may name the shared part of ``a`` and ``b``: a folder of one with the file
     pattern of the other."""
     for x, y in ((a, b), (b, a)):
