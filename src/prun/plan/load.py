@@ -15,12 +15,23 @@ import os
 from collections.abc import Mapping, Sequence
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from .._util import yamldoc
-from .._util.timeparse import parse_duration
 from ..errors import UsageError
-from .fields import _boundary, _check_executor, _deadline, _executor, _join_argv, _sandbox
+from .fields import (
+    PacketFields,
+    PlanFields,
+    Where,
+    check_executor,
+    check_runs_on,
+    data_boundary,
+    deadline,
+    executor_of,
+    join_argv,
+    sandbox,
+    timeout,
+)
 from .model import Packet, Plan
 from .validation import validate
 
@@ -57,7 +68,7 @@ def split_front_matter(text: str, source: str) -> tuple[str, str]:
                      hint="add a line '---' after the YAML fields, before the prompt")
 
 
-def load_packet(path: str | os.PathLike, *, defaults: Mapping | None = None) -> Packet:
+def load_packet(path: str | os.PathLike[str], *, defaults: PacketFields | None = None) -> Packet:
     """Read one packet file (YAML front matter + Markdown prompt)."""
     p = Path(path)
     text = _read(p)
@@ -67,39 +78,21 @@ def load_packet(path: str | os.PathLike, *, defaults: Mapping | None = None) -> 
         raise UsageError(f"{p}:2: the front matter must be a mapping of fields",
                          hint="write 'id: my-packet' and the other fields, one per line")
     validate(doc, "packet")
-    return _packet(doc, (), doc.data, body=body, base_dir=p.parent, defaults=defaults)
+    raw = cast(PacketFields, doc.data)  # the shape the schema has just checked
+    return _packet(doc, (), raw, body=body, base_dir=p.parent, defaults=defaults)
 
 
-def _packet(doc: yamldoc.Doc, where: Sequence[str | int], raw: Mapping[str, Any], *,
-            body: str | None, base_dir: Path, defaults: Mapping | None) -> Packet:
-    fields = {**(defaults or {}), **raw}
-    where_s = doc.where(where)
+def _packet(doc: yamldoc.Doc, where: Where, raw: PacketFields, *, body: str | None,
+            base_dir: Path, defaults: PacketFields | None) -> Packet:
+    """The packet of ``raw`` (its own fields, at ``where`` in ``doc``) over the plan's
+    ``defaults``, every field checked."""
+    fields: PacketFields = {**(defaults or {}), **raw}
     prompt = _prompt(doc, where, fields, body, base_dir)
-    timeout = None
-    if fields.get("timeout") is not None:
-        try:
-            timeout = parse_duration(fields["timeout"], what="timeout")
-        except UsageError as e:
-            raise UsageError(f"{doc.source}:{doc.line_of([*where, 'timeout'])}: {e.message}",
-                             hint=e.hint)
-    command = fields.get("command")
-    executor = _executor(fields)
+    timeout_s = timeout(doc, where, fields.get("timeout"))
+    executor = executor_of(fields)
     if executor != "auto":
-        from .. import executors
-        from .routing import takes_session_tools
-
-        _check_executor(doc, where, executor)
-        ex = executors.get(executor)
-        if fields.get("session_tools") and not takes_session_tools(ex):
-            raise UsageError(f"{doc.source}:{doc.line_of([*where, 'session_tools'])}: packet "
-                             f"{fields['id']!r} needs session tools but runs on "
-                             f"{executor!r}, an outside process that cannot reach them",
-                             hint="use executor: session (or auto), or drop session_tools")
-        if ex.takes_command and not command:
-            raise UsageError(f"{where_s}: packet {fields['id']!r} has executor: {executor} but "
-                             "no command", hint="add command: [program, arg, ...] (the prompt "
-                             "file's path is substituted for {prompt_file}, else the prompt is "
-                             "on stdin)")
+        check_runs_on(doc, where, fields, executor)
+    command = fields.get("command")
     return Packet(
         id=fields["id"],
         prompt=prompt,
@@ -117,20 +110,23 @@ def _packet(doc: yamldoc.Doc, where: Sequence[str | int], raw: Mapping[str, Any]
         state=tuple(fields.get("state", ())),
         after=tuple(fields.get("after", ())),
         base=fields.get("base"),
-        timeout_s=timeout,
-        data=_boundary(doc, where, raw, fields, f"packet {fields['id']!r}"),
+        timeout_s=timeout_s,
+        data=data_boundary(doc, where, raw, fields, f"packet {fields['id']!r}"),
         requires=tuple(fields.get("requires", ())),
         session_tools=bool(fields.get("session_tools", False)),
         subdispatch=bool(fields.get("subdispatch", False)),
         snapshot=bool(fields.get("snapshot", True)),
-        sandbox=_sandbox(doc, [*where, "sandbox"], fields.get("sandbox")),
+        sandbox=sandbox(doc, [*where, "sandbox"], fields.get("sandbox")),
         source=doc.source,
         line=doc.line_of(where),
         lines={k: doc.key_line(where, k) for k in raw},
     )
 
 
-def _prompt(doc, where, fields, body, base_dir: Path) -> str:
+def _prompt(doc: yamldoc.Doc, where: Where, fields: PacketFields, body: str | None,
+            base_dir: Path) -> str:
+    """The prompt: the body of a packet file, ``prompt:`` or the file ``prompt_file:`` names
+    (relative to ``base_dir``); exactly one of them."""
     inline = fields.get("prompt")
     pfile = fields.get("prompt_file")
     body = body if body and body.strip() else None
@@ -159,7 +155,7 @@ def _prompt(doc, where, fields, body, base_dir: Path) -> str:
 _GLOB_CHARS = set("*?[")
 
 
-def load_plan(path: str | os.PathLike) -> Plan:
+def load_plan(path: str | os.PathLike[str]) -> Plan:
     """Read a plan file and every packet it names; check ids, ``after`` and ``shared``."""
     p = Path(path)
     doc = yamldoc.load(_read(p), str(p))
@@ -167,12 +163,12 @@ def load_plan(path: str | os.PathLike) -> Plan:
         raise UsageError(f"{p}:1: a plan is a YAML mapping with a 'packets' list",
                          hint="see docs/plans.md for an example")
     validate(doc, "plan")
-    data = doc.data
-    defaults = data.get("defaults") or {}
+    data = cast(PlanFields, doc.data)   # the shape the schema has just checked
+    defaults: PacketFields = data.get("defaults") or {}
     if defaults:
         if defaults.get("executor"):
-            _check_executor(doc, ("defaults",), defaults["executor"])
-        _boundary(doc, ("defaults",), defaults, defaults, "defaults")
+            check_executor(doc, ("defaults",), defaults["executor"])
+        data_boundary(doc, ("defaults",), defaults, defaults, "defaults")
     packets: list[Packet] = []
     for i, entry in enumerate(data["packets"]):
         if isinstance(entry, str):
@@ -181,22 +177,20 @@ def load_plan(path: str | os.PathLike) -> Plan:
         else:
             packets.append(_packet(doc, ("packets", i), entry, body=None, base_dir=p.parent,
                                    defaults=defaults))
-    deadline = data.get("deadline")
-    if deadline is not None:
-        deadline = _deadline(doc, deadline)
+    written = data.get("deadline")
     plan = Plan(
         packets=tuple(packets),
         path=str(p.resolve()),
         name=data.get("name") or p.stem,
-        deadline=deadline,
+        deadline=deadline(doc, written) if written is not None else None,
         cancel_owner=data.get("cancel_owner"),
         cancel_action=data.get("cancel_action", "cancel"),
-        check=_join_argv(data.get("check")),
+        check=join_argv(data.get("check")),
         parallel=data.get("parallel"),
-        on_event=_join_argv(data.get("on_event")),
-        setup=_join_argv(data.get("setup")),
+        on_event=join_argv(data.get("on_event")),
+        setup=join_argv(data.get("setup")),
         base=data.get("base"),
-        sandbox=_sandbox(doc, ["sandbox"], data.get("sandbox")),
+        sandbox=sandbox(doc, ["sandbox"], data.get("sandbox")),
         lines={k: doc.key_line((), k) for k in data},
     )
     check_plan(plan)

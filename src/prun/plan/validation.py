@@ -67,7 +67,8 @@ def _compiled(name: str) -> Callable[[object], bool]:
     return valid
 
 
-def _dotted(where: Sequence[str | int]) -> str:
+def dotted(where: Sequence[str | int]) -> str:
+    """``packets[3].data.may_go_to``: a path into a document as a message names it."""
     out = ""
     for step in where:
         out += f"[{step}]" if isinstance(step, int) else (f".{step}" if out else str(step))
@@ -77,7 +78,7 @@ def _dotted(where: Sequence[str | int]) -> str:
 def _explain(error: ValidationError, doc: yamldoc.Doc,
              where: list[str | int]) -> tuple[str, str, int]:
     """A one-line message, a hint and a line for a jsonschema error."""
-    field = _dotted(where)
+    field = dotted(where)
     line = doc.line_of(where)
     sub = _mapping(error.schema)
     props = _mapping(sub.get("properties"))
