@@ -202,7 +202,7 @@ def compile_glob(pattern: str) -> Automaton:
             i += 1
         need_sep = True
     a.accept.add(cur)
-    if _folder_like(segments[-1]):
+    if folder_like(segments[-1]):
         # A pattern that names a folder covers everything below it. Only a literal name
         # without an extension is taken as a folder: 'src/*.js' is about files, and
         # 'pyproject.toml' is a file, not a folder that '**/x.py' could reach into.
@@ -220,13 +220,17 @@ def _segments(a: Automaton, start: int) -> int:
     return end
 
 
-def _folder_like(segment: str) -> bool:
+def folder_like(segment: str) -> bool:
+    """Is ``segment`` the last one of a pattern that names a folder (and so everything below
+    it): a literal name without an extension?"""
     if any(c in segment for c in "*?["):
         return False
     return "." not in segment.lstrip(".")   # 'src', '.github' yes; 'pyproject.toml' no
 
 
-def _alphabet(*automata: Automaton) -> list[str]:
+def alphabet(*automata: Automaton) -> list[str]:
+    """The characters that stand for every path character the automata can tell apart: each
+    one they name, '/', and one they do not name."""
     named = frozenset({"/"}.union(*(a.chars for a in automata)))
     return [_outside(named), *sorted(named)]
 
@@ -242,7 +246,7 @@ def _outside(*excluded: frozenset[str]) -> str:
     return chr(k)
 
 
-def _meet(x: CharSet, y: CharSet) -> str | None:
+def meet(x: CharSet, y: CharSet) -> str | None:
     """A character in both sets, or None."""
     if isinstance(x, Lit):
         return x.char if _in(y, x.char) else None

@@ -34,7 +34,10 @@ from collections import deque
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
 
-from .automaton import _alphabet, _folder_like, _meet, compile_glob, normalize
+from .automaton import alphabet, compile_glob, folder_like, meet, normalize
+
+__all__ = ["common", "compile_glob", "covers", "fixed_prefix", "fixed_suffix", "matches",
+           "normalize", "overlap", "path_of", "resolve_folder"]
 
 
 def matches(pattern: str, path: str) -> bool:
@@ -78,7 +81,7 @@ def fixed_suffix(pattern: str) -> str:
     class or escape, or nothing when it may reach below the name it ends with (``src/api``,
     ``src/**``). Every path it matches ends with them."""
     pat = normalize(pattern)
-    if _folder_like(pat.rsplit("/", 1)[-1]):
+    if folder_like(pat.rsplit("/", 1)[-1]):
         return ""
     tail = _SPECIAL.split(pat)[-1]
     head = pat[:len(pat) - len(tail)]
@@ -120,7 +123,7 @@ def overlap(a: str, b: str) -> str | None:
         moves = [((t, qb), "") for t in ma.eps[qa]] + [((qa, t), "") for t in mb.eps[qb]]
         for csa, ta in ma.edges[qa]:
             for csb, tb in mb.edges[qb]:
-                ch = _meet(csa, csb)
+                ch = meet(csa, csb)
                 if ch is not None:
                     moves.append(((ta, tb), ch))
         for nxt, ch in moves:
@@ -150,7 +153,7 @@ def _spelled(parent: Mapping[tuple[int, int], tuple[tuple[int, int], str] | None
 def covers(wide: str, narrow: str) -> bool:
     """Does ``wide`` match every path ``narrow`` matches?"""
     mw, mn = compile_glob(wide), compile_glob(narrow)
-    alphabet = _alphabet(mw, mn)
+    chars = alphabet(mw, mn)
     start = (mn.start(), mw.start())
     seen = {start}
     todo = deque([start])
@@ -158,7 +161,7 @@ def covers(wide: str, narrow: str) -> bool:
         sn, sw = todo.popleft()
         if mn.accepts(sn) and not mw.accepts(sw):
             return False
-        for ch in alphabet:
+        for ch in chars:
             nn = mn.step(sn, ch)
             if not nn:
                 continue

@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import os
 
+from . import pair_rules as rules
 from .model import Packet, Plan
 from .pair_facts import LOCKFILES, Facts, ancestors, facts, writes
-from .pair_index import _candidates
+from .pair_index import candidates
 from .pair_report import RULES, Failure, Report
-from .pair_rules import _base, _files, _order, _state
 
 __all__ = ["LOCKFILES", "RULES", "Facts", "Failure", "Report", "ancestors", "check", "facts",
            "pair_failures", "writes"]
@@ -43,14 +43,14 @@ def pair_failures(fx: Facts, a: Packet, b: Packet) -> list[Failure]:
     """Every failure of the pair ``a``, ``b`` (``a`` first in plan order) that is not a
     sequence: rules in the order base, files, state, order, each failure once."""
     found: list[Failure] = []
-    for f in (*_base(fx.plan, a, b, fx.bases), *_files(fx, a, b), *_state(a, b),
-              *_order(a, b, fx.writes)):
+    for f in (*rules.base(fx.plan, a, b, fx.bases), *rules.files(fx, a, b), *rules.state(a, b),
+              *rules.order(a, b, fx.writes)):
         if f not in found:
             found.append(f)
     return found
 
 
-def check(plan: Plan, *, repo: str | os.PathLike | None = None,
+def check(plan: Plan, *, repo: str | os.PathLike[str] | None = None,
           use_git: bool = True) -> Report:
     """Run the four rules over every pair of ``plan``'s packets: the failures in plan order
     of the pairs, as if each pair had been judged in turn."""
@@ -58,7 +58,7 @@ def check(plan: Plan, *, repo: str | os.PathLike | None = None,
     n = len(fx.packets)
     report = Report(packets=n, pairs=n * (n - 1) // 2, bases=fx.bases,
                     sequenced=_sequenced(fx))
-    for i, j in sorted(_candidates(fx)):
+    for i, j in sorted(candidates(fx)):
         a, b = fx.packets[i], fx.packets[j]
         if not fx.linked(a, b):
             report.failures += pair_failures(fx, a, b)
@@ -68,7 +68,7 @@ def check(plan: Plan, *, repo: str | os.PathLike | None = None,
 def _sequenced(fx: Facts) -> list[tuple[str, str]]:
     """The pairs linked through ``after``, in plan order, from the ancestry alone."""
     at = {p.id: i for i, p in enumerate(fx.packets)}
-    pairs = set()
+    pairs: set[tuple[int, int]] = set()
     for j, p in enumerate(fx.packets):
         for dep in fx.before[p.id]:
             i = at.get(dep)

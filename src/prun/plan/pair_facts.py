@@ -61,7 +61,7 @@ def ancestors(plan: Plan) -> dict[str, set[str]]:
 
 
 @dataclass(frozen=True)
-class _Write:
+class Write:
     glob: str
     how: str            # "owns", "generates", "integration owner", "lockfile of X", ...
     implied: bool = False
@@ -69,23 +69,23 @@ class _Write:
 
 
 def writes(packet: Packet, owner_of: Iterable[str] = (),
-           root: str | os.PathLike | None = None) -> list[_Write]:
+           root: str | os.PathLike[str] | None = None) -> list[Write]:
     """What ``packet`` may write, each glob with the reason it counts; ``owner_of`` are the
     shared paths it is the integration owner of. A dotted name that is an existing folder
     under ``root`` (``conf.d``) counts as that whole folder."""
-    out = [_Write(globs.resolve_folder(g, root), "owns") for g in packet.owns]
-    out += [_Write(globs.resolve_folder(g, root), "generates", field="generates")
+    out = [Write(globs.resolve_folder(g, root), "owns") for g in packet.owns]
+    out += [Write(globs.resolve_folder(g, root), "generates", field="generates")
             for g in packet.generates]
-    out += [_Write(globs.resolve_folder(s, root), "is the integration owner of", field="shared")
+    out += [Write(globs.resolve_folder(s, root), "is the integration owner of", field="shared")
             for s in owner_of]
     if packet.writes_code and not out:
-        out.append(_Write("**", "declares no owns, so may write"))
-    implied = []
+        out.append(Write("**", "declares no owns, so may write"))
+    implied: list[Write] = []
     for w in out:
         norm = globs.normalize(w.glob)
         head, _, name = norm.rpartition("/")
         for lock in LOCKFILES.get(name, ()):
-            implied.append(_Write(f"{head}/{lock}" if head else lock,
+            implied.append(Write(f"{head}/{lock}" if head else lock,
                                   f"regenerates (with {norm})", implied=True,
                                   field=w.field))
     return out + implied
@@ -93,7 +93,8 @@ def writes(packet: Packet, owner_of: Iterable[str] = (),
 
 def _shared(plan: Plan) -> list[tuple[str, str, str]]:
     """Every shared declaration: (path, integration owner, declared by)."""
-    seen, out = set(), []
+    seen: set[tuple[str, str]] = set()
+    out: list[tuple[str, str, str]] = []
     for p in plan.packets:
         for path, owner in p.shared.items():
             key = (globs.normalize(path), owner)
@@ -116,20 +117,21 @@ class Facts:
     shared: list[tuple[str, str, str]]                   # (path, owner, declared by)
     declared: dict[str, list[tuple[str, str]]]           # declared by -> (path, owner)
     owned: dict[str, list[tuple[int, str, str]]]         # owner -> (index in shared, path, owner)
-    writes: dict[str, list[_Write]]
+    writes: dict[str, list[Write]]
 
     def linked(self, a: Packet, b: Packet) -> bool:
         """Are ``a`` and ``b`` a sequence (one comes after the other)?"""
         return a.id in self.before[b.id] or b.id in self.before[a.id]
 
 
-def facts(plan: Plan, *, repo: str | os.PathLike | None = None, use_git: bool = True) -> Facts:
+def facts(plan: Plan, *, repo: str | os.PathLike[str] | None = None,
+          use_git: bool = True) -> Facts:
     """The ``Facts`` of ``plan``; bases are resolved with git in ``repo`` (default: the plan's
     repository) unless ``use_git`` is false. Raises ``UsageError`` for a base that is not a
     commit."""
     packets = list(plan.packets)
     shared = _shared(plan)
-    git_root = _git_root(repo if repo is not None else plan.root) if use_git else None
+    git_root = gitcmd.toplevel(repo if repo is not None else plan.root) if use_git else None
     resolved: dict[str, str] = {}
     bases = {p.id: _resolve(plan, p, git_root, resolved) for p in packets if p.writes_code}
     root = git_root or (repo if repo is not None else plan.root)
@@ -144,14 +146,9 @@ def facts(plan: Plan, *, repo: str | os.PathLike | None = None, use_git: bool = 
 
 # bases, resolved with git ----------------------------------------------------------------------
 
-def _git_root(folder) -> str | None:
-    try:
-        return gitcmd.toplevel(folder)
-    except PrunError:   # no git at all: bases are compared as written
-        return None
-
-
-def _resolve(plan: Plan, p: Packet, git_root: str | None, cache: dict) -> str | None:
+def _resolve(plan: Plan, p: Packet, git_root: str | None, cache: dict[str, str]) -> str | None:
+    """The commit ``p`` starts from, resolved in ``git_root`` (its base as written when there
+    is no repository); ``cache``: revisions resolved so far."""
     rev = plan.base_of(p)
     if git_root is None:
         return rev
@@ -164,10 +161,11 @@ def _resolve(plan: Plan, p: Packet, git_root: str | None, cache: dict) -> str | 
     except PrunError as e:
         raise UsageError(f"cannot run git to resolve base {name!r}: {e.message}",
                          hint="install git, or run prun check outside a repository")
-    if out.returncode != 0 or not out.stdout.strip():
+    sha = str(out.stdout).strip()
+    if out.returncode != 0 or not sha:
         where = p.where("base") if p.base else plan.where("base")
         raise UsageError(f"{where}: base {name!r} of packet {p.id!r} is not a commit in "
                          f"{git_root}", hint="give a commit id, tag or branch that exists "
                          "(git log --oneline shows them)")
-    cache[name] = out.stdout.strip()
-    return cache[name]
+    cache[name] = sha
+    return sha

@@ -8,33 +8,37 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from itertools import chain, combinations, product
+from typing import Generic, TypeVar
 
 from . import globs
 from .model import Packet
 from .pair_facts import Facts
-from .pair_rules import _ports, _resource
+from .pair_rules import port_range, resource
+
+T = TypeVar("T")
+U = TypeVar("U")
 
 
-class _Prefixes:
+class _Prefixes(Generic[T]):
     """Items filed under the fixed prefix of their glob (``globs.fixed_prefix``), each with the
     glob's fixed suffix; the prefixes sorted, so the ones starting with a given prefix are found
     by bisection."""
 
-    def __init__(self, items: Iterable[tuple[str, object]]):
-        self.by: dict[str, list[tuple[str, object]]] = {}
+    def __init__(self, items: Iterable[tuple[str, T]]):
+        self.by: dict[str, list[tuple[str, T]]] = {}
         for glob, item in items:
             self.by.setdefault(globs.fixed_prefix(glob), []).append(
                 (globs.fixed_suffix(glob), item))
         self.keys = sorted(self.by)
 
-    def starting_with(self, prefix: str) -> Iterator[list[tuple[str, object]]]:
+    def starting_with(self, prefix: str) -> Iterator[list[tuple[str, T]]]:
         k = bisect_left(self.keys, prefix)
         while k < len(self.keys) and self.keys[k].startswith(prefix):
             yield self.by[self.keys[k]]
             k += 1
 
 
-def _meeting(x: _Prefixes, y: _Prefixes) -> Iterator[tuple]:
+def _meeting(x: _Prefixes[T], y: _Prefixes[U]) -> Iterator[tuple[T, U]]:
     """Every (item of x, item of y) whose globs may overlap: the fixed prefix of one starts
     with the other's, and the fixed suffix of one ends with the other's."""
     for prefix, xs in x.by.items():
@@ -46,14 +50,14 @@ def _meeting(x: _Prefixes, y: _Prefixes) -> Iterator[tuple]:
                 yield from _ends_meet(xs, ys)
 
 
-def _ends_meet(xs: list[tuple[str, object]], ys: list[tuple[str, object]]) -> Iterator[tuple]:
+def _ends_meet(xs: list[tuple[str, T]], ys: list[tuple[str, U]]) -> Iterator[tuple[T, U]]:
     for sx, ix in xs:
         for sy, iy in ys:
             if sx.endswith(sy) or sy.endswith(sx):
                 yield ix, iy
 
 
-def _candidates(fx: Facts) -> set[tuple[int, int]]:
+def candidates(fx: Facts) -> set[tuple[int, int]]:
     """The pairs (plan positions i < j) that may fail a rule; every other pair passes all four.
     """
     out: set[tuple[int, int]] = set()
@@ -94,10 +98,10 @@ def _state_pairs(packets: list[Packet]) -> Iterator[tuple[int, int]]:
     named: dict[str, list[tuple[str, int]]] = {}
     for i, p in enumerate(packets):
         for text in p.state:
-            kind, name = _resource(text)
+            kind, name = resource(text)
             if kind != "port":
                 named.setdefault(kind, []).append((name, i))
-            elif (span := _ports(name)) is not None:
+            elif (span := port_range(name)) is not None:
                 ports.append((*span, i))      # a named port never collides
     ports.sort()
     for k, (_lo, hi, i) in enumerate(ports):

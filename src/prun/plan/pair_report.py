@@ -45,7 +45,7 @@ class Report:
         out.append(f"OK {tail}" if self.ok else f"FAILED failures={len(self.failures)} {tail}")
         return out
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {"ok": self.ok, "packets": self.packets, "pairs": self.pairs,
                 "sequenced": [list(p) for p in self.sequenced],
                 "failures": [asdict(f) for f in self.failures], "bases": self.bases}

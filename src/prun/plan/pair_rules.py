@@ -5,14 +5,16 @@ of packets that are not a sequence: base, files, state, order.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from . import globs
 from .model import Packet, Plan
-from .pair_facts import HEAD, Facts
+from .pair_facts import HEAD, Facts, Write
 from .pair_report import Failure
 
 
-def _fail(rule, a: Packet, b: Packet, key, value, why, fix, fa=None, fb=None) -> Failure:
+def _fail(rule: str, a: Packet, b: Packet, key: str, value: str, why: str, fix: str,
+          fa: str | None = None, fb: str | None = None) -> Failure:
     return Failure(rule, a.id, b.id, key, value, why, fix,
                    where_a=a.where(fa), where_b=b.where(fb))
 
@@ -23,7 +25,8 @@ def _sequence_or_group(a: Packet, b: Packet) -> str:
 
 # base ------------------------------------------------------------------------------------------
 
-def _base(plan: Plan, a: Packet, b: Packet, bases) -> list[Failure]:
+def base(plan: Plan, a: Packet, b: Packet, bases: Mapping[str, str | None]) -> list[Failure]:
+    """Two writers side by side start from the same revision."""
     if not (a.writes_code and b.writes_code):
         return []
     ra, rb = bases.get(a.id), bases.get(b.id)
@@ -41,7 +44,8 @@ def _base(plan: Plan, a: Packet, b: Packet, bases) -> list[Failure]:
 
 # files -----------------------------------------------------------------------------------------
 
-def _files(fx: Facts, a: Packet, b: Packet) -> list[Failure]:
+def files(fx: Facts, a: Packet, b: Packet) -> list[Failure]:
+    """What they may write is disjoint, and a shared path has one integration owner."""
     out: list[Failure] = []
     for wa in fx.writes[a.id]:
         for wb in fx.writes[b.id]:
@@ -81,13 +85,13 @@ _ALIASES = {"database": "db", "ports": "port", "fixtures": "fixture"}
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 
 
-def _resource(text: str) -> tuple[str, str]:
+def resource(text: str) -> tuple[str, str]:
     kind, _, name = text.partition(":")
     kind = kind.strip().lower()
     return _ALIASES.get(kind, kind), name.strip()
 
 
-def _ports(name: str) -> tuple[int, int] | None:
+def port_range(name: str) -> tuple[int, int] | None:
     m = _RANGE.match(name)
     if not m:
         return None
@@ -97,12 +101,12 @@ def _ports(name: str) -> tuple[int, int] | None:
 
 
 def _same_resource(x: str, y: str) -> str | None:
-    kx, nx = _resource(x)
-    ky, ny = _resource(y)
+    kx, nx = resource(x)
+    ky, ny = resource(y)
     if kx != ky:
         return None
     if kx == "port":
-        rx, ry = _ports(nx), _ports(ny)
+        rx, ry = port_range(nx), port_range(ny)
         if rx is None or ry is None:
             return None     # a named port (port:web) is assigned per unit: it never collides
         lo, hi = max(rx[0], ry[0]), min(rx[1], ry[1])
@@ -115,7 +119,8 @@ def _same_resource(x: str, y: str) -> str | None:
     return f"{kx}:{common}" if common is not None else None
 
 
-def _state(a: Packet, b: Packet) -> list[Failure]:
+def state(a: Packet, b: Packet) -> list[Failure]:
+    """Their ``state`` resources are disjoint."""
     out = []
     for x in a.state:
         for y in b.state:
@@ -132,7 +137,8 @@ def _state(a: Packet, b: Packet) -> list[Failure]:
 
 # order -----------------------------------------------------------------------------------------
 
-def _order(a: Packet, b: Packet, wr) -> list[Failure]:
+def order(a: Packet, b: Packet, wr: Mapping[str, list[Write]]) -> list[Failure]:
+    """Neither reads what the other writes."""
     out = []
     for reader, writer in ((a, b), (b, a)):
         for r in reader.reads:
