@@ -1,5 +1,5 @@
 """Per-pool health and batch capacity while routing (``prun.plan.routing``) decides a batch:
-where a unit would go on one executor (``_Target``), and whether that pool can take one more
+where a unit would go on one executor (``Target``), and whether that pool can take one more
 unit now (its quota group, and the group its gate falls back to, not read empty; its batch
 capacity from the policy not used up). A group the readings do not report is unknown, and
 unknown is never empty.
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class _Target:
+class Target:
     """Where a unit would go on one executor: its pool, its quota group, its model."""
 
     executor: Executor
@@ -27,7 +27,7 @@ class _Target:
     model: str | None
 
 
-class _Pools:
+class Pools:
     """Per-pool health and batch capacity while a batch is being routed."""
 
     def __init__(self, states: Mapping[str, object], policy: Policy):
@@ -43,7 +43,7 @@ class _Pools:
         return f"{group} reads empty" + (f" (resets {resets})" if resets else
                                          " (reset time unknown)")
 
-    def why_not(self, t: _Target) -> str | None:
+    def why_not(self, t: Target) -> str | None:
         """Why ``t``'s pool cannot take one more unit now, or None when it can."""
         if t.pool is None:
             return None
@@ -64,6 +64,7 @@ class _Pools:
             self.used[pool] = self.used.get(pool, 0) + 1
 
     def health(self, executor: Executor, group: str | None) -> str:
+        """``agy-gemini healthy (left 80%)``: how ``group`` reads, for a decision's reason."""
         fallback = executor.model_fallback.get(group) if group else None
         if fallback and self._empty(group):
             return (f"{self._empty(group)}, so the dispatcher runs {executor.fallback_label} "
@@ -77,9 +78,12 @@ class _Pools:
         return f"{group} healthy" + (f" (left {left})" if left is not None else "")
 
     def resets(self, group: str | None) -> str | None:
+        """When ``group``'s reading says it resets, if it says."""
         state = self.states.get(group) if group else None
-        return getattr(state, "resets_at", None) if state is not None else None
+        resets = getattr(state, "resets_at", None)
+        return resets if isinstance(resets, str) else None
 
 
-def _known(state) -> bool:
+def _known(state: object) -> bool:
+    """A reading that does not say it is unknown is known."""
     return bool(getattr(state, "known", True))

@@ -71,46 +71,74 @@ def load_policy(path: str | None) -> Policy:
     """Read a policy file (TOML, table ``[routing]``, optional ``[capacity]`` and ``[models]``)."""
     if not path:
         return Policy()
-    import tomllib
-
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except OSError as e:
-        raise UsageError(f"cannot read policy file {path}: {e.strerror}")
-    except tomllib.TOMLDecodeError as e:
-        raise UsageError(f"policy file {path} is not valid TOML: {e}")
+    data = _read_toml(path)
+    routing = _table(data, "routing", path)
     bad = sorted(set(data) - {"routing", "capacity", "models"})
-    r = data.get("routing", {})
-    bad += [f"routing.{k}" for k in sorted(set(r) - {"ordinary", "ordinary_share", "sonnet",
-                                                      "session_tools"})]
+    bad += [f"routing.{k}" for k in sorted(set(routing) - {"ordinary", "ordinary_share", "sonnet",
+                                                            "session_tools"})]
     if bad:
         raise UsageError(f"policy file {path}: unknown key(s) {', '.join(bad)}",
                          hint="see docs/routing.md for the keys")
 
     def pick(key: str, role: str, default: str) -> str:
-        value = r.get(key, default)
+        value = routing.get(key, default)
         allowed = members(role)
-        if value not in allowed:
+        if not isinstance(value, str) or value not in allowed:
             raise UsageError(f"policy file {path}: routing.{key} = {value!r}",
                              hint="use one of " + ", ".join(allowed))
         return value
 
-    share = r.get("ordinary_share", 1.0)
+    share = routing.get("ordinary_share", 1.0)
     if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1:
         raise UsageError(f"policy file {path}: routing.ordinary_share = {share!r}",
                          hint="use a number from 0 to 1")
-    capacity = data.get("capacity", {})
-    for pool, cap in capacity.items():
-        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0 or pool not in pools():
-            raise UsageError(f"policy file {path}: capacity.{pool} = {cap!r}",
-                             hint=f"pools are {', '.join(pools())}; capacities whole numbers >= 0")
-    models = data.get("models", {})
-    if not all(isinstance(v, str) and v for v in models.values()):
-        raise UsageError(f"policy file {path}: [models] values must be model names")
+    capacity = _capacity(_table(data, "capacity", path), path)
+    models = _models(_table(data, "models", path), path)
     default = Policy()
     return Policy(ordinary=pick("ordinary", ORDINARY, default.ordinary),
                   ordinary_share=float(share),
                   sonnet=pick("sonnet", SONNET, default.sonnet),
                   session_tools=pick("session_tools", SONNET, default.session_tools),
-                  capacity=dict(capacity), models=dict(models), source=path)
+                  capacity=capacity, models=models, source=path)
+
+
+def _read_toml(path: str) -> dict[str, object]:
+    import tomllib
+
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except OSError as e:
+        raise UsageError(f"cannot read policy file {path}: {e.strerror}")
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"policy file {path} is not valid TOML: {e}")
+
+
+def _table(data: Mapping[str, object], key: str, path: str) -> dict[str, object]:
+    """The table ``[key]`` of a policy file (empty when there is none)."""
+    table = data.get(key, {})
+    if not isinstance(table, dict):
+        raise UsageError(f"policy file {path}: {key} = {table!r}",
+                         hint=f"write it as a table: [{key}]")
+    return table
+
+
+def _capacity(table: Mapping[str, object], path: str) -> dict[str, int]:
+    """``[capacity]``: pool -> most units per batch, each a known pool and a whole number."""
+    out: dict[str, int] = {}
+    for pool, cap in table.items():
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0 or pool not in pools():
+            raise UsageError(f"policy file {path}: capacity.{pool} = {cap!r}",
+                             hint=f"pools are {', '.join(pools())}; capacities whole numbers >= 0")
+        out[pool] = cap
+    return out
+
+
+def _models(table: Mapping[str, object], path: str) -> dict[str, str]:
+    """``[models]``: executor -> model name."""
+    out: dict[str, str] = {}
+    for executor, model in table.items():
+        if not isinstance(model, str) or not model:
+            raise UsageError(f"policy file {path}: [models] values must be model names")
+        out[executor] = model
+    return out

@@ -36,11 +36,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypedDict
 
 from ..errors import UsageError
 from ..executors.base import SONNET
 from . import boundary
-from .capacity import _Pools, _Target
+from .capacity import Pools, Target
+from .model import Packet
 from .policy import POLICY_FILE, Policy, find_policy, load_policy, members, pools
 
 TYPE_CHECKING = False
@@ -70,16 +72,13 @@ class Need:
     source: str | None = None           # file:line of the boundary, for refusals
 
     @classmethod
-    def of(cls, packet) -> Need:
-        """From a ``prun.plan.Packet`` (or anything with the same fields)."""
-        data = getattr(packet, "data", None)
-        may_go_to = tuple(getattr(data, "may_go_to", ()) or ())
-        return cls(id=packet.id, executor=getattr(packet, "executor", None) or "auto",
-                   session_tools=bool(getattr(packet, "session_tools", False)),
-                   kind=getattr(packet, "kind", "read-only") or "read-only",
-                   model=getattr(packet, "model", None), may_go_to=may_go_to,
-                   source=packet.where("data") if may_go_to and getattr(packet, "source", None)
-                   else None)
+    def of(cls, packet: Packet) -> Need:
+        """From a packet."""
+        may_go_to = tuple(packet.data.may_go_to or ())
+        return cls(id=packet.id, executor=packet.executor or "auto",
+                   session_tools=bool(packet.session_tools),
+                   kind=packet.kind or "read-only", model=packet.model, may_go_to=may_go_to,
+                   source=packet.where("data") if may_go_to and packet.source else None)
 
     @property
     def named(self) -> str | None:
@@ -114,7 +113,7 @@ class Decision:
         return (f"{kind} {self.packet} executor={self.executor} model={self.model or '-'} "
                 f"action={self.action} reason={json.dumps(self.reason, ensure_ascii=False)}")
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, str | None]:
         return {"packet": self.packet, "executor": self.executor, "model": self.model,
                 "action": self.action, "reason": self.reason, "pool": self.pool,
                 "group": self.group, "resets_at": self.resets_at}
@@ -157,7 +156,7 @@ class _Batch:
         self.needs = needs
         self.policy = policy
         self.env = env
-        self.pools = _Pools(states, policy)
+        self.pools = Pools(states, policy)
         self.decisions: dict[int, Decision] = {}
 
     def route(self) -> list[Decision]:
@@ -189,12 +188,12 @@ class _Batch:
 
         return executors.get(name).settings(self.env, model=model).model
 
-    def _target(self, name: str, need: Need) -> _Target:
+    def _target(self, name: str, need: Need) -> Target:
         from .. import executors
 
         ex = executors.get(name)
         model = self._model(name, need.model or self.policy.models.get(name))
-        return _Target(ex, ex.routing_pool(), ex.quota_group(model), model)
+        return Target(ex, ex.routing_pool(), ex.quota_group(model), model)
 
     def _may(self, name: str, need: Need) -> bool:
         """The unit's data may go to ``name``: checked for the model routing names and for the
@@ -303,7 +302,7 @@ class _Batch:
         else:
             self._decide(i, first, "wait", f"ordinary unit: {why1}, and {why2}: waits")
 
-    def _share_reason(self, name: str, t: _Target, to_ordinary: bool) -> str:
+    def _share_reason(self, name: str, t: Target, to_ordinary: bool) -> str:
         share = self.policy.ordinary_share
         if not to_ordinary:
             return f"ordinary unit: Sonnet's share ({1 - share:g}) by policy"
@@ -323,8 +322,15 @@ def _reach(names: Iterable[str], need: Need) -> str:
                      for x in names)
 
 
-def counts(decisions: list[Decision]) -> dict:
-    """``{"units", "now", "wait", "executors": {name: units starting now}}``."""
+class Counts(TypedDict):
+    units: int
+    now: int                    # units that start now
+    wait: int                   # units that wait
+    executors: dict[str, int]   # executor -> units starting now on it, sorted by name
+
+
+def counts(decisions: list[Decision]) -> Counts:
+    """How many units start now, on which executors, and how many wait."""
     per: dict[str, int] = {}
     for d in decisions:
         if not d.waits:
