@@ -36,7 +36,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TypedDict
 
 from ..errors import UsageError
 from ..executors.base import SONNET
@@ -47,7 +46,15 @@ from .policy import POLICY_FILE, Policy, find_policy, load_policy, members, pool
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import TypedDict  # for annotations only: routing stays off typing at run time
+
     from ..executors.base import Executor
+
+    class Counts(TypedDict):
+        units: int
+        now: int                    # units that start now
+        wait: int                   # units that wait
+        executors: dict[str, int]   # executor -> units starting now on it, sorted by name
 
 __all__ = ["POLICY_FILE", "Decision", "Need", "Policy", "counts", "find_policy", "load_policy",
            "members", "pools", "route", "summary", "takes_session_tools"]
@@ -320,13 +327,6 @@ def _reach(names: Iterable[str], need: Need) -> str:
     """``agy reaches google; session reaches anthropic``: for a refusal's message."""
     return "; ".join(f"{x} reaches " + ", ".join(boundary.recipients(x, need.model)[1:])
                      for x in names)
-
-
-class Counts(TypedDict):
-    units: int
-    now: int                    # units that start now
-    wait: int                   # units that wait
-    executors: dict[str, int]   # executor -> units starting now on it, sorted by name
 
 
 def counts(decisions: list[Decision]) -> Counts:
