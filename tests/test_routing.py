@@ -239,6 +239,22 @@ def test_policy_file_is_found_at_the_repository_root(tmp_path):
         find_policy({"PRUN_POLICY": str(tmp_path / "missing.toml")})
 
 
+def test_policy_file_search_stops_at_the_repository_root(tmp_path):
+    (tmp_path / ".prun").mkdir()
+    (tmp_path / ".prun" / "policy.toml").write_text("")   # above the repository: not used
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "src" / "deep").mkdir(parents=True)
+    assert find_policy({}, str(repo / "src" / "deep")) is None
+    (repo / "src" / ".prun").mkdir()
+    (repo / "src" / ".prun" / "policy.toml").write_text("")   # the nearest one wins
+    assert find_policy({}, str(repo / "src" / "deep")) == str(repo / "src" / ".prun" / "policy.toml")
+    link = tmp_path / "link"
+    link.symlink_to(repo)
+    assert find_policy({}, str(link)) is None
+    assert find_policy({}, str(link / "src")) == str(link / "src" / ".prun" / "policy.toml")
+
+
 def test_policy_file_is_read_and_checked(tmp_path):
     f = tmp_path / "policy.toml"
     f.write_text('[routing]\nordinary = "gemini"\nordinary_share = 0.6\nsonnet = "claude"\n'

@@ -242,6 +242,25 @@ def test_after_cycle(write):
     assert "sequence" in e.hint
 
 
+def test_after_cycle_is_named_from_its_smallest_id_at_its_line(write):
+    path = write("plan.yaml", """
+        packets:
+          - {id: a, prompt: x, after: [z]}
+          - {id: z, prompt: x, after: [y]}
+          - {id: y, prompt: x, after: [z]}
+        """)
+    e = refused(load_plan, path)
+    assert e.message == f"{path}:4: the after lists form a cycle: y -> z -> y"
+
+
+def test_a_long_after_cycle_is_found(write):
+    n = 3000
+    rows = "".join(f"  - {{id: p{i}, prompt: x, after: [p{(i + 1) % n}]}}\n" for i in range(n))
+    e = refused(load_plan, write("plan.yaml", "packets:\n" + rows))
+    assert "the after lists form a cycle: p0 -> p1 -> p2 -> " in e.message
+    assert e.message.endswith(f"p{n - 1} -> p0")
+
+
 def test_after_itself(write):
     e = refused(load_plan, write("plan.yaml", "packets:\n  - {id: a, prompt: x, after: [a]}\n"))
     assert "comes after itself" in e.message

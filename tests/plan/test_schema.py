@@ -90,7 +90,7 @@ def _mutations():
 
 @pytest.mark.parametrize("field,value,packet", list(_mutations()))
 def test_the_compiled_check_refuses_what_jsonschema_refuses(field, value, packet):
-    from prun.plan.load import _compiled
+    from prun.plan.validation import _compiled
 
     plan = {"packets": [packet]}
     assert list(Draft202012Validator(shipped("plan")).iter_errors(plan))
@@ -101,23 +101,21 @@ def test_the_compiled_check_refuses_what_jsonschema_refuses(field, value, packet
 
 
 def test_the_compiled_check_passes_good_documents():
-    from prun.plan.load import _compiled
+    from prun.plan.validation import _compiled
 
     assert _compiled("plan")(yaml.safe_load(GOOD_PLAN))
 
 
-def test_the_compiled_check_is_cached_and_a_bad_cache_file_is_replaced(tmp_path, monkeypatch):
-    import prun.plan.load as planload
+def test_the_compiled_check_is_made_once_per_process_and_kept_in_no_file(tmp_path, monkeypatch):
+    import prun.plan.validation as validation
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    planload._compiled.cache_clear()
+    validation._compiled.cache_clear()
     try:
-        assert planload._compiled("packet")({"id": "a"})
-        cached = list((tmp_path / "prun").glob("schema-packet-*.marshal"))
-        assert len(cached) == 1
-        cached[0].write_bytes(b"not marshal data")
-        planload._compiled.cache_clear()
-        assert not planload._compiled("packet")({"id": "a", "kind": "nope"})
-        assert cached[0].read_bytes() != b"not marshal data"   # compiled again and kept
+        check = validation._compiled("packet")
+        assert check({"id": "a"})
+        assert not check({"id": "a", "kind": "nope"})
+        assert validation._compiled("packet") is check
+        assert not any(tmp_path.iterdir())
     finally:
-        planload._compiled.cache_clear()
+        validation._compiled.cache_clear()

@@ -81,7 +81,7 @@ class Retention:
         """When a ``keep <duration>`` ends, for a run that finished at ``finished``."""
         return finished + self.keep_s if self.keep_s is not None else None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, str | float | None]:
         return {"rule": self.rule, "keep_s": self.keep_s, "text": self.text}
 
 

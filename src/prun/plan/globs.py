@@ -31,208 +31,13 @@ from __future__ import annotations
 import os
 import re
 from collections import deque
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
 from functools import lru_cache
 
-# A character set: ("lit", c) | ("seg",) any but '/' | ("cls", chars, negated)
-CharSet = tuple
+from .automaton import alphabet, compile_glob, folder_like, meet, normalize
 
-
-def _in(cs: CharSet, ch: str) -> bool:
-    kind = cs[0]
-    if kind == "lit":
-        return cs[1] == ch
-    if kind == "seg":
-        return ch != "/"
-    return ch != "/" and ((ch in cs[1]) != cs[2])
-
-
-@dataclass
-class Automaton:
-    """An NFA: ``edges[i]`` lists (charset, j); ``eps[i]`` lists j; ``accept`` the final states."""
-
-    pattern: str
-    edges: list[list[tuple[CharSet, int]]] = field(default_factory=list)
-    eps: list[list[int]] = field(default_factory=list)
-    accept: set[int] = field(default_factory=set)
-    chars: set[str] = field(default_factory=set)   # every character the pattern names
-    _steps: dict = field(default_factory=dict, repr=False)  # (states, ch) -> states
-
-    def state(self) -> int:
-        self.edges.append([])
-        self.eps.append([])
-        return len(self.edges) - 1
-
-    def edge(self, a: int, cs: CharSet, b: int) -> None:
-        self.edges[a].append((cs, b))
-        if cs[0] == "lit":
-            self.chars.add(cs[1])
-        elif cs[0] == "cls":
-            self.chars.update(cs[1])
-
-    def closure(self, states) -> frozenset[int]:
-        out = set(states)
-        todo = list(states)
-        while todo:
-            s = todo.pop()
-            for t in self.eps[s]:
-                if t not in out:
-                    out.add(t)
-                    todo.append(t)
-        return frozenset(out)
-
-    def step(self, states: frozenset[int], ch: str) -> frozenset[int]:
-        key = (states, ch)
-        out = self._steps.get(key)
-        if out is None:
-            out = self.closure({t for s in states for cs, t in self.edges[s] if _in(cs, ch)})
-            self._steps[key] = out
-        return out
-
-    def start(self) -> frozenset[int]:
-        return self.closure({0})
-
-    def accepts(self, states) -> bool:
-        return not self.accept.isdisjoint(states)
-
-
-def normalize(pattern: str) -> str:
-    """The canonical spelling: no leading './' or '/', no doubled '/', 'dir/' as 'dir/**'."""
-    p = pattern.strip()
-    while p.startswith("./"):
-        p = p[2:]
-    p = p.lstrip("/")
-    while "//" in p:
-        p = p.replace("//", "/")
-    if p.endswith("/"):             # an explicit folder: everything below it
-        p = p.rstrip("/") + "/**" if p.rstrip("/") else "**"
-    return p or "**"
-
-
-def _parse_class(seg: str, i: int) -> tuple[CharSet, int] | None:
-    """The class starting at seg[i] == '[' and the index after it, or None if unclosed."""
-    j = i + 1
-    negated = j < len(seg) and seg[j] in "!^"
-    if negated:
-        j += 1
-    members: set[str] = set()
-    first = True
-    while j < len(seg):
-        c = seg[j]
-        if c == "]" and not first:
-            return ("cls", frozenset(members), negated), j + 1
-        if c == "\\" and j + 1 < len(seg):
-            j += 1
-            c = seg[j]
-        if j + 2 < len(seg) and seg[j + 1] == "-" and seg[j + 2] != "]":
-            lo, hi = ord(c), ord(seg[j + 2])
-            if hi - lo > 2000:
-                hi = lo + 2000  # bound the alphabet; wider ranges are not used for paths
-            members.update(chr(k) for k in range(lo, hi + 1))
-            j += 3
-        else:
-            members.add(c)
-            j += 1
-        first = False
-    return None
-
-
-@lru_cache(maxsize=4096)
-def compile_glob(pattern: str) -> Automaton:
-    """The automaton of ``pattern`` (normalized), with directory-prefix coverage. It accepts
-    paths as they are: segments that are never empty, with no '/' at either end."""
-    pat = normalize(pattern)
-    a = Automaton(pat)
-    cur = a.state()
-    segments = pat.split("/")
-    need_sep = False
-    for k, seg in enumerate(segments):
-        last = k == len(segments) - 1
-        if seg == "**":
-            if need_sep:
-                n = a.state()
-                a.edge(cur, ("lit", "/"), n)
-                cur = n
-            if last:            # one or more segments (everything below, or everything)
-                cur = _segments(a, cur)
-            else:               # zero or more segments, each followed by '/'
-                t, u = a.state(), a.state()
-                a.eps[cur].append(t)
-                a.edge(t, ("seg",), u)
-                a.edge(u, ("seg",), u)
-                a.edge(u, ("lit", "/"), t)
-                cur = t
-            need_sep = False
-            continue
-        if need_sep:
-            n = a.state()
-            a.edge(cur, ("lit", "/"), n)
-            cur = n
-        if set(seg) == {"*"}:   # a segment of stars alone: any name, never an empty one
-            n = a.state()
-            a.edge(cur, ("seg",), n)
-            a.edge(n, ("seg",), n)
-            cur = n
-            need_sep = True
-            continue
-        i = 0
-        while i < len(seg):
-            c = seg[i]
-            if c == "*":
-                loop = a.state()
-                a.eps[cur].append(loop)
-                a.edge(loop, ("seg",), loop)
-                cur = loop
-                while i < len(seg) and seg[i] == "*":
-                    i += 1
-                continue
-            if c == "?":
-                n = a.state()
-                a.edge(cur, ("seg",), n)
-                cur = n
-                i += 1
-                continue
-            if c == "[":
-                parsed = _parse_class(seg, i)
-                if parsed:
-                    cs, i = parsed
-                    n = a.state()
-                    a.edge(cur, cs, n)
-                    cur = n
-                    continue
-            if c == "\\" and i + 1 < len(seg):
-                i += 1
-                c = seg[i]
-            n = a.state()
-            a.edge(cur, ("lit", c), n)
-            cur = n
-            i += 1
-        need_sep = True
-    a.accept.add(cur)
-    if _folder_like(segments[-1]):
-        # A pattern that names a folder covers everything below it. Only a literal name
-        # without an extension is taken as a folder: 'src/*.js' is about files, and
-        # 'pyproject.toml' is a file, not a folder that '**/x.py' could reach into.
-        d = a.state()
-        a.edge(cur, ("lit", "/"), d)
-        a.accept.add(_segments(a, d))
-    return a
-
-
-def _segments(a: Automaton, start: int) -> int:
-    """Add ``one or more segments joined by '/'`` from ``start``; the state it ends in."""
-    end, sep = a.state(), a.state()
-    a.edge(start, ("seg",), end)
-    a.edge(end, ("seg",), end)
-    a.edge(end, ("lit", "/"), sep)
-    a.edge(sep, ("seg",), end)
-    return end
-
-
-def _folder_like(segment: str) -> bool:
-    if any(c in segment for c in "*?["):
-        return False
-    return "." not in segment.lstrip(".")   # 'src', '.github' yes; 'pyproject.toml' no
+__all__ = ["common", "compile_glob", "covers", "fixed_prefix", "fixed_suffix", "matches",
+           "normalize", "overlap", "path_of", "resolve_folder"]
 
 
 def matches(pattern: str, path: str) -> bool:
@@ -256,11 +61,6 @@ def path_of(path: str) -> str:
     return path.strip("/")
 
 
-def _alphabet(*automata: Automaton) -> list[str]:
-    named = frozenset(set().union(*(a.chars for a in automata)) | {"/"})
-    return [_outside(named), *sorted(named)]
-
-
 _WILD = re.compile(r"[*?\[\\]")     # where a pattern stops being a fixed string
 _SPECIAL = re.compile(r"[*?\[\]\\]")  # after the last of these, it is one again
 
@@ -281,7 +81,7 @@ def fixed_suffix(pattern: str) -> str:
     class or escape, or nothing when it may reach below the name it ends with (``src/api``,
     ``src/**``). Every path it matches ends with them."""
     pat = normalize(pattern)
-    if _folder_like(pat.rsplit("/", 1)[-1]):
+    if folder_like(pat.rsplit("/", 1)[-1]):
         return ""
     tail = _SPECIAL.split(pat)[-1]
     head = pat[:len(pat) - len(tail)]
@@ -290,7 +90,7 @@ def fixed_suffix(pattern: str) -> str:
     return tail
 
 
-def resolve_folder(pattern: str, root: str | os.PathLike | None) -> str:
+def resolve_folder(pattern: str, root: str | os.PathLike[str] | None) -> str:
     """``pattern`` as it reads in the repository at ``root``: a dotted literal name that is an
     existing folder there (``conf.d``) stands for the whole folder (``conf.d/**``)."""
     norm = normalize(pattern)
@@ -319,15 +119,11 @@ def overlap(a: str, b: str) -> str | None:
         node = todo.popleft()
         qa, qb = node
         if qa in ma.accept and qb in mb.accept:
-            out = []
-            while parent[node] is not None:
-                node, ch = parent[node]
-                out.append(ch)
-            return "".join(reversed(out))
+            return _spelled(parent, node)
         moves = [((t, qb), "") for t in ma.eps[qa]] + [((qa, t), "") for t in mb.eps[qb]]
         for csa, ta in ma.edges[qa]:
             for csb, tb in mb.edges[qb]:
-                ch = _meet(csa, csb)
+                ch = meet(csa, csb)
                 if ch is not None:
                     moves.append(((ta, tb), ch))
         for nxt, ch in moves:
@@ -340,48 +136,24 @@ def overlap(a: str, b: str) -> str | None:
     return None
 
 
-def _outside(*excluded: frozenset[str]) -> str:
-    """A character (not '/') outside every set in ``excluded``."""
-    for c in "xyzqjkw_0123456789":
-        if not any(c in e for e in excluded):
-            return c
-    k = 0x100
-    while any(chr(k) in e for e in excluded):
-        k += 1
-    return chr(k)
-
-
-def _meet(x: CharSet, y: CharSet) -> str | None:
-    """A character in both sets, or None."""
-    if x[0] == "lit":
-        return x[1] if _in(y, x[1]) else None
-    if y[0] == "lit":
-        return y[1] if _in(x, y[1]) else None
-    if x[0] == "seg" and y[0] == "seg":
-        return "x"
-    cx = x if x[0] == "cls" else None
-    cy = y if y[0] == "cls" else None
-    if cx and cy:
-        if not cx[2] and not cy[2]:
-            both = sorted(cx[1] & cy[1] - {"/"})
-            return both[0] if both else None
-        if not cx[2] or not cy[2]:
-            pos, neg = (cx, cy) if not cx[2] else (cy, cx)
-            left = sorted(pos[1] - neg[1] - {"/"})
-            return left[0] if left else None
-        return _outside(cx[1], cy[1])
-    cls = cx or cy
-    if not cls[2]:
-        members = sorted(cls[1] - {"/"})
-        return members[0] if members else None
-    return _outside(cls[1])
+def _spelled(parent: Mapping[tuple[int, int], tuple[tuple[int, int], str] | None],
+             node: tuple[int, int]) -> str:
+    """The characters read on the way to ``node`` from the start (``parent``: how each pair of
+    states was first reached)."""
+    out = []
+    step = parent[node]
+    while step is not None:
+        node, ch = step
+        out.append(ch)
+        step = parent[node]
+    return "".join(reversed(out))
 
 
 @lru_cache(maxsize=65536)
 def covers(wide: str, narrow: str) -> bool:
     """Does ``wide`` match every path ``narrow`` matches?"""
     mw, mn = compile_glob(wide), compile_glob(narrow)
-    alphabet = _alphabet(mw, mn)
+    chars = alphabet(mw, mn)
     start = (mn.start(), mw.start())
     seen = {start}
     todo = deque([start])
@@ -389,7 +161,7 @@ def covers(wide: str, narrow: str) -> bool:
         sn, sw = todo.popleft()
         if mn.accepts(sn) and not mw.accepts(sw):
             return False
-        for ch in alphabet:
+        for ch in chars:
             nn = mn.step(sn, ch)
             if not nn:
                 continue
@@ -418,7 +190,7 @@ def common(a: str, b: str) -> str | None:
     return example
 
 
-def _candidates(a: str, b: str):
+def _candidates(a: str, b: str) -> Iterator[str]:
     """Globs that may name the shared part of ``a`` and ``b``: a folder of one with the file
     pattern of the other."""
     for x, y in ((a, b), (b, a)):

@@ -14,7 +14,10 @@ from pathlib import Path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import os
+
     from .boundary import Retention
+    from .fields import PacketFields
 
 KINDS = ("read-only", "code")
 # The mode a packet gets when it names none, by kind. Both kinds work in a workspace prun made
@@ -143,14 +146,14 @@ class Plan:
         return tuple(p.id for p in self.packets)
 
 
-def load_packet(path, **kwargs) -> Packet:
+def load_packet(path: str | os.PathLike[str], *, defaults: PacketFields | None = None) -> Packet:
     """Read one packet file (YAML front matter, Markdown prompt). See ``prun.plan.load``."""
     from .load import load_packet as _load
 
-    return _load(path, **kwargs)
+    return _load(path, defaults=defaults)
 
 
-def load_plan(path) -> Plan:
+def load_plan(path: str | os.PathLike[str]) -> Plan:
     """Read a plan file and its packets, validated. See ``prun.plan.load``."""
     from .load import load_plan as _load
 

@@ -34,41 +34,36 @@ policy file (``load_policy``) can change the split; see docs/routing.md.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import UsageError
-from ..executors.base import ORDINARY, SONNET
+from ..executors.base import SONNET
 from . import boundary
+from .capacity import Pools, Target
+from .model import Packet
+from .policy import POLICY_FILE, Policy, find_policy, load_policy, members, pools
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import TypedDict  # for annotations only: routing stays off typing at run time
+
     from ..executors.base import Executor
 
-POLICY_FILE = os.path.join(".prun", "policy.toml")
+    class Counts(TypedDict):
+        units: int
+        now: int                    # units that start now
+        wait: int                   # units that wait
+        executors: dict[str, int]   # executor -> units starting now on it, sorted by name
 
-
-def members(role: str) -> tuple[str, ...]:
-    """The executors whose ``split_role`` is ``role``: those with session tools first (the
-    in-session Sonnet before headless claude), then in the registry's order."""
-    from .. import executors
-
-    found = [ex for ex in executors.all() if ex.split_role == role]
-    return tuple(ex.name for ex in sorted(found, key=lambda ex: not ex.session_tools))
+__all__ = ["POLICY_FILE", "Decision", "Need", "Policy", "counts", "find_policy", "load_policy",
+           "members", "pools", "route", "summary", "takes_session_tools"]
 
 
 def takes_session_tools(executor: Executor) -> bool:
     """A unit that needs session tools may run on ``executor``: it has them (``session``), or
     it runs Sonnet units (headless ``claude``, when the packet or the policy says so)."""
     return executor.session_tools or executor.split_role == SONNET
-
-
-def pools() -> tuple[str, ...]:
-    """Every routing pool an executor takes from (the keys a policy's ``[capacity]`` may use)."""
-    from .. import executors
-
-    return tuple(sorted({p for ex in executors.all() if (p := ex.routing_pool())}))
 
 
 @dataclass(frozen=True)
@@ -84,16 +79,13 @@ class Need:
     source: str | None = None           # file:line of the boundary, for refusals
 
     @classmethod
-    def of(cls, packet) -> Need:
-        """From a ``prun.plan.Packet`` (or anything with the same fields)."""
-        data = getattr(packet, "data", None)
-        may_go_to = tuple(getattr(data, "may_go_to", ()) or ())
-        return cls(id=packet.id, executor=getattr(packet, "executor", None) or "auto",
-                   session_tools=bool(getattr(packet, "session_tools", False)),
-                   kind=getattr(packet, "kind", "read-only") or "read-only",
-                   model=getattr(packet, "model", None), may_go_to=may_go_to,
-                   source=packet.where("data") if may_go_to and getattr(packet, "source", None)
-                   else None)
+    def of(cls, packet: Packet) -> Need:
+        """From a packet."""
+        may_go_to = tuple(packet.data.may_go_to or ())
+        return cls(id=packet.id, executor=packet.executor or "auto",
+                   session_tools=bool(packet.session_tools),
+                   kind=packet.kind or "read-only", model=packet.model, may_go_to=may_go_to,
+                   source=packet.where("data") if may_go_to and packet.source else None)
 
     @property
     def named(self) -> str | None:
@@ -104,19 +96,6 @@ class Need:
     def bounded(self) -> str | None:
         """``data may go to google only``, or None when the unit has no boundary."""
         return f"data may go to {', '.join(self.may_go_to)} only" if self.may_go_to else None
-
-
-@dataclass(frozen=True)
-class Policy:
-    """The seed's split by default; a policy file names other executors of the same roles."""
-
-    ordinary: str = "agy"               # executor of the ordinary share (split_role ordinary)
-    ordinary_share: float = 1.0         # share of ordinary units it takes while healthy (0..1)
-    sonnet: str = "session"             # Sonnet executor for ordinary units (split_role sonnet)
-    session_tools: str = "session"      # executor for units needing session tools
-    capacity: Mapping[str, int] = field(default_factory=dict)  # pool -> most units per batch
-    models: Mapping[str, str] = field(default_factory=dict)    # executor -> model
-    source: str | None = None           # the file it came from
 
 
 @dataclass(frozen=True)
@@ -141,89 +120,24 @@ class Decision:
         return (f"{kind} {self.packet} executor={self.executor} model={self.model or '-'} "
                 f"action={self.action} reason={json.dumps(self.reason, ensure_ascii=False)}")
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, str | None]:
         return {"packet": self.packet, "executor": self.executor, "model": self.model,
                 "action": self.action, "reason": self.reason, "pool": self.pool,
                 "group": self.group, "resets_at": self.resets_at}
 
 
-@dataclass(frozen=True)
-class _Target:
-    """Where a unit would go on one executor: its pool, its quota group, its model."""
-
-    executor: Executor
-    pool: str | None
-    group: str | None
-    model: str | None
-
-
-class _Pools:
-    """Per-pool health and batch capacity while a batch is being routed."""
-
-    def __init__(self, states: Mapping[str, object], policy: Policy):
-        self.states = states
-        self.capacity = dict(policy.capacity)
-        self.used: dict[str, int] = {}
-
-    def _empty(self, group: str | None) -> str | None:
-        state = self.states.get(group) if group else None
-        if state is None or not _known(state) or not getattr(state, "empty", False):
-            return None
-        resets = getattr(state, "resets_at", None)
-        return f"{group} reads empty" + (f" (resets {resets})" if resets else
-                                         " (reset time unknown)")
-
-    def why_not(self, t: _Target) -> str | None:
-        """Why ``t``'s pool cannot take one more unit now, or None when it can."""
-        if t.pool is None:
-            return None
-        why = self._empty(t.group)
-        fallback = t.executor.model_fallback.get(t.group) if t.group else None
-        if why and fallback:
-            other = self._empty(fallback)
-            why = f"{why}, and so does {other}" if other else None
-        if why:
-            return why
-        cap = self.capacity.get(t.pool)
-        if cap is not None and self.used.get(t.pool, 0) >= cap:
-            return f"the {t.pool} pool's batch capacity of {cap} is taken"
-        return None
-
-    def take(self, pool: str | None) -> None:
-        if pool is not None:
-            self.used[pool] = self.used.get(pool, 0) + 1
-
-    def health(self, executor: Executor, group: str | None) -> str:
-        fallback = executor.model_fallback.get(group) if group else None
-        if fallback and self._empty(group):
-            return (f"{self._empty(group)}, so the dispatcher runs {executor.fallback_label} "
-                    f"instead (MODEL-FALLBACK); {self.health(executor, fallback)}")
-        state = self.states.get(group) if group else None
-        if state is None or not _known(state):
-            return f"{group} not read (unknown is never empty)"
-        left = getattr(state, "left", None)
-        if isinstance(left, int | float) and 0 <= left <= 1:
-            left = f"{left:.0%}"  # the snapshot's fraction
-        return f"{group} healthy" + (f" (left {left})" if left is not None else "")
-
-    def resets(self, group: str | None) -> str | None:
-        state = self.states.get(group) if group else None
-        return getattr(state, "resets_at", None) if state is not None else None
-
-
-def _known(state) -> bool:
-    return bool(getattr(state, "known", True))
-
-
 def route(needs: Iterable[Need], states: Mapping[str, object] | None = None,
           policy: Policy | None = None, env: Mapping[str, str] | None = None) -> list[Decision]:
     """One decision per unit, in the order given. ``env`` only supplies default models."""
+    needs = list(needs)
+    _check_units(needs)
+    return _Batch(needs, states or {}, policy or Policy(), env or {}).route()
+
+
+def _check_units(needs: list[Need]) -> None:
+    """Refuse a batch with an id twice, or a unit naming an executor prun refuses (codex)."""
     from .. import executors
 
-    needs = list(needs)
-    policy = policy or Policy()
-    env = env or {}
-    pools = _Pools(states or {}, policy)
     seen: set[str] = set()
     for n in needs:
         if n.id in seen:
@@ -233,81 +147,126 @@ def route(needs: Iterable[Need], states: Mapping[str, object] | None = None,
         if refused:
             raise UsageError(f"packet {n.id}: {refused.message}", hint=refused.hint)
 
-    def resolved(name: str, model: str | None) -> str | None:
-        return executors.get(name).settings(env, model=model).model
 
-    def target(name: str, need: Need) -> _Target:
+def _to_ordinary(k: int, share: float) -> bool:
+    """Does the ``k``-th ordinary unit of a batch go to the ordinary executor? The share is
+    spread evenly through the batch, the ordinary executor first."""
+    return int((k + 1) * share + 0.5 + 1e-9) > int(k * share + 0.5 + 1e-9)
+
+
+class _Batch:
+    """One batch being routed: its units, the policy, the pools' health and batch capacity,
+    and the decisions made so far (by position in the batch)."""
+
+    def __init__(self, needs: list[Need], states: Mapping[str, object], policy: Policy,
+                 env: Mapping[str, str]):
+        self.needs = needs
+        self.policy = policy
+        self.env = env
+        self.pools = Pools(states, policy)
+        self.decisions: dict[int, Decision] = {}
+
+    def route(self) -> list[Decision]:
+        # 1. named executors first: they claim their pools' capacity before anything is moved
+        for i, n in enumerate(self.needs):
+            if n.named is not None:
+                self._named(i, n, n.named)
+        # the Sonnet executors, asked only when the rules below have units (it loads every
+        # executor)
+        sonnets = members(SONNET) if len(self.decisions) < len(self.needs) else ()
+        # 2. session tools: Sonnet only (the other Sonnet executor when only it is allowed)
+        for i, n in self._undecided():
+            if n.session_tools:
+                self._session_tools(i, n, sonnets)
+        # 3. ordinary units: the ordinary executor's share, the rest to Sonnet, overflow
+        # crosses over
+        for k, (i, n) in enumerate(self._undecided()):
+            self._ordinary(k, i, n, sonnets)
+        return [self.decisions[i] for i in range(len(self.needs))]
+
+    def _undecided(self) -> list[tuple[int, Need]]:
+        return [(i, n) for i, n in enumerate(self.needs) if i not in self.decisions]
+
+    # where a unit would go, and whether its data may go there
+
+    def _model(self, name: str, model: str | None) -> str | None:
+        """The model ``name`` runs for a unit asking for ``model`` (None: its default)."""
+        from .. import executors
+
+        return executors.get(name).settings(self.env, model=model).model
+
+    def _target(self, name: str, need: Need) -> Target:
+        from .. import executors
+
         ex = executors.get(name)
-        model = resolved(name, need.model or policy.models.get(name))
-        return _Target(ex, ex.routing_pool(), ex.quota_group(model), model)
+        model = self._model(name, need.model or self.policy.models.get(name))
+        return Target(ex, ex.routing_pool(), ex.quota_group(model), model)
 
-    def may(name: str, need: Need) -> bool:
+    def _may(self, name: str, need: Need) -> bool:
         """The unit's data may go to ``name``: checked for the model routing names and for the
         one the executor picks without the policy's ``[models]`` (what a run launches)."""
         if not need.may_go_to:
             return True
-        models = {target(name, need).model, resolved(name, need.model)}
+        models = {self._target(name, need).model, self._model(name, need.model)}
         return all(boundary.allowed(need.may_go_to, name, m) for m in models)
 
-    decisions: dict[int, Decision] = {}
-
-    def decide(i: int, name: str, action: str, reason: str) -> None:
-        t = target(name, needs[i])
+    def _decide(self, i: int, name: str, action: str, reason: str) -> None:
+        need = self.needs[i]
+        t = self._target(name, need)
         if action != "wait":
-            pools.take(t.pool)
-        if needs[i].bounded:
-            reason = f"{needs[i].bounded}: {reason}"
-        decisions[i] = Decision(needs[i].id, name, t.model, action, reason, t.pool, t.group,
-                                pools.resets(t.group) if action == "wait" else None)
+            self.pools.take(t.pool)
+        if need.bounded:
+            reason = f"{need.bounded}: {reason}"
+        resets = self.pools.resets(t.group) if action == "wait" else None
+        self.decisions[i] = Decision(need.id, name, t.model, action, reason, t.pool, t.group,
+                                     resets)
 
-    # 1. named executors first: they claim their pools' capacity before anything is moved
-    for i, n in enumerate(needs):
-        if n.named is None:
-            continue
-        t = target(n.named, n)
-        if not may(n.named, n):
-            raise boundary.outside(f"packet {n.id}", n.named, t.model, n.may_go_to, n.source)
-        why = pools.why_not(t)
+    # the three rules
+
+    def _named(self, i: int, n: Need, name: str) -> None:
+        """Rule 1: the executor the packet names, inside its boundary, or the unit waits."""
+        t = self._target(name, n)
+        if not self._may(name, n):
+            raise boundary.outside(f"packet {n.id}", name, t.model, n.may_go_to, n.source)
         opening = "named in the packet"
         if n.session_tools and not t.executor.session_tools and t.executor.split_role == SONNET:
-            opening = f"needs session tools; the packet allows headless {n.named}"
+            opening = f"needs session tools; the packet allows headless {name}"
+        why = self.pools.why_not(t)
         if why:
-            decide(i, n.named, "wait", f"{opening}, but {why}: waits")
+            self._decide(i, name, "wait", f"{opening}, but {why}: waits")
+        elif t.pool is None:
+            self._decide(i, name, "assign", opening)
         else:
-            decide(i, n.named, "assign",
-                   opening if t.pool is None else f"{opening}; {pools.health(t.executor, t.group)}")
+            self._decide(i, name, "assign", f"{opening}; {self.pools.health(t.executor, t.group)}")
 
-    # the Sonnet executors, asked only when the rules below have units (it loads every executor)
-    sonnets = members(SONNET) if len(decisions) < len(needs) else ()
-
-    # 2. session tools: Sonnet only (the other Sonnet executor when only it is allowed)
-    for i, n in enumerate(needs):
-        if i in decisions or not n.session_tools:
-            continue
-        name = next((x for x in (policy.session_tools, *sonnets) if may(x, n)), None)
+    def _session_tools(self, i: int, n: Need, sonnets: tuple[str, ...]) -> None:
+        """Rule 2: a unit needing session tools goes to Sonnet, or waits."""
+        name = next((x for x in (self.policy.session_tools, *sonnets) if self._may(x, n)), None)
         if name is None:
             raise UsageError(_at(n) + f"packet {n.id} needs session tools, which only Sonnet "
                              f"has ({_reach(sonnets, n)}), but {n.bounded}",
                              hint="let its data go to anthropic (or session), or drop "
                              "session_tools")
-        t = target(name, n)
-        why = pools.why_not(t)
-        how = ("in-session" if t.executor.session_tools else f"headless {name}, by policy"
-               if name == policy.session_tools else f"headless {name}")
+        t = self._target(name, n)
+        why = self.pools.why_not(t)
         if why:
-            decide(i, name, "wait", f"needs session tools, which only Sonnet has, but {why}: waits")
+            self._decide(i, name, "wait",
+                         f"needs session tools, which only Sonnet has, but {why}: waits")
+            return
+        if t.executor.session_tools:
+            how = "in-session"
+        elif name == self.policy.session_tools:
+            how = f"headless {name}, by policy"
         else:
-            decide(i, name, "assign", f"needs session tools: Sonnet {how}")
+            how = f"headless {name}"
+        self._decide(i, name, "assign", f"needs session tools: Sonnet {how}")
 
-    # 3. ordinary units: the ordinary executor's share, the rest to Sonnet, overflow crosses over
-    ordinary = [i for i in range(len(needs)) if i not in decisions]
-    share = policy.ordinary_share
-    for k, i in enumerate(ordinary):
-        n = needs[i]
-        # spread the share evenly through the batch, the ordinary executor first
-        to_ordinary = int((k + 1) * share + 0.5 + 1e-9) > int(k * share + 0.5 + 1e-9)
-        sonnet = next((x for x in (policy.sonnet, *sonnets) if may(x, n)), policy.sonnet)
-        inside = [x for x in (policy.ordinary, sonnet) if may(x, n)]
+    def _ordinary(self, k: int, i: int, n: Need, sonnets: tuple[str, ...]) -> None:
+        """Rule 3 for the ``k``-th ordinary unit: among the policy's executors inside its
+        boundary, its share's executor, else the other pool's, else it waits."""
+        policy = self.policy
+        sonnet = next((x for x in (policy.sonnet, *sonnets) if self._may(x, n)), policy.sonnet)
+        inside = [x for x in (policy.ordinary, sonnet) if self._may(x, n)]
         if not inside:
             raise UsageError(_at(n) + f"packet {n.id}: {n.bounded}, and no executor of the "
                              "routing policy is inside that ("
@@ -315,37 +274,49 @@ def route(needs: Iterable[Need], states: Mapping[str, object] | None = None,
                              hint="name an executor inside it in the packet, or route with a "
                              "policy whose executors are (docs/routing.md)")
         if len(inside) == 1:
-            only, = inside
-            t = target(only, n)
-            why = pools.why_not(t)
-            barred = sonnet if only == policy.ordinary else policy.ordinary
-            if why:
-                decide(i, only, "wait", f"ordinary unit: {why}, and its data may not go to "
-                                        f"{barred}: waits")
-            else:
-                decide(i, only, "assign", f"ordinary unit: {only}, the policy's only executor "
-                                          f"inside it; {pools.health(t.executor, t.group)}")
-            continue
-        first, other = (policy.ordinary, sonnet) if to_ordinary else (sonnet, policy.ordinary)
-        t1, t2 = target(first, n), target(other, n)
-        why1 = pools.why_not(t1)
-        if not why1:
-            if to_ordinary:
-                health = pools.health(t1.executor, t1.group)
-                reason = f"ordinary unit: {first} takes the larger share; {health}"
-                if share < 1:
-                    reason = f"ordinary unit: {first}'s share ({share:g}) by policy; {health}"
-            else:
-                reason = f"ordinary unit: Sonnet's share ({1 - share:g}) by policy"
-            decide(i, first, "assign", reason)
-            continue
-        why2 = pools.why_not(t2)
-        if not why2:
-            decide(i, other, "reroute", f"ordinary unit: {why1}, so it goes to {other} instead; "
-                                        f"{pools.health(t2.executor, t2.group)}")
+            barred = sonnet if inside[0] == policy.ordinary else policy.ordinary
+            self._only_inside(i, n, inside[0], barred)
+        elif _to_ordinary(k, policy.ordinary_share):
+            self._split(i, n, policy.ordinary, sonnet, to_ordinary=True)
         else:
-            decide(i, first, "wait", f"ordinary unit: {why1}, and {why2}: waits")
-    return [decisions[i] for i in range(len(needs))]
+            self._split(i, n, sonnet, policy.ordinary, to_ordinary=False)
+
+    def _only_inside(self, i: int, n: Need, only: str, barred: str) -> None:
+        """An ordinary unit whose boundary lets in one of the policy's executors: that one, or
+        it waits (never the ``barred`` one)."""
+        t = self._target(only, n)
+        why = self.pools.why_not(t)
+        if why:
+            self._decide(i, only, "wait",
+                         f"ordinary unit: {why}, and its data may not go to {barred}: waits")
+        else:
+            self._decide(i, only, "assign", f"ordinary unit: {only}, the policy's only executor "
+                                            f"inside it; {self.pools.health(t.executor, t.group)}")
+
+    def _split(self, i: int, n: Need, first: str, other: str, *, to_ordinary: bool) -> None:
+        """An ordinary unit for ``first`` by the policy's split; to ``other`` when ``first``'s
+        pool cannot take it, else it waits."""
+        t1 = self._target(first, n)
+        why1 = self.pools.why_not(t1)
+        if not why1:
+            self._decide(i, first, "assign", self._share_reason(first, t1, to_ordinary))
+            return
+        t2 = self._target(other, n)
+        why2 = self.pools.why_not(t2)
+        if not why2:
+            self._decide(i, other, "reroute", f"ordinary unit: {why1}, so it goes to {other} "
+                                              f"instead; {self.pools.health(t2.executor, t2.group)}")
+        else:
+            self._decide(i, first, "wait", f"ordinary unit: {why1}, and {why2}: waits")
+
+    def _share_reason(self, name: str, t: Target, to_ordinary: bool) -> str:
+        share = self.policy.ordinary_share
+        if not to_ordinary:
+            return f"ordinary unit: Sonnet's share ({1 - share:g}) by policy"
+        health = self.pools.health(t.executor, t.group)
+        if share < 1:
+            return f"ordinary unit: {name}'s share ({share:g}) by policy; {health}"
+        return f"ordinary unit: {name} takes the larger share; {health}"
 
 
 def _at(need: Need) -> str:
@@ -358,8 +329,8 @@ def _reach(names: Iterable[str], need: Need) -> str:
                      for x in names)
 
 
-def counts(decisions: list[Decision]) -> dict:
-    """``{"units", "now", "wait", "executors": {name: units starting now}}``."""
+def counts(decisions: list[Decision]) -> Counts:
+    """How many units start now, on which executors, and how many wait."""
     per: dict[str, int] = {}
     for d in decisions:
         if not d.waits:
@@ -375,75 +346,3 @@ def summary(decisions: list[Decision]) -> str:
     parts = [f"units={c['units']}", f"now={c['now']}", f"wait={c['wait']}"]
     parts += [f"{k}={v}" for k, v in c["executors"].items()]
     return "ROUTE-SUMMARY " + " ".join(parts)
-
-
-# The policy file ---------------------------------------------------------------------------------
-
-def find_policy(env: Mapping[str, str], cwd: str | None = None) -> str | None:
-    """``$PRUN_POLICY``, else ``.prun/policy.toml`` at the repository root above ``cwd``."""
-    given = env.get("PRUN_POLICY", "").strip()
-    if given:
-        if not os.path.isfile(given):
-            raise UsageError(f"PRUN_POLICY names no file: {given}",
-                             hint="point it at a policy TOML file, or unset it")
-        return os.path.abspath(given)
-    folder = os.path.abspath(cwd or os.getcwd())
-    while True:
-        candidate = os.path.join(folder, POLICY_FILE)
-        if os.path.isfile(candidate):
-            return candidate
-        if os.path.exists(os.path.join(folder, ".git")):
-            return None  # the repository root: stop here
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            return None
-        folder = parent
-
-
-def load_policy(path: str | None) -> Policy:
-    """Read a policy file (TOML, table ``[routing]``, optional ``[capacity]`` and ``[models]``)."""
-    if not path:
-        return Policy()
-    import tomllib
-
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except OSError as e:
-        raise UsageError(f"cannot read policy file {path}: {e.strerror}")
-    except tomllib.TOMLDecodeError as e:
-        raise UsageError(f"policy file {path} is not valid TOML: {e}")
-    bad = sorted(set(data) - {"routing", "capacity", "models"})
-    r = data.get("routing", {})
-    bad += [f"routing.{k}" for k in sorted(set(r) - {"ordinary", "ordinary_share", "sonnet",
-                                                      "session_tools"})]
-    if bad:
-        raise UsageError(f"policy file {path}: unknown key(s) {', '.join(bad)}",
-                         hint="see docs/routing.md for the keys")
-
-    def pick(key: str, role: str, default: str) -> str:
-        value = r.get(key, default)
-        allowed = members(role)
-        if value not in allowed:
-            raise UsageError(f"policy file {path}: routing.{key} = {value!r}",
-                             hint="use one of " + ", ".join(allowed))
-        return value
-
-    share = r.get("ordinary_share", 1.0)
-    if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1:
-        raise UsageError(f"policy file {path}: routing.ordinary_share = {share!r}",
-                         hint="use a number from 0 to 1")
-    capacity = data.get("capacity", {})
-    for pool, cap in capacity.items():
-        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0 or pool not in pools():
-            raise UsageError(f"policy file {path}: capacity.{pool} = {cap!r}",
-                             hint=f"pools are {', '.join(pools())}; capacities whole numbers >= 0")
-    models = data.get("models", {})
-    if not all(isinstance(v, str) and v for v in models.values()):
-        raise UsageError(f"policy file {path}: [models] values must be model names")
-    default = Policy()
-    return Policy(ordinary=pick("ordinary", ORDINARY, default.ordinary),
-                  ordinary_share=float(share),
-                  sonnet=pick("sonnet", SONNET, default.sonnet),
-                  session_tools=pick("session_tools", SONNET, default.session_tools),
-                  capacity=dict(capacity), models=dict(models), source=path)
