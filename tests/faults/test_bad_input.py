@@ -89,7 +89,7 @@ CASES = [
     (["run", "plan.json"], {"PRUN_STALL_THRESHOLD": "10 minutes please"}, 2),
     (["run", "plan.json"], {"PRUN_PORT_START": "99999"}, 2),
     (["run", "plan.json"], {"PRUN_SANDBOX": "maybe"}, 2),
-    ([*DISPATCH, "--prompt-file", "prompt.md"], {"PRUN_TIMEOUT": "0"}, 2),
+    ([*DISPATCH, "--prompt-file", "prompt.md"], {"PRUN_DISPATCH_TIMEOUT_SECONDS": "0"}, 2),
 ]
 
 

@@ -40,6 +40,7 @@ class Dispatch:
         self.durable = not in_run         # fsync each file; a run's supervisor syncs in groups
         self.receipt: str | None = None   # "pid:<pid>@<start time>" once the worker runs
         self.outcome: Outcome | None = None
+        self.outcome_error: str | None = None  # outcome.json could not be written: why
         self.state = state or statedir.create(prepared.request.unit_id,
                                               prepared.request.state_root)
         # where the worker writes its own result: its result path, or (in a run) its outbox in

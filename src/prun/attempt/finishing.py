@@ -39,9 +39,36 @@ def finish(d: Dispatch, exit_code: int | None, *, timed_out: bool = False,
     verdict, error = judge(d, exit_code, stream, timed_out=timed_out, cancelled=cancelled,
                            refused=refused)
     hit = quota_after(d, verdict, exit_code, stream)
-    published, sibling, verdict, error = publish(d, verdict, error, exit_code, stream,
-                                                 _response(stream))
+    published: str | None
+    try:
+        published, sibling, verdict, error = publish(d, verdict, error, exit_code, stream,
+                                                     _response(stream))
+    except OSError as e:  # a full disk, a folder gone or read-only: no result there
+        why = (f"cannot write the result {d.p.result_file}: {e.strerror or e} "
+               "(the FALLBACK is in the state dir)")
+        verdict, error = "publish-failed", why
+        published, sibling = keep_fallback(d, verdict, why, exit_code, stream), None
     return conclude(d, verdict, error, exit_code, published, sibling, stream, hit)
+
+
+def keep_fallback(d: Dispatch, verdict: str, error: str, exit_code: int | None,
+                  stream: StreamResult) -> str | None:
+    """The FALLBACK written where any byte can still be written: the state dir's
+    ``fallback.md``, else stderr. Returns ``fallback`` when it was kept in the state dir."""
+    import sys
+
+    from .publish import fallback_text
+
+    text = fallback_text(d, verdict, error, exit_code, stream)
+    try:
+        d.state.write(statedir.FALLBACK, text)
+        return "fallback"
+    except OSError:
+        try:
+            sys.stderr.write(text)
+        except OSError:
+            pass
+        return None
 
 
 def judge(d: Dispatch, exit_code: int | None, stream: StreamResult, *, timed_out: bool,
@@ -62,12 +89,20 @@ def judge(d: Dispatch, exit_code: int | None, stream: StreamResult, *, timed_out
 
 def _judge_exit(d: Dispatch, exit_code: int | None, stream: StreamResult
                 ) -> tuple[str, str | None]:
-    """The executor's judgement of a worker that exited (an unknown exit code counts as 1);
-    a failure is a refused resume, or a timeout when the CLI's own bounded timeout ran out."""
+    """The executor's judgement of a worker that exited; a failure is a refused resume, or a
+    timeout when the CLI's own bounded timeout ran out.
+
+    An exit code that was never observed (the keeper that reaped the worker died with the
+    supervisor) is not made up: the unit is judged by what it left, its final result event or
+    its result, as if it had exited 0, and ``outcome.json`` says ``worker_exit: null``
+    (reconcile flags it for review)."""
     ex = d.p.executor
-    j = ex.judge(exit_code if exit_code is not None else 1, stream)
+    j = ex.judge(0 if exit_code is None else exit_code, stream)
     if j.ok:
         return "ok", None
+    if exit_code is None and j.reason == "no-result-event":
+        return j.reason, (f"{j.error}; its exit code was not observed (its keeper was gone), "
+                          "so it is judged by what it left")
     if d.p.resume_id and ex.resume_refused(exit_code or 0, stream, _stderr_tail(d)):
         return "resume-refused", j.error  # the run starts a fresh attempt instead
     if d.launched_at and time.time() - d.launched_at >= d.settings.timeout_s:
@@ -102,10 +137,13 @@ def conclude(d: Dispatch, verdict: str, error: str | None, exit_code: int | None
     from . import published as index
 
     p, sd = d.p, d.state
-    landed = index.identity(p.result_file)
+    landed = index.identity(p.result_file) if verdict != "publish-failed" else None
     d.outcome = _outcome(d, verdict, error, exit_code, published, sibling, stream, hit,
                          landed)
-    sd.write_json(statedir.OUTCOME, d.outcome.to_json(), durable=d.durable)
+    try:
+        sd.write_json(statedir.OUTCOME, d.outcome.to_json(), durable=d.durable)
+    except OSError as e:  # the state dir's disk is full too: the ledger still hears the end
+        d.outcome_error = f"cannot write {sd.file(statedir.OUTCOME)}: {e.strerror or e}"
     if landed is not None:  # waiters treat the result as landed from now on
         index.record(p.result_file, sd.path, outcome=sd.file(statedir.OUTCOME),
                      state_root=p.config.state_root)

@@ -157,19 +157,38 @@ def _sandbox_setting(req: Request, default: str, executor: Executor) -> str:
     return setting
 
 
+MAX_PROMPT_BYTES = 8 * 1024 * 1024   # a prompt is pasted text, not data (docs/dispatch.md)
+
+
 def _read_prompt(path: str) -> str:
+    """The prompt file's text: a regular file of at most ``MAX_PROMPT_BYTES`` (a FIFO or a
+    device is refused before it is read, so it can neither block nor fill memory)."""
+    import stat
+
     if not path:
         raise UsageError("no prompt file given", hint="pass --prompt-file <path>")
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         raise UsageError(f"prompt file not found: {path}", hint="write the unit's prompt there first")
     except IsADirectoryError:
-        raise UsageError(f"prompt file is a directory: {path}")
+        raise UsageError(f"prompt file is a directory: {path}", hint="give a file")
     except OSError as e:
         raise UsageError(f"cannot read prompt file {path}: {e.strerror}",
                          hint="check its permissions")
+    st = os.fstat(fd)
+    if stat.S_ISDIR(st.st_mode):
+        os.close(fd)
+        raise UsageError(f"prompt file is a directory: {path}", hint="give a file")
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(st.st_mode):
+            raise UsageError(f"prompt file is not a regular file: {path}",
+                             hint="write the prompt to a file first")
+        if st.st_size > MAX_PROMPT_BYTES:
+            raise UsageError(f"prompt file is {st.st_size} bytes, more than the "
+                             f"{MAX_PROMPT_BYTES} a prompt may be: {path}",
+                             hint="point at large inputs from the prompt instead of pasting them")
+        data = f.read(MAX_PROMPT_BYTES + 1)
     text = data.decode("utf-8", "replace")
     if not text.strip():
         raise UsageError(f"prompt file is empty: {path}", hint="write the unit's prompt there")
@@ -187,6 +206,9 @@ def _fresh_result_path(path: str) -> str:
     if not os.path.isdir(parent):
         raise UsageError(f"result file's folder does not exist: {parent}",
                          hint="create the folder first")
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"result file's folder cannot be written: {parent}",
+                         hint="choose a result path in a folder you can write")
     return path
 
 

@@ -85,7 +85,7 @@ def _end_escaped(d: Dispatch) -> None:
 
     if d.worker is None:
         return
-    d.escaped = end_escaped(d.worker, d.p.config.kill_grace_s)
+    d.escaped = [dict(e) for e in end_escaped(d.worker, d.p.config.kill_grace_s)]
     if d.escaped:
         import sys
 

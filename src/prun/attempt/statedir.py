@@ -16,6 +16,8 @@ Files (all optional until written; ``outcome.json`` is written last and means "f
     outcome.json     outcome, exit code, backend status, error, timestamps (written last)
     result.md        units of a run: where the worker writes its own result (its outbox); prun
                      publishes a copy at the result path (named in ``result-file``)
+    fallback.md      the FALLBACK, when the result path could not be written (a full disk, a
+                     folder gone or read-only)
     handoff.md       session units only: the prompt plus the unit contract, for the subagent
     receipt          session units only: the subagent's identifier (``prun receipt``)
 
@@ -47,6 +49,7 @@ PROMPT = "prompt"
 UNIT = "unit.json"
 OUTCOME = "outcome.json"
 HANDOFF = "handoff.md"
+FALLBACK = "fallback.md"
 OUTBOX = "result"
 RECEIPT = "receipt"
 
@@ -56,7 +59,7 @@ UNIT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
 
 
 def check_unit_id(unit_id: str) -> str:
-    if not unit_id or not UNIT_ID_RE.match(unit_id) or ".." in unit_id:
+    if not unit_id or not UNIT_ID_RE.fullmatch(unit_id) or ".." in unit_id:
         raise UsageError(
             f"bad unit id {unit_id!r}",
             hint="use letters, digits, '.', '_' and '-', starting with a letter or digit",

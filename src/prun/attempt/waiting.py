@@ -24,10 +24,17 @@ SLICE_KNOWN_S = 5.0     # ... and this often after
 ASYNC_SLICE_S = 1.0     # the supervisor reads it this often until the id is known, then not
 
 
+READ_BYTES = 1 << 20          # the stream is read this much at a time...
+MAX_LINE_BYTES = 4 << 20      # ...and a line longer than this is skipped (counted as bad)
+
+
 class Follower:
     """The worker's stream (``tail`` in its state dir) as read so far: each new complete line
     goes to the executor's reader, the conversation id to the state dir as soon as it is
-    known. A command's output is not an event stream: it is read whole at the end."""
+    known. A command's output is not an event stream: it is read whole at the end.
+
+    Memory stays bounded whatever the stream's size: it is read ``READ_BYTES`` at a time,
+    and a line that grows past ``MAX_LINE_BYTES`` is dropped as it is read (one bad line)."""
 
     def __init__(self, reader: StreamReader, state: statedir.StateDir, event_stream: bool):
         self.reader = reader
@@ -35,6 +42,7 @@ class Follower:
         self.event_stream = event_stream
         self.offset = 0              # bytes of the tail read so far
         self.rest = b""              # the last, incomplete line
+        self.skipping = False        # inside a line too long to keep
         self.session_known = False   # the conversation id is in the state dir
 
     def pump(self) -> None:
@@ -44,15 +52,30 @@ class Follower:
         try:
             with open(self.state.file(statedir.TAIL), "rb") as f:
                 f.seek(self.offset)
-                chunk = f.read()
+                while chunk := f.read(READ_BYTES):
+                    self.offset += len(chunk)
+                    self._lines(chunk)
         except OSError:
             return
-        self.offset += len(chunk)
-        lines = (self.rest + chunk).split(b"\n")
-        self.rest = lines.pop()
-        for line in lines:
-            self.reader.feed(line.decode("utf-8", "replace"))
         self.record_session()
+
+    def _lines(self, chunk: bytes) -> None:
+        lines = chunk.split(b"\n")
+        last = lines.pop()
+        for i, line in enumerate(lines):
+            if i == 0:
+                line, self.rest = self.rest + line, b""
+                if self.skipping:
+                    self.skipping = False
+                    continue
+            self.reader.feed(line.decode("utf-8", "replace"))
+        if lines:
+            self.rest = last
+        elif not self.skipping:
+            self.rest += last
+        if len(self.rest) > MAX_LINE_BYTES:
+            self.rest, self.skipping = b"", True
+            self.reader.result.bad_lines += 1
 
     def finish(self, read: bool) -> StreamResult:
         """What the whole stream said; ``read``: read what is left of it first, its last line

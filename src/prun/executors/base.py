@@ -159,14 +159,18 @@ class Executor:
 
     def timeout(self, env: Mapping[str, str], given: float | None) -> float:
         from .._util.timeparse import parse_duration
+        from ..errors import UsageError
 
-        if given is not None:
-            return given
         variable = self.timeout_env
         raw = env.get(variable, "").strip() if variable else ""
-        if not variable or not raw:
+        if given is None and not (variable and raw):
             return self.default_timeout_s
-        return parse_duration(raw, what=variable)
+        what = "the unit's timeout" if given is not None else str(variable)
+        seconds = given if given is not None else parse_duration(raw, what=what)
+        if seconds <= 0:
+            raise UsageError(f"{what} must be more than 0 s (got {seconds:g})",
+                             hint="give seconds or a duration such as 45m")
+        return seconds
 
     def preflight(self, mode: str, settings: Settings, env: Mapping[str, str]) -> None:
         """Refuse (UsageError) a unit this CLI would refuse at start-up; nothing exists yet."""

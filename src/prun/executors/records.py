@@ -8,6 +8,8 @@ from typing import Any, TypedDict
 
 from .base import Settings
 
+TEXT_KEPT = 1 << 20     # characters of assistant text kept for a FALLBACK's salvage
+
 
 @dataclass(frozen=True)
 class Unit:
@@ -71,14 +73,19 @@ class StreamResult:
     events: int = 0
     bad_lines: int = 0              # lines that were not JSON objects
     text_parts: list[str] = field(default_factory=list)
+    text_len: int = 0               # characters in text_parts
     turns: int = 0                  # the model's turns, where the stream tells them (claude)
     retries: int = 0                # API calls the CLI announced it retries (claude)
     api_error_status: int | None = None  # the HTTP status of an API error (claude)
     api_error_type: str | None = None    # ... and its type, e.g. rate_limit_error (claude)
 
     def add_text(self, chunk: str) -> None:
-        """Collect assistant text (salvage for FALLBACK); a list, since += on a long str copies."""
+        """Collect assistant text (salvage for FALLBACK); a list, since += on a long str copies.
+        Only the last ``TEXT_KEPT`` characters or so are kept: a FALLBACK quotes the end."""
         self.text_parts.append(chunk)
+        self.text_len += len(chunk)
+        while self.text_len > TEXT_KEPT and len(self.text_parts) > 1:
+            self.text_len -= len(self.text_parts.pop(0))
 
     @property
     def text(self) -> str:
