@@ -75,11 +75,12 @@ def reserve_ports(sup: Supervisor, u: UnitState, aid: str):
     ports it names or fixes from the machine-wide registry. Held in the keeper's name, which
     lives as long as the run's workers do; given back when the attempt ends."""
     from . import ports
+    from .run_ranges import RunRanges
 
     request = ports.port_request(u.packet.state, sup.env, where=u.packet.where("state"))
     pid, started = _keeper(sup)
     if sup.ranges is None:
-        sup.ranges = ports.RunRanges(sup.run_id, pid, started, request.count, sup.env,
+        sup.ranges = RunRanges(sup.run_id, pid, started, request.count, sup.env,
                                      block=sup.parallel)
     own = sup.ranges.take()
     held = ports.Holder(aid, sup.run_id, u.packet.id, pid, started)

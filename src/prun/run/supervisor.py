@@ -47,7 +47,7 @@ from .unit import UnitState
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .hooks import EventHooks
-    from .ports import RunRanges
+    from .run_ranges import RunRanges
 
 FLUSH_S = 0.05  # the ledger lags the supervisor by at most this (a crash loses no worker:
                 # resume finds every launched attempt through its state dir)
