@@ -241,7 +241,7 @@ async def watch(sup: Supervisor, u: UnitState, d) -> None:
         quiet = await quiesce(d.worker.pid)
     outcome = await asyncio.to_thread(d.finish, code, timed_out=why == "timeout",
                                       cancelled=why == "cancelled")
-    settle(sup, u, d, outcome.outcome, outcome.info, why, quiet)
+    settle(sup, u, outcome, why, executor=d.p.executor, workspace=d.workspace, quiet=quiet)
 
 
 def ending(sup: Supervisor, u: UnitState, why: str) -> None:

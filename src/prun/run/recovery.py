@@ -16,10 +16,11 @@ import contextlib
 import os
 
 from ..attempt import statedir
-from ..ledger import PacketStatus, Status, now_iso
+from ..attempt.outcome import Outcome
+from ..ledger import PACKET_STATUS, PacketStatus, Status, now_iso
 from .drive import watch
 from .settle import settle
-from .unit import FINAL_PACKET, UnitState
+from .unit import UnitState
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -49,9 +50,9 @@ def recover(sup: Supervisor) -> None:
         if status.terminal:
             if u.status.terminal:
                 continue
-            if u.status == PacketStatus.RUNNING and status in FINAL_PACKET:
+            if u.status == PacketStatus.RUNNING and status in PACKET_STATUS:
                 # judged, but the packet's own row missed it: settle it, run nothing
-                sup.set_packet(u, FINAL_PACKET[status], f"{last['id']} {status.value}")
+                sup.set_packet(u, PACKET_STATUS[status], f"{last['id']} {status.value}")
                 continue
             # pending or parked after a quota stop, a reassignment or no receipt
             u.predecessor = last["id"]
@@ -128,7 +129,11 @@ async def adopt(sup: Supervisor, u: UnitState, row: dict) -> None:
                   env=sup.env, attempt_id=row["id"])
     done = sd.outcome
     if done is not None:  # finished and judged; only the ledger missed it
-        return settle(sup, u, _Judged(sd, unit.get("workspace")), done["outcome"], done, None)
+        from .. import executors
+
+        return settle(sup, u, Outcome.from_json(done), None,
+                      executor=executors.get(unit.get("executor", "command")),
+                      workspace=unit.get("workspace"))
     d = reopen(req, sd.path)
     u.started = d.launched_at
     w = unit.get("worker") or {}
@@ -150,16 +155,5 @@ async def adopt(sup: Supervisor, u: UnitState, row: dict) -> None:
     from ..attempt.dispatch import recorded_exit
 
     code = await asyncio.to_thread(recorded_exit, sd, True)  # the keeper may be logging it
-    outcome = d.finish(code)
-    settle(sup, u, d, outcome.outcome, outcome.info, None)
+    settle(sup, u, d.finish(code), None, executor=d.p.executor, workspace=d.workspace)
 
-
-class _Judged:
-    """What ``settle`` needs of a dispatch that finished while no supervisor recorded it."""
-
-    def __init__(self, sd: statedir.StateDir, workspace: str | None):
-        self.state = sd
-        self.workspace = workspace
-        from .. import executors
-
-        self.p = type("P", (), {"executor": executors.get(sd.unit.get("executor", "command"))})

@@ -25,7 +25,7 @@ async def session(sup: Supervisor, u: UnitState, d, handed) -> None:
     from .._util.fsutil import file_size
 
     aid, sd = u.attempt_id, d.state
-    lines = handed.info.get("lines", [])
+    lines = handed.lines
     sup.ledger.update_attempt(aid, "handed to the coordinator", state_dir=sd.path,
                               workspace=d.workspace, mode=d.p.mode)
     sup.emit("handoff", u, "run it as a subagent, then attach its receipt",
@@ -72,7 +72,7 @@ async def session(sup: Supervisor, u: UnitState, d, handed) -> None:
         status = Status.CANCELLED if u.stop.is_set() else Status.TIMEOUT
         reason = "cancelled" if u.stop.is_set() else "no result before the deadline"
     if u.superseded or status in (Status.CANCELLED, Status.TIMEOUT):
-        quarantine(sup, u, d, {"result_file": result, "published": "worker"}, everything=True)
+        quarantine(sup, u, d.workspace, result_file=result, everything=True)
     sup.ledger.update_attempt(aid, reason, status=status, reason=reason,
                               finished_at=now_iso())
     if u.superseded:

@@ -1,6 +1,6 @@
 """One packet as a run's supervisor drives it: ``UnitState``, the per-unit state every part of
 the supervisor reads and changes (the scheduler, the attempt's driving, control requests,
-recovery), and the maps from an attempt's outcome to its statuses.
+recovery).
 
 The packet's status is the truth the ledger records; the other fields say what its current
 (or last) attempt is and what its next attempt carries on.
@@ -13,19 +13,9 @@ from dataclasses import dataclass, field
 
 from .._util.timeparse import epoch
 from ..attempt import statedir
-from ..ledger import PacketStatus, Status
+from ..ledger import PacketStatus
 from ..plan import Packet
 from . import brief
-
-OUTCOME_STATUS = {"succeeded": Status.SUCCEEDED, "timeout": Status.TIMEOUT,
-                  "quota": Status.QUOTA, "cancelled": Status.CANCELLED,
-                  "failed": Status.FAILED}
-
-
-# An attempt's final status, as its packet's (quota, no receipt and superseded attempts are
-# followed by another attempt instead).
-FINAL_PACKET = {Status.SUCCEEDED: PacketStatus.SUCCEEDED, Status.FAILED: PacketStatus.FAILED,
-                Status.TIMEOUT: PacketStatus.TIMEOUT, Status.CANCELLED: PacketStatus.CANCELLED}
 
 EXCERPT_BYTES = 8000
 
@@ -61,6 +51,13 @@ class UnitState:
     earlier: object | None = None          # brief.Earlier: a fresh start carries it
     followups: list[str] = field(default_factory=list)   # requested while it was running
     extra: dict = field(default_factory=dict)
+
+    @property
+    def current_attempt(self) -> str:
+        """The id of its current (or last) attempt, which it has from its first one on."""
+        if self.attempt_id is None:
+            raise RuntimeError(f"packet {self.packet.id} has no attempt yet")
+        return self.attempt_id
 
     def carry_on(self, executor, asked: str | None, *, because: str, fresh: bool = False,
                  earlier_result: str | None = None) -> None:
