@@ -26,7 +26,7 @@ from ..ledger import PacketStatus, Status, now_iso
 from . import brief, schedule
 from .dependents import Blocked
 from .ports import PortsUnavailable
-from .prepare import Workspace
+from .prepare import QuotaPools, Workspace
 from .session import session
 from .settle import no_receipt, settle
 from .unit import UnitState, parse_time
@@ -38,10 +38,10 @@ if TYPE_CHECKING:
 QUIESCE_LIMIT_S = 5.0
 
 
-async def attempt(sup: Supervisor, u: UnitState) -> None:
-    """Start the next attempt of ``u`` and drive it to its end."""
+async def attempt(sup: Supervisor, u: UnitState, pools: QuotaPools) -> None:
+    """Start the next attempt of ``u`` and drive it to its end (``pools``: the quota states
+    of the scheduling pass that started it)."""
     from .. import executors
-    from . import prepare as unitprep
 
     p = u.packet
     executor_name = u.executor
@@ -52,7 +52,7 @@ async def attempt(sup: Supervisor, u: UnitState) -> None:
     except PrunError as e:
         return no_receipt(sup, u, None, f"choose the {executor_name} executor for {p.id}",
                           e.line())
-    reset = unitprep.pool_reset(ex, settings.model, sup.env)
+    reset = await pools.reset_of(ex, settings.model)
     if reset is not None and reset > time.time():
         return schedule.park(sup, u, reset, f"the {ex.quota_group(settings.model)} quota pool "
                              "is empty")

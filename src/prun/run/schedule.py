@@ -60,9 +60,6 @@ def ready(sup: Supervisor) -> list[UnitState]:
 
 def park(sup: Supervisor, u: UnitState, until: float | None, cause: str) -> None:
     """Its quota pool is empty: it waits until ``until`` (an unknown reset: five minutes)."""
-    from . import prepare as unitprep
-
-    unitprep.forget_pool_states()
     until = until if until and until > time.time() else time.time() + UNKNOWN_RESET_S
     u.park_until = until
     cause = f"{cause} (parked until {now_iso(until)})"

@@ -41,6 +41,7 @@ from ..ledger import Ledger, PacketStatus, RunStatus, Status, now_iso
 from . import control, drive, recovery, schedule
 from .events import Event
 from .keeper import Keeper
+from .prepare import QuotaPools
 from .state import READY_FD, RunPaths, packet_from_spec
 from .unit import UnitState
 
@@ -210,8 +211,9 @@ class Supervisor:
             if self.requests_due or time.monotonic() >= self.next_request_check:
                 control.take_requests(self)
             control.check_deadline(self)
+            pools = QuotaPools(self.env)   # read once for the units this pass launches
             for u in schedule.ready(self):
-                self.start(u, drive.attempt(self, u))
+                self.start(u, drive.attempt(self, u, pools))
             if not self.running and self._settled():
                 self._commit_now()
                 status = self._final_status()
