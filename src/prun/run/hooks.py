@@ -16,6 +16,7 @@ import os
 import signal
 import time
 
+from .._util.process import Worker, spawn
 from .events import Event
 
 MAX_CONCURRENT = 4
@@ -73,22 +74,19 @@ class EventHooks:
                     "PRUN_EVENT_JSON": json.dumps(event.to_json(), default=str)})
         if event.data.get("result_file"):
             env["PRUN_RESULT_FILE"] = str(event.data["result_file"])
-        with open(self.log_path, "ab") as log:
-            proc = await asyncio.create_subprocess_exec(
-                "/bin/sh", "-c", self.command, stdin=asyncio.subprocess.DEVNULL, stdout=log,
-                stderr=log, env=env, start_new_session=True)
+        hook = spawn(["/bin/sh", "-c", self.command], cwd=os.getcwd(), env=env,
+                     stdout_path=self.log_path, stderr_path=self.log_path)
         try:
             async with asyncio.timeout(self.timeout):
-                code = await proc.wait()
+                await hook.await_exit()
         except TimeoutError:
-            _kill_group(proc.pid)
-            await proc.wait()
+            await _kill(hook)
             self._log(f"hook for {event.kind} ended after {self.timeout:g} s")
             return
         except asyncio.CancelledError:  # the run is over and its hooks' time with it
-            _kill_group(proc.pid)
-            await proc.wait()           # gone before the hooks' scope ends (SIGKILL: soon)
+            await _kill(hook)            # gone before the hooks' scope ends (SIGKILL: soon)
             raise
+        code = hook.reap()
         if code != 0:
             self._log(f"hook for {event.kind} exited with code {code}")
 
@@ -100,8 +98,8 @@ class EventHooks:
             pass
 
 
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+async def _kill(hook: Worker) -> None:
+    """End the hook's whole process group and reap it."""
+    hook.signal(signal.SIGKILL)
+    await hook.await_exit()
+    hook.reap()

@@ -106,16 +106,15 @@ class Keeper:
         the supervisor's); ``start`` does it if nobody did."""
         import subprocess
 
-        from .._util.process import create_time
+        from .._util.process import create_time, start
 
         if self.proc is not None:
             return
         here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        self.proc = subprocess.Popen(
+        self.proc = start(
             [sys.executable, "-c", f"import sys; sys.path.insert(0, {here!r}); "
              "from prun.run.keeper_process import main; main()"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True,
-            close_fds=True)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.ident = {"pid": self.proc.pid, "create_time": create_time(self.proc.pid)}
         os.set_blocking(self.proc.stdout.fileno(), False)
         self._send({"op": "env", "env": self.env})
