@@ -43,9 +43,11 @@ class EventHooks:
         self._group = group
         return self
 
-    async def __aexit__(self, *exc_info) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         """Wait (bounded) for the hooks still running; the block's own error goes on."""
         group, self._group = self._group, None  # no hook starts from here on
+        if group is None:
+            return
         try:
             async with asyncio.timeout(self.timeout + 1):
                 await group.__aexit__(None, None, None)
@@ -56,16 +58,16 @@ class EventHooks:
         """Run the hook for ``event`` if it is actionable (while the hooks are open)."""
         if not self.command or not event.actionable or self._group is None:
             return
-        self._group.create_task(self._run(event), name=f"hook {event.kind}")
+        self._group.create_task(self._run(self.command, event), name=f"hook {event.kind}")
 
-    async def _run(self, event: Event) -> None:
+    async def _run(self, command: str, event: Event) -> None:
         async with self._sem:
             try:
-                await self._run_one(event)
+                await self._run_one(command, event)
             except Exception as e:  # a hook never harms the run
                 self._log(f"hook for {event.kind} could not run: {e}")
 
-    async def _run_one(self, event: Event) -> None:
+    async def _run_one(self, command: str, event: Event) -> None:
         env = dict(self.env)
         env.update({"PRUN_EVENT": event.kind, "PRUN_RUN_ID": event.run_id,
                     "PRUN_PACKET_ID": event.packet_id or "",
@@ -74,7 +76,7 @@ class EventHooks:
                     "PRUN_EVENT_JSON": json.dumps(event.to_json(), default=str)})
         if event.data.get("result_file"):
             env["PRUN_RESULT_FILE"] = str(event.data["result_file"])
-        hook = spawn(["/bin/sh", "-c", self.command], cwd=os.getcwd(), env=env,
+        hook = spawn(["/bin/sh", "-c", command], cwd=os.getcwd(), env=env,
                      stdout_path=self.log_path, stderr_path=self.log_path)
         try:
             async with asyncio.timeout(self.timeout):

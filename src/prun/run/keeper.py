@@ -9,14 +9,50 @@ keeper is started for the spawns that follow.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import json
 import os
+import subprocess
 import sys
 import threading
+from typing import IO, Any, Protocol, TypedDict
 
 SPAWN_WAIT_S = 60.0      # a spawn reply normally takes a millisecond
 CLOSE_WAIT_S = 5.0
+LOST_WAIT_S = 1.0        # a dead keeper is reaped within this
+
+
+class RunWorker(Protocol):
+    """A worker as a run's supervisor holds it: one its keeper started (``KeptWorker``), one
+    an earlier supervisor started (``process.AdoptedWorker``), or a test's fake. ``reap``
+    gives None when the exit code is not known here: the keeper died first, or (an adopted
+    worker) it is in the run's exit-code log."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def signal(self, sig: int) -> None: ...
+
+    def exited(self) -> bool: ...
+
+    def wait_exit(self, timeout: float | None) -> bool: ...
+
+    async def await_exit(self) -> None: ...
+
+    def sweep(self) -> None: ...
+
+    def reap(self) -> int | None: ...
+
+    def close(self) -> None: ...
+
+
+class KeeperIdent(TypedDict, total=False):
+    """The keeper process as each unit.json records it (empty: no keeper process)."""
+
+    pid: int
+    create_time: float | None
 
 
 def _killpg(pgid: int, sig: int) -> None:
@@ -24,6 +60,13 @@ def _killpg(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _fd(pipe: IO[bytes] | None) -> int:
+    """The descriptor of one of the keeper's pipes (both are made when it starts)."""
+    if pipe is None:
+        raise RuntimeError("the worker keeper was started without its pipes")
+    return pipe.fileno()
 
 
 class KeptWorker:
@@ -35,9 +78,10 @@ class KeptWorker:
         self.create_time = started
         self.code: int | None = None
         self.orphan = False       # its keeper died: signalled directly, exit code unknown
-        self.escaped: list[dict] = []   # processes that left its group, ended: pid, cmdline
+        # the processes that left its group and were ended with it: pid, cmdline
+        self.escaped: list[dict[str, Any]] = []
         self._done = threading.Event()
-        self._waiters: list = []
+        self._waiters: list[asyncio.Future[None]] = []
 
     def _ended(self, code: int | None) -> None:     # in the event loop
         self.code = code
@@ -62,10 +106,8 @@ class KeptWorker:
         return self._done.wait(timeout)
 
     async def await_exit(self) -> None:
-        import asyncio
-
         if not self._done.is_set():
-            fut = asyncio.get_running_loop().create_future()
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._waiters.append(fut)
             try:
                 await fut
@@ -90,41 +132,39 @@ class Keeper:
 
     def __init__(self, env: dict[str, str]):
         self.env = dict(env)
-        self.proc = None
-        self.loop = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
         self._next = 0
-        self._pending: dict = {}  # request id -> concurrent.futures.Future of its answer
+        self._pending: dict[int, concurrent.futures.Future[KeptWorker]] = {}  # by request id
         self.workers: dict[int, KeptWorker] = {}
-        self.ident: dict = {}     # the keeper's pid and start time, kept in each unit.json
+        self.ident: KeeperIdent = {}   # the keeper's pid and start time, in each unit.json
         self._loop_thread: int | None = None
         self._buf = b""
 
     # lifecycle ---------------------------------------------------------------------------------
-    def launch(self) -> None:
+    def launch(self) -> subprocess.Popen[bytes]:
         """Start the keeper process (before the event loop runs, so that its start-up overlaps
-        the supervisor's); ``start`` does it if nobody did."""
-        import subprocess
-
+        the supervisor's); ``start`` does it if nobody did. Returns it."""
         from .._util.process import create_time, start
 
         if self.proc is not None:
-            return
+            return self.proc
         here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        self.proc = start(
+        proc = self.proc = start(
             [sys.executable, "-c", f"import sys; sys.path.insert(0, {here!r}); "
              "from prun.run.keeper_process import main; main()"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        self.ident = {"pid": self.proc.pid, "create_time": create_time(self.proc.pid)}
-        os.set_blocking(self.proc.stdout.fileno(), False)
+        self.ident = {"pid": proc.pid, "create_time": create_time(proc.pid)}
+        os.set_blocking(_fd(proc.stdout), False)
         self._send({"op": "env", "env": self.env})
+        return proc
 
-    def start(self, loop) -> None:
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Attach to the event loop (which reads the keeper's answers)."""
         self.loop = loop
         self._loop_thread = threading.get_ident()
-        self.launch()
-        loop.add_reader(self.proc.stdout.fileno(), self._readable)
+        loop.add_reader(_fd(self.launch().stdout), self._readable)
 
     def close(self) -> None:
         """Let the keeper go: it exits once its last worker has ended."""
@@ -132,26 +172,24 @@ class Keeper:
             return
         proc, self.proc = self.proc, None
         if self.loop is not None:
-            self.loop.remove_reader(proc.stdout.fileno())
-        proc.stdin.close()
-        import subprocess
-
+            self.loop.remove_reader(_fd(proc.stdout))
+        if proc.stdin is not None:
+            proc.stdin.close()
         try:
             if not self.workers:
                 proc.wait(CLOSE_WAIT_S)
         except subprocess.TimeoutExpired:
             pass
-        proc.stdout.close()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
     # requests (any thread) -----------------------------------------------------------------------
     def spawn(self, argv: list[str], *, cwd: str, env: dict[str, str], stdout_path: str,
               stderr_path: str, stdin_path: str | None, name: str, log: str) -> KeptWorker:
         """Start ``argv`` (its program a path) through the keeper. Raises ``OSError``."""
-        import concurrent.futures
-
         if threading.get_ident() == self._loop_thread:
             raise RuntimeError("Keeper.spawn waits for the event loop: call it from a thread")
-        fut: concurrent.futures.Future = concurrent.futures.Future()
+        fut: concurrent.futures.Future[KeptWorker] = concurrent.futures.Future()
         base = self.env
         with self._lock:
             if self.proc is None:
@@ -175,50 +213,58 @@ class Keeper:
             if self.proc is not None:
                 self._send({"op": "signal", "pid": pid, "sig": int(sig)})
 
-    def _send(self, req: dict) -> None:
+    def _send(self, req: dict[str, Any]) -> None:
         from .._util.fsutil import write_all
 
+        if self.proc is None:
+            return
         try:
-            write_all(self.proc.stdin.fileno(), (json.dumps(req) + "\n").encode())
+            write_all(_fd(self.proc.stdin), (json.dumps(req) + "\n").encode())
         except OSError:
             pass   # the keeper died: its end of the pipe shows EOF, handled in _readable
 
     # replies (event loop) ------------------------------------------------------------------------
     def _readable(self) -> None:
+        if self.proc is None:
+            return
         try:
-            data = os.read(self.proc.stdout.fileno(), 1 << 16)
+            data = os.read(_fd(self.proc.stdout), 1 << 16)
         except BlockingIOError:
             return
         if not data:
             return self._lost()
         *lines, self._buf = (self._buf + data).split(b"\n")
         for line in lines:
-            kind, _, rest = line.decode().partition(" ")
-            if kind == "exit":
-                pid, code = rest.split()
-                w = self.workers.pop(int(pid), None)
-                if w is not None:
-                    w._ended(int(code))
-            elif kind == "escaped":
-                pid, escaped, argv = rest.split(" ", 2)
-                w = self.workers.get(int(pid))
-                if w is not None:
-                    w.escaped.append({"pid": int(escaped), "cmdline": json.loads(argv)})
-            elif kind == "spawned":
-                rid, pid, started = rest.split()
-                w = KeptWorker(self, int(pid), float(started) or None)
-                self.workers[w.pid] = w
-                self._resolve(int(rid), w)
-            elif kind == "failed":
-                rid, err, msg = rest.split(" ", 2)
-                self._resolve(int(rid), OSError(int(err), json.loads(msg)))
+            self._reply(line.decode())
 
-    def _resolve(self, rid: int, value) -> None:
+    def _reply(self, line: str) -> None:
+        """One line the keeper sent (see ``keeper_process``)."""
+        kind, _, rest = line.partition(" ")
+        if kind == "exit":
+            pid, code = rest.split()
+            w = self.workers.pop(int(pid), None)
+            if w is not None:
+                w._ended(int(code))
+        elif kind == "escaped":
+            pid, escaped, argv = rest.split(" ", 2)
+            w = self.workers.get(int(pid))
+            if w is not None:
+                w.escaped.append({"pid": int(escaped), "cmdline": json.loads(argv)})
+        elif kind == "spawned":
+            rid, pid, started = rest.split()
+            w = KeptWorker(self, int(pid), float(started) or None)
+            self.workers[w.pid] = w
+            self._resolve(int(rid), w)
+        elif kind == "failed":
+            rid, err, msg = rest.split(" ", 2)
+            self._resolve(int(rid), OSError(int(err), json.loads(msg)))
+
+    def _resolve(self, rid: int, value: KeptWorker | OSError) -> None:
         with self._lock:
             fut = self._pending.pop(rid, None)
         if fut is None:
             return
-        if isinstance(value, BaseException):
+        if isinstance(value, OSError):
             fut.set_exception(value)
         else:
             fut.set_result(value)
@@ -226,38 +272,41 @@ class Keeper:
     def _lost(self) -> None:
         """The keeper died. Its workers now belong to init, which reaps them: watch each by
         pidfd (its exit code is lost), fail spawns in flight, start a fresh keeper."""
-        import subprocess
-
-        self.loop.remove_reader(self.proc.stdout.fileno())
+        loop, old = self.loop, self.proc
+        if loop is None or old is None:
+            return
+        loop.remove_reader(_fd(old.stdout))
         with self._lock:  # spawns wait for the new keeper
-            old, self.proc = self.proc, None
+            self.proc = None
             pending, self._pending = self._pending, {}
-            self.launch()
-        self.loop.add_reader(self.proc.stdout.fileno(), self._readable)
+            new = self.launch()
+        loop.add_reader(_fd(new.stdout), self._readable)
         self._buf = b""
         for fut in pending.values():
             fut.set_exception(OSError(0, "the worker keeper died"))
         for w in list(self.workers.values()):
-            self._watch_orphan(w)
+            _watch_orphan(loop, w)
         self.workers.clear()
-        old.stdout.close()
-        old.stdin.close()
+        for pipe in (old.stdout, old.stdin):
+            if pipe is not None:
+                pipe.close()
         with contextlib.suppress(subprocess.TimeoutExpired):
-            old.wait(1.0)
+            old.wait(LOST_WAIT_S)
         print(f"prun: the worker keeper (pid {old.pid}) died; exit codes of its running "
               "workers are lost", file=sys.stderr)
 
-    def _watch_orphan(self, w: KeptWorker) -> None:
-        w.orphan = True
-        try:
-            fd = os.pidfd_open(w.pid)
-        except OSError:
-            return w._ended(None)
 
-        def ended() -> None:
-            self.loop.remove_reader(fd)
-            os.close(fd)
-            w._ended(None)
+def _watch_orphan(loop: asyncio.AbstractEventLoop, w: KeptWorker) -> None:
+    """A worker whose keeper died: signalled directly from now on, watched by its pidfd."""
+    w.orphan = True
+    try:
+        fd = os.pidfd_open(w.pid)
+    except OSError:
+        return w._ended(None)
 
-        self.loop.add_reader(fd, ended)
+    def ended() -> None:
+        loop.remove_reader(fd)
+        os.close(fd)
+        w._ended(None)
 
+    loop.add_reader(fd, ended)

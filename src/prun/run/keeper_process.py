@@ -51,6 +51,7 @@ import os
 import signal
 import sys
 import time
+from typing import Any
 
 LINEAGE_LIMIT = 10_000   # descendants of escapes remembered at most
 # dispositions the keeper changes (or Python does) that a worker must not inherit
@@ -72,8 +73,10 @@ class _Escape:
 
     __slots__ = ("cmdline", "ended", "held_by", "kill_at", "owners", "pid", "start")
 
-    def __init__(self, info: dict, owners: set[int]):
-        self.pid, self.start, self.cmdline = info["pid"], info["start"], info["cmdline"]
+    def __init__(self, info: dict[str, Any], owners: set[int]):
+        self.pid: int = info["pid"]
+        self.start: float = info["start"]
+        self.cmdline: list[str] = info["cmdline"]
         self.owners = owners              # the spawn ids of the workers it may descend from
         self.ended = False                # SIGTERM sent
         self.held_by: int | None = None   # the worker whose exit line waits for it to go
@@ -133,7 +136,7 @@ class _Server:
         elif op == "env":
             self.base_env = req["env"]
 
-    def spawn(self, req: dict) -> None:
+    def spawn(self, req: dict[str, Any]) -> None:
         from .._util.process import create_time
 
         env = dict(self.base_env)
@@ -210,7 +213,7 @@ class _Server:
         self.swept &= groups
         self.lineage = self._lineage()
 
-    def _owners(self, info: dict) -> set[int]:
+    def _owners(self, info: dict[str, Any]) -> set[int]:
         if info["attempt"] in self.by_attempt:
             return {self.by_attempt[info["attempt"]]}
         if info["sid"] != info["pid"] and info["sid"] in self.by_session:

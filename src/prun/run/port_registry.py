@@ -21,6 +21,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 from .._util.fsutil import atomic_write
 from ..errors import StateError
@@ -108,7 +109,7 @@ class Entry:
                            "started": h.started, "taken": self.taken_at}, sort_keys=True)
 
     @classmethod
-    def from_json(cls, d: dict) -> Entry:
+    def from_json(cls, d: dict[str, Any]) -> Entry:
         """Raises ValueError, TypeError or KeyError for anything this module did not write."""
         base, count, pid = (_whole(d[k]) for k in ("base", "count", "pid"))
         if not (base >= 1 and count >= 1 and base + count <= PORT_LIMIT and pid > 0
@@ -119,7 +120,7 @@ class Entry:
         return cls(PortRange(base, count), d["kind"], holder, float(d["taken"]), d["name"])
 
 
-def _whole(value) -> int:
+def _whole(value: object) -> int:
     if type(value) is not int:
         raise TypeError(f"not a whole number: {value!r}")
     return value
@@ -171,7 +172,7 @@ class Registry:
         self.entries = entries
         self.changed = True
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         try:
             if self.changed:
                 data = (f'{{"entries": [{", ".join(e.text for e in self.entries)}], '

@@ -18,8 +18,9 @@ from ..quota.snapshot import parse_time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..executors import Executor
+    from ..executors.base import Executor
     from ..quota.snapshot import GroupState
+    from .dependents import Start
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ def route_all(packets: Sequence[Packet], env: Mapping[str, str]) -> dict[str, Ro
     from ..plan import routing
 
     needs = [routing.Need.of(p) for p in packets]
-    states: dict = {}
+    states: dict[str, GroupState] = {}
     if any(n.named is None or executors.get(n.named).quota_groups() for n in needs):
         from ..quota import group_states
 
@@ -60,7 +61,7 @@ class Workspace:
 
 def workspace(packet: Packet, *, root: str, seq: int, repo_root: str | None,
               base: str | None, setup: str | None, env: Mapping[str, str],
-              snapshot_of: Callable[[str], str], start=None,
+              snapshot_of: Callable[[str], str], start: Start | None = None,
               reuse: str | None = None) -> Workspace:
     """Make the unit's workspace in ``root`` (the run's folder of workspaces): a scratch dir
     for a read-only unit (with the run's read-only snapshot of the code at its base,

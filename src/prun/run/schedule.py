@@ -13,12 +13,13 @@ import asyncio
 import os
 import time
 
-from ..errors import PrunError
+from ..errors import PortsUnavailable, PrunError
 from ..ledger import PacketStatus, now_iso
 from .unit import UnitState
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from .ports import Reservation
     from .supervisor import Supervisor
 
 PORT_RETRY_S = 1.0  # a unit whose fixed port is held looks again this often
@@ -67,7 +68,7 @@ def park(sup: Supervisor, u: UnitState, until: float | None, cause: str) -> None
     sup.emit("parked", u, cause, resets_at=now_iso(until))
 
 
-def reserve_ports(sup: Supervisor, u: UnitState, aid: str):
+def reserve_ports(sup: Supervisor, u: UnitState, aid: str) -> Reservation:
     """The attempt's ports (``prun.run.ports``): its own range from the run's block, and the
     ports it names or fixes from the machine-wide registry. Held in the keeper's name, which
     lives as long as the run's workers do; given back when the attempt ends."""
@@ -78,7 +79,7 @@ def reserve_ports(sup: Supervisor, u: UnitState, aid: str):
     pid, started = _keeper(sup)
     if sup.ranges is None:
         sup.ranges = RunRanges(sup.run_id, pid, started, request.count, sup.env,
-                                     block=sup.parallel)
+                               block=sup.parallel)
     own = sup.ranges.take()
     held = ports.Holder(aid, sup.run_id, u.packet.id, pid, started)
     if not request.fixed and not request.names:
@@ -96,15 +97,15 @@ def _keeper(sup: Supervisor) -> tuple[int, float | None]:
     return keeper.get("pid") or os.getpid(), keeper.get("create_time")
 
 
-def wait_for_ports(sup: Supervisor, u: UnitState, e) -> None:
+def wait_for_ports(sup: Supervisor, u: UnitState, e: PortsUnavailable) -> None:
     """A fixed port it needs is held (by a unit of any run): it stays queued, and says
     why once."""
     u.not_before = time.time() + PORT_RETRY_S
     note = f"waiting for its ports: {e.message}"
-    if u.extra.get("port_note") == note:
+    if u.port_note == note:
         u.status = PacketStatus.PENDING
         return
-    u.extra["port_note"] = note
+    u.port_note = note
     sup.set_packet(u, PacketStatus.PENDING, note)
     sup.emit("waiting", u, note)
 
@@ -114,7 +115,7 @@ async def release_ports(sup: Supervisor, u: UnitState) -> None:
     fixed to the registry (a failure there is only reported)."""
     from . import ports
 
-    held = u.extra.pop("ports", None)
+    held, u.ports = u.ports, None
     if held is None:
         return
     if sup.ranges is not None:

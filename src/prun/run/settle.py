@@ -21,7 +21,7 @@ from .unit import UnitState, parse_time
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..attempt.outcome import Outcome
-    from ..executors import Executor
+    from ..executors.base import Executor
     from .supervisor import Supervisor
 
 
@@ -86,9 +86,7 @@ def fresh_start(sup: Supervisor, u: UnitState, executor: Executor, error: str | 
            f"({error or 'by the CLI'}), so this attempt starts fresh.")
     sup.ledger.record_event("resume-refused", run_id=sup.run_id, packet_id=u.packet.id,
                             attempt_id=aid, status="resume-refused", cause=why)
-    earlier = u.extra.get("resumed_from") or {}
-    u.carry_on(executor, u.extra.get("asked"), because=why, fresh=True,
-               earlier_result=earlier.get("result_file"))
+    u.carry_on(executor, u.asked, because=why, fresh=True, earlier_result=u.resumed_result)
     sup.set_packet(u, PacketStatus.PENDING, "resume refused: a fresh attempt carries the "
                    "partial result")
 

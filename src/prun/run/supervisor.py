@@ -32,6 +32,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Coroutine
+from typing import Any
 
 from .. import settings
 from .._util.fsutil import sync_fs
@@ -101,7 +102,8 @@ class Supervisor:
         self.sandbox = {pid: spec.get("sandbox") for pid, spec in specs.items()}
         self.plan = Plan(packets=tuple(u.packet for u in self.order))
         self.ancestors = ancestors(self.plan)
-        self.scope: tuple | None = None      # each packet's may_write and the shared paths
+        # each packet's may_write and the shared paths (git.reconcile.plan_scope)
+        self.scope: tuple[dict[str, tuple[str, ...]], dict[str, str]] | None = None
         # the scheduler (schedule.py)
         self.cursor = 0                      # every unit before it is finished
         self.parked: set[str] = set()
@@ -113,9 +115,9 @@ class Supervisor:
         self.next_request_check = 0.0
         self.last_stall_check = 0.0
         # the loop and the group commit
-        self.running: set[asyncio.Task] = set()   # the units' tasks, all in _group
+        self.running: set[asyncio.Task[None]] = set()   # the units' tasks, all in _group
         self._group: asyncio.TaskGroup | None = None
-        self._wake: asyncio.Event | None = None
+        self._wake = asyncio.Event()          # made again for each run_until_done
         self.hooks: EventHooks | None = None  # the on_event hooks, while the run is driven
         self.unsynced = False                # units settled since the last syncfs
 
@@ -131,7 +133,8 @@ class Supervisor:
                 self.workspaces, self.run["repo_root"], base).path
         return found
 
-    def emit(self, kind: str, u: UnitState | None = None, cause: str = "", **data) -> None:
+    def emit(self, kind: str, u: UnitState | None = None, cause: str = "",
+             **data: Any) -> None:
         """Tell the renderer (and the plan's hook) of a change; the kinds a later command
         must find are logged in the ledger too."""
         ev = Event(kind, self.run_id, packet_id=u.packet.id if u else None,
@@ -312,6 +315,8 @@ class Supervisor:
 
     def start(self, u: UnitState, coro: Coroutine[object, object, None]) -> None:
         """Drive ``coro`` (an attempt of ``u``) as a task of the run's task group."""
+        if self._group is None:
+            raise RuntimeError(f"{u.packet.id} started while the run is not being driven")
         self.running.add(self._group.create_task(self._unit_task(u, coro), name=u.packet.id))
 
     async def _unit_task(self, u: UnitState, coro: Coroutine[object, object, None]) -> None:
@@ -331,10 +336,9 @@ class Supervisor:
 
     def wake(self) -> None:
         """Wake the loop: a request, a signal or a cancel wants a turn."""
-        if self._wake is not None:
-            self._wake.set()
+        self._wake.set()
 
-    def set_packet(self, u: UnitState, status: PacketStatus, cause: str, **data) -> None:
+    def set_packet(self, u: UnitState, status: PacketStatus, cause: str, **data: Any) -> None:
         """Change a packet's status, in the ledger and in the scheduler's view."""
         if status in (PacketStatus.PENDING, PacketStatus.PARKED):
             self.cursor = 0  # it is open again: scan from the start
@@ -346,7 +350,7 @@ class Supervisor:
         self.ledger.set_packet_status(self.run_id, u.packet.id, status, cause, data or None)
 
 
-def _lone(errors: BaseExceptionGroup) -> BaseException:
+def _lone(errors: BaseExceptionGroup[BaseException]) -> BaseException:
     """The one error a task group gathered (else the group itself), so that the loop's own
     error, a ``PrunError`` say, reaches the caller as it was raised."""
     return errors.exceptions[0] if len(errors.exceptions) == 1 else errors
