@@ -98,16 +98,14 @@ def _keeper(sup: Supervisor) -> tuple[int, float | None]:
 
 
 def wait_for_ports(sup: Supervisor, u: UnitState, e: PortsUnavailable) -> None:
-    """A fixed port it needs is held (by a unit of any run): it stays queued, and says
-    why once."""
+    """A fixed port it needs is held (by a unit of any run): it stays queued (pending in the
+    ledger too, which its launch had marked running), and says why once."""
     u.not_before = time.time() + PORT_RETRY_S
     note = f"waiting for its ports: {e.message}"
-    if u.port_note == note:
-        u.status = PacketStatus.PENDING
-        return
-    u.port_note = note
     sup.set_packet(u, PacketStatus.PENDING, note)
-    sup.emit("waiting", u, note)
+    if u.port_note != note:
+        u.port_note = note
+        sup.emit("waiting", u, note)
 
 
 async def release_ports(sup: Supervisor, u: UnitState) -> None:
