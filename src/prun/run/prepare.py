@@ -100,6 +100,18 @@ def workspace(packet: Packet, *, root: str, seq: int, repo_root: str | None,
     return Workspace(path, kind, base, snapshot, applied)
 
 
+def git_wrapper(user_state: str) -> str | None:
+    """The folder of the git wrapper every worker of the run gets first on its PATH (made
+    once for the run; None when there is no git to wrap)."""
+    from ..errors import LaunchError
+    from ..hooks.git_wrapper import git_wrapper_dir
+
+    try:
+        return git_wrapper_dir(user_state)
+    except LaunchError:
+        return None
+
+
 class QuotaPools:
     """The quota groups' states for one scheduling pass of the supervisor: read
     (``quota.group_states``, in a worker thread: it may probe a CLI) the first time a unit

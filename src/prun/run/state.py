@@ -242,6 +242,24 @@ SUPERVISOR_START_S = 30.0
 READY_FD = "PRUN_SUPERVISOR_READY_FD"   # the pipe a detached supervisor says it holds the run on
 
 
+def ready_signal() -> Callable[[], None] | None:
+    """What a detached supervisor calls to tell ``spawn_supervisor`` that it holds the run:
+    one byte on the pipe it passed (its descriptor in ``PRUN_SUPERVISOR_READY_FD``, taken
+    out of the environment so that no worker sees it). None when it was not given one."""
+    fd = os.environ.pop(READY_FD, "")
+    if not fd.isdigit():
+        return None
+
+    def ready() -> None:
+        try:
+            os.write(int(fd), b"1")
+            os.close(int(fd))
+        except OSError:
+            pass   # the starter has gone: nobody is waiting
+
+    return ready
+
+
 def wake_supervisor(run: Mapping[str, Any] | sqlite3.Row) -> bool:
     """Tell a live supervisor to read its requests (SIGUSR1). False when none runs."""
     import signal

@@ -42,8 +42,8 @@ from ..ledger import Ledger, PacketStatus, RunStatus, Status, now_iso
 from . import control, drive, recovery, schedule
 from .events import Event
 from .keeper import Keeper
-from .prepare import QuotaPools
-from .state import READY_FD, RunPaths, packet_from_spec
+from .prepare import QuotaPools, git_wrapper
+from .state import RunPaths, packet_from_spec, ready_signal
 from .unit import UnitState
 
 TYPE_CHECKING = False
@@ -85,7 +85,7 @@ class Supervisor:
         self.deadline = epoch(self.run["deadline"])
         self.settings = settings.load(self.env)   # read once: every attempt uses this
         self.stall_s = self.settings.stall_s
-        self.git_wrapper = _git_wrapper(self.settings.user_state)
+        self.git_wrapper = git_wrapper(self.settings.user_state)
         self.workspaces = os.path.join(self.settings.workspace_root, run_id)  # the run's
         self._snapshots: dict[str, str] = {}     # base -> the run's read-only snapshot of it
         self.ranges: RunRanges | None = None     # the units' own port ranges (schedule.py)
@@ -383,39 +383,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args = sys.argv[1:] if argv is None else argv
     renderer = LineRenderer(sys.stdout, verbose=True)
-    status = run_supervisor(args[0], renderer.handle, on_claimed=_ready_signal())
+    status = run_supervisor(args[0], renderer.handle, on_claimed=ready_signal())
     return 0 if status == RunStatus.SUCCEEDED else 1
-
-
-
-def _git_wrapper(user_state: str) -> str | None:
-    """The folder of the git wrapper every worker of the run gets first on its PATH (made
-    once for the run; None when there is no git to wrap)."""
-    from ..errors import LaunchError
-    from ..hooks.git_wrapper import git_wrapper_dir
-
-    try:
-        return git_wrapper_dir(user_state)
-    except LaunchError:
-        return None
-
-
-def _ready_signal() -> Callable[[], None] | None:
-    """What tells ``spawn_supervisor`` that this process holds the run: one byte on the pipe
-    it passed (its descriptor in ``PRUN_SUPERVISOR_READY_FD``, taken out of the environment
-    so that no worker sees it)."""
-    fd = os.environ.pop(READY_FD, "")
-    if not fd.isdigit():
-        return None
-
-    def ready() -> None:
-        try:
-            os.write(int(fd), b"1")
-            os.close(int(fd))
-        except OSError:
-            pass   # the starter has gone: nobody is waiting
-
-    return ready
 
 
 if __name__ == "__main__":
