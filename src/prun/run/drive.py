@@ -117,7 +117,7 @@ async def opened_attempt(sup: Supervisor, u: UnitState, opened: Opened) -> None:
     if not opened.launched:
         await asyncio.to_thread(d.finish, None)
         sup.unsynced = True
-        return no_receipt(sup, u, aid, f"start {u.executor} for packet {u.packet.id}",
+        return no_receipt(sup, u, aid, f"start {d.p.executor.name} for packet {u.packet.id}",
                           d.launch_error, state_dir=d.state.path)
     u.started = d.launched_at
     u.stalled = False
