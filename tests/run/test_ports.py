@@ -15,6 +15,7 @@ from prun import settings
 from prun._util.process import create_time
 from prun.errors import UsageError
 from prun.run import ports
+from prun.run.run_ranges import RunRanges
 
 # A process that holds ports, as a supervisor or dispatcher would: it reserves and releases
 # what its stdin asks for and answers each line with one line of JSON.
@@ -295,9 +296,9 @@ def test_reserving_again_for_one_attempt_replaces_what_it_held():
 
 # A run's block of own ranges -------------------------------------------------------------
 
-def run_ranges(block: int = 3, size: int = 4) -> ports.RunRanges:
+def run_ranges(block: int = 3, size: int = 4) -> RunRanges:
     pid = os.getpid()
-    return ports.RunRanges("r9", pid, create_time(pid), size, block=block)
+    return RunRanges("r9", pid, create_time(pid), size, block=block)
 
 
 def test_a_run_leases_its_units_ranges_once_and_hands_them_out_in_memory(monkeypatch):

@@ -41,7 +41,7 @@ def _rows(run_id):
 def test_empty_pool_parks_the_unit_until_its_reset(repo, agy, tmp_path, monkeypatch):
     snap = Path(tmp_path / "quota.json")
     snap.write_text(json.dumps({"version": 1, "groups": {"agy-gemini": {
-        "left": 0.0, "resets_at": _iso(2), "read_at": _iso(0), "source": "probe"}}}))
+        "left": 0.0, "resets_at": _iso(6), "read_at": _iso(0), "source": "probe"}}}))
     plan = write_plan(repo / "plan.yaml", [{"id": "research", "executor": "agy",
                                             "prompt": "look something up"}])
     start = time.time()

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from .._util import gitcmd
 from ..errors import Blocked
 from ..git.reconcile import REJECTED, UnitInput, judge
-from ..plan import Plan
+from ..plan import Packet, Plan
 
 AUTHOR = ("-c", "user.name=prun", "-c", "user.email=prun@localhost")
 
@@ -37,14 +37,13 @@ class Start:
     patches: tuple[bytes, ...] = ()
 
 
-def start(plan: Plan, packet_id: str, latest: Mapping[str, UnitInput],
+def start(plan: Plan, packet: Packet, latest: Mapping[str, UnitInput],
           ancestors: Mapping[str, set[str]]) -> Start:
-    """Judge every packet ``packet_id`` comes after (``latest``: each one's deciding attempt)
-    and collect what the dependent starts from. Raises ``Blocked`` for a rejected one."""
+    """Judge every packet ``packet`` of ``plan`` comes after (``latest``: each one's deciding
+    attempt) and collect what it starts from. Raises ``Blocked`` for a rejected one."""
     from ..git.integrate import order
 
-    packet = plan.packet(packet_id)
-    before = ancestors.get(packet_id, set())
+    before = ancestors.get(packet.id, set())
     wanted = [pid for pid in order(p for p in plan.packets if p.id in before)]
     results: dict[str, str] = {}
     applied, patches = [], []

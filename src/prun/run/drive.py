@@ -20,28 +20,30 @@ from typing import NamedTuple
 from .._util.fsutil import atomic_write
 from ..attempt import statedir
 from ..attempt.dispatch import Dispatch, Request
-from ..errors import PrunError, QuotaExhausted
-from ..git.reconcile import plan_scope
+from ..errors import Blocked, PrunError, QuotaExhausted
+from ..git.reconcile import UnitInput, plan_scope
 from ..ledger import PacketStatus, Status, now_iso
 from . import brief, schedule
-from .dependents import Blocked
 from .ports import PortsUnavailable
-from .prepare import Workspace
+from .prepare import QuotaPools, Workspace
 from .session import session
 from .settle import no_receipt, settle
 from .unit import UnitState, parse_time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ..attempt.outcome import Outcome
+    from .keeper import RunWorker
+    from .ports import Reservation
     from .supervisor import Supervisor
 
 QUIESCE_LIMIT_S = 5.0
 
 
-async def attempt(sup: Supervisor, u: UnitState) -> None:
-    """Start the next attempt of ``u`` and drive it to its end."""
+async def attempt(sup: Supervisor, u: UnitState, pools: QuotaPools) -> None:
+    """Start the next attempt of ``u`` and drive it to its end (``pools``: the quota states
+    of the scheduling pass that started it)."""
     from .. import executors
-    from . import prepare as unitprep
 
     p = u.packet
     executor_name = u.executor
@@ -52,7 +54,7 @@ async def attempt(sup: Supervisor, u: UnitState) -> None:
     except PrunError as e:
         return no_receipt(sup, u, None, f"choose the {executor_name} executor for {p.id}",
                           e.line())
-    reset = unitprep.pool_reset(ex, settings.model, sup.env)
+    reset = await pools.reset_of(ex, settings.model)
     if reset is not None and reset > time.time():
         return schedule.park(sup, u, reset, f"the {ex.quota_group(settings.model)} quota pool "
                              "is empty")
@@ -63,7 +65,7 @@ async def attempt(sup: Supervisor, u: UnitState) -> None:
         return schedule.wait_for_ports(sup, u, e)
     u.seq += 1
     u.attempt_id = aid
-    u.extra["ports"] = held
+    u.ports = held
     result = str(sup.paths.results / f"{p.id}.{u.seq}.md")
     sup.ledger.record_attempt(
         aid, "queued" if not u.predecessor else f"follows {u.predecessor}",
@@ -73,7 +75,8 @@ async def attempt(sup: Supervisor, u: UnitState) -> None:
         continue_from=u.continue_from)
     latest = latest_inputs(sup, u) if u.packet.after else {}
     try:
-        opened = await asyncio.to_thread(open_attempt, sup, u, executor_name, result, latest)
+        opened = await asyncio.to_thread(open_attempt, sup, u, held, executor_name, result,
+                                         latest)
     except Blocked as e:
         sup.ledger.update_attempt(aid, e.reason, status=Status.NOT_DISPATCHED,
                                   reason="blocked", error=e.reason, finished_at=now_iso())
@@ -86,7 +89,14 @@ async def attempt(sup: Supervisor, u: UnitState) -> None:
     except OSError as e:
         return no_receipt(sup, u, aid, f"prepare packet {p.id} for {executor_name}",
                           f"{e.strerror or e}: {e.filename or ''}".rstrip(": "))
-    d, place, launched, refused = opened.dispatch, opened.place, opened.launched, opened.refused
+    await opened_attempt(sup, u, opened)
+
+
+async def opened_attempt(sup: Supervisor, u: UnitState, opened: Opened) -> None:
+    """An attempt ``open_attempt`` started: parked if the quota gate refused it, handed to
+    the coordinator (a session unit), not dispatched if its worker did not start, else
+    watched to its end."""
+    aid, d, place, refused = u.current_attempt, opened.dispatch, opened.place, opened.refused
     u.state_dir = d.state.path
     sup.ledger.update_attempt(aid, None, brief=opened.brief, base=place.base,
                               workspace=place.path, state_dir=d.state.path)
@@ -102,18 +112,18 @@ async def attempt(sup: Supervisor, u: UnitState) -> None:
                                   finished_at=now_iso())
         u.predecessor = aid
         return schedule.park(sup, u, parse_time(refused.resets_at), refused.line())
-    if not d.p.executor.launches_process:
-        return await session(sup, u, d, launched)
-    if not launched:
+    if opened.handed is not None:
+        return await session(sup, u, d, opened.handed)
+    if not opened.launched:
         await asyncio.to_thread(d.finish, None)
         sup.unsynced = True
-        return no_receipt(sup, u, aid, f"start {executor_name} for packet {p.id}",
+        return no_receipt(sup, u, aid, f"start {d.p.executor.name} for packet {u.packet.id}",
                           d.launch_error, state_dir=d.state.path)
     u.started = d.launched_at
     u.stalled = False
     sup.ledger.update_attempt(aid, "worker started", status=Status.DISPATCHED,
                               receipt=d.receipt, state_dir=d.state.path,
-                              workspace=d.workspace, mode=p.effective_mode,
+                              workspace=d.workspace, mode=u.packet.effective_mode,
                               model=d.settings.model,
                               dispatched_at=now_iso(d.launched_at),
                               sandboxed=d.sandboxed)
@@ -127,22 +137,22 @@ class Opened(NamedTuple):
     dispatch: Dispatch
     place: Workspace                 # its workspace
     brief: str                       # what it was told
-    launched: object                 # launch(): True or False; a session unit: the hand-off
+    launched: bool                   # its worker started
     refused: QuotaExhausted | None   # the quota gate refused it before any launch
+    handed: Outcome | None = None    # a session unit: handed to the coordinator instead
 
 
-def open_attempt(sup: Supervisor, u: UnitState, executor_name: str, result: str,
-                 latest: dict) -> Opened:
+def open_attempt(sup: Supervisor, u: UnitState, held: Reservation, executor_name: str,
+                 result: str, latest: dict[str, UnitInput]) -> Opened:
     """Workspace, brief, validation, state dir, launch: the file and process work of
-    starting an attempt, run in a worker thread. Raises ``dependents.Blocked`` when a packet
-    it comes after was rejected."""
+    starting an attempt (with the ports ``held`` for it), run in a worker thread. Raises
+    ``Blocked`` when a packet it comes after was rejected."""
     from ..attempt.dispatch import prepare
     from . import prepare as unitprep
     from .dependents import start
 
     p = u.packet
-    begin = start(sup.plan, p.id, latest, sup.ancestors) if p.after else None
-    held = u.extra["ports"]
+    begin = start(sup.plan, p, latest, sup.ancestors) if p.after else None
     ids = {"PRUN_RUN_ID": sup.run_id, "PRUN_ATTEMPT_ID": u.attempt_id or "",
            "PRUN_UNIT_ID": p.id, "PRUN_PACKET_ID": p.id, **held.env()}
     reuse, u.reuse_workspace = u.reuse_workspace, None  # a follow-up's, used once
@@ -184,11 +194,11 @@ def open_attempt(sup: Supervisor, u: UnitState, executor_name: str, result: str,
     except QuotaExhausted as e:
         return Opened(d, place, text, False, e)
     if not prepared.executor.launches_process:  # a session unit: the coordinator runs it
-        return Opened(d, place, text, d.hand_off(), None)
+        return Opened(d, place, text, False, None, d.hand_off())
     return Opened(d, place, text, d.launch(), None)
 
 
-def read_only(sup: Supervisor, place) -> tuple[str, ...]:
+def read_only(sup: Supervisor, place: Workspace) -> tuple[str, ...]:
     """What a unit's sandbox mounts read-only: the real repository (its .git and the
     run's results included), every other workspace of the run and its snapshot (the unit's
     own workspace and state dir stay writable)."""
@@ -196,12 +206,12 @@ def read_only(sup: Supervisor, place) -> tuple[str, ...]:
     return tuple(p for p in paths if p)
 
 
-def prompt(u: UnitState, ctx) -> str:
+def prompt(u: UnitState, ctx: brief.Context) -> str:
     """What this attempt receives: the brief; a resumed turn's request; or, for a fresh
     attempt carrying on an earlier one, the brief with what that one left."""
     followup, earlier = u.followup, u.earlier
     u.followup, u.earlier = None, None
-    u.extra["asked"] = followup
+    u.asked = followup
     if u.continue_from:
         text = followup or ("A quota limit stopped your earlier turn. Continue the same "
                             "task from where you stopped and finish it.")
@@ -209,10 +219,8 @@ def prompt(u: UnitState, ctx) -> str:
     return brief.render(u.packet, ctx, followup=followup, earlier=earlier)
 
 
-def latest_inputs(sup: Supervisor, u: UnitState) -> dict:
+def latest_inputs(sup: Supervisor, u: UnitState) -> dict[str, UnitInput]:
     """The deciding attempt of every packet ``u`` comes after, as reconcile reads it."""
-    from ..git.reconcile import UnitInput
-
     if sup.scope is None:
         sup.scope = plan_scope(sup.plan, sup.run["repo_root"])
     may_write, shared = sup.scope
@@ -228,20 +236,29 @@ def latest_inputs(sup: Supervisor, u: UnitState) -> dict:
     return out
 
 
-async def watch(sup: Supervisor, u: UnitState, d) -> None:
+async def watch(sup: Supervisor, u: UnitState, d: Dispatch) -> None:
     """Wait for the launched (or re-attached) attempt, end it when asked, then judge it."""
-    u.stop = asyncio.Event()
+    worker = launched_worker(d)
+    stop = u.stop = asyncio.Event()
     if u.cancel_requested or u.superseded:
-        u.stop.set()
-    code, why = await d.wait_async(u.stop, sup.deadline,
+        stop.set()
+    code, why = await d.wait_async(stop, sup.deadline,
                                    on_end=lambda why: ending(sup, u, why))
-    d.escaped = list(getattr(d.worker, "escaped", ()))  # ended by the keeper with it
+    d.escaped = list(getattr(worker, "escaped", ()))  # ended by the keeper with it
     quiet = True
     if why is not None:
-        quiet = await quiesce(d.worker.pid)
+        quiet = await quiesce(worker.pid)
     outcome = await asyncio.to_thread(d.finish, code, timed_out=why == "timeout",
                                       cancelled=why == "cancelled")
-    settle(sup, u, d, outcome.outcome, outcome.info, why, quiet)
+    settle(sup, u, outcome, why, executor=d.p.executor, workspace=d.workspace, quiet=quiet)
+
+
+def launched_worker(d: Dispatch) -> RunWorker:
+    """The worker ``d`` launched (or re-attached to)."""
+    worker: RunWorker | None = d.worker
+    if worker is None:
+        raise RuntimeError(f"attempt {d.p.request.attempt_id} has no worker to watch")
+    return worker
 
 
 def ending(sup: Supervisor, u: UnitState, why: str) -> None:
@@ -249,7 +266,7 @@ def ending(sup: Supervisor, u: UnitState, why: str) -> None:
     cause = ("the run's deadline passed" if why == "timeout" and sup.timed_out
              else "its timeout passed" if why == "timeout"
              else "reassigned" if u.superseded else "cancel requested")
-    sup.ledger.update_attempt(u.attempt_id, cause, status=Status.CANCEL_REQUESTED)
+    sup.ledger.update_attempt(u.current_attempt, cause, status=Status.CANCEL_REQUESTED)
     sup.emit("cancel-requested", u, cause)
 
 

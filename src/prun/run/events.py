@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 # Event kinds a coordinator or a person should act on (the hook runs on these).
 ACTIONABLE = frozenset({"handoff", "succeeded", "failed", "timeout", "cancelled", "quarantined", "blocked",
@@ -27,12 +28,12 @@ class Event:
     executor: str | None = None
     model: str | None = None
     cause: str = ""
-    data: dict = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
     at: float = field(default_factory=time.time)
 
     @property
     def actionable(self) -> bool:
         return self.kind in ACTIONABLE
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v not in (None, "", {})}

@@ -16,6 +16,7 @@ import os
 import signal
 import time
 
+from .._util.process import Worker, spawn
 from .events import Event
 
 MAX_CONCURRENT = 4
@@ -42,9 +43,11 @@ class EventHooks:
         self._group = group
         return self
 
-    async def __aexit__(self, *exc_info) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         """Wait (bounded) for the hooks still running; the block's own error goes on."""
         group, self._group = self._group, None  # no hook starts from here on
+        if group is None:
+            return
         try:
             async with asyncio.timeout(self.timeout + 1):
                 await group.__aexit__(None, None, None)
@@ -55,16 +58,16 @@ class EventHooks:
         """Run the hook for ``event`` if it is actionable (while the hooks are open)."""
         if not self.command or not event.actionable or self._group is None:
             return
-        self._group.create_task(self._run(event), name=f"hook {event.kind}")
+        self._group.create_task(self._run(self.command, event), name=f"hook {event.kind}")
 
-    async def _run(self, event: Event) -> None:
+    async def _run(self, command: str, event: Event) -> None:
         async with self._sem:
             try:
-                await self._run_one(event)
+                await self._run_one(command, event)
             except Exception as e:  # a hook never harms the run
                 self._log(f"hook for {event.kind} could not run: {e}")
 
-    async def _run_one(self, event: Event) -> None:
+    async def _run_one(self, command: str, event: Event) -> None:
         env = dict(self.env)
         env.update({"PRUN_EVENT": event.kind, "PRUN_RUN_ID": event.run_id,
                     "PRUN_PACKET_ID": event.packet_id or "",
@@ -73,22 +76,19 @@ class EventHooks:
                     "PRUN_EVENT_JSON": json.dumps(event.to_json(), default=str)})
         if event.data.get("result_file"):
             env["PRUN_RESULT_FILE"] = str(event.data["result_file"])
-        with open(self.log_path, "ab") as log:
-            proc = await asyncio.create_subprocess_exec(
-                "/bin/sh", "-c", self.command, stdin=asyncio.subprocess.DEVNULL, stdout=log,
-                stderr=log, env=env, start_new_session=True)
+        hook = spawn(["/bin/sh", "-c", command], cwd=os.getcwd(), env=env,
+                     stdout_path=self.log_path, stderr_path=self.log_path)
         try:
             async with asyncio.timeout(self.timeout):
-                code = await proc.wait()
+                await hook.await_exit()
         except TimeoutError:
-            _kill_group(proc.pid)
-            await proc.wait()
+            await _kill(hook)
             self._log(f"hook for {event.kind} ended after {self.timeout:g} s")
             return
         except asyncio.CancelledError:  # the run is over and its hooks' time with it
-            _kill_group(proc.pid)
-            await proc.wait()           # gone before the hooks' scope ends (SIGKILL: soon)
+            await _kill(hook)            # gone before the hooks' scope ends (SIGKILL: soon)
             raise
+        code = hook.reap()
         if code != 0:
             self._log(f"hook for {event.kind} exited with code {code}")
 
@@ -100,8 +100,8 @@ class EventHooks:
             pass
 
 
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+async def _kill(hook: Worker) -> None:
+    """End the hook's whole process group and reap it."""
+    hook.signal(signal.SIGKILL)
+    await hook.await_exit()
+    hook.reap()

@@ -7,12 +7,20 @@ the module that owns it (``prun.plan.routing``, ``prun.git.workspace``, ``prun.q
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..plan import Packet
+from ..quota.snapshot import parse_time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..executors.base import Executor
+    from ..quota.snapshot import GroupState
+    from .dependents import Start
 
 
 @dataclass(frozen=True)
@@ -30,7 +38,7 @@ def route_all(packets: Sequence[Packet], env: Mapping[str, str]) -> dict[str, Ro
     from ..plan import routing
 
     needs = [routing.Need.of(p) for p in packets]
-    states: dict = {}
+    states: dict[str, GroupState] = {}
     if any(n.named is None or executors.get(n.named).quota_groups() for n in needs):
         from ..quota import group_states
 
@@ -53,7 +61,7 @@ class Workspace:
 
 def workspace(packet: Packet, *, root: str, seq: int, repo_root: str | None,
               base: str | None, setup: str | None, env: Mapping[str, str],
-              snapshot_of: Callable[[str], str], start=None,
+              snapshot_of: Callable[[str], str], start: Start | None = None,
               reuse: str | None = None) -> Workspace:
     """Make the unit's workspace in ``root`` (the run's folder of workspaces): a scratch dir
     for a read-only unit (with the run's read-only snapshot of the code at its base,
@@ -92,38 +100,52 @@ def workspace(packet: Packet, *, root: str, seq: int, repo_root: str | None,
     return Workspace(path, kind, base, snapshot, applied)
 
 
-STATES_TTL_S = 10.0
-_cache: tuple[float, dict] | None = None
+def git_wrapper(user_state: str) -> str | None:
+    """The folder of the git wrapper every worker of the run gets first on its PATH (made
+    once for the run; None when there is no git to wrap)."""
+    from ..errors import LaunchError
+    from ..hooks.git_wrapper import git_wrapper_dir
 
-
-def pool_reset(executor, model: str | None, env: Mapping[str, str]) -> float | None:
-    """When the unit's quota pool is known to be empty: the reset time (epoch seconds; an
-    unknown reset counts as five minutes away). None: launch (unknown is never empty)."""
-    group = executor.quota_group(model)
-    if group is None:
-        return None
     try:
-        from ..quota import group_states
-        from ..quota.snapshot import parse_time
-    except ImportError:
+        return git_wrapper_dir(user_state)
+    except LaunchError:
         return None
-    global _cache
-    if _cache is None or time.monotonic() - _cache[0] > STATES_TTL_S:
-        from .. import executors
-
-        _cache = (time.monotonic(), group_states(env, executors.quota_groups()))
-    state = _cache[1].get(group)
-    if state is None or not state.empty:
-        return None
-    if state.resets_at:
-        try:
-            return parse_time(state.resets_at)
-        except (ValueError, OverflowError, OSError):
-            pass
-    return time.time() + 300
 
 
-def forget_pool_states() -> None:
-    """Read the quota snapshot afresh next time (a quota hit was just recorded)."""
-    global _cache
-    _cache = None
+class QuotaPools:
+    """The quota groups' states for one scheduling pass of the supervisor: read
+    (``quota.group_states``, in a worker thread: it may probe a CLI) the first time a unit
+    the pass launches draws on a metered pool, then shared by the pass's other units. The
+    next pass makes a new one, so a park or a quota hit is seen at the next pass."""
+
+    def __init__(self, env: Mapping[str, str]):
+        self.env = env
+        self._states: dict[str, GroupState] | None = None
+        self._reading = asyncio.Lock()
+
+    async def reset_of(self, executor: Executor, model: str | None) -> float | None:
+        """When the pool of ``executor`` running ``model`` is known to be empty: its reset
+        time (epoch seconds; an unknown reset counts as five minutes away). None: launch
+        (unknown is never empty)."""
+        group = executor.quota_group(model)
+        if group is None:
+            return None
+        state = (await self.states()).get(group)
+        if state is None or not state.empty:
+            return None
+        if state.resets_at:
+            try:
+                return parse_time(state.resets_at)
+            except (ValueError, OverflowError, OSError):
+                pass
+        return time.time() + 300
+
+    async def states(self) -> dict[str, GroupState]:
+        async with self._reading:
+            if self._states is None:
+                from .. import executors
+                from ..quota import group_states
+
+                self._states = await asyncio.to_thread(group_states, self.env,
+                                                       executors.quota_groups())
+            return self._states

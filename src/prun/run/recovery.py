@@ -12,17 +12,20 @@ watched to its end; one that finished meanwhile is judged from what it left (its
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
+from typing import Any
 
 from ..attempt import statedir
-from ..ledger import PacketStatus, Status, now_iso
+from ..attempt.dispatch import Request
+from ..attempt.outcome import Outcome
+from ..ledger import PACKET_STATUS, PacketStatus, Status, now_iso
 from .drive import watch
 from .settle import settle
-from .unit import FINAL_PACKET, UnitState
+from .unit import UnitState
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from .keeper import RunWorker
     from .supervisor import Supervisor
 
 
@@ -30,51 +33,62 @@ def recover(sup: Supervisor) -> None:
     """Pick the run up from the ledger: finished packets stay finished, attempts an
     earlier supervisor launched are re-attached or judged, nothing is launched twice."""
     find_unrecorded(sup)
-    attempts: dict[str, list] = {}
+    attempts: dict[str, list[dict[str, Any]]] = {}
     for a in sup.ledger.attempts(sup.run_id):
         attempts.setdefault(a["packet_id"], []).append(dict(a))
     for pid, u in sup.units.items():
         rows = attempts.get(pid, [])
         u.seq = len(rows)
-        if not rows:
-            if u.status in (PacketStatus.RUNNING, PacketStatus.PARKED):
-                sup.set_packet(u, PacketStatus.PENDING, "to be launched")
-            continue
-        last = rows[-1]
-        u.attempt_id = last["id"]
-        u.executor = last["executor"] or u.executor
-        u.state_dir, u.workspace = last["state_dir"], last["workspace"]
-        u.result_file, u.attempt_base = last["result_path"], last["base"]
-        status = Status(last["status"])
-        if status.terminal:
-            if u.status.terminal:
-                continue
-            if u.status == PacketStatus.RUNNING and status in FINAL_PACKET:
-                # judged, but the packet's own row missed it: settle it, run nothing
-                sup.set_packet(u, FINAL_PACKET[status], f"{last['id']} {status.value}")
-                continue
-            # pending or parked after a quota stop, a reassignment or no receipt
-            u.predecessor = last["id"]
-            if status == Status.QUOTA:
-                from .. import executors
+        if rows:
+            recover_unit(sup, u, rows[-1])
+        elif u.status in (PacketStatus.RUNNING, PacketStatus.PARKED):
+            sup.set_packet(u, PacketStatus.PENDING, "to be launched")
 
-                u.carry_on(executors.get(u.executor), None,
-                           because=f"A quota limit stopped your earlier attempt {last['id']}.")
-            if u.status != PacketStatus.PENDING:
-                sup.set_packet(u, PacketStatus.PENDING, "a follow-up attempt is due")
-            continue
-        launched = last["state_dir"] and statedir.StateDir(last["state_dir"]).worker
-        if not launched:  # the earlier supervisor died before this one started
-            sup.ledger.update_attempt(last["id"], "the supervisor died before its launch",
-                                      status=Status.CANCELLED, reason="never-launched",
-                                      finished_at=now_iso())
-            u.predecessor = last["id"]
-            sup.set_packet(u, PacketStatus.PENDING, "to be launched again")
-            continue
-        if u.status != PacketStatus.RUNNING:
-            sup.set_packet(u, PacketStatus.RUNNING, "launched by an earlier supervisor")
-        u.cancel_requested = status == Status.CANCEL_REQUESTED
-        sup.start(u, adopt(sup, u, last))
+
+def recover_unit(sup: Supervisor, u: UnitState, last: dict[str, Any]) -> None:
+    """A packet with attempts (``last`` its latest): left as it is, its next attempt due,
+    or its running attempt adopted."""
+    u.attempt_id = last["id"]
+    u.executor = last["executor"] or u.executor
+    u.state_dir, u.workspace = last["state_dir"], last["workspace"]
+    u.result_file, u.attempt_base = last["result_path"], last["base"]
+    status = Status(last["status"])
+    if status.terminal:
+        return after_terminal(sup, u, status)
+    launched = last["state_dir"] and statedir.StateDir(last["state_dir"]).worker
+    if not launched:  # the earlier supervisor died before this one started
+        sup.ledger.update_attempt(last["id"], "the supervisor died before its launch",
+                                  status=Status.CANCELLED, reason="never-launched",
+                                  finished_at=now_iso())
+        u.predecessor = last["id"]
+        sup.set_packet(u, PacketStatus.PENDING, "to be launched again")
+        return
+    if u.status != PacketStatus.RUNNING:
+        sup.set_packet(u, PacketStatus.RUNNING, "launched by an earlier supervisor")
+    u.cancel_requested = status == Status.CANCEL_REQUESTED
+    sup.start(u, adopt(sup, u, last))
+
+
+def after_terminal(sup: Supervisor, u: UnitState, status: Status) -> None:
+    """The latest attempt of ``u`` has ended (``status``): a finished packet stays so, one
+    whose row missed the attempt's final status gets it, and after a quota stop, a
+    reassignment or no receipt the next attempt is due."""
+    aid = u.current_attempt
+    if u.status.terminal:
+        return
+    if u.status == PacketStatus.RUNNING and status in PACKET_STATUS:
+        # judged, but the packet's own row missed it: settle it, run nothing
+        sup.set_packet(u, PACKET_STATUS[status], f"{aid} {status.value}")
+        return
+    # pending or parked after a quota stop, a reassignment or no receipt
+    u.predecessor = aid
+    if status == Status.QUOTA:
+        from .. import executors
+
+        u.carry_on(executors.get(u.executor), None,
+                   because=f"A quota limit stopped your earlier attempt {aid}.")
+    if u.status != PacketStatus.PENDING:
+        sup.set_packet(u, PacketStatus.PENDING, "a follow-up attempt is due")
 
 
 def find_unrecorded(sup: Supervisor) -> None:
@@ -109,57 +123,66 @@ def find_unrecorded(sup: Supervisor) -> None:
                                       state_dir=sd.path)
 
 
-async def adopt(sup: Supervisor, u: UnitState, row: dict) -> None:
+async def adopt(sup: Supervisor, u: UnitState, row: dict[str, Any]) -> None:
     """An attempt an earlier supervisor launched: re-attach to its worker if it still runs,
     else judge it from its state dir."""
-    from .._util.process import AdoptedWorker, same_process_alive
-    from ..attempt.dispatch import Request, reopen
+    from .._util.process import AdoptedWorker
+    from ..attempt.dispatch import recorded_exit, reopen
 
     sd = statedir.StateDir(row["state_dir"])
     u.state_dir = sd.path
     unit = sd.unit
-    req = Request(executor=row["executor"], prompt_file=sd.file(statedir.PROMPT),
-                  result_file=row["result_path"], unit_id=u.packet.id,
-                  mode=unit.get("mode") or row["mode"], continue_from=row["continue_from"],
-                  command=u.packet.command if row["executor"] == "command" else None,
-                  model=row["requested_model"], effort=u.packet.effort,
-                  timeout_s=unit.get("timeout_s") or u.packet.timeout_s,
-                  workspace=unit.get("workspace"), state_root=str(sup.paths.state),
-                  env=sup.env, attempt_id=row["id"])
     done = sd.outcome
     if done is not None:  # finished and judged; only the ledger missed it
-        return settle(sup, u, _Judged(sd, unit.get("workspace")), done["outcome"], done, None)
-    d = reopen(req, sd.path)
+        from .. import executors
+
+        return settle(sup, u, Outcome.from_json(done), None,
+                      executor=executors.get(unit.get("executor", "command")),
+                      workspace=unit.get("workspace"))
+    d = reopen(request(sup, u, row, sd), sd.path)
     u.started = d.launched_at
     w = unit.get("worker") or {}
-    pid, started = w.get("pid"), w.get("create_time")
-    fd = None
-    if same_process_alive(pid, started):
-        with contextlib.suppress(OSError):
-            fd = os.pidfd_open(pid)
-        if fd is not None and not same_process_alive(pid, started):
-            os.close(fd)
-            fd = None
-    if fd is not None:
+    pid, fd = w.get("pid"), still_running(w)
+    if pid is not None and fd is not None:
         sd.write(statedir.DISPATCH_PID, str(os.getpid()))
-        d.worker = AdoptedWorker(pid, fd)
+        worker: RunWorker = AdoptedWorker(pid, fd)
+        # Dispatch.worker is declared None (attempt/dispatch.py): it holds any worker
+        d.worker = worker  # type: ignore[assignment]
         sup.ledger.update_attempt(row["id"], "re-attached by a resumed supervisor",
                                   status=Status.RUNNING)
         sup.emit("reattached", u)
         return await watch(sup, u, d)
-    from ..attempt.dispatch import recorded_exit
-
     code = await asyncio.to_thread(recorded_exit, sd, True)  # the keeper may be logging it
-    outcome = d.finish(code)
-    settle(sup, u, d, outcome.outcome, outcome.info, None)
+    settle(sup, u, d.finish(code), None, executor=d.p.executor, workspace=d.workspace)
 
 
-class _Judged:
-    """What ``settle`` needs of a dispatch that finished while no supervisor recorded it."""
+def request(sup: Supervisor, u: UnitState, row: dict[str, Any],
+            sd: statedir.StateDir) -> Request:
+    """The request of the attempt in ``row``, as its state dir and the ledger recorded it."""
+    unit = sd.unit
+    return Request(executor=row["executor"], prompt_file=sd.file(statedir.PROMPT),
+                   result_file=row["result_path"], unit_id=u.packet.id,
+                   mode=unit.get("mode") or row["mode"], continue_from=row["continue_from"],
+                   command=u.packet.command if row["executor"] == "command" else None,
+                   model=row["requested_model"], effort=u.packet.effort,
+                   timeout_s=unit.get("timeout_s") or u.packet.timeout_s,
+                   workspace=unit.get("workspace"), state_root=str(sup.paths.state),
+                   env=sup.env, attempt_id=row["id"])
 
-    def __init__(self, sd: statedir.StateDir, workspace: str | None):
-        self.state = sd
-        self.workspace = workspace
-        from .. import executors
 
-        self.p = type("P", (), {"executor": executors.get(sd.unit.get("executor", "command"))})
+def still_running(worker: dict[str, Any]) -> int | None:
+    """A pidfd of the worker unit.json records, if that very process still runs (its pid
+    and start time), else None."""
+    from .._util.process import same_process_alive
+
+    pid, started = worker.get("pid"), worker.get("create_time")
+    if pid is None or not same_process_alive(pid, started):
+        return None
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    if not same_process_alive(pid, started):  # it ended, and its pid was taken, meanwhile
+        os.close(fd)
+        return None
+    return fd

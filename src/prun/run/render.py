@@ -21,8 +21,15 @@ from typing import TextIO
 from .._util.timeparse import epoch, format_duration
 from .events import NON_SUCCESS, Event
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from rich.table import Table
 
-def word(key: str, value) -> str:
+    from ..ledger import Ledger
+    from .view import RunView, UnitView
+
+
+def word(key: str, value: object) -> str:
     v = str(value)
     if v == "" or any(c in v for c in ' "=\n'):
         v = json.dumps(v)
@@ -45,7 +52,7 @@ def event_line(ev: Event) -> str:
     return " ".join(words)
 
 
-def run_line(view) -> str:
+def run_line(view: RunView) -> str:
     run = view.run
     counts = view.counts()
     words = ["RUN", run["id"], word("status", run["status"]), word("packets", len(view.units))]
@@ -58,7 +65,7 @@ def run_line(view) -> str:
     return " ".join(words)
 
 
-def unit_line(u, now: float) -> str:
+def unit_line(u: UnitView, now: float) -> str:
     words = ["UNIT", u.packet_id, u.status]
     if u.attempt_id:
         words.append(word("attempt", u.attempt_id))
@@ -81,7 +88,7 @@ def unit_line(u, now: float) -> str:
 QUIET = ("succeeded", "running", "pending")  # counted on the RUN line, not listed
 
 
-def summary_lines(view, everything: bool = False) -> list[str]:
+def summary_lines(view: RunView, everything: bool = False) -> list[str]:
     """The run line, a line per unit that needs attention (every unit with ``everything``),
     and where the results are. Running and pending units are listed once the run is over
     (a pending unit then means the run stopped before it)."""
@@ -132,7 +139,7 @@ ORDER = {"failed": 0, "timeout": 0, "blocked": 0, "parked": 1, "running": 2, "ca
 class LiveRenderer:
     """A rich live table: unit, executor, model, state, elapsed, last activity."""
 
-    def __init__(self, ledger, run_id: str):
+    def __init__(self, ledger: Ledger, run_id: str):
         from rich.console import Console
         from rich.live import Live
 
@@ -148,7 +155,7 @@ class LiveRenderer:
         if ev.kind in NON_SUCCESS and ev.cause:
             self.notes = [*self.notes, f"{ev.packet_id or 'run'}: {ev.kind}: {ev.cause}"][-5:]
 
-    def _table(self):
+    def _table(self) -> Table:
         from rich.table import Table
 
         from .view import view

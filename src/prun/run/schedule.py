@@ -13,12 +13,13 @@ import asyncio
 import os
 import time
 
-from ..errors import PrunError
+from ..errors import PortsUnavailable, PrunError
 from ..ledger import PacketStatus, now_iso
 from .unit import UnitState
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from .ports import Reservation
     from .supervisor import Supervisor
 
 PORT_RETRY_S = 1.0  # a unit whose fixed port is held looks again this often
@@ -60,9 +61,6 @@ def ready(sup: Supervisor) -> list[UnitState]:
 
 def park(sup: Supervisor, u: UnitState, until: float | None, cause: str) -> None:
     """Its quota pool is empty: it waits until ``until`` (an unknown reset: five minutes)."""
-    from . import prepare as unitprep
-
-    unitprep.forget_pool_states()
     until = until if until and until > time.time() else time.time() + UNKNOWN_RESET_S
     u.park_until = until
     cause = f"{cause} (parked until {now_iso(until)})"
@@ -70,17 +68,18 @@ def park(sup: Supervisor, u: UnitState, until: float | None, cause: str) -> None
     sup.emit("parked", u, cause, resets_at=now_iso(until))
 
 
-def reserve_ports(sup: Supervisor, u: UnitState, aid: str):
+def reserve_ports(sup: Supervisor, u: UnitState, aid: str) -> Reservation:
     """The attempt's ports (``prun.run.ports``): its own range from the run's block, and the
     ports it names or fixes from the machine-wide registry. Held in the keeper's name, which
     lives as long as the run's workers do; given back when the attempt ends."""
     from . import ports
+    from .run_ranges import RunRanges
 
     request = ports.port_request(u.packet.state, sup.env, where=u.packet.where("state"))
     pid, started = _keeper(sup)
     if sup.ranges is None:
-        sup.ranges = ports.RunRanges(sup.run_id, pid, started, request.count, sup.env,
-                                     block=sup.parallel)
+        sup.ranges = RunRanges(sup.run_id, pid, started, request.count, sup.env,
+                               block=sup.parallel)
     own = sup.ranges.take()
     held = ports.Holder(aid, sup.run_id, u.packet.id, pid, started)
     if not request.fixed and not request.names:
@@ -98,17 +97,15 @@ def _keeper(sup: Supervisor) -> tuple[int, float | None]:
     return keeper.get("pid") or os.getpid(), keeper.get("create_time")
 
 
-def wait_for_ports(sup: Supervisor, u: UnitState, e) -> None:
-    """A fixed port it needs is held (by a unit of any run): it stays queued, and says
-    why once."""
+def wait_for_ports(sup: Supervisor, u: UnitState, e: PortsUnavailable) -> None:
+    """A fixed port it needs is held (by a unit of any run): it stays queued (pending in the
+    ledger too, which its launch had marked running), and says why once."""
     u.not_before = time.time() + PORT_RETRY_S
     note = f"waiting for its ports: {e.message}"
-    if u.extra.get("port_note") == note:
-        u.status = PacketStatus.PENDING
-        return
-    u.extra["port_note"] = note
     sup.set_packet(u, PacketStatus.PENDING, note)
-    sup.emit("waiting", u, note)
+    if u.port_note != note:
+        u.port_note = note
+        sup.emit("waiting", u, note)
 
 
 async def release_ports(sup: Supervisor, u: UnitState) -> None:
@@ -116,7 +113,7 @@ async def release_ports(sup: Supervisor, u: UnitState) -> None:
     fixed to the registry (a failure there is only reported)."""
     from . import ports
 
-    held = u.extra.pop("ports", None)
+    held, u.ports = u.ports, None
     if held is None:
         return
     if sup.ranges is not None:

@@ -17,62 +17,29 @@ from .unit import UnitState
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ..attempt.dispatch import Dispatch
+    from ..attempt.outcome import Outcome
     from .supervisor import Supervisor
 
 
-async def session(sup: Supervisor, u: UnitState, d, handed) -> None:
+async def session(sup: Supervisor, u: UnitState, d: Dispatch, handed: Outcome) -> None:
     """Hand the unit to the coordinator, then wait for its receipt and its result."""
     from .._util.fsutil import file_size
 
-    aid, sd = u.attempt_id, d.state
-    lines = handed.info.get("lines", [])
+    aid, sd = u.current_attempt, d.state
     sup.ledger.update_attempt(aid, "handed to the coordinator", state_dir=sd.path,
                               workspace=d.workspace, mode=d.p.mode)
     sup.emit("handoff", u, "run it as a subagent, then attach its receipt",
              handoff=sd.file(statedir.HANDOFF),
-             receipt_cmd=next((x.split(" ", 1)[1] for x in lines
+             receipt_cmd=next((x.split(" ", 1)[1] for x in handed.lines
                                if x.startswith("RECEIPT-CMD ")), None))
-    u.stop = asyncio.Event()
+    stop = u.stop = asyncio.Event()
     limit = min(time.time() + d.settings.timeout_s, sup.deadline or float("inf"))
     result = d.p.result_file
-    receipt = None
-
-    async def until_done() -> None:
-        """Look for the receipt, then the result, until both are there or it is stopped."""
-        nonlocal receipt
-        delay = 0.05
-        while not u.stop.is_set():
-            if receipt is None:
-                receipt = sd.read(statedir.RECEIPT)
-                if receipt:
-                    u.started = time.time()
-                    sup.ledger.update_attempt(aid, "the coordinator attached its receipt",
-                                              status=Status.DISPATCHED, receipt=receipt,
-                                              dispatched_at=now_iso())
-                    sup.emit("dispatched", u, receipt=receipt)
-            if receipt and file_size(result) > 0:
-                return
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(delay):  # files land without an event to await
-                    await u.stop.wait()
-            delay = min(delay * 1.5, 1.0)
-
-    if time.time() < limit:
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(limit - time.time()):
-                await until_done()
-    done = receipt is not None and file_size(result) > 0 and not u.superseded
-    if done:
-        status, reason = Status.SUCCEEDED, "result landed"
-    elif u.stop.is_set() and not u.superseded:
-        status, reason = Status.CANCELLED, "cancelled"
-    elif receipt is None:
-        status, reason = Status.NOT_DISPATCHED, "no receipt was attached"
-    else:
-        status = Status.CANCELLED if u.stop.is_set() else Status.TIMEOUT
-        reason = "cancelled" if u.stop.is_set() else "no result before the deadline"
+    receipt = await attend(sup, u, sd, result, stop, limit)
+    status, reason = verdict(u, receipt, file_size(result) > 0, stop.is_set())
     if u.superseded or status in (Status.CANCELLED, Status.TIMEOUT):
-        quarantine(sup, u, d, {"result_file": result, "published": "worker"}, everything=True)
+        quarantine(sup, u, d.workspace, result_file=result, everything=True)
     sup.ledger.update_attempt(aid, reason, status=status, reason=reason,
                               finished_at=now_iso())
     if u.superseded:
@@ -86,3 +53,49 @@ async def session(sup: Supervisor, u: UnitState, d, handed) -> None:
                Status.TIMEOUT: PacketStatus.TIMEOUT}.get(status, PacketStatus.CANCELLED)
     sup.set_packet(u, pstatus, reason)
     sup.emit(pstatus.value, u, reason, result_file=result)
+
+
+async def attend(sup: Supervisor, u: UnitState, sd: statedir.StateDir, result: str,
+                 stop: asyncio.Event, limit: float) -> str | None:
+    """Look for the receipt, then the result, until both are there, ``stop`` is set or
+    ``limit`` passes (files land without an event to await). Returns the receipt, None when
+    none was attached."""
+    from .._util.fsutil import file_size
+
+    receipt: str | None = None
+    if time.time() >= limit:
+        return receipt
+    delay = 0.05
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(limit - time.time()):
+            while not stop.is_set():
+                if receipt is None:
+                    receipt = sd.read(statedir.RECEIPT)
+                    if receipt:
+                        u.started = time.time()
+                        sup.ledger.update_attempt(
+                            u.current_attempt, "the coordinator attached its receipt",
+                            status=Status.DISPATCHED, receipt=receipt, dispatched_at=now_iso())
+                        sup.emit("dispatched", u, receipt=receipt)
+                if receipt and file_size(result) > 0:
+                    break
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(delay):
+                        await stop.wait()
+                delay = min(delay * 1.5, 1.0)
+    return receipt
+
+
+def verdict(u: UnitState, receipt: str | None, landed: bool,
+            stopped: bool) -> tuple[Status, str]:
+    """The session attempt's status and why, from its receipt, whether its result landed
+    and whether it was stopped (cancelled or reassigned)."""
+    if receipt is not None and landed and not u.superseded:
+        return Status.SUCCEEDED, "result landed"
+    if stopped and not u.superseded:
+        return Status.CANCELLED, "cancelled"
+    if receipt is None:
+        return Status.NOT_DISPATCHED, "no receipt was attached"
+    if stopped:
+        return Status.CANCELLED, "cancelled"
+    return Status.TIMEOUT, "no result before the deadline"

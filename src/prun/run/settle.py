@@ -14,43 +14,48 @@ import os
 import shutil
 
 from ..errors import PrunError
-from ..ledger import PacketStatus, Status, now_iso
+from ..ledger import ATTEMPT_STATUS, PACKET_STATUS, PacketStatus, Status, now_iso
 from . import schedule
-from .unit import OUTCOME_STATUS, UnitState, parse_time
+from .unit import UnitState, parse_time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ..attempt.outcome import Outcome
+    from ..executors.base import Executor
     from .supervisor import Supervisor
 
 
-def settle(sup: Supervisor, u: UnitState, d, outcome: str, info: dict, why: str | None,
-           quiet: bool = True) -> None:
-    """Record the judged attempt ``d`` of ``u`` and start what follows it."""
-    aid = u.attempt_id
+def settle(sup: Supervisor, u: UnitState, outcome: Outcome, why: str | None, *,
+           executor: Executor, workspace: str | None, quiet: bool = True) -> None:
+    """Record the judged attempt of ``u`` (its ``outcome``; ``executor`` ran it in
+    ``workspace``) and start what follows it."""
+    aid = u.current_attempt
     sup.unsynced = True
-    status = OUTCOME_STATUS.get(outcome, Status.FAILED)
+    status = ATTEMPT_STATUS.get(outcome.kind, Status.FAILED)
     quarantined = None
     if u.superseded or why is not None:
-        quarantined = quarantine(sup, u, d, info, everything=u.superseded)
+        quarantined = quarantine(sup, u, workspace, result_file=outcome.result_file,
+                                 response_file=outcome.response_file,
+                                 fallback=outcome.published == "fallback",
+                                 everything=u.superseded)
     if u.superseded:
-        status = Status.QUARANTINED if outcome == "succeeded" else Status.CANCELLED
-    elif info.get("quota") and status == Status.FAILED and not u.cancel_requested:
+        status = Status.QUARANTINED if outcome.ok else Status.CANCELLED
+    elif outcome.quota and status == Status.FAILED and not u.cancel_requested:
         status = Status.QUOTA  # a quota stop is never a failure: a follow-up is parked
-    cause = info.get("reason") or outcome
+    cause = outcome.reason or str(outcome.kind)
     if not quiet:
         cause += "; its process group did not end within the bound"
-    if info.get("escaped"):
-        what = "; ".join(" ".join(e.get("cmdline") or ["?"])[:80] for e in info["escaped"])
-        note = f"{len(info['escaped'])} process(es) left its process group: {what}"
+    if outcome.escaped:
+        what = "; ".join(" ".join(e.get("cmdline") or ["?"])[:80] for e in outcome.escaped)
+        note = f"{len(outcome.escaped)} process(es) left its process group: {what}"
         sup.emit("escaped", u, f"{note}; ended with it")
         cause += f"; {note}"
-    q = info.get("quota") or {}
+    quota = outcome.quota
     sup.ledger.update_attempt(
-        aid, cause, status=status, reason=info.get("reason"),
-        exit_code=info.get("worker_exit"), error=(info.get("error") or None),
-        model=info.get("model"), resets_at=q.get("resets_at"), quarantine=quarantined,
+        aid, cause, status=status, reason=outcome.reason, exit_code=outcome.worker_exit,
+        error=outcome.error or None, model=outcome.model,
+        resets_at=quota.resets_at if quota else None, quarantine=quarantined,
         finished_at=now_iso())
-    result = info.get("result_file")
     if u.superseded:
         u.superseded = False
         u.predecessor = aid
@@ -58,30 +63,32 @@ def settle(sup: Supervisor, u: UnitState, d, outcome: str, info: dict, why: str 
         sup.set_packet(u, PacketStatus.PENDING, f"reassigned; {aid} superseded")
         return
     if status == Status.QUOTA:
-        u.carry_on(d.p.executor, None, because="A quota limit stopped your "
+        u.carry_on(executor, None, because="A quota limit stopped your "
                    f"earlier attempt {aid}.")
-        return schedule.park(sup, u, parse_time(q.get("resets_at")),
-                             q.get("message") or "quota reached mid-run")
-    if info.get("reason") == "resume-refused" and not u.cancel_requested:
-        why = (f"Resuming the conversation of {u.predecessor} was refused "
-               f"({info.get('error') or 'by the CLI'}), so this attempt starts fresh.")
-        sup.ledger.record_event("resume-refused", run_id=sup.run_id,
-                                packet_id=u.packet.id, attempt_id=aid,
-                                status="resume-refused", cause=why)
-        earlier = u.extra.get("resumed_from") or {}
-        u.carry_on(d.p.executor, u.extra.get("asked"), because=why, fresh=True,
-                   earlier_result=earlier.get("result_file"))
-        return sup.set_packet(u, PacketStatus.PENDING, "resume refused: a fresh "
-                              "attempt carries the partial result")
+        return schedule.park(sup, u, parse_time(quota.resets_at if quota else None),
+                             (quota.message if quota else "") or "quota reached mid-run")
+    if outcome.reason == "resume-refused" and not u.cancel_requested:
+        return fresh_start(sup, u, executor, outcome.error)
     if u.cancel_requested and status != Status.SUCCEEDED:
         status = Status.CANCELLED
-    pstatus = {Status.SUCCEEDED: PacketStatus.SUCCEEDED, Status.TIMEOUT: PacketStatus.TIMEOUT,
-               Status.CANCELLED: PacketStatus.CANCELLED}.get(status, PacketStatus.FAILED)
+    pstatus = PACKET_STATUS.get(status, PacketStatus.FAILED)
     sup.set_packet(u, pstatus, cause)
-    sup.emit(pstatus.value, u, cause, result_file=result, exit_code=info.get("exit_code"),
-             reason=info.get("reason"), quarantine=quarantined)
+    sup.emit(pstatus.value, u, cause, result_file=outcome.result_file,
+             exit_code=int(outcome.exit_code), reason=outcome.reason, quarantine=quarantined)
     if u.followups:
         follow_up(sup, u, u.followups.pop(0))
+
+
+def fresh_start(sup: Supervisor, u: UnitState, executor: Executor, error: str | None) -> None:
+    """Resuming the conversation was refused: a fresh attempt carries the partial result."""
+    aid = u.current_attempt
+    why = (f"Resuming the conversation of {u.predecessor} was refused "
+           f"({error or 'by the CLI'}), so this attempt starts fresh.")
+    sup.ledger.record_event("resume-refused", run_id=sup.run_id, packet_id=u.packet.id,
+                            attempt_id=aid, status="resume-refused", cause=why)
+    u.carry_on(executor, u.asked, because=why, fresh=True, earlier_result=u.resumed_result)
+    sup.set_packet(u, PacketStatus.PENDING, "resume refused: a fresh attempt carries the "
+                   "partial result")
 
 
 def follow_up(sup: Supervisor, u: UnitState, text: str) -> None:
@@ -98,22 +105,23 @@ def follow_up(sup: Supervisor, u: UnitState, text: str) -> None:
     sup.set_packet(u, PacketStatus.PENDING, "follow-up requested")
 
 
-def quarantine(sup: Supervisor, u: UnitState, d, info: dict, everything: bool) -> str | None:
+def quarantine(sup: Supervisor, u: UnitState, workspace: str | None, *,
+               result_file: str | None, response_file: str | None = None,
+               fallback: bool = False, everything: bool) -> str | None:
     """Move what the worker produced (its own result file, the response beside it, and
-    its workspace) out of reach of integration. ``everything``: the published result too."""
+    its workspace) out of reach of integration. ``fallback``: the result file holds prun's
+    own FALLBACK text, kept unless ``everything`` (the published result too) is moved."""
     dest = sup.paths.quarantine / f"{u.packet.id}.{u.seq}"
     moved = []
-    published = info.get("published")
-    for key in ("result_file", "response_file"):
-        path = info.get(key)
+    for path, is_result in ((result_file, True), (response_file, False)):
         if not path or not os.path.exists(path):
             continue
-        if key == "result_file" and published == "fallback" and not everything:
+        if is_result and fallback and not everything:
             continue  # prun's own FALLBACK text is evidence, not partial output
         dest.mkdir(parents=True, exist_ok=True)
         shutil.move(path, dest / os.path.basename(path))
         moved.append(os.path.basename(path))
-    ws = d.workspace
+    ws = workspace
     if ws and os.path.isdir(ws):
         target = ws.rstrip(os.sep) + ".quarantined"
         with contextlib.suppress(OSError):

@@ -12,16 +12,24 @@ import dataclasses
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any, TypeVar
 
 from .._util.timeparse import deadline_at
-from ..errors import StateError, UsageError
+from ..errors import GitError, StateError, UsageError
 from ..ledger import Ledger, PacketStatus, now_iso, prun_dir, repo_root
 from ..plan import DataBoundary, Packet, Plan
 
 DEFAULT_PARALLEL = 8
+T = TypeVar("T")
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import sqlite3
+
+    from .prepare import Route
 
 
 @dataclass(frozen=True)
@@ -65,7 +73,7 @@ _PACKET_FIELDS = tuple(f.name for f in dataclasses.fields(Packet))
 _DATA_FIELDS = tuple(f.name for f in dataclasses.fields(DataBoundary))
 
 
-def packet_spec(p: Packet) -> dict:
+def packet_spec(p: Packet) -> dict[str, Any]:
     """The packet as plain data for the ledger (tuples stay tuples: JSON writes them as lists;
     a shallow walk, as ``dataclasses.asdict`` deep-copies every value)."""
     d = {name: getattr(p, name) for name in _PACKET_FIELDS if name != "lines"}
@@ -74,21 +82,23 @@ def packet_spec(p: Packet) -> dict:
     return d
 
 
-def packet_from_spec(spec, row: Mapping | None = None) -> Packet:
+def packet_from_spec(spec: str | Mapping[str, Any] | None,
+                     row: Mapping[str, Any] | sqlite3.Row | None = None) -> Packet:
     """A frozen packet back from the ledger: its JSON (the packet's fields) or the path of its
     packet file; the row's own columns fill what the JSON lacks."""
     row = dict(row or {})
     if isinstance(spec, str):
         text = spec.strip()
-        if text.startswith("{"):
-            spec = json.loads(text)
-        elif text and os.path.isfile(text):
+        if text and not text.startswith("{") and os.path.isfile(text):
             from ..plan import load_packet
 
             return load_packet(text)
-        else:
-            spec = {}
-    spec = dict(spec or {})
+        spec = json.loads(text) if text.startswith("{") else {}
+    return _packet(dict(spec or {}), row)
+
+
+def _packet(spec: dict[str, Any], row: dict[str, Any]) -> Packet:
+    """The packet of a frozen spec (its JSON, read), the row's columns filling its gaps."""
     for key in ("id", "kind", "executor", "model", "mode", "timeout_s"):
         if spec.get(key) is None and row.get(key) is not None:
             spec[key] = row[key]
@@ -102,10 +112,9 @@ def packet_from_spec(spec, row: Mapping | None = None) -> Packet:
         if key in kw and kw[key] is not None:
             kw[key] = (kw[key],) if isinstance(kw[key], str) else tuple(kw[key])
     if isinstance(kw.get("data"), Mapping):
-        d = kw["data"]
-        kw["data"] = DataBoundary(**{k: (tuple(v) if isinstance(v, list) else v)
-                                     for k, v in d.items()
-                                     if k in {f.name for f in fields(DataBoundary)}})
+        data: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v)
+                                for k, v in kw["data"].items() if k in _DATA_FIELDS}
+        kw["data"] = DataBoundary(**data)
     if isinstance(kw.get("command"), list):
         kw["command"] = tuple(kw["command"])
     kw.pop("lines", None)
@@ -117,7 +126,7 @@ def packet_from_spec(spec, row: Mapping | None = None) -> Packet:
 
 
 def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
-           deadline: str | None = None, env: Mapping[str, str] | None = None) -> dict:
+           deadline: str | None = None, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Record the run in the ledger (one transaction) and make its run dir. Returns the run."""
     from .._util import gitcmd
     from . import prepare as unitprep
@@ -128,7 +137,7 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
     if root is not None:
         try:
             base = gitcmd.rev(root, plan.base or "HEAD")
-        except gitcmd.GitError as e:
+        except GitError as e:
             if plan.base or any(p.writes_code for p in plan.packets):
                 raise UsageError(f"cannot resolve the base revision {plan.base or 'HEAD'!r} "
                                  f"in {root}: {e.message}",
@@ -148,9 +157,9 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
     paths.make()
     for p in plan.packets:
         r = routes[p.id]
-        pbase = base
-        if root is not None and plan.base_of(p) and plan.base_of(p) != (plan.base or "HEAD"):
-            pbase = gitcmd.rev(root, plan.base_of(p))
+        pbase, own = base, plan.base_of(p)
+        if root is not None and own and own != (plan.base or "HEAD"):
+            pbase = gitcmd.rev(root, own)
         spec = packet_spec(p)
         spec.update({"routed_executor": r.executor, "routing_reason": r.reason,
                      "base_commit": pbase, "sandbox": sandboxes[p.id]})
@@ -167,7 +176,8 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
     return run
 
 
-def _sandboxes(plan: Plan, env: Mapping[str, str], routes) -> dict[str, str]:
+def _sandboxes(plan: Plan, env: Mapping[str, str],
+               routes: Mapping[str, Route]) -> dict[str, str]:
     """Each packet's sandbox setting (its own, else the plan's, else ``$PRUN_SANDBOX``, else
     auto). ``on`` where no sandbox can be made refuses the run before anything is frozen."""
     from ..attempt.sandbox import unavailable
@@ -185,7 +195,7 @@ def _sandboxes(plan: Plan, env: Mapping[str, str], routes) -> dict[str, str]:
     return out
 
 
-def supervisor_alive(run) -> bool:
+def supervisor_alive(run: Mapping[str, Any] | sqlite3.Row) -> bool:
     from .._util.process import same_process_alive
 
     return same_process_alive(run["supervisor_pid"], run["supervisor_started"])
@@ -194,7 +204,8 @@ def supervisor_alive(run) -> bool:
 TERMINAL_PACKET = {s.value for s in PacketStatus if s.terminal}
 
 
-def spawn_supervisor(run_id: str, ledger_path: str | os.PathLike, log: str | os.PathLike) -> int:
+def spawn_supervisor(run_id: str, ledger_path: str | os.PathLike[str],
+                     log: str | os.PathLike[str]) -> int:
     """Start a detached supervisor for ``run_id`` (its own session; output to ``log``)."""
     import select
     import subprocess
@@ -231,7 +242,25 @@ SUPERVISOR_START_S = 30.0
 READY_FD = "PRUN_SUPERVISOR_READY_FD"   # the pipe a detached supervisor says it holds the run on
 
 
-def wake_supervisor(run) -> bool:
+def ready_signal() -> Callable[[], None] | None:
+    """What a detached supervisor calls to tell ``spawn_supervisor`` that it holds the run:
+    one byte on the pipe it passed (its descriptor in ``PRUN_SUPERVISOR_READY_FD``, taken
+    out of the environment so that no worker sees it). None when it was not given one."""
+    fd = os.environ.pop(READY_FD, "")
+    if not fd.isdigit():
+        return None
+
+    def ready() -> None:
+        try:
+            os.write(int(fd), b"1")
+            os.close(int(fd))
+        except OSError:
+            pass   # the starter has gone: nobody is waiting
+
+    return ready
+
+
+def wake_supervisor(run: Mapping[str, Any] | sqlite3.Row) -> bool:
     """Tell a live supervisor to read its requests (SIGUSR1). False when none runs."""
     import signal
 
@@ -244,7 +273,7 @@ def wake_supervisor(run) -> bool:
     return True
 
 
-def wait_for(check, limit: float, interval: float = 0.05):
+def wait_for(check: Callable[[], T], limit: float, interval: float = 0.05) -> T:
     """Poll ``check()`` until it returns something truthy or ``limit`` seconds pass."""
     end = time.monotonic() + limit
     while True:

@@ -32,6 +32,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Coroutine
+from typing import Any
 
 from .. import settings
 from .._util.fsutil import sync_fs
@@ -41,13 +42,14 @@ from ..ledger import Ledger, PacketStatus, RunStatus, Status, now_iso
 from . import control, drive, recovery, schedule
 from .events import Event
 from .keeper import Keeper
-from .state import READY_FD, RunPaths, packet_from_spec
+from .prepare import QuotaPools, git_wrapper
+from .state import RunPaths, packet_from_spec, ready_signal
 from .unit import UnitState
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .hooks import EventHooks
-    from .ports import RunRanges
+    from .run_ranges import RunRanges
 
 FLUSH_S = 0.05  # the ledger lags the supervisor by at most this (a crash loses no worker:
                 # resume finds every launched attempt through its state dir)
@@ -83,7 +85,7 @@ class Supervisor:
         self.deadline = epoch(self.run["deadline"])
         self.settings = settings.load(self.env)   # read once: every attempt uses this
         self.stall_s = self.settings.stall_s
-        self.git_wrapper = _git_wrapper(self.settings.user_state)
+        self.git_wrapper = git_wrapper(self.settings.user_state)
         self.workspaces = os.path.join(self.settings.workspace_root, run_id)  # the run's
         self._snapshots: dict[str, str] = {}     # base -> the run's read-only snapshot of it
         self.ranges: RunRanges | None = None     # the units' own port ranges (schedule.py)
@@ -100,7 +102,8 @@ class Supervisor:
         self.sandbox = {pid: spec.get("sandbox") for pid, spec in specs.items()}
         self.plan = Plan(packets=tuple(u.packet for u in self.order))
         self.ancestors = ancestors(self.plan)
-        self.scope: tuple | None = None      # each packet's may_write and the shared paths
+        # each packet's may_write and the shared paths (git.reconcile.plan_scope)
+        self.scope: tuple[dict[str, tuple[str, ...]], dict[str, str]] | None = None
         # the scheduler (schedule.py)
         self.cursor = 0                      # every unit before it is finished
         self.parked: set[str] = set()
@@ -112,9 +115,9 @@ class Supervisor:
         self.next_request_check = 0.0
         self.last_stall_check = 0.0
         # the loop and the group commit
-        self.running: set[asyncio.Task] = set()   # the units' tasks, all in _group
+        self.running: set[asyncio.Task[None]] = set()   # the units' tasks, all in _group
         self._group: asyncio.TaskGroup | None = None
-        self._wake: asyncio.Event | None = None
+        self._wake = asyncio.Event()          # made again for each run_until_done
         self.hooks: EventHooks | None = None  # the on_event hooks, while the run is driven
         self.unsynced = False                # units settled since the last syncfs
 
@@ -130,7 +133,8 @@ class Supervisor:
                 self.workspaces, self.run["repo_root"], base).path
         return found
 
-    def emit(self, kind: str, u: UnitState | None = None, cause: str = "", **data) -> None:
+    def emit(self, kind: str, u: UnitState | None = None, cause: str = "",
+             **data: Any) -> None:
         """Tell the renderer (and the plan's hook) of a change; the kinds a later command
         must find are logged in the ledger too."""
         ev = Event(kind, self.run_id, packet_id=u.packet.id if u else None,
@@ -210,8 +214,9 @@ class Supervisor:
             if self.requests_due or time.monotonic() >= self.next_request_check:
                 control.take_requests(self)
             control.check_deadline(self)
+            pools = QuotaPools(self.env)   # read once for the units this pass launches
             for u in schedule.ready(self):
-                self.start(u, drive.attempt(self, u))
+                self.start(u, drive.attempt(self, u, pools))
             if not self.running and self._settled():
                 self._commit_now()
                 status = self._final_status()
@@ -310,6 +315,8 @@ class Supervisor:
 
     def start(self, u: UnitState, coro: Coroutine[object, object, None]) -> None:
         """Drive ``coro`` (an attempt of ``u``) as a task of the run's task group."""
+        if self._group is None:
+            raise RuntimeError(f"{u.packet.id} started while the run is not being driven")
         self.running.add(self._group.create_task(self._unit_task(u, coro), name=u.packet.id))
 
     async def _unit_task(self, u: UnitState, coro: Coroutine[object, object, None]) -> None:
@@ -329,10 +336,9 @@ class Supervisor:
 
     def wake(self) -> None:
         """Wake the loop: a request, a signal or a cancel wants a turn."""
-        if self._wake is not None:
-            self._wake.set()
+        self._wake.set()
 
-    def set_packet(self, u: UnitState, status: PacketStatus, cause: str, **data) -> None:
+    def set_packet(self, u: UnitState, status: PacketStatus, cause: str, **data: Any) -> None:
         """Change a packet's status, in the ledger and in the scheduler's view."""
         if status in (PacketStatus.PENDING, PacketStatus.PARKED):
             self.cursor = 0  # it is open again: scan from the start
@@ -344,7 +350,7 @@ class Supervisor:
         self.ledger.set_packet_status(self.run_id, u.packet.id, status, cause, data or None)
 
 
-def _lone(errors: BaseExceptionGroup) -> BaseException:
+def _lone(errors: BaseExceptionGroup[BaseException]) -> BaseException:
     """The one error a task group gathered (else the group itself), so that the loop's own
     error, a ``PrunError`` say, reaches the caller as it was raised."""
     return errors.exceptions[0] if len(errors.exceptions) == 1 else errors
@@ -377,39 +383,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args = sys.argv[1:] if argv is None else argv
     renderer = LineRenderer(sys.stdout, verbose=True)
-    status = run_supervisor(args[0], renderer.handle, on_claimed=_ready_signal())
+    status = run_supervisor(args[0], renderer.handle, on_claimed=ready_signal())
     return 0 if status == RunStatus.SUCCEEDED else 1
-
-
-
-def _git_wrapper(user_state: str) -> str | None:
-    """The folder of the git wrapper every worker of the run gets first on its PATH (made
-    once for the run; None when there is no git to wrap)."""
-    from ..errors import LaunchError
-    from ..hooks.git_wrapper import git_wrapper_dir
-
-    try:
-        return git_wrapper_dir(user_state)
-    except LaunchError:
-        return None
-
-
-def _ready_signal() -> Callable[[], None] | None:
-    """What tells ``spawn_supervisor`` that this process holds the run: one byte on the pipe
-    it passed (its descriptor in ``PRUN_SUPERVISOR_READY_FD``, taken out of the environment
-    so that no worker sees it)."""
-    fd = os.environ.pop(READY_FD, "")
-    if not fd.isdigit():
-        return None
-
-    def ready() -> None:
-        try:
-            os.write(int(fd), b"1")
-            os.close(int(fd))
-        except OSError:
-            pass   # the starter has gone: nobody is waiting
-
-    return ready
 
 
 if __name__ == "__main__":

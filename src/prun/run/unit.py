@@ -1,6 +1,6 @@
 """One packet as a run's supervisor drives it: ``UnitState``, the per-unit state every part of
 the supervisor reads and changes (the scheduler, the attempt's driving, control requests,
-recovery), and the maps from an attempt's outcome to its statuses.
+recovery).
 
 The packet's status is the truth the ledger records; the other fields say what its current
 (or last) attempt is and what its next attempt carries on.
@@ -13,19 +13,14 @@ from dataclasses import dataclass, field
 
 from .._util.timeparse import epoch
 from ..attempt import statedir
-from ..ledger import PacketStatus, Status
+from ..ledger import PacketStatus
 from ..plan import Packet
 from . import brief
 
-OUTCOME_STATUS = {"succeeded": Status.SUCCEEDED, "timeout": Status.TIMEOUT,
-                  "quota": Status.QUOTA, "cancelled": Status.CANCELLED,
-                  "failed": Status.FAILED}
-
-
-# An attempt's final status, as its packet's (quota, no receipt and superseded attempts are
-# followed by another attempt instead).
-FINAL_PACKET = {Status.SUCCEEDED: PacketStatus.SUCCEEDED, Status.FAILED: PacketStatus.FAILED,
-                Status.TIMEOUT: PacketStatus.TIMEOUT, Status.CANCELLED: PacketStatus.CANCELLED}
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..executors.base import Executor
+    from .ports import Reservation
 
 EXCERPT_BYTES = 8000
 
@@ -58,12 +53,24 @@ class UnitState:
     # the next attempt: a follow-up keeps the workspace; its prompt, or what it carries on
     reuse_workspace: str | None = None
     followup: str | None = None
-    earlier: object | None = None          # brief.Earlier: a fresh start carries it
+    earlier: brief.Earlier | None = None   # what a fresh start carries on
     followups: list[str] = field(default_factory=list)   # requested while it was running
-    extra: dict = field(default_factory=dict)
+    # the current attempt: its ports, the follow-up request it was given, the result of the
+    # attempt whose conversation it resumes (a fresh start after a refused resume carries it)
+    ports: Reservation | None = None
+    asked: str | None = None
+    resumed_result: str | None = None
+    port_note: str | None = None           # why it waits for its ports, said once
 
-    def carry_on(self, executor, asked: str | None, *, because: str, fresh: bool = False,
-                 earlier_result: str | None = None) -> None:
+    @property
+    def current_attempt(self) -> str:
+        """The id of its current (or last) attempt, which it has from its first one on."""
+        if self.attempt_id is None:
+            raise RuntimeError(f"packet {self.packet.id} has no attempt yet")
+        return self.attempt_id
+
+    def carry_on(self, executor: Executor, asked: str | None, *, because: str,
+                 fresh: bool = False, earlier_result: str | None = None) -> None:
         """Make the next attempt carry on the latest one: linked to it, in the same
         workspace (no edit is lost; Gemini resumes only from the folder it ran in), resuming
         its conversation where the executor can, else a fresh brief saying what it left."""
@@ -74,7 +81,7 @@ class UnitState:
         resumable = (not fresh and executor.can_resume and self.state_dir
                      and statedir.StateDir(self.state_dir).read(statedir.CONVERSATION_ID))
         self.continue_from = self.state_dir if resumable else None
-        self.extra["resumed_from"] = {"result_file": self.result_file} if resumable else {}
+        self.resumed_result = self.result_file if resumable else None
         if not resumable:
             result = earlier_result or self.result_file
             self.earlier = brief.Earlier(last or "", because, result, excerpt(result))

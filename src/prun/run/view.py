@@ -13,11 +13,18 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from .._util.timeparse import epoch
 from ..errors import UsageError
 from ..git.reconcile import UnitInput, plan_scope
 from ..plan import Packet, Plan
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import sqlite3
+
+    from ..ledger import Ledger
 
 QUARANTINED = "quarantined"
 
@@ -28,9 +35,9 @@ class RunView:
     base each packet starts from, each packet's status and note, and whether its supervisor
     lives."""
 
-    run: dict
+    run: dict[str, Any]
     packets: list[Packet]
-    attempts: dict[str, list[dict]] = field(default_factory=dict)   # packet id -> in order
+    attempts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # by packet, in order
     bases: dict[str, str] = field(default_factory=dict)             # packet id -> base commit
     statuses: dict[str, str] = field(default_factory=dict)          # packet id -> its status
     notes: dict[str, str] = field(default_factory=dict)             # packet id -> its note
@@ -51,13 +58,13 @@ class RunView:
 
     @property
     def id(self) -> str:
-        return self.run["id"]
+        return str(self.run["id"])
 
     @property
     def repo_root(self) -> str | None:
         return self.run.get("repo_root")
 
-    def deciding(self, packet_id: str) -> dict | None:
+    def deciding(self, packet_id: str) -> dict[str, Any] | None:
         live = [a for a in self.attempts.get(packet_id, []) if a.get("status") != QUARANTINED]
         return live[-1] if live else None
 
@@ -85,7 +92,8 @@ class RunView:
         return out
 
 
-def find_run(ledger, run_arg: str | None = None, cwd: str | None = None):
+def find_run(ledger: Ledger, run_arg: str | None = None,
+             cwd: str | None = None) -> sqlite3.Row:
     """The ledger row of the run named ``run_arg`` (id or unique prefix), else of the latest
     run of the repository holding ``cwd`` (outside a repository: the latest run). A name that
     names no run is bad usage (exit 2)."""
@@ -106,16 +114,20 @@ def find_run(ledger, run_arg: str | None = None, cwd: str | None = None):
     return row
 
 
-def open_run(ledger, run_arg: str | None = None, cwd: str | None = None) -> RunView:
+def open_run(ledger: Ledger, run_arg: str | None = None, cwd: str | None = None) -> RunView:
     """The run named ``run_arg`` (see ``find_run``) with its packets, attempts and notes."""
     return view(ledger, find_run(ledger, run_arg, cwd)["id"])
 
 
-def view(ledger, run_id: str) -> RunView:
+def view(ledger: Ledger, run_id: str) -> RunView:
     """Run ``run_id`` as the ledger has it now."""
     from .state import packet_from_spec, supervisor_alive
 
-    run = dict(ledger.run(run_id))
+    row = ledger.run(run_id)
+    if row is None:
+        raise UsageError(f"no run {run_id!r} in the ledger {ledger.path}",
+                         hint="`prun ledger` lists the runs")
+    run = dict(row)
     rows = [dict(r) for r in ledger.packets(run_id)]
     packets = [packet_from_spec(r["spec"], r) for r in rows]
     bases = {}
@@ -124,7 +136,7 @@ def view(ledger, run_id: str) -> RunView:
         commit = r.get("base") or spec.get("base_commit")
         if commit:
             bases[r["id"]] = commit
-    attempts: dict[str, list[dict]] = {}
+    attempts: dict[str, list[dict[str, Any]]] = {}
     for a in ledger.attempts(run_id):
         attempts.setdefault(a["packet_id"], []).append(dict(a))
     return RunView(run, packets, attempts, bases, {r["id"]: r["status"] for r in rows},
@@ -156,8 +168,8 @@ class UnitView:
         return (self.finished or now) - self.started
 
 
-def _unit(packet_id: str, status: str, attempts: list[dict], note: str | None,
-          fallback: Mapping) -> UnitView:
+def _unit(packet_id: str, status: str, attempts: list[dict[str, Any]], note: str | None,
+          fallback: Mapping[str, Any]) -> UnitView:
     from ..ledger import Status
 
     a = attempts[-1] if attempts else None
