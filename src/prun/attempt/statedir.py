@@ -191,6 +191,17 @@ def open_existing(path: str) -> StateDir:
     if not path:
         raise UsageError("empty state dir argument", hint="pass the path printed as STATE-DIR")
     p = os.path.expanduser(path)
-    if not os.path.isdir(p):
+    if not os.path.isdir(p) or not _looks_made_here(p):
         raise UsageError(f"not a state dir: {path}", hint="pass the path printed as STATE-DIR")
     return StateDir(os.path.realpath(p))
+
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*-\d{8}T\d{6}-[0-9a-f]{6}$")
+
+
+def _looks_made_here(path: str) -> bool:
+    """A folder ``create`` made: its name (``<unit>-<UTC time>-<6 hex>``, which it has from
+    the first moment), or the protocol's files in it."""
+    name = os.path.basename(os.path.normpath(os.path.realpath(path)))
+    return bool(_NAME_RE.match(name)) or any(
+        os.path.exists(os.path.join(path, f)) for f in (UNIT, DISPATCH_PID, TAIL))

@@ -53,9 +53,10 @@ def run(args: argparse.Namespace) -> int:
     from ..ledger import Ledger
     from ..plan import load_plan
     from ..plan.independence import check
-    from ..run.state import RunPaths, freeze, spawn_supervisor
+    from ..run.state import RunPaths, deadline_of, freeze, spawn_supervisor
 
     plan = load_plan(args.plan)
+    deadline_of(plan, args.deadline)  # refused before the ledger is made
     report = check(plan)
     if not report.ok and not args.allow_overlap:
         sys.stdout.write("\n".join(report.lines()) + "\n")
@@ -69,7 +70,9 @@ def run(args: argparse.Namespace) -> int:
                                 "--allow-overlap", data={"failures": [f.line() for f in
                                                                       report.failures]})
         if args.detach:
-            spawn_supervisor(r["id"], ledger.path, RunPaths(_path(r["run_dir"])).log)
+            run_dir = r.get("run_dir")
+            assert run_dir, "freeze makes every run's folder"
+            spawn_supervisor(r["id"], ledger.path, RunPaths(_path(run_dir)).log)
             print(f"RUN {r['id']}")
             return 0
         print(f"RUN {r['id']} packets={len(plan.packets)} parallel={r['parallel']} "

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import anyio
@@ -87,6 +87,25 @@ async def _end(proc: anyio.abc.Process) -> None:
             await proc.wait()
 
 
+async def _read_lines(stream: AsyncIterable[bytes], lines: list[str],
+                      on_line: LineFn | None) -> None:
+    """Each line of ``stream`` into ``lines`` (and to ``on_line``) as it comes."""
+    buf = b""
+    async for chunk in stream:
+        buf += chunk
+        while b"\n" in buf:
+            raw, buf = buf.split(b"\n", 1)
+            text = raw.decode("utf-8", "replace").rstrip("\r")
+            lines.append(text)
+            if on_line is not None:
+                await on_line(text)
+    if buf:
+        text = buf.decode("utf-8", "replace")
+        lines.append(text)
+        if on_line is not None:
+            await on_line(text)
+
+
 async def run(argv: Sequence[str], *, cwd: str, bound: float, on_line: LineFn | None = None,
               on_beat: BeatFn | None = None, beat_every: float = 10.0,
               env: Mapping[str, str] | None = None,
@@ -107,20 +126,7 @@ async def run(argv: Sequence[str], *, cwd: str, bound: float, on_line: LineFn | 
 
     async def read_out() -> None:
         assert proc.stdout is not None
-        buf = b""
-        async for chunk in proc.stdout:
-            buf += chunk
-            while b"\n" in buf:
-                raw, buf = buf.split(b"\n", 1)
-                text = raw.decode("utf-8", "replace").rstrip("\r")
-                lines.append(text)
-                if on_line is not None:
-                    await on_line(text)
-        if buf:
-            text = buf.decode("utf-8", "replace")
-            lines.append(text)
-            if on_line is not None:
-                await on_line(text)
+        await _read_lines(proc.stdout, lines, on_line)
 
     async def read_err() -> None:
         if proc.stderr is None:

@@ -307,6 +307,15 @@ def build(state: Prun | None = None) -> MCPServer[Any]:
                                      version=__version__, instructions=INSTRUCTIONS,
                                      log_level="WARNING")
 
+    _watch_tools(server, st)
+    _control_tools(server, st)
+    _unit_tools(server, st)
+    _results(server, st)
+    return server
+
+
+def _watch_tools(server: MCPServer[Any], st: Prun) -> None:
+    """check, run, status and wait."""
     @server.tool(description="The independence test (prun check PLAN): may the plan's packets "
                  "run side by side. Lines: FAIL <rule> <a> <b> ... why= fix=, then OK or FAILED; "
                  "exit_code 1 means a rule failed.",
@@ -381,6 +390,10 @@ def build(state: Prun | None = None) -> MCPServer[Any]:
         return await st.lines_of("wait", argv, cwd, ctx, bound=timeout + MARGIN_S,
                                  progress_total=timeout, extra=_wait_fields)
 
+
+
+def _control_tools(server: MCPServer[Any], st: Prun) -> None:
+    """cancel, reassign, followup, reconcile and integrate."""
     @server.tool(description="Cancel a run, one attempt (RUN:PACKET:N) or one packet "
                  "(prun cancel): CANCEL <target> status=<s> once the group is confirmed gone; "
                  "exit_code 1: not confirmed within wait seconds (the request stands).",
@@ -475,6 +488,10 @@ def build(state: Prun | None = None) -> MCPServer[Any]:
         bound = max(st.bound, _duration(check_timeout, 3600.0) + st.bound)
         return await st.both_of("integrate", argv, cwd, ctx, bound=bound)
 
+
+
+def _unit_tools(server: MCPServer[Any], st: Prun) -> None:
+    """dispatch, receipt, quota, ledger and brief."""
     @server.tool(description="Run one unit on one executor outside a plan (prun dispatch): "
                  "STATE-DIR <dir> at once, the result published atomically at result_file "
                  "(FALLBACK if it failed). Waits up to wait seconds (default 0) for the unit to "
@@ -580,6 +597,10 @@ def build(state: Prun | None = None) -> MCPServer[Any]:
         _opt(argv, "--attempt", attempt)
         return await st.both_of("brief", argv, cwd, ctx)
 
+
+
+def _results(server: MCPServer[Any], st: Prun) -> None:
+    """A run's result files as resources, by packet id."""
     @server.resource("prun://runs/{run}/results", name="results", mime_type="application/json",
                      description="A run's packets: status, result file and the URI of each "
                      "packet's result")
@@ -606,7 +627,6 @@ def build(state: Prun | None = None) -> MCPServer[Any]:
         with open(path, encoding="utf-8", errors="replace") as f:
             return f.read()
 
-    return server
 
 
 async def _units(st: Prun, run: str) -> list[dict[str, Any]]:

@@ -169,7 +169,11 @@ def timeout(doc: yamldoc.Doc, where: Where, value: int | float | str | None) -> 
     if value is None:
         return None
     try:
-        return parse_duration(value, what="timeout")
+        seconds = parse_duration(value, what="timeout")
+        if seconds <= 0:
+            raise UsageError(f"timeout must be more than 0 s (got {value!r})",
+                             hint="give seconds or a duration such as 45m")
+        return seconds
     except UsageError as e:
         raise UsageError(f"{doc.source}:{doc.line_of([*where, 'timeout'])}: {e.message}",
                          hint=e.hint)

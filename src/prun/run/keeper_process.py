@@ -53,6 +53,10 @@ import sys
 import time
 from typing import Any
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .._util.escapes import ProcInfo
+
 LINEAGE_LIMIT = 10_000   # descendants of escapes remembered at most
 # dispositions the keeper changes (or Python does) that a worker must not inherit
 _RESET_SIGNALS = (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGXFSZ)
@@ -73,7 +77,7 @@ class _Escape:
 
     __slots__ = ("cmdline", "ended", "held_by", "kill_at", "owners", "pid", "start")
 
-    def __init__(self, info: dict[str, Any], owners: set[int]):
+    def __init__(self, info: ProcInfo, owners: set[int]):
         self.pid: int = info["pid"]
         self.start: float = info["start"]
         self.cmdline: list[str] = info["cmdline"]
@@ -101,7 +105,7 @@ class _Server:
         self.finished: set[int] = set()      # spawn ids of workers whose leader was reaped
         self.held: dict[int, int] = {}       # spawn id -> exit code not yet sent
         self.escapes: dict[int, _Escape] = {}
-        self.lineage: dict[tuple[int, int], set[int]] = {}   # (pid, start) below an escape
+        self.lineage: dict[tuple[int, float], set[int]] = {}   # (pid, start) below an escape
         self.swept: set[int] = set()         # groups killed whose members may still be dying
 
     def reply(self, line: str) -> None:
@@ -213,7 +217,7 @@ class _Server:
         self.swept &= groups
         self.lineage = self._lineage()
 
-    def _owners(self, info: dict[str, Any]) -> set[int]:
+    def _owners(self, info: ProcInfo) -> set[int]:
         if info["attempt"] in self.by_attempt:
             return {self.by_attempt[info["attempt"]]}
         if info["sid"] != info["pid"] and info["sid"] in self.by_session:
@@ -223,11 +227,11 @@ class _Server:
             return set(seen)
         return {k.rid for k in self.kids.values()} | set(self.held)
 
-    def _lineage(self) -> dict[tuple[int, int], set[int]]:
+    def _lineage(self) -> dict[tuple[int, float], set[int]]:
         """Every process below an escape, with that escape's workers."""
         from .._util.process import children, proc_info
 
-        found: dict[tuple[int, int], set[int]] = {}
+        found: dict[tuple[int, float], set[int]] = {}
         for esc in self.escapes.values():
             todo = children(esc.pid)
             while todo and len(found) < LINEAGE_LIMIT:

@@ -146,8 +146,7 @@ async def adopt(sup: Supervisor, u: UnitState, row: dict[str, Any]) -> None:
     if pid is not None and fd is not None:
         sd.write(statedir.DISPATCH_PID, str(os.getpid()))
         worker: RunWorker = AdoptedWorker(pid, fd)
-        # Dispatch.worker is declared None (attempt/dispatch.py): it holds any worker
-        d.worker = worker  # type: ignore[assignment]
+        d.worker = worker
         sup.ledger.update_attempt(row["id"], "re-attached by a resumed supervisor",
                                   status=Status.RUNNING)
         sup.emit("reattached", u)

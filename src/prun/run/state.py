@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from .._util.timeparse import deadline_at
 from ..errors import GitError, StateError, UsageError
-from ..ledger import Ledger, PacketStatus, now_iso, prun_dir, repo_root
+from ..ledger import Ledger, PacketRecord, PacketStatus, RunRecord, now_iso, prun_dir, repo_root
 from ..plan import DataBoundary, Packet, Plan
 
 DEFAULT_PARALLEL = 8
@@ -125,8 +125,19 @@ def _packet(spec: dict[str, Any], row: dict[str, Any]) -> Packet:
     return Packet(**kw)
 
 
+def deadline_of(plan: Plan, given: str | None) -> float | None:
+    """The run's deadline (``--deadline``, else the plan's) as seconds since the epoch, or
+    None; one that is already past is refused (nothing could run)."""
+    text = given if given is not None else plan.deadline
+    when = deadline_at(text)
+    if when is not None and when <= time.time():
+        raise UsageError(f"deadline {text!r} is already past",
+                         hint="give a later time, or a duration such as 2h")
+    return when
+
+
 def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
-           deadline: str | None = None, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+           deadline: str | None = None, env: Mapping[str, str] | None = None) -> RunRecord:
     """Record the run in the ledger (one transaction) and make its run dir. Returns the run."""
     from .._util import gitcmd
     from . import prepare as unitprep
@@ -147,11 +158,11 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
                          hint="run plans with code units from a git repository")
     run_id = new_run_id()
     paths = RunPaths(prun_dir(root or Path.cwd()) / "runs" / run_id)
-    when = deadline_at(deadline if deadline is not None else plan.deadline)
+    when = deadline_of(plan, deadline)
     n_parallel = parallel or plan.parallel or DEFAULT_PARALLEL
     if n_parallel < 1:
         raise UsageError(f"parallel must be at least 1 (got {n_parallel})")
-    packets = []
+    packets: list[PacketRecord] = []
     routes = unitprep.route_all(plan.packets, env)  # may refuse a unit: nothing made yet
     sandboxes = _sandboxes(plan, env, routes)        # may refuse sandbox: on: nothing made yet
     paths.make()
@@ -165,8 +176,9 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
                      "base_commit": pbase, "sandbox": sandboxes[p.id]})
         packets.append({"id": p.id, "kind": p.kind, "executor": r.executor, "model": p.model,
                         "mode": p.effective_mode, "base": pbase, "after": list(p.after),
-                        "timeout_s": p.timeout_s, **{"spec": spec}})
-    run = {"id": run_id, "repo_root": str(root) if root else None, "plan_path": plan.path,
+                        "timeout_s": p.timeout_s, "spec": spec})
+    run: RunRecord = {
+           "id": run_id, "repo_root": str(root) if root else None, "plan_path": plan.path,
            "base": base, "deadline": now_iso(when) if when else None,
            "cancel_action": plan.cancel_action or "cancel",
            "cancel_owner": plan.cancel_owner or env.get("USER") or "the coordinator",
