@@ -393,9 +393,10 @@ def create_time(pid: int) -> float | None:
 
 
 def same_process_alive(pid: int | None, started: float | None) -> bool:
-    """True when ``pid`` runs and, if ``started`` is known, is the process that started then
-    (a reused PID has another start time). A zombie counts as gone."""
-    if not pid:
+    """True when ``pid`` runs and is the process that started at ``started`` (a reused PID
+    has another start time). No recorded start time is no proof: False, so nothing is ever
+    signalled on a bare PID. A zombie counts as gone."""
+    if not pid or started is None:
         return False
     import psutil
 
@@ -403,6 +404,6 @@ def same_process_alive(pid: int | None, started: float | None) -> bool:
         p = psutil.Process(pid)
         if p.status() == psutil.STATUS_ZOMBIE:
             return False
-        return started is None or abs(p.create_time() - started) < 0.05
+        return abs(p.create_time() - started) < 0.05
     except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
         return False
