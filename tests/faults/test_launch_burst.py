@@ -63,16 +63,22 @@ def test_a_supervisor_killed_in_the_launch_burst_runs_nothing_twice(repo, tmp_pa
     run_id = _run_id(out)
     resumed = subprocess.run([sys.executable, "-m", "prun", "resume", run_id, "--plain"],
                              capture_output=True, text=True, timeout=300)
-    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert resumed.returncode in ((0, 1) if keeper_too else (0,)), \
+        resumed.stdout[-3000:] + resumed.stderr[-3000:]
 
     ran = executions(log)
     twice = {u: n for u, n in ran.items() if n != 1}
     assert not twice, f"ran more than once: {twice}"
-    assert len(ran) == UNITS
     view = json.loads(subprocess.run([sys.executable, "-m", "prun", "status", run_id, "--json"],
                                      capture_output=True, text=True, timeout=60,
                                      check=True).stdout)
-    assert view["counts"] == {"succeeded": UNITS}
+    # a unit still running when its keeper was killed too ended with it (the sandbox's
+    # die-with-parent): it ran once, and the ledger says it failed for that reason
+    lost = {u["packet_id"] for u in view["units"] if u["status"] != "succeeded"}
+    assert keeper_too or not lost, view["counts"]
+    assert all(u["reason"] == "exit-unknown" for u in view["units"] if u["packet_id"] in lost)
+    # every unit that succeeded ran exactly once; one lost with its keeper at most once
+    assert set(ran) >= {f"u{i:03}" for i in range(UNITS)} - lost
     launched: dict[str, int] = {}
     for a in view["attempts"]:
         if a["dispatched_at"]:

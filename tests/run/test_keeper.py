@@ -28,9 +28,25 @@ def _spawn(keeper: Keeper, tmp: Path, name: str, code: str, **kw):
 
 
 def _log(tmp: Path) -> dict[str, int]:
+    """The exit codes the log records (its ``spawned`` lines aside)."""
     path = tmp / ".exit-codes"
-    return {n: int(c) for n, c in (ln.split() for ln in path.read_text().splitlines())} \
-        if path.exists() else {}
+    lines = path.read_text().splitlines() if path.exists() else []
+    return {n: int(c) for n, c in (ln.split() for ln in lines if " spawned " not in ln)}
+
+
+def test_the_keeper_logs_each_start_and_refuses_a_second_launch_of_an_attempt(tmp_path):
+    args = dict(cwd=str(tmp_path), env={**os.environ, "PRUN_ATTEMPT_ID": "r:a:1"},
+                stdout_path=str(tmp_path / "out"), stderr_path=str(tmp_path / "err"),
+                stdin_path=None, name="a-state", log=str(tmp_path / ".exit-codes"))
+
+    async def body(keeper, loop):
+        w = await asyncio.to_thread(keeper.spawn, [sys.executable, "-c", "pass"], **args)
+        assert f"a-state spawned {w.pid} " in (tmp_path / ".exit-codes").read_text()
+        with pytest.raises(OSError, match="launched already"):
+            await asyncio.to_thread(keeper.spawn, [sys.executable, "-c", "pass"], **args)
+        await w.await_exit()
+
+    drive(body)
 
 
 def drive(body):
@@ -115,7 +131,7 @@ def test_end_group_through_the_keeper_ends_the_worker_and_its_descendants(tmp_pa
         return w.reap(), child
     code_, child = drive(body)
     assert code_ == 128 + signal.SIGTERM
-    poll(lambda: not same_process_alive(child, None))
+    poll(lambda: not same_process_alive(child, None, unproven=True))
 
 
 def test_leader_that_exits_has_its_group_swept(tmp_path):
@@ -130,7 +146,7 @@ def test_leader_that_exits_has_its_group_swept(tmp_path):
         await w.await_exit()
         return int((tmp_path / "left.out").read_text())
     child = drive(body)
-    poll(lambda: not same_process_alive(child, None))
+    poll(lambda: not same_process_alive(child, None, unproven=True))
 
 
 def test_spawn_failures_raise_oserror_with_the_reason(tmp_path):
@@ -179,10 +195,10 @@ def test_keeper_outlives_its_supervisor_and_logs_codes_meanwhile(tmp_path):
     keeper_pid = int(sup.stdout.readline())
     sup.kill()
     sup.wait()
-    assert same_process_alive(keeper_pid, None)
+    assert same_process_alive(keeper_pid, None, unproven=True)
     gate.touch()
     poll(lambda: _log(tmp_path).get("late") == 7)
-    poll(lambda: not same_process_alive(keeper_pid, None))   # no workers left: it is gone
+    poll(lambda: not same_process_alive(keeper_pid, None, unproven=True))   # no workers left: it is gone
 
 
 def test_a_dead_keeper_leaves_its_workers_watched_and_a_new_keeper_starts(tmp_path, capfd):
@@ -269,7 +285,7 @@ def worker_code(tick: Path, how: str, ignore_term: bool = False, gate: Path | No
 
 
 def gone(pid: int) -> bool:
-    return not same_process_alive(pid, None)
+    return not same_process_alive(pid, None, unproven=True)
 
 
 @needs_subreaper

@@ -392,11 +392,16 @@ def create_time(pid: int) -> float | None:
         return None
 
 
-def same_process_alive(pid: int | None, started: float | None) -> bool:
+def same_process_alive(pid: int | None, started: float | None, *,
+                       unproven: bool = False) -> bool:
     """True when ``pid`` runs and is the process that started at ``started`` (a reused PID
-    has another start time). No recorded start time is no proof: False, so nothing is ever
-    signalled on a bare PID. A zombie counts as gone."""
-    if not pid or started is None:
+    has another start time). No recorded start time is no proof: ``unproven`` is returned
+    then, False by default, so nothing is ever signalled on a bare PID (a check that only
+    keeps something, a lock or a folder, passes True: a live holder is not assumed gone).
+    A zombie counts as gone."""
+    if not pid:
+        return False
+    if started is None and not unproven:
         return False
     import psutil
 
@@ -404,6 +409,6 @@ def same_process_alive(pid: int | None, started: float | None) -> bool:
         p = psutil.Process(pid)
         if p.status() == psutil.STATUS_ZOMBIE:
             return False
-        return abs(p.create_time() - started) < 0.05
+        return started is None or abs(p.create_time() - started) < 0.05
     except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
         return False

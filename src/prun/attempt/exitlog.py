@@ -1,6 +1,8 @@
-"""The exit-code log of a run's state root: one ``<state dir name> <code>`` line per worker,
-appended by the run's worker keeper just after it reaps the worker (``prun.run.keeper``), read
-by the supervisor and by recovery (a worker's exit code is known only to its parent)."""
+"""The exit-code log of a run's state root, appended by the run's worker keeper
+(``prun.run.keeper_process``): ``<state dir name> spawned <pid> <start time>`` once a worker
+runs (before the supervisor is told), and ``<state dir name> <code>`` just after it is reaped.
+Read by the supervisor and by recovery: a worker's exit code is known only to its parent, and
+a worker whose launch a crash cut short is known to have started only from here."""
 
 from __future__ import annotations
 
@@ -43,7 +45,8 @@ def recorded_exit(sd: statedir.StateDir, wait: bool = False) -> int | None:
     delay = 0.005
     while (code := logged_exit(sd)) is None and wait and time.monotonic() < deadline:
         keeper = (sd.worker or {}).get("keeper") or {}
-        if not same_process_alive(keeper.get("pid"), keeper.get("create_time")):
+        if not same_process_alive(keeper.get("pid"), keeper.get("create_time"),
+                                  unproven=True):
             return logged_exit(sd)
         time.sleep(delay)
         delay = min(delay * 2, 0.1)
@@ -57,9 +60,24 @@ def logged_exit(sd: statedir.StateDir) -> int | None:
     prefix = os.path.basename(sd.path) + " "
     code = None
     for line in (read_text(path(sd)) or "").splitlines():
-        if line.startswith(prefix):
+        if line.startswith(prefix) and not line.startswith(prefix + "spawned "):
             code = line[len(prefix):].strip()
     try:
         return int(code) if code else None
     except ValueError:
         return None
+
+
+def logged_spawn(sd: statedir.StateDir) -> tuple[int, float] | None:
+    """The worker's pid and start time as its keeper logged its start, or None."""
+    from .._util.fsutil import read_text
+
+    prefix = os.path.basename(sd.path) + " spawned "
+    for line in (read_text(path(sd)) or "").splitlines():
+        if line.startswith(prefix):
+            try:
+                pid, start = line[len(prefix):].split()
+                return int(pid), float(start)
+            except ValueError:
+                return None
+    return None

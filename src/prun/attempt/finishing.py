@@ -48,6 +48,11 @@ def finish(d: Dispatch, exit_code: int | None, *, timed_out: bool = False,
                "(the FALLBACK is in the state dir)")
         verdict, error = "publish-failed", why
         published, sibling = keep_fallback(d, verdict, why, exit_code, stream), None
+    if exit_code is None and verdict not in ("ok", "publish-failed") and d.launched_at \
+            and not (timed_out or cancelled or refused):
+        verdict = "exit-unknown"   # what it left does not show success either
+        error = (f"{error}; " if error else "") + ("its exit code was not observed (its "
+                                                  "keeper was gone)")
     return conclude(d, verdict, error, exit_code, published, sibling, stream, hit)
 
 

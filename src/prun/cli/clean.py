@@ -63,13 +63,13 @@ def running_units(view: RunView) -> list[str]:
     from ..ledger import TERMINAL
 
     supervisor = same_process_alive(view.run.get("supervisor_pid"),
-                                    view.run.get("supervisor_started"))
+                                    view.run.get("supervisor_started"), unproven=True)
     busy = []
     for pid, attempts in sorted(view.attempts.items()):
         for a in attempts:
             worker = StateDir(a["state_dir"]).worker if a.get("state_dir") else None
             alive = isinstance(worker, dict) and same_process_alive(
-                worker.get("pid"), worker.get("create_time"))
+                worker.get("pid"), worker.get("create_time"), unproven=True)
             if alive or (supervisor and a["status"] not in {str(s) for s in TERMINAL}):
                 busy.append(pid)
                 break

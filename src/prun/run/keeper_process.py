@@ -35,8 +35,11 @@ Protocol: one JSON object per line on the keeper's stdin; one line of words on i
      "stdin": F|null, "stdout": F, "stderr": F, "name": S, "log": F}
     {"op": "signal", "pid": P, "sig": S}         signal P's group while P is unreaped
 
-    spawned <id> <pid> <start time>              started (its own session and process group)
-    failed <id> <errno> <JSON message>           could not start
+    spawned <id> <pid> <start time>              started (its own session and process group),
+                                                 after ``<name> spawned <pid> <start>`` went to
+                                                 its log
+    failed <id> <errno> <JSON message>           could not start (EEXIST: an attempt id, from
+                                                 PRUN_ATTEMPT_ID, that it launched already)
     escaped <pid> <escape pid> <JSON argv>       a process that escaped worker <pid> (0: none
                                                  could be named) is being ended
     exit <pid> <code>                            ended (after ``<name> <code>`` went to its log)
@@ -46,6 +49,7 @@ A code is the exit status, or 128+N for death by signal N.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -101,6 +105,7 @@ class _Server:
         self.subreaper = become_subreaper()
         self.workers: dict[int, _Kid] = {}   # spawn id -> every worker started
         self.by_attempt: dict[str, int] = {}
+        self.spawned: set[str] = set()       # every attempt id launched: never a second time
         self.by_session: dict[int, int] = {}
         self.finished: set[int] = set()      # spawn ids of workers whose leader was reaped
         self.held: dict[int, int] = {}       # spawn id -> exit code not yet sent
@@ -143,6 +148,10 @@ class _Server:
     def spawn(self, req: dict[str, Any]) -> None:
         from .._util.process import create_time
 
+        attempt = (req.get("set") or {}).get("PRUN_ATTEMPT_ID") or None
+        if attempt and attempt in self.spawned:  # exactly once: never a second launch
+            return self.reply(f"failed {req['id']} {errno.EEXIST} "
+                              f"{json.dumps(f'attempt {attempt} was launched already')}")
         env = dict(self.base_env)
         env.update(req.get("set") or {})
         for k in req.get("unset") or ():
@@ -160,11 +169,15 @@ class _Server:
         except (ValueError, TypeError) as e:
             return self.reply(f"failed {req['id']} 0 {json.dumps(str(e))}")
         kid = _Kid(req["id"], pid, req["name"], req["log"], env.get("PRUN_ATTEMPT_ID") or None)
+        start = create_time(pid) or 0
+        if kid.attempt:
+            self.spawned.add(kid.attempt)
+        self.write_log(kid, f"spawned {pid} {start}")  # before anyone is told it runs
         self.kids[pid] = self.workers[kid.rid] = kid
         self.by_session[pid] = kid.rid
         if kid.attempt:
             self.by_attempt[kid.attempt] = kid.rid
-        self.reply(f"spawned {req['id']} {pid} {create_time(pid) or 0}")
+        self.reply(f"spawned {req['id']} {pid} {start}")
 
     def reap(self) -> None:
         """Collect every child that ended. A worker: sweep its group, see what it left, reap
@@ -286,15 +299,20 @@ class _Server:
             self.reply(f"exit {self.workers[rid].pid} {self.held.pop(rid)}")
 
     def log(self, kid: _Kid, code: int) -> None:
+        self.write_log(kid, str(code))
+
+    def write_log(self, kid: _Kid, what: str) -> None:
+        """``<state dir name> <what>`` in the worker's exit-code log: ``spawned <pid> <start>``
+        once it runs, its code once it is reaped."""
         from .._util.fsutil import write_all
 
         try:
             fd = self.logs.get(kid.log)
             if fd is None:
                 fd = self.logs[kid.log] = os.open(kid.log, _APPEND | os.O_CLOEXEC, 0o644)
-            write_all(fd, f"{kid.name} {code}\n".encode())
+            write_all(fd, f"{kid.name} {what}\n".encode())
         except OSError as e:
-            print(f"prun keeper: cannot record {kid.name}'s exit code {code} in {kid.log}: {e}",
+            print(f"prun keeper: cannot record {kid.name}'s {what} in {kid.log}: {e}",
                   file=sys.stderr)
 
     def serve(self) -> int:

@@ -249,7 +249,7 @@ def _live(entries: list[Entry], known: tuple[int, float | None] | None = None) -
     for e in entries:
         key = (e.holder.pid, e.holder.started)
         if key not in alive:
-            alive[key] = same_process_alive(*key)
+            alive[key] = same_process_alive(*key, unproven=True)
         if alive[key]:
             out.append(e)
     return out

@@ -36,9 +36,10 @@ def recover(sup: Supervisor) -> None:
     attempts: dict[str, list[dict[str, Any]]] = {}
     for a in sup.ledger.attempts(sup.run_id):
         attempts.setdefault(a["packet_id"], []).append(dict(a))
+    used = _prompt_seqs(sup)
     for pid, u in sup.units.items():
         rows = attempts.get(pid, [])
-        u.seq = len(rows)
+        u.seq = max(len(rows), used.get(pid, 0))  # an attempt id is never given twice
         if rows:
             recover_unit(sup, u, rows[-1])
         elif u.status in (PacketStatus.RUNNING, PacketStatus.PARKED):
@@ -55,7 +56,7 @@ def recover_unit(sup: Supervisor, u: UnitState, last: dict[str, Any]) -> None:
     status = Status(last["status"])
     if status.terminal:
         return after_terminal(sup, u, status)
-    launched = last["state_dir"] and statedir.StateDir(last["state_dir"]).worker
+    launched = bool(last["state_dir"]) and launch_evidence(statedir.StateDir(last["state_dir"]))
     if not launched:  # the earlier supervisor died before this one started
         sup.ledger.update_attempt(last["id"], "the supervisor died before its launch",
                                   status=Status.CANCELLED, reason="never-launched",
@@ -67,6 +68,58 @@ def recover_unit(sup: Supervisor, u: UnitState, last: dict[str, Any]) -> None:
         sup.set_packet(u, PacketStatus.RUNNING, "launched by an earlier supervisor")
     u.cancel_requested = status == Status.CANCEL_REQUESTED
     sup.start(u, adopt(sup, u, last))
+
+
+def launch_evidence(sd: statedir.StateDir) -> bool:
+    """Whether the attempt of ``sd`` started a worker, from what is on disk: ``unit.json``'s
+    worker; else its keeper's ``spawned`` line (the supervisor died between the spawn and
+    recording it), else a live process that runs with its state dir, else a stream it wrote.
+    What is found is written into ``unit.json``, so the worker is re-attached or judged, and
+    never launched a second time."""
+    from ..attempt.exitlog import logged_spawn
+
+    if sd.worker:
+        return True
+    found = logged_spawn(sd) or _running_with(sd.path)
+    if found is None:
+        return os.path.getsize(sd.file(statedir.TAIL)) > 0 if os.path.exists(
+            sd.file(statedir.TAIL)) else False
+    pid, start = found
+    unit = dict(sd.unit)
+    unit["worker"] = {"pid": pid, "pgid": pid, "create_time": start,
+                      "found_by": "recovery"}
+    sd.write_json(statedir.UNIT, unit)
+    return True
+
+
+def _running_with(state_dir: str) -> tuple[int, float] | None:
+    """A live process whose environment names ``state_dir`` (``PRUN_STATE_DIR``): a worker
+    whose keeper died before it could log its start."""
+    import psutil
+
+    for p in psutil.process_iter(["pid", "create_time"]):
+        try:
+            if p.environ().get("PRUN_STATE_DIR") == state_dir:
+                return p.info["pid"], p.info["create_time"]
+        except (psutil.Error, OSError):
+            continue
+    return None
+
+
+def _prompt_seqs(sup: Supervisor) -> dict[str, int]:
+    """The highest attempt number each packet's frozen prompts show (``<packet>.<n>.md`` is
+    written for attempt n before it begins): the floor of the next attempt's number."""
+    seqs: dict[str, int] = {}
+    try:
+        names = os.listdir(sup.paths.prompts)
+    except OSError:
+        return seqs
+    for name in names:
+        stem, _, ext = name.rpartition(".")
+        pid, _, n = stem.rpartition(".")
+        if ext == "md" and n.isdigit():
+            seqs[pid] = max(seqs.get(pid, 0), int(n))
+    return seqs
 
 
 def after_terminal(sup: Supervisor, u: UnitState, status: Status) -> None:

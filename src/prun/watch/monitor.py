@@ -271,7 +271,7 @@ class Monitor:
         if state == "watching":
             return True
         if state in ("unsupported", "exited"):
-            if same_process_alive(*key):
+            if same_process_alive(*key, unproven=True):
                 return True
             self._procs[key] = "gone"
             return False

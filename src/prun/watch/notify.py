@@ -137,7 +137,7 @@ class Watch:
         except OSError:
             return "unsupported"
         # The pidfd pins this process; checking its start time now proves it is the right one.
-        if not same_process_alive(pid, create_time):
+        if not same_process_alive(pid, create_time, unproven=True):
             os.close(fd)
             return "gone"
         import selectors
