@@ -64,9 +64,10 @@ class Dispatch:
     def begin(self) -> None:
         """The prompt's copy, the one-value files and ``unit.json``; the quota gate between
         (a refusal raises QuotaExhausted, its attempt's ``unit.json`` written all the same)."""
+        from .._util.fsutil import atomic_write
+
         sd, p = self.state, self.p
-        with open(sd.file(statedir.PROMPT), "w", encoding="utf-8") as f:
-            f.write(p.prompt)
+        atomic_write(sd.file(statedir.PROMPT), p.prompt, durable=self.durable)  # whole or none
         sd.write(statedir.RESULT_FILE, p.result_file)
         if p.executor.launches_process:  # a session unit has no process, pid or stream
             sd.write(statedir.DISPATCH_PID, str(self.dispatcher_pid))

@@ -210,8 +210,15 @@ async def adopt(sup: Supervisor, u: UnitState, row: dict[str, Any]) -> None:
 
 def request(sup: Supervisor, u: UnitState, row: dict[str, Any],
             sd: statedir.StateDir) -> Request:
-    """The request of the attempt in ``row``, as its state dir and the ledger recorded it."""
+    """The request of the attempt in ``row``, as its state dir and the ledger recorded it.
+    A prompt copy that a crash left missing or empty is restored first: from the attempt's
+    frozen brief (``prompts/<packet>.<n>.md``), else from the packet's prompt in the ledger."""
+    from .._util.fsutil import atomic_write, file_size, read_text
+
     unit = sd.unit
+    if file_size(sd.file(statedir.PROMPT)) == 0:
+        frozen = read_text(str(sup.paths.prompts / f"{u.packet.id}.{row['seq']}.md"))
+        atomic_write(sd.file(statedir.PROMPT), frozen or u.packet.prompt)
     return Request(executor=row["executor"], prompt_file=sd.file(statedir.PROMPT),
                    result_file=row["result_path"], unit_id=u.packet.id,
                    mode=unit.get("mode") or row["mode"], continue_from=row["continue_from"],
