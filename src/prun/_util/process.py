@@ -16,6 +16,7 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import threading
 import time
 
@@ -34,6 +35,7 @@ __all__ = ["GRACE_S", "AdoptedWorker", "Finished", "Running", "Worker", "become_
 
 TYPE_CHECKING = False  # typing stays unimported: this module is on the dispatcher's fast path
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import IO, Any, Protocol
 
     class WorkerLike(Protocol):
@@ -193,8 +195,11 @@ class AdoptedWorker(_GroupLeader):
 
 
 def spawn(argv: list[str], *, cwd: str, env: dict[str, str], stdout_path: str,
-          stderr_path: str, stdin_path: str | None = None) -> Worker:
+          stderr_path: str, stdin_path: str | None = None,
+          die_with_parent: bool = False) -> Worker:
     """Start ``argv`` in a new session, stdin closed (or a file), output appended to files.
+    ``die_with_parent`` (Linux): it is killed when this process dies (a standalone
+    dispatcher's worker, so that a ``kill -9`` of the dispatcher leaves nothing running).
 
     Raises ``OSError`` (FileNotFoundError, PermissionError) when it cannot be started.
     """
@@ -205,6 +210,7 @@ def spawn(argv: list[str], *, cwd: str, env: dict[str, str], stdout_path: str,
         proc = subprocess.Popen(
             argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL if stdin is None else stdin,
             stdout=out, stderr=err, start_new_session=True, close_fds=True,
+            preexec_fn=_death_signal() if die_with_parent else None,
         )
     finally:
         out.close()
@@ -212,6 +218,30 @@ def spawn(argv: list[str], *, cwd: str, env: dict[str, str], stdout_path: str,
         if stdin is not None:
             stdin.close()
     return Worker(proc, _pidfd(proc.pid))
+
+
+def _death_signal() -> Callable[[], None] | None:
+    """What the child runs before exec to be SIGKILLed when its parent dies (Linux
+    ``PR_SET_PDEATHSIG``; None elsewhere). Made in the parent: the child only calls it."""
+    if sys.platform != "linux":
+        return None
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the signal was armed
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return arm
+
+
+PR_SET_PDEATHSIG = 1
 
 
 def _pidfd(pid: int) -> int | None:

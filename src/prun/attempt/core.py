@@ -201,7 +201,8 @@ class Dispatch:
                 stderr_path=sd.file(statedir.STDERR), stdin_path=stdin,
                 name=os.path.basename(sd.path), log=_exit_log(sd))
         return spawn(argv, cwd=workspace, env=launch.env, stdout_path=sd.file(statedir.TAIL),
-                     stderr_path=sd.file(statedir.STDERR), stdin_path=stdin)
+                     stderr_path=sd.file(statedir.STDERR), stdin_path=stdin,
+                     die_with_parent=True)  # a kill -9 of the dispatcher ends it too
 
     def _record_launch(self, launch: Launch, worker: Worker) -> None:
         """``unit.json`` with the argv (the prompt redacted), the sandbox and the worker; the

@@ -35,7 +35,8 @@ def finish(d: Dispatch, exit_code: int | None, *, timed_out: bool = False,
            cancelled: bool = False, refused: QuotaExhausted | None = None) -> Outcome:
     """Judge the run, publish the result (or FALLBACK), write outcome.json last."""
     follower = d.follow()
-    stream = follower.finish(read=d.worker is not None or follower.offset > 0)
+    stream = follower.finish(read=d.worker is not None or follower.offset > 0
+                             or d.receipt is not None)  # a reopened attempt: read it all
     verdict, error = judge(d, exit_code, stream, timed_out=timed_out, cancelled=cancelled,
                            refused=refused)
     hit = quota_after(d, verdict, exit_code, stream)
@@ -98,10 +99,14 @@ def _judge_exit(d: Dispatch, exit_code: int | None, stream: StreamResult
     timeout when the CLI's own bounded timeout ran out.
 
     An exit code that was never observed (the keeper that reaped the worker died with the
-    supervisor) is not made up: the unit is judged by what it left, its final result event or
-    its result, as if it had exited 0, and ``outcome.json`` says ``worker_exit: null``
-    (reconcile flags it for review)."""
+    supervisor, or a standalone dispatcher was killed) is not made up: an agent is judged by
+    its final result event, as if it had exited 0; a command, which has none, fails with
+    ``exit-unknown`` (its output kept in the FALLBACK); ``outcome.json`` says
+    ``worker_exit: null``."""
     ex = d.p.executor
+    if exit_code is None and not ex.event_stream:   # no final event: nothing shows it finished
+        return "exit-unknown", ("its exit code was not observed (its dispatcher or keeper was "
+                                "gone), and a command's output alone does not show it finished")
     j = ex.judge(0 if exit_code is None else exit_code, stream)
     if j.ok:
         return "ok", None

@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "followup": ("prun.cli.followup", "a follow-up turn: a linked attempt in the same workspace"),
     "brief": ("prun.cli.brief", "print exactly what a unit is told"),
     "resume": ("prun.cli.resume", "re-attach to a run whose supervisor died"),
+    "settle": ("prun.cli.settle", "judge a standalone unit whose dispatcher is gone"),
     "monitor": ("prun.cli.monitor", "wait for the first actionable event among running units"),
     "gather": ("prun.cli.gather", "wait until result files land, printing each as it does"),
     "reconcile": ("prun.cli.reconcile", "judge every packet of a run: accepted, rejected, review"),

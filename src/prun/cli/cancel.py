@@ -1,5 +1,7 @@
 """Cancel a whole run, or one attempt (`RUN:PACKET:N`, as printed in `attempt=`), or one
-packet of a run (`--packet`). The attempt becomes cancel-requested until its process group is
+packet of a run (`--packet`), or a standalone unit (its `STATE_DIR`: its dispatcher is told
+to stop it; with its dispatcher gone, its recorded worker's group is ended and the unit
+settled, as `prun settle` does). The attempt becomes cancel-requested until its process group is
 confirmed gone and its partial output quarantined; then it is recorded as cancelled.
 
     CANCEL <target> status=<attempt or run status>
@@ -16,7 +18,8 @@ import argparse
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("target", metavar="RUN|ATTEMPT", help="a run id, or an attempt id")
+    p.add_argument("target", metavar="RUN|ATTEMPT|STATE_DIR",
+                   help="a run id, an attempt id, or a standalone unit's state dir")
     p.add_argument("--packet", help="cancel only this packet of the run")
     p.add_argument("--reason", default="", help="why (recorded in the ledger)")
     p.add_argument("--wait", type=float, default=60.0,
@@ -24,6 +27,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
+
+    if os.path.isdir(args.target):  # a standalone unit's STATE_DIR
+        return _standalone(args)
     from ..errors import UsageError
     from ..ledger import Ledger
     from ..run.state import RunPaths, spawn_supervisor, wait_for, wake_supervisor
@@ -72,3 +79,13 @@ def run(args: argparse.Namespace) -> int:
         status = wait_for(settled, args.wait)
         print(f"CANCEL {target or run_id} status={status or 'cancel-requested'}")
         return 0 if status and status != "unknown-packet" else 1
+
+
+def _standalone(args: argparse.Namespace) -> int:
+    from ..attempt.settle import cancel, standalone
+    from ..settings import current
+
+    sd = standalone(args.target)
+    kind = cancel(sd, current().kill_grace_s, args.wait)
+    print(f"CANCEL {sd.path} status={kind}")
+    return 0
