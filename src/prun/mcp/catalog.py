@@ -1,0 +1,438 @@
+"""The tools and resources of the MCP server (``prun.mcp.server.build`` registers them): one
+function per group, each tool a thin mapping of its arguments onto its command's flags."""
+
+# No ``from __future__ import annotations``: the SDK reads these signatures at run time.
+
+import json
+import os
+import tempfile
+from typing import Annotated, Any
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError
+from mcp_types import CallToolResult, ToolAnnotations
+from pydantic import Field
+
+from . import child, tools
+from .server import (
+    DEFAULT_WAIT_S,
+    MARGIN_S,
+    MAX_WAIT_S,
+    START_S,
+    Cwd,
+    Output,
+    Prun,
+    RunOpt,
+    Seconds,
+    _dispatch_fields,
+    _error,
+    _num,
+    _opt,
+    _Refused,
+    _result,
+    _run_id,
+    _wait_fields,
+)
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+ACTS = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
+
+
+def _watch_tools(server: MCPServer[Any], st: Prun) -> None:
+    """check, run, status and wait."""
+    @server.tool(description="The independence test (prun check PLAN): may the plan's packets "
+                 "run side by side. Lines: FAIL <rule> <a> <b> ... why= fix=, then OK or FAILED; "
+                 "exit_code 1 means a rule failed.",
+                 annotations=READ_ONLY)
+    async def check(plan: Annotated[str, Field(description="the plan file (YAML)")],
+                    ctx: Context,
+                    repo: Annotated[str | None, Field(
+                        description="the repository bases are resolved in")] = None,
+                    no_git: Annotated[bool, Field(
+                        description="compare bases as written")] = False,
+                    cwd: Cwd = None) -> Output:
+        argv = ["check", plan]
+        _opt(argv, "--repo", repo)
+        _opt(argv, "--no-git", no_git)
+        return await st.both_of("check", argv, cwd, ctx)
+
+    @server.tool(description="Start a plan in the background (prun run PLAN --detach): it is "
+                 "checked and frozen, and the run id comes back at once (RUN <id>, run_id). "
+                 "Follow it with wait.",
+                 annotations=ACTS)
+    async def run(plan: Annotated[str, Field(description="the plan file (YAML)")],
+                  ctx: Context,
+                  parallel: Annotated[int | None, Field(
+                      ge=1, description="units at once (default: the plan's, else 8)")] = None,
+                  deadline: Annotated[str | None, Field(
+                      description="the run's terminal deadline: a duration (90m) or ISO "
+                      "time")] = None,
+                  allow_overlap: Annotated[bool, Field(
+                      description="run a plan that fails the independence test (recorded in "
+                      "the ledger)")] = False,
+                  cwd: Cwd = None) -> Output:
+        argv = ["run", plan, "--detach"]
+        _opt(argv, "--parallel", parallel)
+        _opt(argv, "--deadline", deadline)
+        _opt(argv, "--allow-overlap", allow_overlap)
+        return await st.lines_of("run", argv, cwd, ctx, extra=_run_id)
+
+    @server.tool(description="A run's state (prun status [RUN] --json): the RUN line, a UNIT "
+                 "line per packet that needs attention, RESULTS <folder>; with all, every packet.",
+                 annotations=READ_ONLY)
+    async def status(ctx: Context, run: RunOpt = None,
+                     all: Annotated[bool, Field(description="a line for every packet")] = False,
+                     cwd: Cwd = None) -> Output:
+        argv = ["status"]
+        if run:
+            argv.append(run)
+        _opt(argv, "--all", all)
+        return await st.both_of("status", argv, cwd, ctx)
+
+    @server.tool(description="Block until the run has something to act on (prun wait): EVENT "
+                 "lines, the RUN line, CURSOR <n>. Pass cursor back as since for the next event. "
+                 "exit_name says what happened: OK (all succeeded), FAILED (finished otherwise), "
+                 "UNIT_FAILED, STALLED, PARKED, HANDOFF (spawn the handoff= subagent, then run "
+                 "receipt_cmd=), SUPERVISOR_GONE (prun resume), STOPPED (no receipt), "
+                 "UNIT_SUCCEEDED (with any), TIMEOUT (nothing yet). Sends progress while it waits.",
+                 annotations=READ_ONLY)
+    async def wait(ctx: Context, run: RunOpt = None,
+                   since: Annotated[int | None, Field(
+                       ge=0, description="only events after this cursor (the last wait's)")] = None,
+                   timeout: Annotated[float, Field(
+                       gt=0, le=MAX_WAIT_S, description="give up after this many seconds "
+                       "(exit_name TIMEOUT)")] = DEFAULT_WAIT_S,
+                   any: Annotated[bool, Field(
+                       description="also wake when a unit succeeds")] = False,
+                   cwd: Cwd = None) -> Output:
+        argv = ["wait"]
+        if run:
+            argv.append(run)
+        _opt(argv, "--since", since)
+        argv += ["--timeout", f"{_num(timeout)}s"]
+        _opt(argv, "--any", any)
+        return await st.lines_of("wait", argv, cwd, ctx, bound=timeout + MARGIN_S,
+                                 progress_total=timeout, extra=_wait_fields)
+
+
+
+def _control_tools(server: MCPServer[Any], st: Prun) -> None:
+    """cancel, reassign, followup, reconcile and integrate."""
+    @server.tool(description="Cancel a run, one attempt (RUN:PACKET:N) or one packet "
+                 "(prun cancel): CANCEL <target> status=<s> once the group is confirmed gone; "
+                 "exit_code 1: not confirmed within wait seconds (the request stands).",
+                 annotations=ACTS)
+    async def cancel(run: Annotated[str, Field(description="a run id, or an attempt id")],
+                     ctx: Context,
+                     packet: Annotated[str | None, Field(
+                         description="cancel only this packet of the run")] = None,
+                     reason: Annotated[str | None, Field(
+                         description="why (recorded in the ledger)")] = None,
+                     wait: Seconds = None, cwd: Cwd = None) -> Output:
+        argv = ["cancel", run]
+        _opt(argv, "--packet", packet)
+        _opt(argv, "--reason", reason)
+        _opt(argv, "--wait", wait)
+        return await st.lines_of("cancel", argv, cwd, ctx, bound=(wait or 60) + MARGIN_S)
+
+    @server.tool(description="A linked successor attempt for a packet, optionally on another "
+                 "executor (prun reassign); the predecessor's late output is quarantined. "
+                 "REASSIGN <packet> run= executor= predecessor= attempt=.",
+                 annotations=ACTS)
+    async def reassign(packet: Annotated[str, Field(description="the packet id")], ctx: Context,
+                       run: RunOpt = None,
+                       executor: Annotated[str | None, Field(
+                           description="the successor's executor (default: the same)")] = None,
+                       reason: Annotated[str | None, Field(
+                           description="why (recorded in the ledger)")] = None,
+                       wait: Seconds = None, cwd: Cwd = None) -> Output:
+        argv = ["reassign", packet]
+        _opt(argv, "--run", run)
+        _opt(argv, "--executor", executor)
+        _opt(argv, "--reason", reason)
+        _opt(argv, "--wait", wait)
+        return await st.lines_of("reassign", argv, cwd, ctx, bound=(wait or 60) + MARGIN_S)
+
+    @server.tool(description="A follow-up turn for a packet (prun followup): a linked attempt "
+                 "that resumes its conversation in the same workspace, with a fresh result path. "
+                 "FOLLOWUP <packet> run= predecessor= attempt= resume=yes|no.",
+                 annotations=ACTS)
+    async def followup(packet: Annotated[str, Field(description="the packet id")],
+                       prompt_file: Annotated[str, Field(
+                           description="the follow-up request (a Markdown file)")],
+                       ctx: Context, run: RunOpt = None, wait: Seconds = None,
+                       cwd: Cwd = None) -> Output:
+        argv = ["followup", packet, "--prompt-file", prompt_file]
+        _opt(argv, "--run", run)
+        _opt(argv, "--wait", wait)
+        return await st.lines_of("followup", argv, cwd, ctx, bound=(wait or 60) + MARGIN_S)
+
+    @server.tool(description="Judge every packet of a run before integrating (prun reconcile "
+                 "--json): ACCEPTED, REJECTED <packet> reason=, REVIEW <packet> reason=, then "
+                 "RECONCILE ... complete=yes|no. exit_name OK, FAILED (rejected) or NEEDS_REVIEW.",
+                 annotations=ACTS)
+    async def reconcile(ctx: Context, run: RunOpt = None,
+                        rescoped: Annotated[list[str] | None, Field(
+                            description="packets whose change of scope the person approved "
+                            "(PACKET or PACKET=WHY)")] = None,
+                        cwd: Cwd = None) -> Output:
+        argv = ["reconcile"]
+        if run:
+            argv.append(run)
+        _opt(argv, "--rescoped", rescoped)
+        return await st.both_of("reconcile", argv, cwd, ctx)
+
+    @server.tool(description="Apply a run's accepted changes to the working tree and run the "
+                 "plan's combined check; never commits (prun integrate --json). APPLIED, "
+                 "CONFLICT, SKIPPED, CHECK, INTEGRATE ... committed=no. exit_name OK, FAILED "
+                 "(check failed) or CONFLICT. Ask the person before any commit.",
+                 annotations=ACTS)
+    async def integrate(ctx: Context, run: RunOpt = None,
+                        include: Annotated[list[str] | None, Field(
+                            description="also apply these rejected or needs-review packets' "
+                            "changes")] = None,
+                        worktree: Annotated[str | None, Field(
+                            description="apply in a new integration worktree at this path")] = None,
+                        no_check: Annotated[bool, Field(
+                            description="do not run the combined check")] = False,
+                        check_timeout: Annotated[str | None, Field(
+                            description="bound on the combined check (default 1h)")] = None,
+                        allow_dirty: Annotated[bool, Field(
+                            description="apply over uncommitted local changes to the same "
+                            "files")] = False,
+                        cwd: Cwd = None) -> Output:
+        argv = ["integrate"]
+        if run:
+            argv.append(run)
+        _opt(argv, "--include", include)
+        _opt(argv, "--worktree", worktree)
+        _opt(argv, "--no-check", no_check)
+        _opt(argv, "--check-timeout", check_timeout)
+        _opt(argv, "--allow-dirty", allow_dirty)
+        bound = max(st.bound, _duration(check_timeout, 3600.0) + st.bound)
+        return await st.both_of("integrate", argv, cwd, ctx, bound=bound)
+
+
+
+def _unit_tools(server: MCPServer[Any], st: Prun) -> None:
+    """dispatch, receipt, quota, ledger and brief."""
+    @server.tool(description="Run one unit on one executor outside a plan (prun dispatch): "
+                 "STATE-DIR <dir> at once, the result published atomically at result_file "
+                 "(FALLBACK if it failed). Waits up to wait seconds (default 0) for the unit to "
+                 "end; a unit still running goes on (running: true). A session unit returns its "
+                 "HANDOFF lines; attach the subagent's id with receipt.",
+                 annotations=ACTS)
+    async def dispatch(prompt_file: Annotated[str, Field(description="the unit's prompt")],
+                       result_file: Annotated[str, Field(
+                           description="a fresh path for the unit's result")],
+                       unit_id: Annotated[str, Field(
+                           description="letters, digits, '.', '_', '-'")],
+                       ctx: Context,
+                       executor: Annotated[str | None, Field(
+                           description="agy (default), claude, gemini, session, command")] = None,
+                       mode: Annotated[str | None, Field(
+                           description="accept-edits or plan (required with add_dir)")] = None,
+                       add_dir: Annotated[list[str] | None, Field(
+                           description="extra directories the unit may use")] = None,
+                       continue_from: Annotated[str | None, Field(
+                           description="resume the conversation of this state dir")] = None,
+                       command: Annotated[str | None, Field(
+                           description="the command executor's program, as shell words")] = None,
+                       model: Annotated[str | None, Field(description="the model")] = None,
+                       effort: Annotated[str | None, Field(description="the effort")] = None,
+                       route_reason: Annotated[str | None, Field(
+                           description="why this executor was chosen")] = None,
+                       sandbox: Annotated[str | None, Field(
+                           description="auto, on or off")] = None,
+                       timeout: Annotated[str | None, Field(
+                           description="the unit's timeout: seconds or a duration (45m)")] = None,
+                       wait: Annotated[float, Field(
+                           ge=0, le=MAX_WAIT_S, description="seconds to wait for the unit to "
+                           "end before returning")] = 0,
+                       cwd: Cwd = None) -> Output:
+        argv = ["dispatch", "--prompt-file", prompt_file, "--result-file", result_file,
+                "--unit-id", unit_id]
+        for flag, value in (("--executor", executor), ("--mode", mode), ("--add-dir", add_dir),
+                            ("--continue-from", continue_from), ("--command", command),
+                            ("--model", model), ("--effort", effort),
+                            ("--route-reason", route_reason), ("--sandbox", sandbox),
+                            ("--timeout", timeout)):
+            _opt(argv, flag, value)
+        return await _dispatch(st, argv, cwd, ctx, wait, session=executor == "session")
+
+    @server.tool(description="Attach the subagent's identifier to a session unit (prun "
+                 "receipt): the dispatch receipt. RECEIPT <state-dir> attempt-id=<id>.",
+                 annotations=ACTS)
+    async def receipt(state_dir: Annotated[str, Field(
+                          description="the STATE-DIR of a session unit")],
+                      attempt_id: Annotated[str, Field(
+                          description="the identifier the runtime returned for the subagent")],
+                      ctx: Context, cwd: Cwd = None) -> Output:
+        return await st.lines_of("receipt", ["receipt", state_dir, "--attempt-id", attempt_id],
+                                 cwd, ctx)
+
+    @server.tool(description="What each quota group has left and when it resets (prun quota "
+                 "--json): QUOTA group= state=ok|empty|unknown left= resets= age=, SNAPSHOT.",
+                 annotations=READ_ONLY)
+    async def quota(ctx: Context,
+                    refresh: Annotated[bool, Field(
+                        description="re-read every probed group now")] = False,
+                    group: Annotated[list[str] | None, Field(
+                        description="only these groups")] = None,
+                    cwd: Cwd = None) -> Output:
+        argv = ["quota"]
+        _opt(argv, "--refresh", refresh)
+        _opt(argv, "--group", group)
+        return await st.both_of("quota", argv, cwd, ctx)
+
+    @server.tool(description="The ledger (prun ledger --json): the latest runs; one run's "
+                 "attempts; with events, its event log; with dispatches, standalone dispatches.",
+                 annotations=READ_ONLY)
+    async def ledger(ctx: Context,
+                     run: Annotated[str | None, Field(
+                         description="a run id or unique prefix")] = None,
+                     events: Annotated[bool, Field(description="the run's event log")] = False,
+                     dispatches: Annotated[bool, Field(
+                         description="standalone dispatch attempts")] = False,
+                     limit: Annotated[int | None, Field(
+                         ge=1, description="how many runs (default 20)")] = None,
+                     cwd: Cwd = None) -> Output:
+        argv = ["ledger"]
+        if run:
+            argv.append(run)
+        _opt(argv, "--events", events)
+        _opt(argv, "--dispatches", dispatches)
+        _opt(argv, "--limit", limit)
+        return await st.both_of("ledger", argv, cwd, ctx)
+
+    @server.tool(description="Exactly what a unit is told (prun brief PACKET --json): the brief "
+                 "its latest attempt received, or with plan a preview for a plan not yet run.",
+                 annotations=READ_ONLY)
+    async def brief(packet: Annotated[str, Field(description="the packet id")], ctx: Context,
+                    run: RunOpt = None,
+                    plan: Annotated[str | None, Field(
+                        description="preview the brief from this plan file")] = None,
+                    attempt: Annotated[str | None, Field(
+                        description="the brief of this attempt")] = None,
+                    cwd: Cwd = None) -> Output:
+        argv = ["brief", packet]
+        _opt(argv, "--run", run)
+        _opt(argv, "--plan", plan)
+        _opt(argv, "--attempt", attempt)
+        return await st.both_of("brief", argv, cwd, ctx)
+
+
+
+def _results(server: MCPServer[Any], st: Prun) -> None:
+    """A run's result files as resources, by packet id."""
+    @server.resource("prun://runs/{run}/results", name="results", mime_type="application/json",
+                     description="A run's packets: status, result file and the URI of each "
+                     "packet's result")
+    async def results(run: str) -> str:
+        units = await _units(st, run)
+        return json.dumps([{"packet": u.get("packet_id"), "status": u.get("status"),
+                            "result_path": u.get("result_path"),
+                            "uri": f"prun://runs/{run}/results/{u.get('packet_id')}"}
+                           for u in units], indent=1)
+
+    @server.resource("prun://runs/{run}/results/{packet}", name="result",
+                     mime_type="text/markdown",
+                     description="The result file of a packet's latest attempt in a run")
+    async def result(run: str, packet: str) -> str:
+        units = await _units(st, run)
+        unit = next((u for u in units if u.get("packet_id") == packet), None)
+        if unit is None:
+            known = ", ".join(str(u.get("packet_id")) for u in units)
+            raise ResourceError(f"prun: no packet {packet!r} in run {run} (packets: {known})")
+        path = unit.get("result_path")
+        if not path or not os.path.isfile(path):
+            raise ResourceError(f"prun: packet {packet} of run {run} has no result yet "
+                                f"(status {unit.get('status')}; wait for it)")
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+
+
+async def _units(st: Prun, run: str) -> list[dict[str, Any]]:
+    envelope, failure = await st.capture(["status", run], st.folder_of(run), None, lines=False)
+    if envelope is None:
+        raise ResourceError(failure)
+    data = tools.loads(envelope.get("json"))
+    if envelope.get("exit_code") != 0 or not isinstance(data, dict):
+        last = (str(envelope.get("stderr") or "").strip().splitlines() or ["no such run"])[-1]
+        raise ResourceError(last if last.startswith("prun: ") else f"prun: {last}")
+    units = data.get("units")
+    return [u for u in units if isinstance(u, dict)] if isinstance(units, list) else []
+
+
+def _duration(text: str | None, default: float) -> float:
+    if not text:
+        return default
+    from .._util.timeparse import parse_duration
+
+    try:
+        return float(parse_duration(text, what="check_timeout"))
+    except Exception:
+        return default
+
+
+async def _dispatch(st: Prun, argv: list[str], cwd: str | None, ctx: Context,
+                    wait: float, session: bool) -> CallToolResult:
+    """Start the dispatcher through ``prun.mcp.detach`` and wait up to ``wait`` seconds for
+    the unit to end (at least until its STATE-DIR line); a unit still running then goes on,
+    reported with ``running: true``. Only the relay is ever ended, never the dispatcher."""
+    spec = tools.SPECS["dispatch"]
+    try:
+        folder = st.folder(cwd)
+    except _Refused as e:
+        return _error(spec, str(e))
+    fd, err_path = tempfile.mkstemp(prefix=f"dispatch-{argv[argv.index('--unit-id') + 1]}-",
+                                    suffix=".stderr", dir=_stderr_folder())
+    os.close(fd)
+    seen, stop = anyio.Event(), anyio.Event()
+
+    async def on_line(line: str) -> None:
+        if line.startswith("STATE-DIR "):
+            seen.set()
+            await ctx.report_progress(1, None, line)
+
+    async def watch() -> None:
+        await anyio.sleep(wait)
+        await seen.wait()
+        if not session:  # a session unit prints its hand-off lines and ends at once
+            stop.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch)
+        done = await child.run(child.detached_argv(err_path, child.prun_argv(*argv)),
+                               cwd=folder, bound=wait + START_S, on_line=on_line, stop=stop)
+        tg.cancel_scope.cancel()
+    with open(err_path, encoding="utf-8", errors="replace") as f:
+        stderr = f.read()
+    fields = _dispatch_fields(done.lines)
+    if done.exit_code is None and fields.get("state_dir"):
+        # still running: its stderr keeps going to the file
+        fields.update(running=True, stderr_file=err_path)
+        out = tools.outcome(spec, 0, done.lines, "", extra=fields)
+        out.structured["exit_code"] = None
+        out.structured["exit_name"] = None
+        return _result(out)
+    os.unlink(err_path)
+    if done.exit_code is None:
+        return _error(spec, f"prun: prun dispatch printed no STATE-DIR line within "
+                      f"{wait + START_S:.0f}s (see prun dispatch --help)")
+    fields["running"] = False
+    return _result(tools.outcome(spec, done.exit_code, done.lines, stderr, extra=fields))
+
+
+def _stderr_folder() -> str:
+    """Where a standalone dispatcher's stderr goes while the MCP server relays it: the user's
+    state folder for prun (``$XDG_STATE_HOME/prun/mcp``)."""
+    from ..settings import current
+
+    folder = os.path.join(str(current().user_state), "mcp")
+    os.makedirs(folder, exist_ok=True)
+    return folder
+
+
