@@ -71,9 +71,11 @@ def test_plan_runs_with_after_and_reports_failures(repo, tmp_path):
     dirs = [Path(a["state_dir"]) for a in rows]
     unit = json.loads((dirs[0] / "unit.json").read_text())
     assert unit["worker"]["pid"] and unit["worker"]["create_time"]
-    codes = dict(line.split() for line in (dirs[0].parent / ".exit-codes").read_text()
-                 .splitlines())
+    log = (dirs[0].parent / ".exit-codes").read_text().splitlines()
+    codes = dict(line.split() for line in log if " spawned " not in line)
     assert codes == {d.name: ("3" if "broken" in d.name else "0") for d in dirs}
+    started = {line.split()[0] for line in log if " spawned " in line}
+    assert started == {d.name for d in dirs}    # each start logged before it was relied on
     # the ledger's log has every step of every attempt
     with ledger() as led:
         steps = [e["status"] for e in led.events(run_id) if e["attempt_id"] == ok["id"]]

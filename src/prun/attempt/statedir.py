@@ -204,4 +204,5 @@ def _looks_made_here(path: str) -> bool:
     the first moment), or the protocol's files in it."""
     name = os.path.basename(os.path.normpath(os.path.realpath(path)))
     return bool(_NAME_RE.match(name)) or any(
-        os.path.exists(os.path.join(path, f)) for f in (UNIT, DISPATCH_PID, TAIL))
+        os.path.exists(os.path.join(path, f))
+        for f in (UNIT, DISPATCH_PID, TAIL, OUTCOME, CONVERSATION_ID, PROMPT))
