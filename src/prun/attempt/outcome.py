@@ -101,14 +101,5 @@ class Outcome:
         return cls(kind=kind, reason=str(d.get("reason") or kind), **{
             k: v for k, v in values.items() if k != "reason"})
 
-    # The names the run supervisor reads (the kind as text, the outcome.json fields).
-    @property
-    def outcome(self) -> str:
-        return str(self.kind)
-
-    @property
-    def info(self) -> dict[str, Any]:
-        return {**self.to_json(), "lines": list(self.lines)}
-
 
 _FIELDS = tuple(f for f in Outcome.__dataclass_fields__ if f not in ("kind", "lines"))
