@@ -33,7 +33,8 @@ class Dispatch:
 
     def __init__(self, prepared: Prepared, state: statedir.StateDir | None = None,
                  dispatcher_pid: int | None = None, *, record: bool = True,
-                 in_run: bool = False, keeper: Keeper | None = None):
+                 in_run: bool = False, keeper: Keeper | None = None,
+                 dispatcher_started: float | None = None):
         self.p = prepared
         self.record = record              # a standalone dispatch records itself in the ledger
         self.keeper = keeper              # a run's keeper starts the worker and logs its exit
@@ -51,6 +52,9 @@ class Dispatch:
         self.launch_error: str | None = None  # why the launch failed, kept for finish
         self.escaped: list[dict[str, Any]] = []  # processes that left its group, ended with it
         self.dispatcher_pid = dispatcher_pid or os.getpid()
+        # the dispatcher's identity in unit.json: its pid and start time (a run's supervisor
+        # knows its own and passes it; asking the system costs a /proc read per unit)
+        self.dispatcher_started = dispatcher_started
         self.settings = prepared.settings
         self.requested_model = prepared.settings.model
         self.worker: Worker | None = None
@@ -108,6 +112,8 @@ class Dispatch:
         from .._util.process import create_time
 
         p = self.p
+        if self.dispatcher_started is None:
+            self.dispatcher_started = create_time(self.dispatcher_pid)
         return {
             "unit_id": p.request.unit_id, "attempt_id": p.request.attempt_id,
             "executor": p.executor.name, "requested_model": self.requested_model,
@@ -115,8 +121,7 @@ class Dispatch:
             "workspace": self.workspace, "add_dirs": list(p.add_dirs),
             "resume_id": p.resume_id, "continue_from": p.request.continue_from,
             "timeout_s": self.settings.timeout_s, "result_file": p.result_file,
-            "dispatcher": {"pid": self.dispatcher_pid,
-                           "create_time": create_time(self.dispatcher_pid)},
+            "dispatcher": {"pid": self.dispatcher_pid, "create_time": self.dispatcher_started},
             "route_reason": p.request.route_reason, "started_at": iso(self.started),
         }
 

@@ -89,19 +89,30 @@ def marker(path: str | os.PathLike[str]) -> Marker | None:
 
 # Scratch dirs -------------------------------------------------------------------------------
 
-def make_scratch(parent: str | os.PathLike[str], name: str) -> str:
+def make_scratch(parent: str | os.PathLike[str], name: str, *,
+                 parent_checked: bool = False) -> str:
     """A fresh, empty directory ``<parent>/<name>-<random>`` outside any git work tree, so a
-    stray ``git`` command there reaches no repository. Returns its absolute path."""
+    stray ``git`` command there reaches no repository. Returns its absolute path.
+    ``parent_checked``: the caller made ``parent`` and found it outside any work tree
+    (``scratch_parent``), as a run does once for all its units."""
     parent = os.path.abspath(os.fspath(parent))
+    if not parent_checked:
+        scratch_parent(parent)
+    path = tempfile.mkdtemp(prefix=f"{name}-", dir=parent)
+    _write_marker(os.path.join(path, MARKER), "scratch", parent=parent)
+    return path
+
+
+def scratch_parent(parent: str) -> str:
+    """Make ``parent`` and check that it is outside any git work tree (WorkspaceError if
+    not): where scratch dirs may be made."""
     os.makedirs(parent, exist_ok=True)
     repo = gitcmd.toplevel(parent)
     if repo:
         raise WorkspaceError(
             f"scratch dirs must live outside any git work tree; {parent} is inside {repo}",
             hint="set PRUN_WORKSPACE_ROOT to a folder outside the repository")
-    path = tempfile.mkdtemp(prefix=f"{name}-", dir=parent)
-    _write_marker(os.path.join(path, MARKER), "scratch", parent=parent)
-    return path
+    return parent
 
 
 # Throwaway clones ---------------------------------------------------------------------------

@@ -159,6 +159,7 @@ def open_attempt(sup: Supervisor, u: UnitState, held: Reservation, executor_name
     place = unitprep.workspace(
         p, root=sup.workspaces, seq=u.seq, repo_root=sup.run["repo_root"], base=u.base,
         setup=sup.run["setup"], env={**sup.env, **ids}, snapshot_of=sup.snapshot_of,
+        scratch_ready=sup.scratch_ready,
         start=begin, reuse=reuse)
     u.workspace, u.attempt_base, u.result_file = place.path, place.base, result
     state = statedir.create(p.id, str(sup.paths.state))
@@ -188,7 +189,7 @@ def open_attempt(sup: Supervisor, u: UnitState, held: Reservation, executor_name
         shutil.rmtree(state.path, ignore_errors=True)  # nothing was written in it yet
         raise
     d = Dispatch(prepared, state, dispatcher_pid=os.getpid(), record=False, in_run=True,
-                 keeper=sup.keeper)
+                 keeper=sup.keeper, dispatcher_started=sup.started)
     try:
         d.begin()
     except QuotaExhausted as e:

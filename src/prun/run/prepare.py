@@ -62,12 +62,14 @@ class Workspace:
 def workspace(packet: Packet, *, root: str, seq: int, repo_root: str | None,
               base: str | None, setup: str | None, env: Mapping[str, str],
               snapshot_of: Callable[[str], str], start: Start | None = None,
-              reuse: str | None = None) -> Workspace:
+              reuse: str | None = None, scratch_ready: Callable[[], bool] | None = None
+              ) -> Workspace:
     """Make the unit's workspace in ``root`` (the run's folder of workspaces): a scratch dir
     for a read-only unit (with the run's read-only snapshot of the code at its base,
     ``snapshot_of(base)``, beside it), a throwaway clone at the frozen base for a code unit
     (for a dependent, with its predecessors' accepted changes committed as its base); then the
-    plan's setup command. ``reuse``: a follow-up keeps its predecessor's workspace."""
+    plan's setup command. ``reuse``: a follow-up keeps its predecessor's workspace;
+    ``scratch_ready()``: ``root`` is known to be outside any git work tree."""
     from ..errors import UsageError
     from ..git import workspace as ws
 
@@ -93,7 +95,8 @@ def workspace(packet: Packet, *, root: str, seq: int, repo_root: str | None,
             applied = start.applied
         kind = "clone"
     else:
-        path = ws.make_scratch(root, name)
+        path = ws.make_scratch(root, name,
+                               parent_checked=bool(scratch_ready and scratch_ready()))
         kind = "scratch"
     if setup:
         ws.run_setup(path, setup, env)

@@ -83,6 +83,7 @@ class Supervisor:
         self.keeper = keeper or Keeper(self.env)   # starts, reaps and logs the workers
         self.parallel = int(self.run["parallel"] or 1)
         self.deadline = epoch(self.run["deadline"])
+        self.started: float | None = None    # this process's start time, once it holds the run
         self.settings = settings.load(self.env)   # read once: every attempt uses this
         self.stall_s = self.settings.stall_s
         self.git_wrapper = git_wrapper(self.settings.user_state)
@@ -120,6 +121,7 @@ class Supervisor:
         self._wake = asyncio.Event()          # made again for each run_until_done
         self.hooks: EventHooks | None = None  # the on_event hooks, while the run is driven
         self.unsynced = False                # units settled since the last syncfs
+        self._scratch_ready: bool | None = None  # see scratch_ready
 
     # events --------------------------------------------------------------------------------
     def snapshot_of(self, base: str) -> str:
@@ -132,6 +134,20 @@ class Supervisor:
             found = self._snapshots[base] = ensure_snapshot(
                 self.workspaces, self.run["repo_root"], base).path
         return found
+
+    def scratch_ready(self) -> bool:
+        """Whether the run's folder of workspaces is made and outside any git work tree,
+        checked once per run (a unit whose check failed reports it itself)."""
+        if self._scratch_ready is None:
+            from ..errors import WorkspaceError
+            from ..git.workspace import scratch_parent
+
+            try:
+                scratch_parent(self.workspaces)
+                self._scratch_ready = True
+            except (WorkspaceError, OSError):
+                self._scratch_ready = False
+        return self._scratch_ready
 
     def emit(self, kind: str, u: UnitState | None = None, cause: str = "",
              **data: Any) -> None:
@@ -163,8 +179,8 @@ class Supervisor:
         loop.set_default_executor(ThreadPoolExecutor(max_workers=THREADS))
         self._wake = asyncio.Event()
         self.paths.make()
-        self.ledger.claim_run(self.run_id, os.getpid(), create_time(os.getpid()),
-                              supervisor_alive)
+        self.started = create_time(os.getpid())
+        self.ledger.claim_run(self.run_id, os.getpid(), self.started, supervisor_alive)
         if self.on_claimed is not None:
             self.on_claimed()
         async with EventHooks(self.run["on_event"], str(self.paths.hooks_log),
