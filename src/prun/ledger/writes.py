@@ -37,6 +37,7 @@ class WriteQueue:
         self.path = path
         self._depth = 0
         self._deferred: list[Stmt] | None = None
+        self.applied = 0     # queued writes applied so far (``applied + pending``: ever queued)
 
     # batching: a busy writer (the run supervisor) queues its writes and applies them in one
     # short transaction per flush, so other writers are never shut out for long.
@@ -70,6 +71,7 @@ class WriteQueue:
             self._deferred = queued + rest  # rolled back: keep the queue for the next flush
             raise
         self._deferred = rest
+        self.applied += len(queued)
         return len(queued)
 
     def _write(self, *stmts: Stmt) -> None:

@@ -89,6 +89,10 @@ async def attempt(sup: Supervisor, u: UnitState, pools: QuotaPools) -> None:
     except OSError as e:
         return no_receipt(sup, u, aid, f"prepare packet {p.id} for {executor_name}",
                           f"{e.strerror or e}: {e.filename or ''}".rstrip(": "))
+    if opened.ready:  # exactly once: the attempt's row is durable before its worker exists
+        sup.ledger.update_attempt(aid, None, state_dir=opened.dispatch.state.path)
+        await sup.durable()
+        opened = opened._replace(launched=await asyncio.to_thread(opened.dispatch.launch))
     await opened_attempt(sup, u, opened)
 
 
@@ -140,6 +144,7 @@ class Opened(NamedTuple):
     launched: bool                   # its worker started
     refused: QuotaExhausted | None   # the quota gate refused it before any launch
     handed: Outcome | None = None    # a session unit: handed to the coordinator instead
+    ready: bool = False              # begun, to be launched once its ledger row is durable
 
 
 def open_attempt(sup: Supervisor, u: UnitState, held: Reservation, executor_name: str,
@@ -196,7 +201,7 @@ def open_attempt(sup: Supervisor, u: UnitState, held: Reservation, executor_name
         return Opened(d, place, text, False, e)
     if not prepared.executor.launches_process:  # a session unit: the coordinator runs it
         return Opened(d, place, text, False, None, d.hand_off())
-    return Opened(d, place, text, d.launch(), None)
+    return Opened(d, place, text, False, None, ready=True)
 
 
 def read_only(sup: Supervisor, place: Workspace) -> tuple[str, ...]:

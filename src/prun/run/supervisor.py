@@ -122,6 +122,7 @@ class Supervisor:
         self.hooks: EventHooks | None = None  # the on_event hooks, while the run is driven
         self.unsynced = False                # units settled since the last syncfs
         self._scratch_ready: bool | None = None  # see scratch_ready
+        self._committed = asyncio.Event()        # set (and made anew) by each group commit
 
     # events --------------------------------------------------------------------------------
     def snapshot_of(self, base: str) -> str:
@@ -178,6 +179,7 @@ class Supervisor:
         loop = asyncio.get_running_loop()
         loop.set_default_executor(ThreadPoolExecutor(max_workers=THREADS))
         self._wake = asyncio.Event()
+        self._committed = asyncio.Event()
         self.paths.make()
         self.started = create_time(os.getpid())
         self.ledger.claim_run(self.run_id, os.getpid(), self.started, supervisor_alive)
@@ -264,6 +266,17 @@ class Supervisor:
             self.unsynced = False
             await asyncio.to_thread(sync_fs, self.paths.root)
         self.ledger.flush(upto=n)
+        committed, self._committed = self._committed, asyncio.Event()
+        committed.set()
+
+    async def durable(self) -> None:
+        """Until the ledger writes queued so far are committed: by the next group commit,
+        which every unit launching in the same moment shares."""
+        target = self.ledger.applied + self.ledger.pending
+        while self.ledger.applied < target:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(FLUSH_S * 4):  # a flush made elsewhere, or failed
+                    await self._committed.wait()
 
     def _commit_now(self) -> None:
         self._sync()
