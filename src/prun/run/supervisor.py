@@ -123,6 +123,7 @@ class Supervisor:
         self.unsynced = False                # units settled since the last syncfs
         self._scratch_ready: bool | None = None  # see scratch_ready
         self._committed = asyncio.Event()        # set (and made anew) by each group commit
+        self._commit_soon = asyncio.Event()      # a launch waits for the next commit
 
     # events --------------------------------------------------------------------------------
     def snapshot_of(self, base: str) -> str:
@@ -179,7 +180,7 @@ class Supervisor:
         loop = asyncio.get_running_loop()
         loop.set_default_executor(ThreadPoolExecutor(max_workers=THREADS))
         self._wake = asyncio.Event()
-        self._committed = asyncio.Event()
+        self._committed, self._commit_soon = asyncio.Event(), asyncio.Event()
         self.paths.make()
         self.started = create_time(os.getpid())
         self.ledger.claim_run(self.run_id, os.getpid(), self.started, supervisor_alive)
@@ -249,7 +250,10 @@ class Supervisor:
         import sys
 
         while True:
-            await asyncio.sleep(FLUSH_S)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(FLUSH_S):  # or sooner, when a launch waits for it
+                    await self._commit_soon.wait()
+            self._commit_soon.clear()
             try:
                 await self._commit()
             except Exception as e:  # the queue is kept; the next flush tries again
@@ -270,9 +274,11 @@ class Supervisor:
         committed.set()
 
     async def durable(self) -> None:
-        """Until the ledger writes queued so far are committed: by the next group commit,
-        which every unit launching in the same moment shares."""
+        """Until the ledger writes queued so far are committed: by a group commit made at
+        once, which every unit launching in the same moment shares."""
         target = self.ledger.applied + self.ledger.pending
+        if self.ledger.applied < target:
+            self._commit_soon.set()
         while self.ledger.applied < target:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(FLUSH_S * 4):  # a flush made elsewhere, or failed
