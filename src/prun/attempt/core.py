@@ -225,8 +225,14 @@ class Dispatch:
                             "started_at": iso(self.launched_at)}
         if self.keeper is not None:
             record["worker"]["keeper"] = self.keeper.ident
-        self.state.write_json(statedir.UNIT, record)
         self.receipt = f"pid:{worker.pid}@{started or self.launched_at:.3f}"
+        try:
+            self.state.write_json(statedir.UNIT, record)
+        except OSError as e:  # a full disk: the worker runs all the same and is watched (in
+            import sys  # a run, its start is in the keeper's log for recovery)
+
+            print(f"prun: warning: {self.state.file(statedir.UNIT)} not updated at launch: "
+                  f"{e.strerror or e}", file=sys.stderr)
 
     def record_step(self, step: str) -> None:
         """A standalone dispatch's step in the ledger (a run's supervisor records its own)."""
