@@ -22,9 +22,10 @@ if TYPE_CHECKING:
     import asyncio
     from typing import Any
 
+    from .._util.process import WorkerLike as Worker
     from ..executors.records import Launch, Unit
     from .outcome import Outcome
-    from .shapes import Keeper, UnitRecord, Worker
+    from .shapes import Keeper, UnitRecord
     from .waiting import Follower
 
 

@@ -5,31 +5,10 @@ this module only under ``TYPE_CHECKING`` (``typing`` costs milliseconds there)."
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NotRequired, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, Protocol, TypedDict
 
-
-class Worker(Protocol):
-    """A started worker: ``process.Worker`` (started here), ``process.AdoptedWorker`` (started
-    by an earlier supervisor) or the keeper's ``KeptWorker`` (started by a run's keeper)."""
-
-    @property
-    def pid(self) -> int: ...
-
-    def signal(self, sig: int) -> None: ...
-
-    def exited(self) -> bool: ...
-
-    def wait_exit(self, timeout: float | None) -> bool: ...
-
-    async def await_exit(self) -> None: ...
-
-    def sweep(self) -> None: ...
-
-    def reap(self) -> int | None:
-        """The exit code; None where it cannot be known here (the worker is not our child,
-        or its keeper died before it told)."""
-
-    def close(self) -> None: ...
+if TYPE_CHECKING:
+    from .._util.process import WorkerLike as Worker  # the one worker Protocol
 
 
 class Keeper(Protocol):

@@ -32,8 +32,8 @@ from .unit import UnitState, parse_time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from .._util.process import WorkerLike as RunWorker
     from ..attempt.outcome import Outcome
-    from .keeper import RunWorker
     from .ports import Reservation
     from .supervisor import Supervisor
 

@@ -17,35 +17,11 @@ import os
 import subprocess
 import sys
 import threading
-from typing import IO, Any, Protocol, TypedDict
+from typing import IO, Any, TypedDict
 
 SPAWN_WAIT_S = 60.0      # a spawn reply normally takes a millisecond
 CLOSE_WAIT_S = 5.0
 LOST_WAIT_S = 1.0        # a dead keeper is reaped within this
-
-
-class RunWorker(Protocol):
-    """A worker as a run's supervisor holds it: one its keeper started (``KeptWorker``), one
-    an earlier supervisor started (``process.AdoptedWorker``), or a test's fake. ``reap``
-    gives None when the exit code is not known here: the keeper died first, or (an adopted
-    worker) it is in the run's exit-code log."""
-
-    @property
-    def pid(self) -> int: ...
-
-    def signal(self, sig: int) -> None: ...
-
-    def exited(self) -> bool: ...
-
-    def wait_exit(self, timeout: float | None) -> bool: ...
-
-    async def await_exit(self) -> None: ...
-
-    def sweep(self) -> None: ...
-
-    def reap(self) -> int | None: ...
-
-    def close(self) -> None: ...
 
 
 class KeeperIdent(TypedDict, total=False):

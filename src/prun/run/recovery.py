@@ -25,7 +25,7 @@ from .unit import UnitState
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .keeper import RunWorker
+    from .._util.process import WorkerLike as RunWorker
     from .supervisor import Supervisor
 
 
