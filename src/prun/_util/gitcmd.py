@@ -54,7 +54,7 @@ def git(args: Sequence[str], cwd: str | os.PathLike[str] | None = None, *, check
         text: bool = True, timeout: float = GIT_TIMEOUT_S) -> Ran[str] | Ran[bytes]:
     """Run ``git -C cwd args...`` (bounded: ``process.run``); stdout and stderr captured.
     Raises ``GitError`` when ``check`` and git exits non-zero."""
-    from .process import run
+    from .bounded import run
 
     argv = ["git"]
     if cwd is not None:

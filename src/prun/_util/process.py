@@ -18,7 +18,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 from .escapes import (
     become_subreaper,
@@ -29,14 +28,14 @@ from .escapes import (
     signal_escape,
 )
 
-__all__ = ["GRACE_S", "AdoptedWorker", "Finished", "Running", "Worker", "become_subreaper",
-           "children", "create_time", "end_escaped", "end_group", "is_own_child", "proc_info",
-           "run", "same_process_alive", "signal_escape", "spawn", "start"]
+__all__ = ["GRACE_S", "AdoptedWorker", "Worker", "become_subreaper", "children", "create_time",
+           "end_escaped", "end_group", "is_own_child", "proc_info", "same_process_alive",
+           "signal_escape", "spawn", "spawn_session", "start"]
 
 TYPE_CHECKING = False  # typing stays unimported: this module is on the dispatcher's fast path
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import IO, Any, Protocol
+    from typing import Any, Protocol
 
     class WorkerLike(Protocol):
         """What ``end_group``, ``end_escaped`` and a unit's watch need of a worker: a
@@ -63,7 +62,7 @@ if TYPE_CHECKING:
         def close(self) -> None: ...
 
 GRACE_S = 5.0
-"""How long a bounded command (``run``) gets between SIGTERM and SIGKILL. A worker's grace is
+"""How long a bounded command (``bounded.run``) gets between SIGTERM and SIGKILL. A worker's grace is
 the user's setting (``Settings.kill_grace_s``), which its caller passes."""
 
 
@@ -220,6 +219,23 @@ def spawn(argv: list[str], *, cwd: str, env: dict[str, str], stdout_path: str,
     return Worker(proc, _pidfd(proc.pid))
 
 
+def spawn_session(argv: list[str], env: dict[str, str], *, stdin: str, stdout: str,
+                  stderr: str, reset_signals: tuple[int, ...] = ()) -> int:
+    """Start ``argv`` in a new session with ``posix_spawn`` (no fork of this process), stdin
+    read from ``stdin``, stdout and stderr appended to their files, the signals in
+    ``reset_signals`` back to their defaults; gives its PID. For a single-threaded caller
+    that reaps its children itself (a run's keeper): the child starts in this process's
+    current directory. Raises ``OSError`` (or ``ValueError`` for a bad argument)."""
+    actions = [(os.POSIX_SPAWN_OPEN, 0, stdin, os.O_RDONLY, 0),
+               (os.POSIX_SPAWN_OPEN, 1, stdout, _APPEND, 0o666),
+               (os.POSIX_SPAWN_OPEN, 2, stderr, _APPEND, 0o666)]
+    return os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True,
+                          setsigdef=reset_signals)
+
+
+_APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+
+
 def _death_signal() -> Callable[[], None] | None:
     """What the child runs before exec to be SIGKILLed when its parent dies (Linux
     ``PR_SET_PDEATHSIG``; None elsewhere). Made in the parent: the child only calls it."""
@@ -252,143 +268,6 @@ def _pidfd(pid: int) -> int | None:
         return os.pidfd_open(pid)
     except OSError:
         return None
-
-
-class Finished:
-    """A bounded command's end (``run``): its exit code (None when it was ended: its timeout
-    passed or it printed past its limit), what it printed until then, and why it was ended."""
-
-    __slots__ = ("argv", "over_limit", "returncode", "stderr", "stdout", "timed_out")
-
-    def __init__(self, argv: list[str], returncode: int | None, stdout: bytes, stderr: bytes,
-                 timed_out: bool, over_limit: bool = False):
-        self.argv, self.returncode = argv, returncode
-        self.stdout, self.stderr = stdout, stderr
-        self.timed_out, self.over_limit = timed_out, over_limit
-
-
-class Running:
-    """The workers of bounded commands still running (``run(..., running=)``), so that another
-    thread can end them all at once: a caller interrupted while its threads wait for them."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._workers: dict[int, Worker] = {}
-
-    def add(self, worker: Worker) -> None:
-        with self._lock:
-            self._workers[worker.pid] = worker
-
-    def forget(self, worker: Worker) -> None:
-        """Called before ``worker`` is reaped, so a reused pid is never signalled."""
-        with self._lock:
-            self._workers.pop(worker.pid, None)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._workers)
-
-    def kill_all(self) -> None:
-        """SIGKILL the process group of every worker still running."""
-        with self._lock:
-            for worker in self._workers.values():
-                worker.signal(signal.SIGKILL)
-
-
-def run(argv: list[str], *, timeout: float, cwd: str | os.PathLike[str] | None = None,
-        env: dict[str, str] | None = None, input: bytes | None = None,
-        limit: int | None = None, grace: float = GRACE_S,
-        running: Running | None = None) -> Finished:
-    """Run ``argv`` to its end: in a session and process group of its own, stdin ``input``
-    (else closed), stdout and stderr captured. Past ``timeout`` seconds, or once stdout or
-    stderr holds more than ``limit`` bytes, its whole group is ended (SIGTERM, ``grace``,
-    SIGKILL); a group it leaves behind after its own exit is ended too. While it runs its
-    worker is in ``running``. Raises ``OSError`` when it cannot be started.
-
-    If the caller is interrupted meanwhile (an exception in this thread), the command is left
-    to finish on its own: a git killed midway would leave its lock files behind."""
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, start_new_session=True, close_fds=True,
-                            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    worker = Worker(proc, _pidfd(proc.pid))
-    if running is not None:
-        running.add(worker)
-    deadline = time.monotonic() + timeout
-    out, err = bytearray(), bytearray()
-    try:
-        why = _exchange(proc, input, out, err, deadline, limit)
-        if why is None and not worker.wait_exit(max(0.0, deadline - time.monotonic())):
-            why = "timeout"
-        if why is not None:
-            end_group(worker, grace)
-    except BaseException:
-        if running is not None:
-            running.forget(worker)
-        worker.close()
-        _close_pipes(proc)
-        raise
-    if running is not None:
-        running.forget(worker)
-    worker.signal(signal.SIGKILL)  # whatever it left in its group (the leader is unreaped)
-    if worker.wait_exit(GRACE_S):
-        code: int | None = worker.reap()
-    else:
-        code = None
-        worker.close()
-    _close_pipes(proc)
-    return Finished(list(argv), None if why else code, bytes(out), bytes(err),
-                    why == "timeout", why == "limit")
-
-
-def _exchange(proc: subprocess.Popen[bytes], data: bytes | None, out: bytearray,
-              err: bytearray, deadline: float, limit: int | None) -> str | None:
-    """Write ``data`` to the command's stdin, and read its stdout and stderr into ``out`` and
-    ``err`` until both are closed. Returns None, or why it stopped first: ``timeout`` at the
-    deadline, ``limit`` once a stream holds more than ``limit`` bytes."""
-    import selectors  # subprocess imported it already
-
-    assert proc.stdout is not None and proc.stderr is not None
-    bufs = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
-    todo = memoryview(data or b"")
-    with selectors.DefaultSelector() as sel:
-        for fd in bufs:
-            sel.register(fd, selectors.EVENT_READ)
-        if proc.stdin is not None:
-            if todo:
-                sel.register(proc.stdin.fileno(), selectors.EVENT_WRITE)
-            else:
-                proc.stdin.close()
-        while sel.get_map():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return "timeout"
-            for key, _ in sel.select(left):
-                if key.fd not in bufs:  # stdin: a pipe that selects writable takes PIPE_BUF
-                    try:
-                        todo = todo[os.write(key.fd, todo[:select.PIPE_BUF]):]
-                    except BrokenPipeError:
-                        todo = todo[:0]
-                    if not todo:
-                        sel.unregister(key.fd)
-                        _close(proc.stdin)
-                    continue
-                chunk = os.read(key.fd, 65536)
-                if not chunk:
-                    sel.unregister(key.fd)
-                bufs[key.fd] += chunk
-                if limit is not None and len(bufs[key.fd]) > limit:
-                    return "limit"
-    return None
-
-
-def _close_pipes(proc: subprocess.Popen[bytes]) -> None:
-    for pipe in (proc.stdin, proc.stdout, proc.stderr):
-        _close(pipe)
-
-
-def _close(pipe: IO[bytes] | None) -> None:
-    if pipe is not None:
-        pipe.close()
 
 
 def start(argv: list[str], **popen: Any) -> subprocess.Popen[Any]:

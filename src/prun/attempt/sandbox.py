@@ -155,7 +155,7 @@ def _run_probe() -> Probe:
         return Probe("no env on PATH")
 
     def run(argv: list[str]) -> tuple[int, str]:
-        from .._util.process import run as bounded
+        from .._util.bounded import run as bounded
 
         try:
             p = bounded(argv, timeout=PROBE_TIMEOUT_S)

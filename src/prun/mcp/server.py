@@ -301,7 +301,8 @@ def build(state: Prun | None = None) -> MCPServer[Any]:
                                      version=__version__, instructions=INSTRUCTIONS,
                                      log_level="WARNING")
 
-    from .catalog import _control_tools, _results, _unit_tools, _watch_tools
+    from .catalog import _control_tools, _results, _watch_tools
+    from .units import _unit_tools
 
     _watch_tools(server, st)
     _control_tools(server, st)

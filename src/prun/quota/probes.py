@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 
-from .._util import process
+from .._util import bounded
 from .snapshot import GroupState, iso, normalise_time, parse_time
 
 MAX_OUTPUT = 256 * 1024
@@ -35,7 +35,7 @@ def run_all(probes: Mapping[str, Sequence[str]], timeout_s: float,
     is killed with its process group before the exception goes on.
     """
     readings: dict[str, GroupState] = {}
-    running = process.Running()
+    running = bounded.Running()
     threads = []
     for group, argv in probes.items():
         def work(group: str = group, argv: Sequence[str] = argv) -> None:
@@ -55,12 +55,12 @@ def run_all(probes: Mapping[str, Sequence[str]], timeout_s: float,
 
 
 def run_probe(group: str, argv: Sequence[str], timeout_s: float,
-              env: Mapping[str, str], running: process.Running | None = None) -> GroupState:
-    """Run one probe (``process.run``: its own process group, stdin closed, at most
+              env: Mapping[str, str], running: bounded.Running | None = None) -> GroupState:
+    """Run one probe (``bounded.run``: its own process group, stdin closed, at most
     ``MAX_OUTPUT`` bytes of each stream) and turn what it printed into a reading. Never
     raises."""
     try:
-        done = process.run(list(argv), timeout=timeout_s,
+        done = bounded.run(list(argv), timeout=timeout_s,
                            env={**env, "PRUN_QUOTA_GROUP": group}, limit=MAX_OUTPUT,
                            grace=0.0, running=running)
     except OSError as e:

@@ -146,7 +146,7 @@ class _Server:
             self.base_env = req["env"]
 
     def spawn(self, req: dict[str, Any]) -> None:
-        from .._util.process import create_time
+        from .._util.process import create_time, spawn_session
 
         attempt = (req.get("set") or {}).get("PRUN_ATTEMPT_ID") or None
         if attempt and attempt in self.spawned:  # exactly once: never a second launch
@@ -156,13 +156,11 @@ class _Server:
         env.update(req.get("set") or {})
         for k in req.get("unset") or ():
             env.pop(k, None)
-        actions = [(os.POSIX_SPAWN_OPEN, 0, req.get("stdin") or os.devnull, os.O_RDONLY, 0),
-                   (os.POSIX_SPAWN_OPEN, 1, req["stdout"], _APPEND, 0o666),
-                   (os.POSIX_SPAWN_OPEN, 2, req["stderr"], _APPEND, 0o666)]
         try:
             os.chdir(req["cwd"])     # this process has one thread: its cwd is the child's
-            pid = os.posix_spawn(req["argv"][0], req["argv"], env, file_actions=actions,
-                                 setsid=True, setsigdef=_RESET_SIGNALS)
+            pid = spawn_session(req["argv"], env, stdin=req.get("stdin") or os.devnull,
+                                stdout=req["stdout"], stderr=req["stderr"],
+                                reset_signals=_RESET_SIGNALS)
         except OSError as e:
             return self.reply(f"failed {req['id']} {e.errno or 0} "
                               f"{json.dumps(e.strerror or str(e))}")
