@@ -2,7 +2,8 @@
 
     python bench/bench_run.py [--units 1000] [--parallel 16,64] [--sleepers 500]
 
-1. 1,000 no-op command units (`echo`) at parallelism 16 and 64: `prun run` beside `xargs -P`
+1. 1,000 no-op command units (`echo`) at parallelism 16 and 64, the sandbox off (the other
+   tools have none; `bench/bench_sandbox.py` measures its cost): `prun run` beside `xargs -P`
    and GNU parallel, in the same run on the same machine; each tool three times per level in
    alternating order, medians with the range in brackets.
 2. Memory with 500 sleeping units in flight: the one supervisor process (and its worker keeper,
@@ -77,7 +78,8 @@ def throughput(repo: Path, env: dict, units: int, levels: list[int],
 
     def run_prun(p: int, n: int) -> float:
         plan = write_plan(repo, units, noop, f"noop{p}-{n}", p)
-        t, r = timed([*PRUN, "run", str(plan), "--plain"], cwd=repo, env=env)
+        t, r = timed([*PRUN, "run", str(plan), "--plain"], cwd=repo,
+                     env=dict(env, PRUN_SANDBOX="off"))
         if r.returncode != 0:
             raise SystemExit(f"prun run failed: {r.stdout[-2000:]} {r.stderr[-2000:]}")
         return t

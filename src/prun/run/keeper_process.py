@@ -216,6 +216,13 @@ class _Server:
         for pid in children():
             if pid in self.kids or pid in self.escapes:
                 continue
+            try:
+                pgid = os.getpgid(pid)
+            except ProcessLookupError:
+                continue
+            if pgid in self.kids or pgid in self.swept:  # its worker's group signals reach
+                groups.add(pgid)                          # it: no need to look closer
+                continue
             info = proc_info(pid)
             if info is None or info["zombie"]:
                 continue
