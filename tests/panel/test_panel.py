@@ -196,3 +196,26 @@ def test_a_panel_of_nobody_and_a_missing_question_are_refused(panelists, tmp_pat
     assert r.returncode == 2 and "--schema" in r.stderr
     with Ledger.open() as led:
         assert led.runs() == []
+
+
+def test_a_panelist_that_times_out_gets_no_follow_up_and_counts_invalid(panelists,
+                                                                        monkeypatch):
+    panelists.answer("panel-claude-1", fenced(SAFE))
+    monkeypatch.setenv("FAKE_GEMINI_SCENARIO", "hang")
+    r = _run("--timeout", "1")
+    assert r.returncode == 10, r.stdout + r.stderr
+    assert "UNIT panel-gemini-1 timeout" in r.stdout
+    gemini = _lines(r.stdout, "PANELIST")[1]
+    assert "valid=no attempts=1" in gemini and 'error="the attempt did not succeed (timeout' \
+        in gemini
+    assert _lines(r.stdout, "ANSWER") == []
+
+
+def test_the_run_deadline_ends_the_panel_with_124(panelists, monkeypatch):
+    panelists.answer("panel-claude-1", fenced(SAFE))
+    monkeypatch.setenv("FAKE_GEMINI_SCENARIO", "hang")
+    r = _run("--deadline", "2s", "--json")
+    assert r.returncode == 124, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["status"] == "timeout" and doc["exit_code"] == 124
+    assert [p["valid"] for p in doc["panelists"]] == [True, False]
