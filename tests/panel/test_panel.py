@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import EXAMPLE, fenced
+from panelkit import EXAMPLE, fenced
 
 from helpers import calls, prun
 from prun.ledger import Ledger
@@ -108,12 +108,12 @@ def test_an_invalid_answer_gets_one_follow_up_that_fixes_it(panelists):
                     "followup=yes")
     assert "PANELIST panel-gemini-1 executor=gemini" in r.stdout
     assert "valid=yes attempts=2" in _lines(r.stdout, "PANELIST")[1]
-    _, packets, attempts, events = _ledger(run_id)
+    _, _, attempts, events = _ledger(run_id)
     first, second = [a for a in attempts if a["packet_id"] == "panel-gemini-1"]
     assert second["predecessor"] == first["id"] and second["continue_from"] == first["state_dir"]
     assert any(e["kind"] == "request" and "followup panel-gemini-1" in e["cause"]
                for e in events)
-    one, two = calls(panelists.folder / "gemini.jsonl")
+    _, two = calls(panelists.folder / "gemini.jsonl")
     assert "--resume" in two["argv"]
     asked = two["argv"][two["argv"].index("-p") + 1]
     assert asked.startswith("Your answer does not pass the answer contract's JSON Schema:")
