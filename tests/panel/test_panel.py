@@ -219,3 +219,35 @@ def test_the_run_deadline_ends_the_panel_with_124(panelists, monkeypatch):
     doc = json.loads(r.stdout)
     assert doc["status"] == "timeout" and doc["exit_code"] == 124
     assert [p["valid"] for p in doc["panelists"]] == [True, False]
+
+
+def test_a_detached_panel_follows_up_in_the_background_and_is_cross_checked_later(panelists):
+    panelists.answer("panel-claude-1", fenced(SAFE))
+    panelists.answer("panel-gemini-1", fenced({"verdict": "safe"}), fenced(SAFE))
+    r = _run("--detach")
+    assert r.returncode == 0, r.stdout + r.stderr
+    (line,) = r.stdout.splitlines()
+    run_id = line.split()[1]
+    assert line == f"RUN {run_id}"
+    waited = prun("wait", run_id, "--timeout", "60")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    shown = prun("panel", "--run", run_id)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert shown.stdout.startswith(f"PANEL run={run_id} status=succeeded panelists=2 valid=2 ")
+    _, _, attempts, _ = _ledger(run_id)
+    assert [a["packet_id"] for a in attempts].count("panel-gemini-1") == 2
+    assert _ledger(run_id)[0]["supervisor_pid"] is None
+
+
+def test_run_names_a_panel_run(panelists, repo):
+    plan = repo / "plan.yaml"
+    plan.write_text("packets:\n  - id: job\n    executor: command\n    command: [echo, a result "
+                    "long enough to count]\n    prompt: do it\n")
+    r = prun("run", str(plan))
+    assert r.returncode == 0, r.stdout + r.stderr
+    run_id = r.stdout.split()[1]
+    shown = prun("panel", "--run", run_id)
+    assert shown.returncode == 2 and f"run {run_id} is not a panel" in shown.stderr
+    both = prun("panel", QUESTION, "--schema", SCHEMA, "--run", run_id)
+    assert both.returncode == 2 and len(both.stderr.splitlines()) == 1
+    assert prun("panel", "--run", "nope").returncode == 2

@@ -2,7 +2,8 @@
 and Antigravity units; then a cross-check of their answers, field by field.
 
     prun panel QUESTION_FILE --schema VERDICT.schema.json [--claude N] [--gemini M] [--agy K]
-    prun panel --run RUN             the cross-check of a panel run again (after prun resume)
+    prun panel QUESTION_FILE --schema S --detach     in the background: prints RUN <run-id>
+    prun panel --run RUN             the cross-check of a panel run (after --detach, or resume)
 
 With no count given the panel is one Claude and one Gemini unit. Each panelist is a read-only
 unit on its own executor (never routed elsewhere), reading the code through the run's snapshot,
@@ -20,6 +21,7 @@ attempt resuming the conversation), then counts as invalid. It is a run like any
     EVIDENCE <run dir>/panel
 
 `--json` prints one JSON document instead (panelists, fields with their groups, counts).
+`--detach` prints only `RUN <run-id>`; follow with `prun wait RUN`, then `prun panel --run RUN`.
 
 exit codes (README, "Exit codes"): 0 every answer valid and every field agreed; 10 needs
 review: a field not agreed or an answer invalid (at least one valid answer); 1 no valid
@@ -67,6 +69,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--deadline", help="the run's terminal deadline: a duration (90m) or ISO time")
     p.add_argument("--parallel", "-j", type=positive_int,
                    help="panelists at once (default: all of them)")
+    p.add_argument("--detach", action="store_true",
+                   help="run the panel in the background; print the run id and return "
+                   "(then `prun wait RUN` and `prun panel --run RUN`)")
     p.add_argument("--run", dest="run_id", metavar="RUN",
                    help="print the cross-check of an earlier panel run instead")
     p.add_argument("--json", action="store_true", help="one JSON document instead of lines")
@@ -74,6 +79,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import json
+
     from ..errors import UsageError
     from ..ledger import Ledger
     from ..panel import drive
@@ -91,6 +98,13 @@ def run(args: argparse.Namespace) -> int:
     panel = _panel(args)
     with Ledger.open() as ledger:
         r = drive.start(panel, ledger)
+        if args.detach:
+            from ..run.state import RunPaths, spawn_supervisor
+
+            spawn_supervisor(r["id"], ledger.path, RunPaths(drive.evidence_dir(r).parent).log,
+                             module="prun.panel.detached")
+            print(json.dumps({"run": r["id"]}) if args.json else f"RUN {r['id']}")
+            return 0
         say = _say(args.json)
         say(f"RUN {r['id']} panelists={panel.total} parallel={r['parallel']} "
             f"base={r['base'] or 'none'} deadline={r['deadline'] or 'none'}")

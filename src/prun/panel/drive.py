@@ -91,9 +91,10 @@ class FollowUps:
 
 
 def supervise(ledger: Ledger, run_id: str, emit: Callable[[Event], None],
-              followups: FollowUps) -> str:
+              followups: FollowUps, on_claimed: Callable[[], None] | None = None) -> str:
     """Drive the run to its end in this process (the worker keeper started first, as
-    ``prun run`` does); returns the run's final status."""
+    ``prun run`` does); returns the run's final status. ``on_claimed``: told once this
+    process holds the run."""
     import asyncio
 
     from ..run.keeper import Keeper
@@ -109,25 +110,32 @@ def supervise(ledger: Ledger, run_id: str, emit: Callable[[Event], None],
             if holder:
                 followups.hear(holder[0], ev)
 
-        sup = Supervisor(ledger, run_id, emit=hear, keeper=keeper)
+        sup = Supervisor(ledger, run_id, emit=hear, keeper=keeper, on_claimed=on_claimed)
         holder.append(sup)
         return asyncio.run(sup.run_until_done())
     finally:
         keeper.close()
 
 
-def finish(ledger: Ledger, run_id: str, *, record: bool = True) -> Report:
-    """The cross-check of a panel run from the ledger and its result files; its evidence
-    written, and (``record``) a ``panel`` event in the ledger."""
+def asked(ledger: Ledger, run_id: str) -> tuple[Any, dict[str, Any]]:
+    """The run's row and what its panel was asked (``panel.json``); a run that is not a
+    panel is a ``UsageError``."""
     run = ledger.run(run_id)
     if run is None:
         raise UsageError(f"no run {run_id} in the ledger", hint="see `prun ledger`")
-    folder = evidence_dir(run)
-    asked = read_json(folder / PANEL_FILE)
-    if not isinstance(asked, dict) or not isinstance(asked.get("schema"), dict):
-        raise UsageError(f"run {run_id} is not a panel (no {folder / PANEL_FILE})",
+    found = read_json(evidence_dir(run) / PANEL_FILE)
+    if not isinstance(found, dict) or not isinstance(found.get("schema"), dict):
+        raise UsageError(f"run {run_id} is not a panel (no {evidence_dir(run) / PANEL_FILE})",
                          hint="give the id of a run `prun panel` made")
-    schema: dict[str, Any] = asked["schema"]
+    return run, found
+
+
+def finish(ledger: Ledger, run_id: str, *, record: bool = True) -> Report:
+    """The cross-check of a panel run from the ledger and its result files; its evidence
+    written, and (``record``) a ``panel`` event in the ledger."""
+    run, asked_for = asked(ledger, run_id)
+    folder = evidence_dir(run)
+    schema: dict[str, Any] = asked_for["schema"]
     people = answers.panelists(ledger, run_id, schema)
     answers.keep(folder, people)
     families = [f for f in build.FAMILIES if any(p.family == f for p in people)]
@@ -135,8 +143,8 @@ def finish(ledger: Ledger, run_id: str, *, record: bool = True) -> Report:
     voices = [crosscheck.Voice(p.id, p.family, p.answer, p.valid) for p in people]
     report = Report(run_id=run_id, status=run["status"], panelists=people,
                     fields=crosscheck.cross_check(schema, voices, families),
-                    evidence=str(folder), question_file=asked.get("question_file"),
-                    schema_file=asked.get("schema_file"))
+                    evidence=str(folder), question_file=asked_for.get("question_file"),
+                    schema_file=asked_for.get("schema_file"))
     doc = report.to_json()
     atomic_write(folder / CROSSCHECK_FILE, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     if record:
