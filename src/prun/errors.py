@@ -51,7 +51,8 @@ class ExitCode(IntEnum):
     SUPERVISOR_GONE = 7    # wait: the run's supervisor is gone (prun resume RUN)
     UNIT_SUCCEEDED = 8     # wait --any: a unit succeeded
     HANDOFF = 9            # wait: a session unit was handed to the coordinator
-    NEEDS_REVIEW = 10      # reconcile: nothing rejected, something needs review or is unfinished
+    NEEDS_REVIEW = 10      # reconcile: nothing rejected, something needs review or is unfinished;
+                           # panel: the answers disagree somewhere, or one is invalid
     CONFLICT = 11          # integrate: a change conflicted and was not applied
     INTERNAL = 70          # a bug in prun: a traceback was printed
     QUOTA = 75             # a quota pool is empty: the dispatcher refused, a unit waits

@@ -5,6 +5,8 @@ FAKE_AGY_SCENARIO   success (default), error_status, quota, nonzero_exit, no_res
                     grandchild, blank_status, short_response, garbage, shell
 FAKE_AGY_SHELL      the shell scenario's command (run through sh, like agy's run_command)
 FAKE_AGY_RESPONSE   the final response text
+FAKE_AGY_ANSWERS    a JSON file {packet id: [answer of call 1, of call 2, ...]}: the
+                    unit's n-th call answers its n-th text (a follow-up is call 2)
 FAKE_AGY_ERROR      the error text of an ERROR result
 FAKE_AGY_LOG        append one JSON line per call: argv, cwd, whether stdin was closed, env keys
 FAKE_AGY_PIDFILE    where the grandchild scenario writes the grandchild's pid
@@ -21,6 +23,24 @@ scenario = os.environ.get("FAKE_AGY_SCENARIO", "success")
 response = os.environ.get("FAKE_AGY_RESPONSE", "The unit is done: everything checked out fine.")
 error = os.environ.get("FAKE_AGY_ERROR", "backend exploded")
 argv = sys.argv[1:]
+
+
+def scripted(var, default):
+    """The answer the file at ``var`` scripts for this unit (PRUN_PACKET_ID): its n-th call
+    gets the n-th answer of the unit's list (the last one from then on), else ``default``."""
+    path = os.environ.get(var)
+    unit = os.environ.get("PRUN_PACKET_ID", "")
+    if not path:
+        return default
+    with open(path) as f:
+        answers = json.load(f).get(unit)
+    if not answers:
+        return default
+    counter = f"{path}.{unit}.calls"
+    n = int(open(counter).read()) if os.path.exists(counter) else 0
+    with open(counter, "w") as f:
+        f.write(str(n + 1))
+    return answers[min(n, len(answers) - 1)]
 
 
 def opt(name):
@@ -46,6 +66,7 @@ if log:
                             "env": {k: v for k, v in os.environ.items()
                                     if k.startswith(("PRUN_", "FAKE_", "ANTIGRAVITY_"))}}) + "\n")
 
+response = scripted("FAKE_AGY_ANSWERS", response)
 conv = opt("--conversation") or f"conv-{os.getpid()}"
 emit({"event": "init", "conversation_id": conv, "model": opt("--model")})
 

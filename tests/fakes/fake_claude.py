@@ -3,6 +3,8 @@
 FAKE_CLAUDE_SCENARIO  success (default), tool_use, permission_denied, bash, error_status,
                       rate_limit, quota, nonzero_exit, no_result, hang, timeout_api, writes_result
 FAKE_CLAUDE_RESPONSE  the final answer text
+FAKE_CLAUDE_ANSWERS   a JSON file {packet id: [answer of call 1, of call 2, ...]}: the
+                      unit's n-th call answers its n-th text (a follow-up is call 2)
 FAKE_CLAUDE_ERROR     the server's message in a 429 (quota / rate_limit scenarios)
 FAKE_CLAUDE_BASH      the Bash command of the ``bash`` scenario (run through the --settings
                       PreToolUse hooks, as Claude Code does)
@@ -26,6 +28,24 @@ argv = sys.argv[1:]
 scenario = os.environ.get("FAKE_CLAUDE_SCENARIO", "success")
 answer = os.environ.get("FAKE_CLAUDE_RESPONSE", "Hello from the fake Claude. The answer is 42.")
 home = os.environ.get("FAKE_CLAUDE_HOME") or os.path.join(os.getcwd(), ".fake-claude")
+
+
+def scripted(var, default):
+    """The answer the file at ``var`` scripts for this unit (PRUN_PACKET_ID): its n-th call
+    gets the n-th answer of the unit's list (the last one from then on), else ``default``."""
+    path = os.environ.get(var)
+    unit = os.environ.get("PRUN_PACKET_ID", "")
+    if not path:
+        return default
+    with open(path) as f:
+        answers = json.load(f).get(unit)
+    if not answers:
+        return default
+    counter = f"{path}.{unit}.calls"
+    n = int(open(counter).read()) if os.path.exists(counter) else 0
+    with open(counter, "w") as f:
+        f.write(str(n + 1))
+    return answers[min(n, len(answers) - 1)]
 
 
 def opt(name):
@@ -180,6 +200,7 @@ def run_hooks(tool_name, tool_input):
 
 
 prompt = argv[argv.index("-p") + 1]
+answer = scripted("FAKE_CLAUDE_ANSWERS", answer)
 if history:
     answer = f"Resumed {session} with {len(history)} earlier turn(s). {answer}"
 

@@ -4,6 +4,8 @@ FAKE_GEMINI_SCENARIO  success (default), tool_use, error_status, quota, daily_qu
                       no_result, hang, nonzero_exit, shell
 FAKE_GEMINI_SHELL     the shell scenario's command (its run_shell_command tool)
 FAKE_GEMINI_RESPONSE  the answer text (streamed as several delta messages)
+FAKE_GEMINI_ANSWERS   a JSON file {packet id: [answer of call 1, of call 2, ...]}: the
+                      unit's n-th call answers its n-th text (a follow-up is call 2)
 FAKE_GEMINI_HOME      where sessions are kept, per working folder, so --resume works
 FAKE_GEMINI_LOG       append one JSON line per call: argv, cwd, stdin closed, env keys
 FAKE_GEMINI_PIDFILE   the hang scenario writes the pid of the process doing the work
@@ -26,6 +28,24 @@ argv = sys.argv[1:]
 scenario = os.environ.get("FAKE_GEMINI_SCENARIO", "success")
 answer = os.environ.get("FAKE_GEMINI_RESPONSE", "Hello from the fake Gemini. The answer is 42.")
 home = os.environ.get("FAKE_GEMINI_HOME") or os.path.join(os.getcwd(), ".fake-gemini")
+
+
+def scripted(var, default):
+    """The answer the file at ``var`` scripts for this unit (PRUN_PACKET_ID): its n-th call
+    gets the n-th answer of the unit's list (the last one from then on), else ``default``."""
+    path = os.environ.get(var)
+    unit = os.environ.get("PRUN_PACKET_ID", "")
+    if not path:
+        return default
+    with open(path) as f:
+        answers = json.load(f).get(unit)
+    if not answers:
+        return default
+    counter = f"{path}.{unit}.calls"
+    n = int(open(counter).read()) if os.path.exists(counter) else 0
+    with open(counter, "w") as f:
+        f.write(str(n + 1))
+    return answers[min(n, len(answers) - 1)]
 
 
 def opt(name):
@@ -110,6 +130,7 @@ def save(text):
         f.write(json.dumps({"prompt": prompt, "answer": text}) + "\n")
 
 
+answer = scripted("FAKE_GEMINI_ANSWERS", answer)
 if history:
     answer = f"Resumed {session} with {len(history)} earlier turn(s). {answer}"
 

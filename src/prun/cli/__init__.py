@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cancel": ("prun.cli.cancel", "cancel a run, a packet or an attempt"),
     "reassign": ("prun.cli.reassign", "a linked successor attempt for a packet"),
     "followup": ("prun.cli.followup", "a follow-up turn: a linked attempt in the same workspace"),
+    "panel": ("prun.cli.panel", "ask a cross-vendor panel one question; cross-check the answers"),
     "brief": ("prun.cli.brief", "print exactly what a unit is told"),
     "resume": ("prun.cli.resume", "re-attach to a run whose supervisor died"),
     "settle": ("prun.cli.settle", "judge a standalone unit whose dispatcher is gone"),

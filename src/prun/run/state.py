@@ -217,8 +217,10 @@ TERMINAL_PACKET = {s.value for s in PacketStatus if s.terminal}
 
 
 def spawn_supervisor(run_id: str, ledger_path: str | os.PathLike[str],
-                     log: str | os.PathLike[str]) -> int:
-    """Start a detached supervisor for ``run_id`` (its own session; output to ``log``)."""
+                     log: str | os.PathLike[str], *, module: str = "prun.run.supervisor") -> int:
+    """Start a detached supervisor for ``run_id`` (its own session; output to ``log``):
+    ``python -m <module> RUN``, a module whose supervisor calls ``ready_signal()``'s function
+    once it holds the run (``prun.panel.detached`` drives a panel so)."""
     import select
     import subprocess
     import sys
@@ -233,7 +235,7 @@ def spawn_supervisor(run_id: str, ledger_path: str | os.PathLike[str],
     env[READY_FD] = str(write_end)
     try:
         with open(log, "ab") as out:
-            proc = start([sys.executable, "-m", "prun.run.supervisor", run_id],
+            proc = start([sys.executable, "-m", module, run_id],
                          stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env,
                          pass_fds=(write_end,))
         os.close(write_end)
