@@ -17,7 +17,8 @@ from mcpkit import call, cli, connect, git, make_repo, unit, write_plan  # skips
 MCPError = pytest.importorskip("mcp.shared.exceptions").MCPError
 
 TOOLS = ["check", "run", "status", "wait", "cancel", "reassign", "followup", "reconcile",
-         "integrate", "dispatch", "receipt", "quota", "ledger", "brief"]
+         "integrate", "dispatch", "receipt", "quota", "ledger", "brief", "panel",
+         "panel_result"]
 REFERENCE = Path(__file__).resolve().parents[2] / "skills" / "prun" / "references" / "mcp.md"
 
 

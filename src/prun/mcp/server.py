@@ -302,11 +302,13 @@ def build(state: Prun | None = None) -> MCPServer[Any]:
                                      log_level="WARNING")
 
     from .catalog import _control_tools, _results, _watch_tools
+    from .panel_tools import _panel_tools
     from .units import _unit_tools
 
     _watch_tools(server, st)
     _control_tools(server, st)
     _unit_tools(server, st)
+    _panel_tools(server, st)
     _results(server, st)
     return server
 

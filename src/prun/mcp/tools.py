@@ -53,6 +53,8 @@ SPECS: dict[str, Spec] = {s.name: s for s in (
     _spec("quota", set(), BOTH),
     _spec("ledger", set(), BOTH),
     _spec("brief", set(), BOTH),
+    _spec("panel", {ExitCode.FAILED, ExitCode.NEEDS_REVIEW, ExitCode.STOPPED, ExitCode.TIMEOUT},
+          BOTH),
 )}
 
 
