@@ -17,6 +17,10 @@ import argparse
 import json
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..run.view import Spend
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_id", nargs="?", metavar="RUN", help="run id or unique prefix")
@@ -37,10 +41,18 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             json.dump({"run": v.run, "supervisor_alive": v.supervisor_alive,
                        "counts": v.counts(), "units": [asdict(u) for u in v.units],
-                       "attempts": [dict(a) for a in ledger.attempts(row["id"])]},
+                       "attempts": [dict(a) for a in ledger.attempts(row["id"])],
+                       "cost": {s.executor: cost_json(s) for s in v.spend()}},
                       sys.stdout, indent=1, default=str)
             sys.stdout.write("\n")
             return 0
         for line in summary_lines(v, everything=args.all):
             print(line)
     return 0
+
+
+def cost_json(s: Spend) -> dict[str, object]:
+    """One executor's totals as ``--json`` carries them (names as in ``outcome.json``)."""
+    return {"attempts": s.attempts,
+            "tokens": {"in": s.tokens_in, "out": s.tokens_out, "cached": s.tokens_cached},
+            "cost_usd": s.cost_usd, "unknown": s.unknown}
