@@ -28,9 +28,6 @@ from .events import NON_SUCCESS, Event
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from rich.table import Table
-
-    from ..ledger import Ledger
     from .view import RunView, Spend, UnitView
 
 
@@ -156,59 +153,3 @@ class LineRenderer:
 
     def close(self) -> None:
         pass
-
-
-MAX_ROWS = 40
-# The live table shows what needs attention first, finished successes last.
-ORDER = {"failed": 0, "timeout": 0, "blocked": 0, "parked": 1, "running": 2, "cancelled": 3,
-         "pending": 4, "succeeded": 5}
-
-
-class LiveRenderer:
-    """A rich live table: unit, executor, model, state, elapsed, last activity."""
-
-    def __init__(self, ledger: Ledger, run_id: str):
-        from rich.console import Console
-        from rich.live import Live
-
-        self.ledger = ledger
-        self.run_id = run_id
-        self.console = Console()
-        self.notes: list[str] = []
-        self.live = Live(self._table(), console=self.console, refresh_per_second=2,
-                         transient=False, get_renderable=self._table)
-        self.live.start()
-
-    def handle(self, ev: Event) -> None:
-        if ev.kind in NON_SUCCESS and ev.cause:
-            self.notes = [*self.notes, f"{ev.packet_id or 'run'}: {ev.kind}: {ev.cause}"][-5:]
-
-    def _table(self) -> Table:
-        from rich.table import Table
-
-        from .view import view
-
-        t = Table(title=f"prun run {self.run_id}", expand=False)
-        for col in ("unit", "executor", "model", "state", "elapsed", "last activity"):
-            t.add_column(col)
-        now = time.time()
-        try:
-            v = view(self.ledger, self.run_id)
-        except Exception:
-            return t
-        units = sorted(v.units, key=lambda u: ORDER.get(u.status, 0))
-        for u in units[:MAX_ROWS]:
-            el = u.elapsed(now)
-            act = u.last_activity
-            t.add_row(u.packet_id, u.executor or "", u.model or "", u.status,
-                      format_duration(el) if el is not None else "",
-                      f"{format_duration(now - act)} ago" if act else "")
-        t.caption = "  ".join(f"{k}={n}" for k, n in sorted(v.counts().items()))
-        if len(units) > MAX_ROWS:
-            t.caption += f"  ({len(units) - MAX_ROWS} more not shown)"
-        if self.notes:
-            t.caption += "\n" + "\n".join(self.notes)
-        return t
-
-    def close(self) -> None:
-        self.live.stop()
