@@ -10,7 +10,7 @@ import pytest
 from prun.attempt.outcome import Outcome
 from prun.executors import agy, claude, gemini
 from prun.executors.records import Usage, count, dollars
-from prun.ledger import OutcomeKind
+from prun.ledger import Ledger, OutcomeKind
 
 
 def read(reader, events):
@@ -89,6 +89,10 @@ def test_dispatch_writes_what_claude_reported(claude_unit, fake_claude):
     out = claude_unit.outcome
     assert out["tokens"] == {"in": 1000, "out": 20, "cached": 900}
     assert out["cost_usd"] == 0.0031 and out["usage"]["cache_read_input_tokens"] == 900
+    with Ledger.open() as led:             # a standalone dispatch's own row
+        row = led.attempt(claude_unit.state.name)
+    assert (row["tokens_in"], row["tokens_out"], row["tokens_cached"], row["cost_usd"]) == \
+        (1000, 20, 900, 0.0031)
 
 
 def test_dispatch_writes_what_gemini_reported(gemini_unit, fake_gemini):

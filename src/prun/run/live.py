@@ -107,14 +107,16 @@ def columns_for(rows: Sequence[Row], width: int) -> tuple[list[str], dict[str, i
 
 
 def frame(view: RunView, notices: Sequence[str], *, width: int, height: int,
-          now: float | None = None, stall_s: float = 600.0) -> RenderableType:
-    """The whole view of ``view`` in at most ``width`` columns and ``height`` lines."""
+          now: float | None = None, stall_s: float = 600.0,
+          driven_here: bool = False) -> RenderableType:
+    """The whole view of ``view`` in at most ``width`` columns and ``height`` lines
+    (``driven_here``: this process is its supervisor, whose liveness goes without saying)."""
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
     now = time.time() if now is None else now
-    head = [Text(line, style="bold") for line in head_lines(view, now, width)]
+    head = [Text(line, style="bold") for line in head_lines(view, now, width, driven_here)]
     shown_notices = list(notices)[-max(0, min(NOTICES, height - 3 - len(head))):] \
         if height > 3 + len(head) else []
     notes = [Text(_cut(n.replace("\n", " "), width), style="yellow") for n in shown_notices]
@@ -135,7 +137,7 @@ def frame(view: RunView, notices: Sequence[str], *, width: int, height: int,
     return Group(*head, *notes, t, *more)
 
 
-def head_lines(view: RunView, now: float, width: int) -> list[str]:
+def head_lines(view: RunView, now: float, width: int, driven_here: bool = False) -> list[str]:
     """The run's line: its id, status, the count of units in each state (what needs
     attention first) and its elapsed time, wrapped to ``width``."""
     import textwrap
@@ -147,7 +149,7 @@ def head_lines(view: RunView, now: float, width: int) -> list[str]:
     words += [f"{k}={counts[k]}" for k in sorted(counts, key=lambda k: (RANK.get(k, 0), k))]
     if started:
         words.append(format_duration(end - started))
-    if not view.supervisor_alive and run["status"] == "running":
+    if not driven_here and not view.supervisor_alive and run["status"] == "running":
         words.append("supervisor=gone")
     return textwrap.wrap(" ".join(words), width, break_on_hyphens=False) or [""]
 
@@ -217,7 +219,8 @@ class LiveRenderer:
         except Exception:  # a ledger busy for a moment: the last frame stays
             return self.last
         self.last = frame(v, self.notes, width=self.console.width,
-                          height=max(3, self.console.height - 1), stall_s=self.stall_s)
+                          height=max(3, self.console.height - 1), stall_s=self.stall_s,
+                          driven_here=True)
         return self.last
 
     def close(self) -> None:
