@@ -10,6 +10,7 @@ FAKE_AGY_ANSWERS    a JSON file {packet id: [answer of call 1, of call 2, ...]}:
 FAKE_AGY_ERROR      the error text of an ERROR result
 FAKE_AGY_LOG        append one JSON line per call: argv, cwd, whether stdin was closed, env keys
 FAKE_AGY_PIDFILE    where the grandchild scenario writes the grandchild's pid
+FAKE_AGY_USAGE      the result's ``usage`` (JSON); default: input, output and cached tokens
 """
 
 import json
@@ -76,10 +77,14 @@ def step(text):
                                                   "text_delta": text}})
 
 
+usage = json.loads(os.environ["FAKE_AGY_USAGE"]) if os.environ.get("FAKE_AGY_USAGE") else {
+    "input_tokens": 2310, "output_tokens": 7, "cached_tokens": 0}
+
+
 def result(status, resp, err=None):
     emit({"event": "result", "result": {"conversation_id": conv, "status": status,
                                         "response": resp, "error": err, "num_turns": 1,
-                                        "duration_seconds": 0.1, "usage": {"output_tokens": 7}}})
+                                        "duration_seconds": 0.1, "usage": usage}})
 
 
 def hang():

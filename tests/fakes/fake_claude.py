@@ -10,6 +10,10 @@ FAKE_CLAUDE_BASH      the Bash command of the ``bash`` scenario (run through the
                       PreToolUse hooks, as Claude Code does)
 FAKE_CLAUDE_HOME      where sessions are kept (``<id>.jsonl``), so --resume works across runs
 FAKE_CLAUDE_LOG       append one JSON line per call: argv, cwd, stdin closed, env keys
+FAKE_CLAUDE_USAGE     the result event's ``usage`` (JSON); default: a 12,200-token prompt
+FAKE_CLAUDE_COST      its ``total_cost_usd`` (default 0.02452; ``omit`` leaves the key out)
+FAKE_CLAUDE_IF        JSON {text: {VAR: value}}: a prompt containing text runs with those
+                      FAKE_CLAUDE_* variables instead (units of one run behaving apart)
 
 Start-up refusals are not scenarios but checks, as in the real CLI: stream-json without
 --verbose, and bypass permissions as root without IS_SANDBOX=1, print to stderr and exit 1.
@@ -25,6 +29,9 @@ import time
 import uuid
 
 argv = sys.argv[1:]
+for text, override in json.loads(os.environ.get("FAKE_CLAUDE_IF") or "{}").items():
+    if "-p" in argv and text in argv[argv.index("-p") + 1]:
+        os.environ.update(override)
 scenario = os.environ.get("FAKE_CLAUDE_SCENARIO", "success")
 answer = os.environ.get("FAKE_CLAUDE_RESPONSE", "Hello from the fake Claude. The answer is 42.")
 home = os.environ.get("FAKE_CLAUDE_HOME") or os.path.join(os.getcwd(), ".fake-claude")
@@ -145,13 +152,25 @@ def tool_result(tool_id, content, is_error=None, meta=None):
           "timestamp": "2026-11-30T13:06:09.100Z", "tool_result_meta": [meta or {"id": tool_id}]})
 
 
+USAGE = {"input_tokens": 12200, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+         "output_tokens": 12, "server_tool_use": {"web_search_requests": 0,
+                                                  "web_fetch_requests": 0},
+         "service_tier": "standard", "cache_creation": {"ephemeral_1h_input_tokens": 0,
+                                                        "ephemeral_5m_input_tokens": 0}}
+
+
 def result(text, *, is_error=False, api_status=None, api_type=None, denials=(), turns=1,
            terminal="completed"):
-    body = {"duration_api_ms": 426, "stop_reason": "end_turn", **common, "total_cost_usd": 0.02,
-            "usage": {"input_tokens": 12200, "output_tokens": 12}, "modelUsage": {},
+    usage = json.loads(os.environ["FAKE_CLAUDE_USAGE"]) if os.environ.get(
+        "FAKE_CLAUDE_USAGE") else USAGE
+    cost = os.environ.get("FAKE_CLAUDE_COST", "0.02452")
+    body = {"duration_api_ms": 426, "stop_reason": "end_turn", **common}
+    if cost != "omit":
+        body["total_cost_usd"] = float(cost)
+    body.update({"usage": usage, "modelUsage": {},
             "permission_denials": list(denials), "terminal_reason": terminal,
             "is_error": is_error, "num_turns": turns, "subtype": "success",
-            "api_error_status": api_status}
+            "api_error_status": api_status})
     if api_type:
         body["api_error_type"] = api_type
     body.update({"result": text, "type": "result", "duration_ms": 1021,

@@ -9,6 +9,7 @@ FAKE_GEMINI_ANSWERS   a JSON file {packet id: [answer of call 1, of call 2, ...]
 FAKE_GEMINI_HOME      where sessions are kept, per working folder, so --resume works
 FAKE_GEMINI_LOG       append one JSON line per call: argv, cwd, stdin closed, env keys
 FAKE_GEMINI_PIDFILE   the hang scenario writes the pid of the process doing the work
+FAKE_GEMINI_STATS     the result event's ``stats`` (JSON); default: totals and one model's
 
 Checks as in the real CLI: no trust signal -> exit 55; unknown --resume id or another folder ->
 exit 42. Unless GEMINI_CLI_NO_RELAUNCH=true the process relaunches itself as a child in the
@@ -118,9 +119,11 @@ def result(status, error=None):
     body = {"type": "result", "timestamp": ts, "status": status}
     if error:
         body["error"] = {"type": "unknown", "message": error}
-    body["stats"] = {"total_tokens": 10587, "input_tokens": 10547, "output_tokens": 40,
-                     "cached": 0, "input": 10547, "duration_ms": 184, "tool_calls": 0,
-                     "models": {model: {}}}
+    counts = {"total_tokens": 10587, "input_tokens": 10547, "output_tokens": 40, "cached": 0,
+              "input": 10547}
+    body["stats"] = json.loads(os.environ["FAKE_GEMINI_STATS"]) if os.environ.get(
+        "FAKE_GEMINI_STATS") else {**counts, "duration_ms": 184, "tool_calls": 0,
+                                   "models": {model: dict(counts)}}
     emit(body)
 
 

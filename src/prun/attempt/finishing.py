@@ -179,7 +179,7 @@ def _outcome(d: Dispatch, verdict: str, error: str | None, exit_code: int | None
         executor=p.executor.name, model=d.settings.model,
         requested_model=d.requested_model, session_id=stream.session_id,
         tool_uses=stream.tool_uses, tool_errors=stream.tool_errors,
-        denials=tuple(stream.denials or ()), usage=stream.usage,
+        denials=tuple(stream.denials or ()), usage=stream.usage, spend=stream.spend,
         quota_note=d.quota_note,
         quota=Quota(hit.group, hit.resets_at, hit.message) if hit else None,
         started_at=iso(d.started), finished_at=iso(finished),

@@ -5,7 +5,10 @@
 quota, cancelled, handed-off); ``reason`` a short slug saying why (``ok``, ``exit-nonzero``,
 ``status-error``, ``no-result-event``, ``short-response``, ``launch-failed``, ``resume-refused``,
 ``timeout``, ``cancelled``, ``quota``); ``exit_code`` the dispatcher's own (``ExitCode``);
-``worker_exit`` the worker's, None when it was not observed (never made up).
+``worker_exit`` the worker's, None when it was not observed (never made up). ``tokens``
+(``in``, ``out``, ``cached``) and ``cost_usd`` are what the agent CLI reported it used, as its
+executor read them (``executors.records.Usage``), each null when it reported none; ``usage``
+keeps the CLI's own record beside them.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from ..ledger.statuses import OutcomeKind
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..executors.records import Denial
+    from ..executors.records import Denial, Usage
     from .shapes import ResultIdentity
 
 EXIT_CODE = {OutcomeKind.SUCCEEDED: ExitCode.OK, OutcomeKind.TIMEOUT: ExitCode.TIMEOUT,
@@ -54,6 +57,7 @@ class Outcome:
     tool_errors: int = 0
     denials: tuple[Denial, ...] = ()
     usage: dict[str, Any] | None = None
+    spend: Usage | None = None            # usage as the executor read it (None: not reported)
     quota_note: str | None = None         # the quota gate's MODEL-FALLBACK or refusal line
     quota: Quota | None = None            # a quota error recognised in the run's output
     started_at: str | None = None
@@ -81,6 +85,10 @@ class Outcome:
         d["exit_code"] = int(self.exit_code)
         d["quota"] = asdict(self.quota) if self.quota else None
         d["denials"], d["escaped"] = list(self.denials), list(self.escaped) or None
+        s = self.spend
+        d["tokens"] = {"in": s.tokens_in if s else None, "out": s.tokens_out if s else None,
+                       "cached": s.tokens_cached if s else None}
+        d["cost_usd"] = s.cost_usd if s else None
         return d
 
     @classmethod
@@ -98,8 +106,18 @@ class Outcome:
             if isinstance(q, dict) else None
         values["denials"] = tuple(values.get("denials") or ())
         values["escaped"] = tuple(values.get("escaped") or ())
+        values["spend"] = _spend(d.get("tokens"), d.get("cost_usd"))
         return cls(kind=kind, reason=str(d.get("reason") or kind), **{
             k: v for k, v in values.items() if k != "reason"})
 
 
-_FIELDS = tuple(f for f in Outcome.__dataclass_fields__ if f not in ("kind", "lines"))
+def _spend(tokens: object, cost: object) -> Usage | None:
+    """``outcome.json``'s ``tokens`` and ``cost_usd`` read back."""
+    from ..executors.records import Usage, count, dollars
+
+    t = tokens if isinstance(tokens, dict) else {}
+    spent = Usage(count(t.get("in")), count(t.get("out")), count(t.get("cached")), dollars(cost))
+    return spent if spent.reported else None
+
+
+_FIELDS = tuple(f for f in Outcome.__dataclass_fields__ if f not in ("kind", "lines", "spend"))

@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "route": ("prun.cli.route", "choose the executor of each packet, with a reason"),
     "run": ("prun.cli.run", "run a plan: every packet through one supervisor"),
     "status": ("prun.cli.status", "show a run: counts, and the units that need attention"),
+    "top": ("prun.cli.status", "the live view of a run until it ends (prun status --watch)"),
     "wait": ("prun.cli.wait", "block until a run has something to act on"),
     "cancel": ("prun.cli.cancel", "cancel a run, a packet or an attempt"),
     "reassign": ("prun.cli.reassign", "a linked successor attempt for a packet"),

@@ -20,7 +20,8 @@ def supervise(ledger: Ledger, run_id: str, *, verbose: bool = False, plain: bool
     keeper.launch()  # its start-up overlaps the supervisor's imports
     try:
         from ..ledger import Ledger
-        from ..run.render import LineRenderer, LiveRenderer
+        from ..run.live import LiveRenderer
+        from ..run.render import LineRenderer
         from ..run.supervisor import run_supervisor
 
         live = sys.stdout.isatty() and not plain

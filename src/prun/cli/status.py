@@ -1,14 +1,23 @@
-"""Show a run: one RUN line, one UNIT line per packet that is not (yet) succeeded, and
-where the results are. Without RUN: the latest run of this repository.
+"""Show a run: one RUN line, one UNIT line per packet that needs attention, what each executor's
+units used, and where the results are. Without RUN: the latest run of this repository.
 
     RUN <run-id> status=<s> packets=<n> <status>=<count>... elapsed=<d> supervisor=<alive|gone>
-    UNIT <packet> <status> attempt=<id> executor=<x> elapsed=<d> [reason=..] [result=..]
+    UNIT <packet> <status> attempt=<id> executor=<x> elapsed=<d> [reason=..] [resets_at=..]
+         [note=..] [result=..] [parked_until=..] [waiting=receipt]
+    COST <executor> attempts=<n> tokens_in=<n> tokens_out=<n> cached=<n> usd=<x> [<total>_unknown=<k>]...
     RESULTS <folder>
 
-`--all` prints every packet; `--json` prints the run, its units and their attempts.
-A run whose status is running while its supervisor is gone needs `prun resume RUN`.
+`--all` prints every packet; `--json` prints the run, its units (each with its `tokens` and
+`cost_usd`), their attempts and each executor's totals (`cost`). A run whose status is running
+while its supervisor is gone needs `prun resume RUN`.
 
-exit codes: 0 shown; 2 no such run.
+`--watch` (or `prun top [RUN]`) follows the run until it ends: on a terminal, the live view
+`prun run` shows, redrawn at each change; otherwise these lines again at each new event of
+the run (never a terminal frame). Ctrl-C stops watching, not the run.
+
+exit codes: 0 shown; 2 no such run, or --watch with --json. With --watch, the run's own once it
+ended (0 every packet succeeded, 1 otherwise, 3 stopped, 124 its deadline passed), 7 its
+supervisor is gone while it runs (`prun resume RUN`), 130 Ctrl-C.
 """
 
 from __future__ import annotations
@@ -17,30 +26,75 @@ import argparse
 import json
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..ledger import Ledger
+    from ..run.view import Spend
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_id", nargs="?", metavar="RUN", help="run id or unique prefix")
     p.add_argument("--all", action="store_true", help="a line for every packet")
     p.add_argument("--json", action="store_true", help="the whole state as JSON")
+    p.add_argument("--watch", "-w", action="store_true",
+                   help="follow the run until it ends (the live view on a terminal)")
+    p.add_argument("--plain", action="store_true", help="with --watch: lines even on a terminal")
 
 
 def run(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
+    from ..errors import UsageError
     from ..ledger import Ledger
     from ..run.render import summary_lines
     from ..run.view import find_run, view
 
+    watch = args.watch or getattr(args, "command", None) == "top"
+    if watch and args.json:
+        raise UsageError("--watch and --json do not go together",
+                         hint="`prun status RUN --json` once, or --watch for the view")
     with Ledger.open(create=False) as ledger:
         row = find_run(ledger, args.run_id)
+        if watch:
+            return _watch(ledger, row["id"], everything=args.all, plain=args.plain)
         v = view(ledger, row["id"])
         if args.json:
             json.dump({"run": v.run, "supervisor_alive": v.supervisor_alive,
                        "counts": v.counts(), "units": [asdict(u) for u in v.units],
-                       "attempts": [dict(a) for a in ledger.attempts(row["id"])]},
+                       "attempts": [dict(a) for a in ledger.attempts(row["id"])],
+                       "cost": {s.executor: cost_json(s) for s in v.spend()}},
                       sys.stdout, indent=1, default=str)
             sys.stdout.write("\n")
             return 0
         for line in summary_lines(v, everything=args.all):
             print(line)
     return 0
+
+
+def _watch(ledger: Ledger, run_id: str, *, everything: bool, plain: bool) -> int:
+    from ..errors import ExitCode
+    from ..run.follow import follow_lines, follow_live
+    from ..run.render import summary_lines
+    from .foreground import exit_code
+
+    def emit(lines: list[str]) -> None:
+        sys.stdout.write("\n".join(lines) + "\n")
+        sys.stdout.flush()
+
+    if sys.stdout.isatty() and not plain:
+        v = follow_live(ledger, run_id)
+        emit(summary_lines(v))
+    else:
+        v = follow_lines(ledger, run_id, emit, everything=everything)
+    if v.run["status"] == "running":  # it ended because its supervisor is gone
+        print(f"prun: the supervisor of run {run_id} is gone (`prun resume {run_id}` takes "
+              "it over)", file=sys.stderr)
+        return ExitCode.SUPERVISOR_GONE
+    return exit_code(str(v.run["status"]))
+
+
+def cost_json(s: Spend) -> dict[str, object]:
+    """One executor's totals as ``--json`` carries them (names as in ``outcome.json``)."""
+    return {"attempts": s.attempts,
+            "tokens": {"in": s.tokens_in, "out": s.tokens_out, "cached": s.tokens_cached},
+            "cost_usd": s.cost_usd, "unknown": s.unknown}

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
     from ..quota.gate import GateDecision
     from .base import Event
-    from .records import Launch, QuotaHit, StreamResult, Unit
+    from .records import Launch, QuotaHit, StreamResult, Unit, Usage
 
 DEFAULT_MODEL = "gemini-3.8-flash-high"
 DEFAULT_EFFORT = "high"
@@ -121,7 +121,22 @@ class AgyReader(StreamReader):
             r.response = res.get("response") if isinstance(res.get("response"), str) else None
             r.error = _str(res.get("error")) or r.error
             r.usage = res.get("usage") if isinstance(res.get("usage"), dict) else None
+            r.spend = spend(r.usage, res)
             r.session_id = _str(res.get("conversation_id")) or r.session_id
+
+
+def spend(usage: Event | None, result: Event) -> Usage | None:
+    """The result's ``usage``, read by these names only: ``input_tokens`` (cached ones
+    included), ``output_tokens``, ``cached_tokens``; a cost only as ``cost_usd`` in the usage
+    or the result. agy's usage record has not been measured field by field: any other field
+    stays in the raw ``usage`` and counts for nothing."""
+    from .records import Usage, count, dollars
+
+    u = usage or {}
+    cost = u.get("cost_usd") if u.get("cost_usd") is not None else result.get("cost_usd")
+    spent = Usage(tokens_in=count(u.get("input_tokens")), tokens_out=count(u.get("output_tokens")),
+                  tokens_cached=count(u.get("cached_tokens")), cost_usd=dollars(cost))
+    return spent if spent.reported else None
 
 
 def _str(value: object) -> str | None:

@@ -25,7 +25,9 @@ stream-json (one object per line; key order varies, so lines are parsed, never p
   {"type":"system","subtype":"permission_denied","tool_name":...,"message":...}
   {"type":"system","subtype":"api_retry","attempt":...,"error_status":429,"error":...}
   {"type":"result","subtype":"success"|"error_during_execution","is_error":...,
-   "api_error_status":429|500|null,"result":...,"errors":[...],"permission_denials":[...]}
+   "api_error_status":429|500|null,"result":...,"errors":[...],"permission_denials":[...],
+   "total_cost_usd":...,"usage":{"input_tokens","output_tokens",
+   "cache_creation_input_tokens","cache_read_input_tokens",...}}
 
 Judgement (both signals): success is exit 0 *and* a ``result`` with ``is_error:false``.
 ``subtype`` says ``success`` even after a 429, a 500 or Claude's own timeout, so it is not
@@ -48,7 +50,7 @@ from .base import SONNET, Executor, Settings, StreamReader, as_object
 TYPE_CHECKING = False  # the records are imported where used (the dispatcher's fast path)
 if TYPE_CHECKING:
     from .base import Event
-    from .records import Judgement, Launch, QuotaHit, StreamResult, Unit
+    from .records import Judgement, Launch, QuotaHit, StreamResult, Unit, Usage
 
 DEFAULT_MODEL = "sonnet"
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
@@ -157,6 +159,7 @@ class ClaudeReader(StreamReader):
             r.api_error_status = status
         r.api_error_type = _str(obj.get("api_error_type")) or r.api_error_type
         r.usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
+        r.spend = spend(r.usage, obj.get("total_cost_usd"))
         if r.is_error:
             r.error = "; ".join(errors) or text or r.error or "claude reported an error"
             if r.api_error_status:
@@ -260,6 +263,21 @@ class Claude(Executor):
         text = (stream.error or "").strip()
         return QuotaHit(group=GROUP, resets_at=reset_from_text(text),
                         message=text.splitlines()[0] if text else "claude: rate limited (429)")
+
+
+def spend(usage: Event | None, cost: object) -> Usage | None:
+    """The result event's ``usage`` and ``total_cost_usd``. Anthropic's ``input_tokens``
+    leaves out the prompt tokens written to or read from the cache, so they are added back:
+    in = input + cache creation + cache read; cached = cache read."""
+    from .records import Usage, count, dollars, total
+
+    u = usage or {}
+    read = count(u.get("cache_read_input_tokens"))
+    spent = Usage(tokens_in=total(count(u.get("input_tokens")),
+                                  count(u.get("cache_creation_input_tokens")), read),
+                  tokens_out=count(u.get("output_tokens")), tokens_cached=read,
+                  cost_usd=dollars(cost))
+    return spent if spent.reported else None
 
 
 def _str(value: object) -> str | None:

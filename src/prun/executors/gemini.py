@@ -21,7 +21,8 @@ stream-json:
   {"type":"message","role":"assistant","content":"...","delta":true}   concatenated
   {"type":"tool_use","tool_name":...,"tool_id":...,"parameters":{...}}
   {"type":"tool_result","tool_id":...,"status":"success"|"error","error":{...}}
-  {"type":"result","status":"success"|"error","error":{"type","message"},"stats":{...}}
+  {"type":"result","status":"success"|"error","error":{"type","message"},
+   "stats":{"total_tokens","input_tokens","output_tokens","cached","input",...,"models":{...}}}
 
 Judgement (both signals): success is exit 0 *and* a ``result`` with ``status:"success"``; exit 0
 without a result is a failure (SIGTERM makes the CLI exit 0). Exit codes: HTTP status & 0xFF on
@@ -40,7 +41,7 @@ from .base import ORDINARY, Executor, Settings, StreamReader, as_object
 TYPE_CHECKING = False  # the records are imported where used (the dispatcher's fast path)
 if TYPE_CHECKING:
     from .base import Event
-    from .records import Judgement, Launch, QuotaHit, StreamResult, Unit
+    from .records import Judgement, Launch, QuotaHit, StreamResult, Unit, Usage
 
 DEFAULT_MODEL = "gemini-3.8-flash"
 GROUP = "gemini"
@@ -90,8 +91,27 @@ class GeminiReader(StreamReader):
             r.is_error = r.status != "success"
             stats = obj.get("stats")
             r.usage = stats if isinstance(stats, dict) else None
+            r.spend = spend(r.usage)
             if not r.is_error:
                 r.response = r.text
+
+
+def spend(stats: Event | None) -> Usage | None:
+    """The result event's ``stats``: ``input_tokens`` (cached ones included: its ``input``
+    is the uncached part), ``output_tokens``, ``cached``; the per-model entries under
+    ``models`` are summed only when the totals are missing. Gemini CLI reports no cost."""
+    from .records import Usage, count, total
+
+    s = stats or {}
+    models = [m for m in as_object(s.get("models")).values() if isinstance(m, dict)]
+
+    def field(key: str) -> int | None:
+        top = count(s.get(key))
+        return top if top is not None else total(*(count(m.get(key)) for m in models))
+
+    spent = Usage(tokens_in=field("input_tokens"), tokens_out=field("output_tokens"),
+                  tokens_cached=field("cached"))
+    return spent if spent.reported else None
 
 
 class Gemini(Executor):

@@ -54,6 +54,47 @@ class Denial(TypedDict):
     message: str
 
 
+@dataclass(frozen=True)
+class Usage:
+    """What one run of an agent CLI reported it used, normalised by its executor's reader.
+
+    ``tokens_in`` counts every input token the model read, cached ones included;
+    ``tokens_cached`` is the part of ``tokens_in`` read from a cache; ``tokens_out`` what the
+    model wrote. ``cost_usd`` is the CLI's own figure. Each is None when the CLI did not
+    report it: never estimated."""
+
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    tokens_cached: int | None = None
+    cost_usd: float | None = None
+
+    @property
+    def reported(self) -> bool:
+        """The CLI reported at least one of the four."""
+        return any(v is not None for v in (self.tokens_in, self.tokens_out,
+                                           self.tokens_cached, self.cost_usd))
+
+
+def count(value: object) -> int | None:
+    """A token count as reported: a non-negative integer, else None (not reported)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value) if value >= 0 and float(value).is_integer() else None
+
+
+def dollars(value: object) -> float | None:
+    """A cost as reported: a non-negative number, else None (not reported)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if 0 <= value < float("inf") else None
+
+
+def total(*parts: int | None) -> int | None:
+    """The sum of the counts reported; None when none was."""
+    known = [p for p in parts if p is not None]
+    return sum(known) if known else None
+
+
 @dataclass
 class StreamResult:
     """What a finished (or dead) run's output stream says."""
@@ -65,7 +106,8 @@ class StreamResult:
     response: str | None = None     # the final response text
     response_file: str | None = None  # or: a file holding it (command executor's stdout)
     error: str | None = None        # the backend's error text
-    usage: dict[str, Any] | None = None
+    usage: dict[str, Any] | None = None    # the CLI's own usage record, as printed
+    spend: Usage | None = None      # ... normalised by the executor (None: nothing reported)
     model: str | None = None        # the model the CLI reported
     tool_uses: int = 0
     tool_errors: int = 0

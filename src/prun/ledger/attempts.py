@@ -41,6 +41,10 @@ class AttemptFields(TypedDict, total=False):
     finished_at: str | None
     brief: str | None
     sandboxed: bool | None
+    tokens_in: int | None           # what its agent CLI reported it used (None: not reported)
+    tokens_out: int | None
+    tokens_cached: int | None
+    cost_usd: float | None
 
 
 _ATTEMPT_SET = frozenset(AttemptFields.__annotations__)

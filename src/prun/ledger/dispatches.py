@@ -85,9 +85,14 @@ def _record_dispatch(step: str, d: Dispatch) -> None:
             status = attempt_status(o.kind)
             if not d.receipt and o.kind != OutcomeKind.QUOTA:
                 status = Status.NOT_DISPATCHED
+            spent = o.spend
             ledger.update_attempt(attempt_id, o.reason, status=status, reason=o.reason,
                                   exit_code=int(o.exit_code), error=(o.error or None),
                                   resets_at=o.quota.resets_at if o.quota else None,
+                                  tokens_in=spent.tokens_in if spent else None,
+                                  tokens_out=spent.tokens_out if spent else None,
+                                  tokens_cached=spent.tokens_cached if spent else None,
+                                  cost_usd=spent.cost_usd if spent else None,
                                   finished_at=now_iso())
     finally:
         ledger.close()

@@ -57,6 +57,22 @@ class EventLog(WriteQueue):
             " WHERE run_id = ? AND kind = 'packet' GROUP BY packet_id)", (run_id,)).fetchall()
         return {r["packet_id"]: r["cause"] for r in rows if r["cause"]}
 
+    def packet_data(self, run_id: str) -> dict[str, dict[str, object]]:
+        """Each packet's latest status change's data, where it had some (a parked packet's
+        ``resets_at``: when it is launched again)."""
+        rows = self.conn.execute(
+            "SELECT packet_id, data FROM events WHERE seq IN (SELECT max(seq) FROM events"
+            " WHERE run_id = ? AND kind = 'packet' GROUP BY packet_id)", (run_id,)).fetchall()
+        out = {}
+        for r in rows:
+            try:
+                data = json.loads(r["data"]) if r["data"] else None
+            except ValueError:
+                data = None
+            if isinstance(data, dict):
+                out[r["packet_id"]] = data
+        return out
+
     def last_event_seq(self, run_id: str | None = None) -> int:
         if run_id is None:
             row = self.conn.execute("SELECT max(seq) FROM events").fetchone()

@@ -101,6 +101,13 @@ MIGRATIONS: list[str] = [
     ALTER TABLE attempts ADD COLUMN sandboxed INTEGER;
     ALTER TABLE requests ADD COLUMN data TEXT;
     """,
+    # 3: what each attempt's agent CLI reported it used (NULL: not reported)
+    """
+    ALTER TABLE attempts ADD COLUMN tokens_in INTEGER;
+    ALTER TABLE attempts ADD COLUMN tokens_out INTEGER;
+    ALTER TABLE attempts ADD COLUMN tokens_cached INTEGER;
+    ALTER TABLE attempts ADD COLUMN cost_usd REAL;
+    """,
 ]
 
 

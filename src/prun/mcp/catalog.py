@@ -72,7 +72,9 @@ def _watch_tools(server: MCPServer[Any], st: Prun) -> None:
         return await st.lines_of("run", argv, cwd, ctx, extra=_run_id)
 
     @server.tool(description="A run's state (prun status [RUN] --json): the RUN line, a UNIT "
-                 "line per packet that needs attention, RESULTS <folder>; with all, every packet.",
+                 "line per packet that needs attention, a COST line per executor (tokens, usd), "
+                 "RESULTS <folder>; with all, every packet. Each unit carries tokens and "
+                 "cost_usd; cost holds each executor's totals.",
                  annotations=READ_ONLY)
     async def status(ctx: Context, run: RunOpt = None,
                      all: Annotated[bool, Field(description="a line for every packet")] = False,

@@ -5,7 +5,12 @@ Line formats (one record per line, ``key=value`` words; values with spaces are J
     RUN <run-id> status=<s> packets=<n> <status>=<count>... elapsed=<d> supervisor=<alive|gone>
     UNIT <packet> <event> attempt=<attempt-id> executor=<x> [cause="..."] [result=<path>]
     STOPPED action="..." need="..."
+    COST <executor> attempts=<n> tokens_in=<n> tokens_out=<n> cached=<n> usd=<x> [<total>_unknown=<k>]...
     RESULTS <folder>
+
+A ``COST`` total is the sum of what the attempts that reported it reported; ``unknown`` when
+none did, and ``<total>_unknown=<k>`` when ``k`` of the attempts did not (it is then a lower
+bound). Only executors some attempt of which reported anything get a line.
 
 Without ``--verbose`` only what needs attention is printed per unit (failures, timeouts,
 cancellations, stalls, parking, a stopped run); successes show in the final counts.
@@ -23,10 +28,7 @@ from .events import NON_SUCCESS, Event
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from rich.table import Table
-
-    from ..ledger import Ledger
-    from .view import RunView, UnitView
+    from .view import RunView, Spend, UnitView
 
 
 def word(key: str, value: object) -> str:
@@ -82,6 +84,27 @@ def unit_line(u: UnitView, now: float) -> str:
         words.append(word("note", u.note.splitlines()[0][:200]))
     if u.result_path and u.status not in ("succeeded", "pending", "running", "parked"):
         words.append(word("result", u.result_path))
+    if u.parked_until:
+        words.append(word("parked_until", u.parked_until))
+    if u.waiting:
+        words.append(word("waiting", u.waiting))
+    return " ".join(words)
+
+
+# the names of the totals on a COST line, for the attempts' columns
+COST_WORDS = {"tokens_in": "tokens_in", "tokens_out": "tokens_out", "tokens_cached": "cached",
+              "cost_usd": "usd"}
+
+
+def cost_line(s: Spend) -> str:
+    words = ["COST", s.executor, word("attempts", s.attempts)]
+    for column, name in COST_WORDS.items():
+        value = getattr(s, column)
+        shown = "unknown" if value is None else f"{value:.4f}" if column == "cost_usd" \
+            else str(value)
+        words.append(word(name, shown))
+    words += [word(f"{COST_WORDS[c]}_unknown", n) for c, n in s.unknown.items()
+              if getattr(s, c) is not None]
     return " ".join(words)
 
 
@@ -96,8 +119,10 @@ def summary_lines(view: RunView, everything: bool = False) -> list[str]:
     lines = [run_line(view)]
     over = view.run["status"] != "running"
     for u in view.units:
-        if everything or u.status not in QUIET or (over and u.status != "succeeded"):
+        if (everything or u.status not in QUIET or u.waiting
+                or (over and u.status != "succeeded")):
             lines.append(unit_line(u, now))
+    lines += [cost_line(s) for s in view.spend()]
     lines.append(f"RESULTS {view.run['run_dir']}/results")
     return lines
 
@@ -128,59 +153,3 @@ class LineRenderer:
 
     def close(self) -> None:
         pass
-
-
-MAX_ROWS = 40
-# The live table shows what needs attention first, finished successes last.
-ORDER = {"failed": 0, "timeout": 0, "blocked": 0, "parked": 1, "running": 2, "cancelled": 3,
-         "pending": 4, "succeeded": 5}
-
-
-class LiveRenderer:
-    """A rich live table: unit, executor, model, state, elapsed, last activity."""
-
-    def __init__(self, ledger: Ledger, run_id: str):
-        from rich.console import Console
-        from rich.live import Live
-
-        self.ledger = ledger
-        self.run_id = run_id
-        self.console = Console()
-        self.notes: list[str] = []
-        self.live = Live(self._table(), console=self.console, refresh_per_second=2,
-                         transient=False, get_renderable=self._table)
-        self.live.start()
-
-    def handle(self, ev: Event) -> None:
-        if ev.kind in NON_SUCCESS and ev.cause:
-            self.notes = [*self.notes, f"{ev.packet_id or 'run'}: {ev.kind}: {ev.cause}"][-5:]
-
-    def _table(self) -> Table:
-        from rich.table import Table
-
-        from .view import view
-
-        t = Table(title=f"prun run {self.run_id}", expand=False)
-        for col in ("unit", "executor", "model", "state", "elapsed", "last activity"):
-            t.add_column(col)
-        now = time.time()
-        try:
-            v = view(self.ledger, self.run_id)
-        except Exception:
-            return t
-        units = sorted(v.units, key=lambda u: ORDER.get(u.status, 0))
-        for u in units[:MAX_ROWS]:
-            el = u.elapsed(now)
-            act = u.last_activity
-            t.add_row(u.packet_id, u.executor or "", u.model or "", u.status,
-                      format_duration(el) if el is not None else "",
-                      f"{format_duration(now - act)} ago" if act else "")
-        t.caption = "  ".join(f"{k}={n}" for k, n in sorted(v.counts().items()))
-        if len(units) > MAX_ROWS:
-            t.caption += f"  ({len(units) - MAX_ROWS} more not shown)"
-        if self.notes:
-            t.caption += "\n" + "\n".join(self.notes)
-        return t
-
-    def close(self) -> None:
-        self.live.stop()

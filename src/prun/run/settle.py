@@ -50,12 +50,15 @@ def settle(sup: Supervisor, u: UnitState, outcome: Outcome, why: str | None, *,
         note = f"{len(outcome.escaped)} process(es) left its process group: {what}"
         sup.emit("escaped", u, f"{note}; ended with it")
         cause += f"; {note}"
-    quota = outcome.quota
+    quota, spent = outcome.quota, outcome.spend
     sup.ledger.update_attempt(
         aid, cause, status=status, reason=outcome.reason, exit_code=outcome.worker_exit,
         error=outcome.error or None, model=outcome.model,
         resets_at=quota.resets_at if quota else None, quarantine=quarantined,
-        finished_at=now_iso())
+        tokens_in=spent.tokens_in if spent else None,
+        tokens_out=spent.tokens_out if spent else None,
+        tokens_cached=spent.tokens_cached if spent else None,
+        cost_usd=spent.cost_usd if spent else None, finished_at=now_iso())
     if u.superseded:
         u.superseded = False
         u.predecessor = aid

@@ -27,6 +27,27 @@ if TYPE_CHECKING:
     from ..ledger import Ledger
 
 QUARANTINED = "quarantined"
+SPEND_COLUMNS = ("tokens_in", "tokens_out", "tokens_cached", "cost_usd")  # the attempts'
+
+
+@dataclass(frozen=True)
+class Spend:
+    """One executor's totals over a run's finished attempts: each the sum of what the
+    attempts that reported it reported (None: none did); ``unknown`` counts, per column, the
+    attempts that did not report it (those totals are then lower bounds)."""
+
+    executor: str
+    attempts: int
+    tokens_in: int | None
+    tokens_out: int | None
+    tokens_cached: int | None
+    cost_usd: float | None
+    unknown: dict[str, int] = field(default_factory=dict)
+
+
+def _sum(rows: list[dict[str, Any]], column: str) -> Any:
+    known = [a[column] for a in rows if a.get(column) is not None]
+    return sum(known) if known else None
 
 
 @dataclass
@@ -42,13 +63,32 @@ class RunView:
     statuses: dict[str, str] = field(default_factory=dict)          # packet id -> its status
     notes: dict[str, str] = field(default_factory=dict)             # packet id -> its note
     supervisor_alive: bool = False
+    marks: dict[str, dict[str, Any]] = field(default_factory=dict)  # its last change's data
 
     @property
     def units(self) -> list[UnitView]:
         """Each packet as ``prun status`` shows it (its latest attempt, quarantined or not)."""
         return [_unit(p.id, self.statuses.get(p.id, "pending"), self.attempts.get(p.id, []),
-                      self.notes.get(p.id), {"executor": p.executor, "model": p.model})
+                      self.notes.get(p.id), {"executor": p.executor, "model": p.model},
+                      self.marks.get(p.id) or {})
                 for p in self.packets]
+
+    def spend(self) -> list[Spend]:
+        """What each executor's finished attempts reported they used, by executor name;
+        only executors of which some attempt reported something."""
+        by: dict[str, list[dict[str, Any]]] = {}
+        for a in (a for rows in self.attempts.values() for a in rows):
+            if a.get("finished_at"):
+                by.setdefault(a.get("executor") or "?", []).append(a)
+        out = []
+        for name in sorted(by):
+            rows = by[name]
+            if any(a.get(c) is not None for a in rows for c in SPEND_COLUMNS):
+                tokens_in, tokens_out, cached, cost = (_sum(rows, c) for c in SPEND_COLUMNS)
+                out.append(Spend(name, len(rows), tokens_in, tokens_out, cached, cost,
+                                 unknown={c: n for c in SPEND_COLUMNS
+                                          if (n := sum(a.get(c) is None for a in rows))}))
+        return out
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -140,7 +180,8 @@ def view(ledger: Ledger, run_id: str) -> RunView:
     for a in ledger.attempts(run_id):
         attempts.setdefault(a["packet_id"], []).append(dict(a))
     return RunView(run, packets, attempts, bases, {r["id"]: r["status"] for r in rows},
-                   ledger.packet_notes(run_id), supervisor_alive(run))
+                   ledger.packet_notes(run_id), supervisor_alive(run),
+                   ledger.packet_data(run_id))
 
 
 @dataclass
@@ -161,6 +202,10 @@ class UnitView:
     reason: str | None
     resets_at: str | None
     note: str | None = None        # the cause of its last status change (why it waits)
+    tokens: dict[str, int | None] = field(default_factory=dict)  # in, out, cached: its attempts'
+    cost_usd: float | None = None  # ... and their cost (None: none reported)
+    parked_until: str | None = None  # parked: when it is launched again
+    waiting: str | None = None     # "receipt": handed to the coordinator, no receipt yet
 
     def elapsed(self, now: float) -> float | None:
         if self.started is None:
@@ -169,7 +214,7 @@ class UnitView:
 
 
 def _unit(packet_id: str, status: str, attempts: list[dict[str, Any]], note: str | None,
-          fallback: Mapping[str, Any]) -> UnitView:
+          fallback: Mapping[str, Any], mark: Mapping[str, Any]) -> UnitView:
     from ..ledger import Status
 
     a = attempts[-1] if attempts else None
@@ -179,6 +224,7 @@ def _unit(packet_id: str, status: str, attempts: list[dict[str, Any]], note: str
             activity = os.stat(os.path.join(a["state_dir"], "tail")).st_mtime
         except OSError:
             activity = None
+    tokens_in, tokens_out, cached, cost = (_sum(attempts, c) for c in SPEND_COLUMNS)
     return UnitView(
         packet_id=packet_id, status=status,
         executor=a["executor"] if a else fallback.get("executor"),
@@ -187,4 +233,19 @@ def _unit(packet_id: str, status: str, attempts: list[dict[str, Any]], note: str
         started=epoch(a["dispatched_at"]) if a else None,
         finished=epoch(a["finished_at"]) if a else None, last_activity=activity,
         result_path=a["result_path"] if a else None, reason=a["reason"] if a else None,
-        resets_at=a["resets_at"] if a else None, note=note)
+        resets_at=a["resets_at"] if a else None, note=note,
+        tokens={"in": tokens_in, "out": tokens_out, "cached": cached}, cost_usd=cost,
+        parked_until=(str(mark.get("resets_at") or "") or None) if status == "parked" else None,
+        waiting="receipt" if _waits_for_receipt(status, a) else None)
+
+
+def _waits_for_receipt(status: str, a: Mapping[str, Any] | None) -> bool:
+    """A unit handed to the coordinator (a handoff file in its state dir) whose receipt has
+    not come yet."""
+    from ..attempt import statedir
+
+    if status != "running" or a is None or a["receipt"] or not a["state_dir"] \
+            or a["status"] != "pending":
+        return False
+    return (os.path.exists(os.path.join(a["state_dir"], statedir.HANDOFF))
+            and not os.path.exists(os.path.join(a["state_dir"], statedir.RECEIPT)))
