@@ -68,7 +68,9 @@ class Fifo:
 
 
 # A daemon that leaves its unit's process group and keeps trying to rewrite the published
-# result (and its own outbox) until it is killed; it holds the fifo open while it lives.
+# result (and its own outbox, once it exists) until it is killed; it holds the fifo open while
+# it lives. It never creates either: a file a unit's own process writes before the unit is
+# judged is the unit's result, however it was written.
 DAEMON = textwrap.dedent("""
     import os, sys, time
     fifo, targets = sys.argv[1], sys.argv[2:]
@@ -81,11 +83,12 @@ DAEMON = textwrap.dedent("""
     while True:
         time.sleep(0.05)
         for t in targets:
-            try:
-                with open(t, "a") as f:
-                    f.write("rewritten by a process the unit left behind\\n")
-            except OSError:
-                pass
+            try:             # only a file that exists: one prun published, or an outbox
+                fd = os.open(t, os.O_WRONLY | os.O_APPEND)
+            except OSError:  # (creating the outbox would be the unit's own result)
+                continue
+            os.write(fd, b"rewritten by a process the unit left behind\\n")
+            os.close(fd)
 """)
 
 LEAVE_A_DAEMON = """
