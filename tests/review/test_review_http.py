@@ -102,3 +102,21 @@ def test_bad_usage_is_one_line(finished_run):
         r = prun("review", *args, cwd=f.repo, env=f.env)
         assert r.returncode == 2, (args, r.stdout, r.stderr)
         assert r.stderr.count("\n") == 1 and words in r.stderr, r.stderr
+
+
+def test_the_web_libraries_are_imported_only_to_serve(finished_run, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    f = finished_run
+    probe = ("import sys\nfrom prun.cli import main\n"
+             f"code = main(['review', {f.run_id!r}, '--json'])\n"
+             "import prun.review.decide, prun.review.model, prun.cli.integrate\n"
+             "web = sorted(m for m in sys.modules\n"
+             "             if m.split('.')[0] in ('aiohttp', 'markdown_it', 'pygments'))\n"
+             "print('WEB', *web, file=sys.stderr)\nsys.exit(code)\n")
+    p = subprocess.run([sys.executable, "-c", probe], cwd=f.repo, env={**os.environ, **f.env},
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.strip() == "WEB", p.stderr

@@ -7,11 +7,12 @@ files included) and applied in order (packets after those they come `after`, tie
 each checked first with `git apply --check`. Rejected and needs-review changes are applied
 only when named with --include or when the person recorded an `accept` or `include` decision
 on the packet's deciding attempt (`prun review`); a `reject` decision leaves a change out
-whatever its verdict (an --include on the command line overrides it). Then the plan's combined check command runs on the exact
-result. Nothing is staged or committed. Lines are printed as each unit is done; a journal in
-the run's folder records each patch before and after it is applied, so an integrate that was
-killed is named by the next one, which applies nothing twice (`already=yes`) and leaves a
-patch that may be half-applied as a CONFLICT with `interrupted-integrate`. Lines:
+whatever its verdict (an --include on the command line overrides it). Then the plan's
+combined check command runs on the exact result. Nothing is staged or committed. Lines are
+printed as each unit is done; a journal in the run's folder records each patch before and
+after it is applied, so an integrate that was killed is named by the next one, which applies
+nothing twice (`already=yes`) and leaves a patch that may be half-applied as a CONFLICT with
+`interrupted-integrate`. Lines:
 
     INTERRUPTED applied=<packet,...|none> partial=<packet|none>   (an earlier integrate was killed)
     APPLIED <packet> files=<n> +<added> -<deleted> [verdict=<v>] [decision=<d>] [already=yes]

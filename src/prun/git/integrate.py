@@ -8,7 +8,8 @@ does not apply is skipped and its conflicts are named by file and by the unit th
 file before it (or ``working-tree`` when the tree itself differs). Rejected and needs-review
 changes are applied only when the person names them (``include``, or a recorded ``accept`` or
 ``include`` decision); a change the person rejected (a ``reject`` decision) is left out whatever
-its verdict. Then the plan's combined check runs on the exact result. Nothing is staged or committed: the person reads ``git diff`` and commits.
+its verdict. Then the plan's combined check runs on the exact result. Nothing is staged or
+committed: the person reads ``git diff`` and commits.
 """
 
 from __future__ import annotations

@@ -29,7 +29,8 @@ from .statuses import (
 from .store import Ledger, default_path, prun_dir, repo_root
 from .writes import now_iso
 
-__all__ = ["ATTEMPT_STATUS", "DECISIONS", "MIGRATIONS", "PACKET_STATUS", "TERMINAL", "AttemptFields", "Ledger",
+__all__ = ["ATTEMPT_STATUS", "DECISIONS", "MIGRATIONS", "PACKET_STATUS", "TERMINAL",
+           "AttemptFields", "Ledger",
            "OutcomeKind", "PacketRecord", "PacketStatus", "RunRecord", "RunStatus", "Status",
            "attempt_status", "default_path", "now_iso", "prun_dir", "record_dispatch",
            "record_receipt", "repo_root"]

@@ -53,9 +53,9 @@ class Cost:
 def cost_of(attempt: Mapping[str, Any]) -> Cost:
     """The cost of the attempt whose ledger row is ``attempt`` ({}: no attempt)."""
     state_dir = attempt.get("state_dir")
-    outcome = read_json(os.path.join(state_dir, "outcome.json")) if state_dir else None
-    outcome = outcome if isinstance(outcome, dict) else {}
-    tokens = outcome.get("tokens") if isinstance(outcome.get("tokens"), dict) else {}
+    read = read_json(os.path.join(state_dir, "outcome.json")) if state_dir else None
+    outcome: dict[str, Any] = read if isinstance(read, dict) else {}
+    tokens: dict[str, Any] = outcome["tokens"] if isinstance(outcome.get("tokens"), dict) else {}
     found = Cost(_int(tokens.get("in")), _int(tokens.get("out")), _int(tokens.get("cached")),
                  _float(outcome.get("cost_usd")))
     if found.known:

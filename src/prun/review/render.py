@@ -9,6 +9,7 @@ page reads with JavaScript off; its forms post without it too.
 from __future__ import annotations
 
 from html import escape
+from typing import Any
 from urllib.parse import quote
 
 from .cost import Cost
@@ -147,7 +148,8 @@ def _change(p: PacketPage) -> str:
         parts.append(f'<details open class="file"><summary>{escape(f.status)} '
                      f"<code>{escape(f.path)}</code>{frm} ({size})</summary>"
                      f"{render_diff(f, p.diffs.get(f.path, ''))}</details>")
-    return f"<h3>Change ({len(p.files)} files)</h3>" + "".join(parts)
+    count = f"{len(p.files)} file{'s' if len(p.files) > 1 else ''}"
+    return f"<h3>Change ({count})</h3>" + "".join(parts)
 
 
 def markdown(text: str) -> str:
@@ -156,7 +158,7 @@ def markdown(text: str) -> str:
 
     md = MarkdownIt("commonmark", {"html": False, "highlight": _code})
     md.enable(["table", "strikethrough"])
-    return md.render(text)
+    return str(md.render(text))
 
 
 def _code(code: str, lang: str, attrs: str) -> str:
@@ -197,5 +199,5 @@ def css_code() -> str:
     """Pygments' style for highlighted code and diff lines."""
     from pygments.formatters import HtmlFormatter
 
-    fmt = HtmlFormatter(style="default")
+    fmt: Any = HtmlFormatter(style="default")  # get_style_defs is untyped in the stubs
     return str(fmt.get_style_defs([".markdown pre", ".diff td"]))
