@@ -68,7 +68,7 @@ def test_reading_works_with_javascript_off(server, browser):
 
 
 def test_a_rejection_clicked_is_recorded_and_integrate_leaves_it_out(server, browser,
-                                                                      finished_run):
+                                                                      finished_run, artifacts):
     from prun.ledger import Ledger
 
     f = finished_run
@@ -81,6 +81,7 @@ def test_a_rejection_clicked_is_recorded_and_integrate_leaves_it_out(server, bro
     expect(page.locator("#row-feature td.decided")).to_have_text("reject by tester")
     expect(page.locator("#p-feature ul.history li").first).to_contain_text(
         "renames the helpers; not now")
+    page.screenshot(path=str(artifacts / "review-rejected.png"))
 
     with Ledger.open(f.env["PRUN_LEDGER"], create=False) as ledger:
         decided = [dict(r) for r in ledger.decisions(f.run_id, "feature")]

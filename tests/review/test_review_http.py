@@ -104,6 +104,19 @@ def test_bad_usage_is_one_line(finished_run):
         assert r.stderr.count("\n") == 1 and words in r.stderr, r.stderr
 
 
+def test_a_port_in_use_is_refused_in_one_line(finished_run):
+    import socket
+
+    f = finished_run
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        r = prun("review", f.run_id, "--port", str(port), cwd=f.repo, env=f.env)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stdout == "" and f"cannot listen on 127.0.0.1:{port}" in r.stderr
+
+
 def test_the_web_libraries_are_imported_only_to_serve(finished_run, tmp_path):
     import os
     import subprocess
