@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._util.fsutil import tail_bytes
+from ..errors import PrunError
 from ..git.changes import FileChange, file_diffs
 from ..git.reconcile import LINE_WORD, Verdict, reconcile
 from ..git.sections import section_reasons
@@ -147,7 +148,12 @@ def _packet(rv: RunView, p: Packet, v: Verdict, decisions: list[Decision]) -> Pa
     result_path = v.recovered or v.result_file
     result = _read(result_path, RESULT_LIMIT)
     files = list(v.change.files) if v.change else []
-    diffs = file_diffs(v.change.clone, v.change.base, files) if v.change and files else {}
+    diffs: dict[str, str] = {}
+    if v.change and files:
+        try:
+            diffs = file_diffs(v.change.clone, v.change.base, files)
+        except PrunError:  # the clone went away since reconcile read it: files named only
+            diffs = {}
     return PacketPage(
         id=p.id, kind=p.kind, executor=a.get("executor") or p.executor,
         model=a.get("model") or a.get("requested_model") or p.model,
