@@ -4,7 +4,8 @@
 Packets:
     feature   changes its owned files (a modification, an addition, a rename, a binary): ACCEPTED
     leak      also changes README.md, outside what it owns: REJECTED (scope-leak)
-    hollow    a code unit that changes nothing: REVIEW (hollow-empty-diff)
+    hollow    a Claude Code unit (the fake CLI) that changes nothing: REVIEW (hollow-empty-diff);
+              it reports what it used (1,200 tokens in, 30 out, 1,000 cached, $0.0125)
     report    changes its owned file, but its result lacks a required section: REJECTED
 """
 
@@ -34,7 +35,8 @@ def finished_run(tmp_path_factory) -> Fixture:
         unit("leak", ["src/lib/**"], {
             "write": {"src/lib/core.py": "CORE = 2\n", "README.md": "changed\n"},
             "result": "## Summary\n\nChanged core and the readme.\n"}),
-        unit("hollow", ["tests/**"], {"result": "## Summary\n\nNothing needed changing.\n"}),
+        {"id": "hollow", "kind": "code", "executor": "claude", "model": "sonnet",
+         "owns": ["tests/**"], "prompt": "Check the tests; change them only if needed."},
         unit("report", ["docs/**"], {"write": {"docs/guide.md": "# Guide\n\nMore.\n"},
                                       "result": "## Summary\n\nWrote the guide.\n"},
               requires=["Summary", "Risks"]),

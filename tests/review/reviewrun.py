@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from helpers import FAKES, make_fake_cli
+
 WORKER = Path(__file__).with_name("worker.py")
 RESULT = """## Summary
 
@@ -61,7 +63,16 @@ def make_repo(root: Path) -> tuple[Path, dict[str, str]]:
            "XDG_STATE_HOME": str(root / "xdg-state"), "PRUN_KILL_GRACE_SECONDS": "1",
            "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid",
-           "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": str(root / "gitconfig")}
+           "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": str(root / "gitconfig"),
+           # the fake Claude Code: what a claude unit used is reported as the real one does
+           "PRUN_CLAUDE_BIN": str(make_fake_cli(root / "bin", "claude",
+                                                FAKES / "fake_claude.py")),
+           "FAKE_CLAUDE_HOME": str(root / "claude-home"), "IS_SANDBOX": "1",
+           "FAKE_CLAUDE_USAGE": json.dumps({"input_tokens": 200, "cache_read_input_tokens": 1000,
+                                            "cache_creation_input_tokens": 0,
+                                            "output_tokens": 30}),
+           "FAKE_CLAUDE_COST": "0.0125",
+           "FAKE_CLAUDE_RESPONSE": "## Summary\n\nNothing needed changing.\n"}
     repo = root / "repo"
     (repo / "src/app").mkdir(parents=True)
     (repo / "src/lib").mkdir(parents=True)

@@ -17,8 +17,9 @@ def rows(page) -> dict[str, dict[str, str]]:
     out = {}
     for row in page.locator("#packets tbody tr").all():
         cells = [c.inner_text().strip() for c in row.locator("td").all()]
-        out[cells[0]] = {"kind": cells[1], "executor": cells[2], "status": cells[4],
-                         "verdict": cells[5], "reasons": cells[6], "decision": cells[8]}
+        out[cells[0]] = {"kind": cells[1], "executor": cells[2], "model": cells[3],
+                         "status": cells[4], "verdict": cells[5], "reasons": cells[6],
+                         "cost": cells[7], "decision": cells[8]}
     return out
 
 
@@ -31,7 +32,11 @@ def test_every_packet_with_its_verdict(browser, server, artifacts):
     assert got["leak"]["reasons"] == "reason=scope-leak path=README.md"
     assert got["hollow"]["reasons"] == "reason=hollow-empty-diff"
     assert got["report"]["reasons"] == "reason=missing-section section=Risks"
-    assert all(v["executor"] == "command" and v["status"] == "succeeded" for v in got.values())
+    assert all(v["status"] == "succeeded" for v in got.values())
+    assert (got["hollow"]["executor"], got["hollow"]["model"]) == ("claude", "sonnet")
+    assert (got["hollow"]["cost"], got["feature"]["cost"]) == ("$0.0125", "—")
+    expect(page.locator("#p-hollow dd.cost")).to_have_text(
+        "$0.0125 · tokens in 1,200, out 30, cached 1,000")
     sections = page.locator("#p-report ul.sections li")
     expect(sections).to_have_text(["Summary: found", "Risks: missing"])
     shot = artifacts / "review.png"

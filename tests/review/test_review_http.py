@@ -78,8 +78,14 @@ def test_json_and_decide_from_the_command_line(finished_run):
                         "report": "REJECTED"}
     report = next(p for p in page["packets"] if p["packet"] == "report")
     assert report["sections"] == {"Summary": "found", "Risks": "missing"}
-    assert page["packets"][0]["cost"] == {"tokens": {"in": None, "out": None, "cached": None},
-                                          "cost_usd": None}
+    cost = {p["packet"]: p["cost"] for p in page["packets"]}
+    assert cost["feature"] == {"tokens": {"in": None, "out": None, "cached": None},
+                               "cost_usd": None}                  # a command reports nothing
+    assert cost["hollow"] == {"tokens": {"in": 1200, "out": 30, "cached": 1000},
+                              "cost_usd": 0.0125}
+    assert page["cost"] == cost["hollow"]
+    hollow = next(p for p in page["packets"] if p["packet"] == "hollow")
+    assert (hollow["executor"], hollow["model"]) == ("claude", "sonnet")
 
     r = prun("review", f.run_id, "--decide", "hollow", "include", "--note", "looked: fine",
              "--as", "Ada", cwd=f.repo, env=f.env)

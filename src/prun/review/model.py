@@ -14,12 +14,13 @@ from typing import Any
 
 from .._util.fsutil import tail_bytes
 from ..errors import PrunError
+from ..executors.records import Usage
 from ..git.changes import FileChange, file_diffs
 from ..git.reconcile import LINE_WORD, Verdict, reconcile
 from ..git.sections import section_reasons
 from ..plan import Packet
 from ..run.view import RunView, view
-from .cost import Cost, cost_of
+from .cost import as_dict, cost_of, spent
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ class PacketPage:
     sections: list[Section]
     files: list[FileChange]
     diffs: dict[str, str]
-    cost: Cost
+    cost: Usage
     decisions: list[Decision] = field(default_factory=list)   # oldest first
 
     @property
@@ -78,7 +79,7 @@ class PacketPage:
                 "reasons": self.reasons, "attempt": self.attempt_id, "attempts": self.attempts,
                 "result_file": self.result_path,
                 "sections": {s.name: s.state for s in self.sections},
-                "files": [f.as_dict() for f in self.files], "cost": self.cost.as_dict(),
+                "files": [f.as_dict() for f in self.files], "cost": as_dict(self.cost),
                 "decision": self.decision.as_dict() if self.decision else None,
                 "decisions": [d.as_dict() for d in self.decisions]}
 
@@ -104,7 +105,7 @@ class RunPage:
     seq: int                       # the run's last event: the page's version
     packets: list[PacketPage]
     check: CheckLog
-    cost: Cost
+    cost: Usage
 
     def counts(self) -> dict[str, int]:
         out = {w: 0 for w in LINE_WORD.values()}
@@ -114,7 +115,7 @@ class RunPage:
 
     def as_dict(self) -> dict[str, Any]:
         return {"run": self.id, "status": self.status, "base": self.base, "live": self.live,
-                "version": self.seq, "counts": self.counts(), "cost": self.cost.as_dict(),
+                "version": self.seq, "counts": self.counts(), "cost": as_dict(self.cost),
                 "check": self.check.as_dict(), "packets": [p.as_dict() for p in self.packets]}
 
 
@@ -140,7 +141,7 @@ def build(ledger: Ledger, run_id: str) -> RunPage:
     live = rv.run.get("status") == "running" or any(
         p.status in ("pending", "parked", "running") for p in packets)
     return RunPage(rv.id, str(rv.run.get("status")), rv.run.get("base"), rv.repo_root, live,
-                   seq, packets, _check(ledger, rv), Cost.total(p.cost for p in packets))
+                   seq, packets, _check(ledger, rv), spent(p.cost for p in packets))
 
 
 def _packet(rv: RunView, p: Packet, v: Verdict, decisions: list[Decision]) -> PacketPage:

@@ -12,9 +12,12 @@ from html import escape
 from typing import Any
 from urllib.parse import quote
 
-from .cost import Cost
 from .diffview import render_diff
 from .model import Decision, PacketPage, RunPage
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..executors.records import Usage
 
 VERDICT_CLASS = {"ACCEPTED": "accepted", "REJECTED": "rejected", "REVIEW": "review"}
 REFRESH_S = 5             # the reload of a live run's page with JavaScript off
@@ -83,7 +86,7 @@ def _packet(p: PacketPage, run_id: str, token: str) -> str:
              ("status", p.status), ("attempt", f"{p.attempt_id or 'none'} (of {p.attempts})"),
              ("result", p.result_path or "—")]
     dl = "".join(f"<dt>{k}</dt><dd>{escape(v)}</dd>" for k, v in facts)
-    dl += f"<dt>cost</dt><dd>{_cost(p.cost, full=True)}</dd>"
+    dl += f'<dt>cost</dt><dd class="cost">{_cost(p.cost, full=True)}</dd>'
     reasons = ("<ul class=\"reasons\">" + "".join(f"<li><code>{escape(r)}</code></li>"
                                                    for r in p.reasons) + "</ul>"
                if p.reasons else "<p>no reasons: nothing found against it</p>")
@@ -176,13 +179,13 @@ def _code(code: str, lang: str, attrs: str) -> str:
     return str(highlight(code, lexer, HtmlFormatter(nowrap=True)))  # markdown-it wraps it
 
 
-def _cost(c: Cost, *, full: bool = False) -> str:
+def _cost(c: Usage, *, full: bool = False) -> str:
     def n(v: int | None) -> str:
         return "—" if v is None else f"{v:,}"
 
-    usd = "—" if c.usd is None else f"${c.usd:.4f}"
+    usd = "—" if c.cost_usd is None else f"${c.cost_usd:.4f}"
     if not full:
-        return usd if c.usd is not None or not c.known else f"{n(c.tokens_in)} in"
+        return usd if c.cost_usd is not None or not c.reported else f"{n(c.tokens_in)} in"
     return (f"{usd} · tokens in {n(c.tokens_in)}, out {n(c.tokens_out)}, "
             f"cached {n(c.tokens_cached)}")
 
