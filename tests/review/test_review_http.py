@@ -32,6 +32,7 @@ def test_the_token_is_required(server):
     tok = server.token
     assert request(server, "GET", "/")[0] == 403
     assert request(server, "GET", "/?token=wrong")[0] == 403
+    assert request(server, "GET", "/?token=%C3%A9t%C3%A9")[0] == 403       # not ASCII
     assert request(server, "GET", "/version")[0] == 403
     assert request(server, "GET", "/static/review.css")[0] == 403
     assert request(server, "GET", "/", headers={"Cookie": "prun_review=wrong"})[0] == 403

@@ -101,11 +101,14 @@ def _allowed(review: Review, request: web.Request) -> tuple[bool, bool]:
     """(the request may be served, it brought the token in its query)."""
     if request.host not in review.hosts:
         return False, False
-    query = request.query.get("token", "")
-    if query and secrets.compare_digest(query, review.token):
+    if _same(request.query.get("token", ""), review.token):
         return True, True
-    cookie = request.cookies.get(COOKIE, "")
-    return bool(cookie) and secrets.compare_digest(cookie, review.token), False
+    return _same(request.cookies.get(COOKIE, ""), review.token), False
+
+
+def _same(given: str, token: str) -> bool:
+    """``given`` is the token (compared in constant time; any text may be given)."""
+    return bool(given) and secrets.compare_digest(given.encode(), token.encode())
 
 
 def app(review: Review) -> web.Application:
@@ -134,8 +137,7 @@ def app(review: Review) -> web.Application:
 
     async def post_decide(request: web.Request) -> web.StreamResponse:
         form = await request.post()
-        token = str(form.get("token", ""))
-        if not token or not secrets.compare_digest(token, review.token):
+        if not _same(str(form.get("token", "")), review.token):
             return web.Response(status=403, text="forbidden: the form carries no valid token\n")
         packet = str(form.get("packet", ""))
         try:
