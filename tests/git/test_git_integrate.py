@@ -117,6 +117,28 @@ def test_rejected_changes_are_applied_only_when_named(repo, units):
         integrate(report, packets, str(repo), include=["nope"])
 
 
+def test_the_persons_decisions_are_honoured_as_include_and_rejection(repo, units):
+    report, packets = units({
+        "good": (["src/app/**"], {"src/app/main.py": "good\n"}),
+        "leaky": (["src/lib/**"], {"README.md": "leak\n"}),
+        "other": (["src/lib/**"], {"pyproject.toml": "other\n"}),
+    })
+    decided = integrate(report, packets, str(repo),
+                        decisions={"good": "reject", "leaky": "include", "other": "accept"})
+    lines = decided.lines()
+    assert "SKIPPED good verdict=accepted decision=reject" in lines
+    assert "APPLIED leaky files=1 +1 -1 verdict=rejected decision=include" in lines
+    assert "APPLIED other files=1 +1 -2 verdict=rejected decision=accept" in lines
+    assert (repo / "src/app/main.py").read_text().startswith("def main")
+    assert (repo / "README.md").read_text() == "leak\n"
+    assert [u.as_dict()["decision"] for u in decided.units] == ["reject", "include", "accept"]
+    # a packet named with --include is applied whatever the person decided before
+    named = integrate(report, packets, str(repo), include=["good"], decisions={"good": "reject"},
+                      allow_dirty=True)
+    assert "APPLIED good files=1 +1 -2" in named.lines()
+    assert (repo / "src/app/main.py").read_text() == "good\n"
+
+
 def test_uncommitted_local_change_in_the_target_is_a_conflict(repo, units):
     report, packets = units({"a": (["src/app/**"], {"src/app/util.py": "new\n"})})
     (repo / "src/app/util.py").write_text("local edit\n")

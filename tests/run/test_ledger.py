@@ -151,3 +151,20 @@ def test_deferred_writes_flush_in_order_and_up_to_a_mark(tmp_path):
         events = led.events()
         assert [e["status"] for e in events] == ["pending", "dispatched"]
         assert events[0]["at"] <= events[1]["at"]   # stamped when called, not when flushed
+
+
+def test_decisions_are_kept_with_who_when_and_why_and_the_latest_on_an_attempt_counts(tmp_path):
+    with Ledger.open(tmp_path / "l.sqlite") as led:
+        led.record_decision("r1", "a", "r1:a:1", "include", "ada")
+        at = led.record_decision("r1", "a", "r1:a:1", "reject", "bob", "too wide")
+        led.record_decision("r1", "b", "r1:b:1", "accept", "ada")
+        led.record_decision("r2", "a", "r2:a:1", "accept", "ada")
+        assert [r["decision"] for r in led.decisions("r1")] == ["include", "reject", "accept"]
+        current = led.current_decisions("r1", {"a": "r1:a:1", "b": "r1:b:2"})
+        assert set(current) == {"a"}                # b's was made on an earlier attempt
+        row = current["a"]
+        assert (row["decision"], row["who"], row["note"], row["at"]) == ("reject", "bob",
+                                                                         "too wide", at)
+        events = [e for e in led.events("r1") if e["kind"] == "decision"]
+        assert [(e["packet_id"], e["status"], e["cause"]) for e in events] == [
+            ("a", "include", "by ada"), ("a", "reject", "by bob"), ("b", "accept", "by ada")]

@@ -43,6 +43,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gather": ("prun.cli.gather", "wait until result files land, printing each as it does"),
     "reconcile": ("prun.cli.reconcile", "judge every packet of a run: accepted, rejected, review"),
     "integrate": ("prun.cli.integrate", "apply accepted changes, run the combined check, no commit"),
+    "review": ("prun.cli.review", "a local page to review a run and accept or reject packets"),
     "pause": ("prun.cli.pause", "save a unit's diff as a patch and stop it"),
     "clean": ("prun.cli.clean", "remove a run's workspaces (and evidence) as retention allows"),
     "ledger": ("prun.cli.ledger", "show the ledger of runs, packets, attempts and events"),

@@ -5,18 +5,21 @@
 Each code unit's change is taken from its clone as a binary patch against its base (untracked
 files included) and applied in order (packets after those they come `after`, ties by id),
 each checked first with `git apply --check`. Rejected and needs-review changes are applied
-only when named with --include. Then the plan's combined check command runs on the exact
-result. Nothing is staged or committed. Lines are printed as each unit is done; a journal in
-the run's folder records each patch before and after it is applied, so an integrate that was
-killed is named by the next one, which applies nothing twice (`already=yes`) and leaves a
-patch that may be half-applied as a CONFLICT with `interrupted-integrate`. Lines:
+only when named with --include or when the person recorded an `accept` or `include` decision
+on the packet's deciding attempt (`prun review`); a `reject` decision leaves a change out
+whatever its verdict (an --include on the command line overrides it). Then the plan's
+combined check command runs on the exact result. Nothing is staged or committed. Lines are
+printed as each unit is done; a journal in the run's folder records each patch before and
+after it is applied, so an integrate that was killed is named by the next one, which applies
+nothing twice (`already=yes`) and leaves a patch that may be half-applied as a CONFLICT with
+`interrupted-integrate`. Lines:
 
     INTERRUPTED applied=<packet,...|none> partial=<packet|none>   (an earlier integrate was killed)
-    APPLIED <packet> files=<n> +<added> -<deleted> [already=yes]
+    APPLIED <packet> files=<n> +<added> -<deleted> [verdict=<v>] [decision=<d>] [already=yes]
     CHANGED <packet> <status> <path> +<a> -<d>|binary [from=<old path>]
     OVERLAP <packet> path=<path> with=<packet>      (applied; an earlier unit touched it too)
     CONFLICT <packet> path=<path> with=<packet>|working-tree   (not applied)
-    SKIPPED <packet> verdict=rejected|needs-review
+    SKIPPED <packet> verdict=rejected|needs-review|accepted [decision=reject]
     CHECK passed|failed exit=<n>|timeout took=<s> log=<path>
     INTEGRATE target=<path> applied=<n> conflicts=<n> skipped=<n> check=... committed=no
 
@@ -63,6 +66,9 @@ def run(args: argparse.Namespace) -> int:
     with Ledger.open(create=False) as ledger:
         view = open_run(ledger, args.run_id)
         report = reconcile(view.unit_inputs(), run_id=view.id, with_patch=True)
+        decided = ledger.current_decisions(view.id, {v.packet_id: v.attempt_id
+                                                     for v in report.verdicts})
+        decisions = {pid: row["decision"] for pid, row in decided.items()}
         root = view.repo_root or toplevel()
         if not root:
             raise UsageError("the run records no repository and this is not one",
@@ -83,14 +89,17 @@ def run(args: argparse.Namespace) -> int:
         def unit(u: UnitResult) -> None:
             say(u.lines())
 
-        result = integrate(report, view.packets, target, include=args.include, check=check,
+        result = integrate(report, view.packets, target, include=args.include,
+                           decisions=decisions, check=check,
                            check_timeout=timeout, patch_dir=patch_dir,
                            allow_dirty=args.allow_dirty, journal=journal, on_notes=say,
                            on_unit=unit)
         ledger.record_event("integrate", run_id=view.id, cause="prun integrate",
                             data={"target": target, "applied": result.applied,
                                   "conflicts": result.conflicts, "include": args.include or None,
-                                  "check": None if result.check is None else result.check.ok})
+                                  "decisions": decisions or None,
+                                  "check": None if result.check is None else result.check.ok,
+                                  "check_log": result.check.log if result.check else None})
     if args.json:
         print(json.dumps(result.as_dict(), indent=2, sort_keys=True))
     else:

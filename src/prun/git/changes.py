@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -132,6 +132,24 @@ def read_change(clone: str | os.PathLike[str], base: str, *, with_patch: bool = 
                                 deleted=deleted, untracked=kind == "added" and path not in staged))
     files.sort(key=lambda f: f.path)
     return Change(clone, base, head, tuple(files), commits, head_moved, patch)
+
+
+def file_diffs(clone: str | os.PathLike[str], base: str, files: Iterable[FileChange], *,
+               limit: int = 200_000) -> dict[str, str]:
+    """Each file's text diff against ``base`` (what ``git diff`` shows a person: a binary file
+    is named, not shown), by its path, at most ``limit`` bytes each (read like
+    ``read_change``, through a private index, so the clone is not touched)."""
+    clone = os.fspath(clone)
+    git_dir = gitcmd.out(["rev-parse", "--absolute-git-dir"], clone)
+    out: dict[str, str] = {}
+    with private_index(git_dir) as env:
+        gitcmd.git(["add", "-A", "--ignore-errors", "--", "."], clone, env=env, check=False)
+        for f in files:
+            proc = gitcmd.git(["diff", "--cached", "-M", "--no-ext-diff", "--no-color", base,
+                               "--", *f.paths], clone, env=env, text=False, check=False)
+            text = proc.stdout[:limit].decode("utf-8", "replace")
+            out[f.path] = text + ("\n[diff cut]\n" if len(proc.stdout) > limit else "")
+    return out
 
 
 def patch_of(clone: str | os.PathLike[str], base: str) -> bytes:

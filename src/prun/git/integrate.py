@@ -6,8 +6,10 @@ included), and applied in a deterministic order: packets that come ``after`` oth
 them, ties in packet id order. Each patch is checked first (``git apply --check``); one that
 does not apply is skipped and its conflicts are named by file and by the unit that touched the
 file before it (or ``working-tree`` when the tree itself differs). Rejected and needs-review
-changes are applied only when the person names them. Then the plan's combined check runs on
-the exact result. Nothing is staged or committed: the person reads ``git diff`` and commits.
+changes are applied only when the person names them (``include``, or a recorded ``accept`` or
+``include`` decision); a change the person rejected (a ``reject`` decision) is left out whatever
+its verdict. Then the plan's combined check runs on the exact result. Nothing is staged or
+committed: the person reads ``git diff`` and commits.
 """
 
 from __future__ import annotations
@@ -38,11 +40,13 @@ class UnitResult:
     overlaps: list[tuple[str, str]] = field(default_factory=list)    # applied, same file
     patch: str | None = None           # where its patch was saved
     error: str | None = None
+    decision: str | None = None        # the person's recorded decision that applied here
 
     def lines(self) -> list[str]:
         pid = self.packet_id
+        decided = f" decision={self.decision}" if self.decision else ""
         if self.action == "skipped":
-            return [f"SKIPPED {pid} verdict={self.verdict}"]
+            return [f"SKIPPED {pid} verdict={self.verdict}{decided}"]
         if self.action == "empty":
             return [f"EMPTY {pid}"]
         if self.action == "conflict":
@@ -52,7 +56,7 @@ class UnitResult:
         added = sum(f.added or 0 for f in self.files)
         deleted = sum(f.deleted or 0 for f in self.files)
         out = [f"APPLIED {pid} files={len(self.files)} +{added} -{deleted}"
-               + (f" verdict={self.verdict}" if self.verdict != ACCEPTED else "")
+               + (f" verdict={self.verdict}" if self.verdict != ACCEPTED else "") + decided
                + (" already=yes" if self.action == "already" else "")]
         if self.action == "already":  # by an earlier integrate: its files were named then
             return out
@@ -68,7 +72,7 @@ class UnitResult:
                 "files": [f.as_dict() for f in self.files],
                 "conflicts": [{"path": p, "with": w} for p, w in self.conflicts],
                 "overlaps": [{"path": p, "with": w} for p, w in self.overlaps],
-                "patch": self.patch, "error": self.error}
+                "patch": self.patch, "error": self.error, "decision": self.decision}
 
 
 @dataclass
@@ -165,14 +169,18 @@ def add_worktree(repo_root: str, path: str, base: str) -> str:
 
 
 def integrate(report: Report, packets: Sequence[Packet], target: str, *,
-              include: Iterable[str] = (), check: str | Sequence[str] | None = None,
+              include: Iterable[str] = (), decisions: Mapping[str, str] | None = None,
+              check: str | Sequence[str] | None = None,
               check_timeout: float = CHECK_TIMEOUT_DEFAULT, env: Mapping[str, str] | None = None,
               patch_dir: str | None = None, allow_dirty: bool = False,
               journal: Journal | None = None,
               on_notes: Callable[[list[str]], None] | None = None,
               on_unit: Callable[[UnitResult], None] | None = None) -> Integration:
     """Apply the accepted changes of ``report`` (and those of the packets named in
-    ``include``) to the work tree ``target``, then run ``check`` there.
+    ``include``) to the work tree ``target``, then run ``check`` there. ``decisions`` are
+    the person's (packet id -> accept, reject or include): accept and include apply a change as
+    ``include`` does, reject leaves it out as a rejected verdict is; a packet named in
+    ``include`` is applied whatever its decision.
 
     With a ``journal``, each patch is recorded before and after it is applied, and what an
     earlier integrate into the same target applied is not applied again (it is reported
@@ -187,6 +195,9 @@ def integrate(report: Report, packets: Sequence[Packet], target: str, *,
     if unknown:
         raise UsageError(f"no such packet in this run: {', '.join(sorted(unknown))}",
                          hint="name packets by the ids reconcile printed")
+    decisions = {pid: d for pid, d in (decisions or {}).items() if pid not in include}
+    rejected = {pid for pid, d in decisions.items() if d == "reject"}
+    include |= {pid for pid, d in decisions.items() if d in ("accept", "include")}
     verdicts = {v.packet_id: v for v in report.verdicts}
     ids = [pid for pid in order(packets) if pid in verdicts]
     ids += sorted(set(verdicts) - set(ids))
@@ -200,7 +211,8 @@ def integrate(report: Report, packets: Sequence[Packet], target: str, *,
     changes: dict[str, Change] = {}
     for pid in ids:
         v = verdicts[pid]
-        if (v.verdict == ACCEPTED or pid in include) and v.change is not None:
+        if (v.verdict == ACCEPTED or pid in include) and pid not in rejected \
+                and v.change is not None:
             changes[pid] = (v.change if v.change.patch is not None
                             else read_change(v.change.clone, v.change.base, with_patch=True))
     prev = journal.previous(target) if journal else Previous()
@@ -224,7 +236,9 @@ def integrate(report: Report, packets: Sequence[Packet], target: str, *,
                 for p in (change.paths if change else []):
                     touched[p] = pid
         else:
-            res = _one(v, change, target, include, touched, patch_dir, dirty, journal)
+            res = _one(v, change, target, include - rejected, touched, patch_dir, dirty,
+                       journal, rejected)
+        res.decision = decisions.get(pid)
         results.append(res)
         if on_unit:
             on_unit(res)
@@ -274,9 +288,9 @@ def _interrupted_note(prev: Previous, held: Mapping[str, str]) -> str:
 
 def _one(v: Verdict, change: Change | None, target: str, include: set[str],
          touched: dict[str, str], patch_dir: str | None, dirty: set[str],
-         journal: Journal | None = None) -> UnitResult:
+         journal: Journal | None = None, rejected: set[str] | None = None) -> UnitResult:
     pid = v.packet_id
-    if v.verdict != ACCEPTED and pid not in include:
+    if (v.verdict != ACCEPTED and pid not in include) or pid in (rejected or ()):
         return UnitResult(pid, v.verdict, "skipped")
     if change is None or change.empty:
         return UnitResult(pid, v.verdict, "empty")

@@ -6,11 +6,13 @@
     writes       transactions, and the write queue while a supervisor batches its writes
     runs         runs, their frozen packet sets, control requests
     attempts     attempts: one dispatch of one packet
+    decisions    the person's accept, reject or include of a packet (prun review)
     events       the append-only event log
     dispatches   what a standalone ``prun dispatch`` records
 """
 
 from .attempts import AttemptFields
+from .decisions import DECISIONS
 from .dispatches import record_dispatch, record_receipt
 from .migrations import MIGRATIONS
 from .runs import PacketRecord, RunRecord
@@ -27,7 +29,8 @@ from .statuses import (
 from .store import Ledger, default_path, prun_dir, repo_root
 from .writes import now_iso
 
-__all__ = ["ATTEMPT_STATUS", "MIGRATIONS", "PACKET_STATUS", "TERMINAL", "AttemptFields", "Ledger",
+__all__ = ["ATTEMPT_STATUS", "DECISIONS", "MIGRATIONS", "PACKET_STATUS", "TERMINAL",
+           "AttemptFields", "Ledger",
            "OutcomeKind", "PacketRecord", "PacketStatus", "RunRecord", "RunStatus", "Status",
            "attempt_status", "default_path", "now_iso", "prun_dir", "record_dispatch",
            "record_receipt", "repo_root"]

@@ -108,6 +108,21 @@ MIGRATIONS: list[str] = [
     ALTER TABLE attempts ADD COLUMN tokens_cached INTEGER;
     ALTER TABLE attempts ADD COLUMN cost_usd REAL;
     """,
+    # 4: the person's decisions on a run's packets (prun review): accept, reject or include one
+    # attempt's change, who decided, when and why; the latest of a packet's attempt counts
+    """
+    CREATE TABLE decisions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL,
+        packet_id TEXT NOT NULL,
+        attempt_id TEXT,                   -- the deciding attempt it was made on, or NULL
+        decision TEXT NOT NULL,            -- accept | reject | include
+        note TEXT,
+        who TEXT NOT NULL,
+        at TEXT NOT NULL                   -- ISO time
+    );
+    CREATE INDEX decisions_run ON decisions(run_id, packet_id, id);
+    """,
 ]
 
 

@@ -13,14 +13,15 @@ Tables (plain enough for any SQLite tool; see docs/ledger.md):
               result path, receipt, predecessor, status
     events    append-only: every state change with its time and cause
     requests  control requests (cancel, reassign, followup) a running supervisor picks up
+    decisions the person's accept, reject or include of a packet's attempt (prun review)
 
 Writes run in ``BEGIN IMMEDIATE`` transactions on a WAL database with a busy timeout, so many
 processes can write at once and none loses a row. Migrations are an append-only list applied
 when the ledger opens (``PRAGMA user_version`` counts those applied).
 
 This module finds and opens the ledger; the ``Ledger`` gathers the writers and readers of
-``runs.py`` (runs, packets, requests), ``attempts.py`` and ``events.py`` (the event log), on
-the transactions and the write queue of ``writes.py``.
+``runs.py`` (runs, packets, requests), ``attempts.py``, ``decisions.py`` and ``events.py`` (the
+event log), on the transactions and the write queue of ``writes.py``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from pathlib import Path
 
 from ..errors import StateError
 from .attempts import AttemptLog
+from .decisions import DecisionLog
 from .migrations import MIGRATIONS, _statements
 from .runs import RunLog
 from .writes import now_iso
@@ -74,7 +76,7 @@ def default_path(start: str | os.PathLike[str] | None = None, *, create: bool = 
     return Path(s.user_state) / "ledger.sqlite"
 
 
-class Ledger(RunLog, AttemptLog):
+class Ledger(RunLog, AttemptLog, DecisionLog):
     """A connection to the ledger. Open with ``Ledger.open()``; close when done."""
 
     # opening -----------------------------------------------------------------------------
