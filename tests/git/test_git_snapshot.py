@@ -224,6 +224,25 @@ def test_clones_and_gc_of_the_source_are_not_changes_to_it(repo, base, parent, t
     assert snapshot_changes(snap.path) == []
 
 
+def test_git_freshening_a_shared_object_from_a_clone_is_not_a_change(repo, base, parent,
+                                                                     tmp_path):
+    tracked = gout(repo, "ls-files").split()[0]
+    blob = gout(repo, "rev-parse", f"{base}:{tracked}")
+    source_obj = Path(repo, ".git", "objects", blob[:2], blob[2:])
+    if not source_obj.is_file():
+        pytest.skip("the base's objects are packed: nothing loose to freshen")
+    old = source_obj.stat().st_mtime_ns - 10**9   # an object older than this second
+    os.utime(source_obj, ns=(old, old))
+    snap = ensure_snapshot(str(parent), str(repo), base)
+    clone = tmp_path / "ws" / "code-unit"
+    workspace.make_clone(repo, base, clone)          # shares the snapshot's object files
+    (clone / "copy-of-a-tracked-file").write_bytes((clone / tracked).read_bytes())
+    g(clone, "add", "copy-of-a-tracked-file")        # the same blob written again: freshened
+    obj = Path(snap.path, ".git", "objects", blob[:2], blob[2:])
+    assert obj.stat().st_mtime_ns != old, "git did not freshen the shared object"
+    assert snapshot_changes(snap.path) == []
+
+
 def test_a_link_made_later_to_one_of_its_objects_is_not_a_change(repo, base, parent, tmp_path):
     g(repo, "gc", "-q", "--prune=now")       # packed: the snapshot's objects are its own
     snap = ensure_snapshot(str(parent), str(repo), base)

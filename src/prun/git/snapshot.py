@@ -109,9 +109,10 @@ def snapshot_changes(path: str) -> list[str]:
     re-moded is caught, and so is a moved ``HEAD`` or a changed ref (files under ``.git``).
     ctime cannot be set back from user space: a rewrite that restores mtime and size is still
     caught. Not compared: ``.git/index`` (a plain ``git status`` run as root may rewrite it)
-    and the times and size of the ``.git`` folder that rewrite renames it into; the ctime of
-    object files the local clone hard-linked from the source (any later clone of the source
-    links them again, which moves their ctime); a folder's times when an entry in it was
+    and the times and size of the ``.git`` folder that rewrite renames it into; the times of
+    object files, which the local clone hard-linked from the source (any later clone of the
+    source links them again, which moves their ctime; git freshens an object's mtime when a
+    clone sharing it writes that object again), so an object is compared by size; a folder's times when an entry in it was
     added or removed (that entry is the change). Each item is ``<path> <what>``: ``added``,
     ``removed``, ``modified``, ``mode 444->644`` or ``type file->dir``; at most
     ``CHANGES_SHOWN`` of them (objects last), then ``+<n> more``.
@@ -280,8 +281,13 @@ def _entry(rel: str, st: os.stat_result) -> _Entry:
         return [rel, kind, mode, None, None, None]
     # A hard link made or dropped elsewhere moves a file's ctime without changing it: git's
     # objects are linked by every local clone and repack of the source, so their ctime is
-    # never compared (they are content-addressed: a rewrite shows in size or mtime).
-    shared = kind == "file" and (st.st_nlink > 1 or rel.startswith(".git/objects/"))
+    # never compared. Nor is an object's mtime: git "freshens" an object it is asked to write
+    # again (utime on the existing file), and a code unit's clone shares the inode, so a
+    # unit that copies or renames a file moves the snapshot's object's mtime. An object is
+    # named by its content's hash: a rewrite shows in its size, or to git itself.
+    if kind == "file" and rel.startswith(_OBJECTS):
+        return [rel, kind, mode, st.st_size, None, None]
+    shared = kind == "file" and st.st_nlink > 1
     return [rel, kind, mode, st.st_size, st.st_mtime_ns, None if shared else st.st_ctime_ns]
 
 
