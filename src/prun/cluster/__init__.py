@@ -23,10 +23,10 @@ EXTRA_HINT = "install it with: pip install 'prun-agents[dask]'"
 
 def require() -> None:
     """Raise ``UsageError`` (exit 2) when Dask distributed is not installed."""
-    import importlib.util
-
     from ..errors import UsageError
 
-    if importlib.util.find_spec("distributed") is None:
-        raise UsageError("--cluster needs Dask distributed, which is not installed",
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        raise UsageError("a cluster run needs Dask distributed, which is not installed",
                          hint=EXTRA_HINT)
