@@ -122,16 +122,28 @@ class Cluster:
             return fut, len(data), True
 
     def signal(self, attempt_id: str, worker: str, sig: int) -> None:
-        """Signal the unit's process group on ``worker`` (through the scheduler)."""
+        """Signal the unit's process group on ``worker`` (through the scheduler; not from
+        the client's own thread). A worker that is gone has nothing left to signal."""
+        import sys
+
         from .task import signal_unit
 
-        self.client.run(signal_unit, attempt_id, int(sig), workers=[worker], wait=False)
+        try:
+            self.client.run(signal_unit, attempt_id, int(sig), workers=[worker], wait=False)
+        except Exception as e:
+            print(f"prun: could not signal {attempt_id} on {worker}: {e}", file=sys.stderr)
 
     def cancel_unstarted(self, attempt_id: str) -> None:
         """Mark an attempt that has not started yet as cancelled: its task refuses to run."""
         from .task import CANCELS
 
-        self.client.set_metadata([CANCELS, attempt_id], True)
+        import sys
+
+        try:
+            self.client.set_metadata([CANCELS, attempt_id], True)
+        except Exception as e:
+            print(f"prun: could not mark {attempt_id} cancelled on the cluster: {e}",
+                  file=sys.stderr)
 
     def _event(self, event: tuple[float, Any]) -> None:
         """A progress event (in the client's thread): to the remote worker it names."""

@@ -65,7 +65,13 @@ class RemoteWorker:
 
     def attach(self, future: Any) -> None:
         self.future = future
-        future.add_done_callback(lambda f: self.cluster.landing.submit(self.land, f))
+        future.add_done_callback(self._finished)
+
+    def _finished(self, future: Any) -> None:   # Dask's callback thread
+        try:
+            self.cluster.landing.submit(self.land, future)
+        except RuntimeError:   # the cluster was closed: the run is over
+            pass
 
     # events (the client's thread) ------------------------------------------------------------
     def on_event(self, msg: dict[str, Any]) -> None:
@@ -84,8 +90,9 @@ class RemoteWorker:
             self._save()
             with self._lock:
                 sig = self.signalled
-            if sig is not None:   # cancelled before it was known to run
-                self.cluster.signal(self.attempt_id, self.worker_address, sig)
+            if sig is not None:   # cancelled before it was known to run (not from this thread)
+                self.cluster.landing.submit(self.cluster.signal, self.attempt_id,
+                                            self.worker_address, sig)
 
     def _write_tail(self, offset: int, data: bytes) -> None:
         with self._lock:

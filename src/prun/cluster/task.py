@@ -45,7 +45,7 @@ RUNNING: dict[str, _Running] = {}
 _RUNNING_LOCK = threading.Lock()
 
 
-def signal_unit(attempt_id: str, sig: int) -> bool:
+async def signal_unit(attempt_id: str, sig: int) -> bool:
     """Signal the process group of the unit running ``attempt_id`` here (called by
     ``Client.run`` in the worker's event loop: it only sends the signal). True if it runs
     here (a unit not yet launched is signalled as soon as it is)."""
