@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import psutil
-
 from clusterkit import attempts, poll, write_plan
+
 from helpers import prun
 
 # the unit starts a child, records both pids, and waits to be ended

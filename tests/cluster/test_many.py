@@ -6,6 +6,7 @@ import sys
 from collections import Counter
 
 from clusterkit import attempts, write_plan
+
 from helpers import prun
 
 N = 200

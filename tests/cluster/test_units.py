@@ -10,6 +10,7 @@ from pathlib import Path
 
 from clusterkit import attempts as all_attempts
 from clusterkit import write_plan
+
 from helpers import prun
 
 WRITE = ("import os, pathlib; pathlib.Path('notes.txt').write_text('from the cluster\\n'); "

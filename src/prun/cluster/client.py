@@ -38,7 +38,7 @@ def connect_client(address: str, timeout: float = CONNECT_S) -> Any:
     from distributed import Client
 
     try:
-        client = Client(address, timeout=timeout, set_as_default=False)
+        client: Any = Client(address, timeout=timeout, set_as_default=False)  # type: ignore[no-untyped-call]
     except (OSError, TimeoutError, ValueError) as e:
         raise UsageError(f"cannot reach the Dask scheduler at {address}: {str(e) or type(e).__name__}",
                          hint="start it (`prun cluster local`, or `dask scheduler`) or fix "
@@ -135,12 +135,12 @@ class Cluster:
 
     def cancel_unstarted(self, attempt_id: str) -> None:
         """Mark an attempt that has not started yet as cancelled: its task refuses to run."""
-        from .task import CANCELS
-
         import sys
 
+        from .task import META
+
         try:
-            self.client.set_metadata([CANCELS, attempt_id], True)
+            self.client.set_metadata([META, attempt_id, "cancel"], True)
         except Exception as e:
             print(f"prun: could not mark {attempt_id} cancelled on the cluster: {e}",
                   file=sys.stderr)
@@ -175,8 +175,9 @@ class Launcher:
         from .task import run_unit
 
         spec = self.spec(d)
-        bundle, size, made = (self.cluster.bundle(self.base, self.source())
-                              if self.base and self.source() else (None, 0, False))
+        source = self.source()
+        bundle, size, made = (self.cluster.bundle(self.base, source)
+                              if self.base and source else (None, 0, False))
         w = RemoteWorker(self.cluster, d, spec, kind=self.kind, workspace=self.workspace,
                          bundle_bytes=size if made else 0)
         self.cluster.workers[spec["attempt_id"]] = w

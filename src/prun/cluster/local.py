@@ -15,6 +15,12 @@ import time
 
 from ..errors import UsageError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .._util.process import Worker
+
 START_S = 60.0        # for the scheduler and workers to come up
 WORKER_THREADS = 4    # units at once per worker
 
@@ -57,7 +63,7 @@ class LocalCluster:
         self.folder, self.host, self.port = folder, host, port
         self.n, self.threads = workers, threads
         self.env = environment(dict(os.environ if env is None else env))
-        self.procs: list = []   # the process helper's Workers
+        self.procs: list[Worker] = []   # the process helper's Workers
         self.address = ""
 
     def start(self) -> str:
@@ -82,7 +88,7 @@ class LocalCluster:
             client.close()
         return self.address
 
-    def _spawn(self, spawn, argv: list[str], name: str):  # type: ignore[no-untyped-def]
+    def _spawn(self, spawn: Callable[..., Worker], argv: list[str], name: str) -> Worker:
         log = os.path.join(self.folder, f"{name}.log")
         return spawn(argv, cwd=self.folder, env=self.env, stdout_path=log, stderr_path=log)
 

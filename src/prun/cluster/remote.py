@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 REMOTE_FILE = "remote.json"   # in the local state dir: where and how it ran, the wire's bytes
 PATCH_FILE = "remote.patch"   # the diff the unit's task returned
+EVENT_WAIT_S = 30.0           # for a payload sent as an event, once its task has ended
 
 
 class RemoteWorker:
@@ -56,6 +57,9 @@ class RemoteWorker:
         self._done = threading.Event()
         self._waiters: list[asyncio.Future[None]] = []
         self._have = 0                     # the tail's bytes written here, contiguous
+        self._ended_by: dict[str, Any] | None = None   # the payload, when it came as an event
+        self._end_event = threading.Event()
+        self._landed = False
         self._tail_fd = os.open(d.state.file(statedir.TAIL), os.O_WRONLY | os.O_CREAT, 0o644)
         self.record: dict[str, Any] = {
             "cluster": cluster.config.address, "key": self.key, "submitted_at": time.time(),
@@ -75,12 +79,16 @@ class RemoteWorker:
 
     # events (the client's thread) ------------------------------------------------------------
     def on_event(self, msg: dict[str, Any]) -> None:
-        import msgpack
+        import msgpack  # type: ignore[import-untyped]
 
         wire = self.record["wire"]
         wire["events"] += len(msgpack.packb(msg, use_bin_type=True))
         wire["event_count"] += 1
-        if msg.get("k") == "tail":
+        if msg.get("k") == "end":   # the payload, sent as an event (small ones)
+            self._ended_by = msg.get("p")
+            self._end_event.set()
+            self.cluster.landing.submit(self._land_event)
+        elif msg.get("k") == "tail":
             self._write_tail(int(msg["o"]), msg["b"])
             wire["tail"] += len(msg["b"])
         elif msg.get("k") == "start":
@@ -153,11 +161,39 @@ class RemoteWorker:
         return self.group_gone
 
     # the end (a landing thread) ---------------------------------------------------------------
+    def _land_event(self) -> None:
+        if self._ended_by is not None:
+            self._finish(self._ended_by, None)
+
     def land(self, future: Any) -> None:
-        """Write what the task returned into the local state dir and workspace, then let
-        the supervisor see the exit."""
+        """The task ended: land what it returned (or, when its payload came as an event,
+        wait for that to land), then let the supervisor see the exit."""
+        if self._end_event.is_set():   # its payload came as an event: landed from there
+            future.release()
+            return
         try:
             payload = self._payload(future)
+        except Exception as e:
+            self.d.lost = ("worker-lost", f"its result could not be fetched: {e}")
+            payload = None
+        if payload is not None and payload.get("by_event"):
+            if not self._end_event.wait(EVENT_WAIT_S):
+                self.d.lost = ("landing-failed", "its task ended, but its payload never "
+                               "arrived")
+                return self._finish(None, future)
+            future.release()   # landed (or being landed) from the event
+            return
+        self._finish(payload, future)
+
+    def _finish(self, payload: dict[str, Any] | None, future: Any) -> None:
+        """Write ``payload`` into the local state dir and workspace, then end (once)."""
+        with self._lock:
+            if self._landed:
+                return
+            self._landed = True
+        if future is None:
+            self.record["wire"]["payload"] = len(pickle.dumps(payload, protocol=5))
+        try:
             if payload is not None and self.d.outcome is None:   # not judged without it
                 self._land(payload)
         except Exception as e:   # never leave the supervisor waiting
@@ -171,8 +207,9 @@ class RemoteWorker:
             self.record["finished_at"] = time.time()
             with contextlib.suppress(OSError):
                 self._save()
-            with contextlib.suppress(Exception):
-                future.release()
+            if future is not None:
+                with contextlib.suppress(Exception):
+                    future.release()
             self._done.set()
             self.cluster.loop.call_soon_threadsafe(self._wake)
 
@@ -200,9 +237,11 @@ class RemoteWorker:
 
     def _land(self, p: dict[str, Any]) -> None:
         d, wire = self.d, self.record["wire"]
-        self.record.update({k: p.get(k) for k in ("worker", "pid", "create_time",
-                                                  "exit_code", "launched_at", "received_at",
-                                                  "returned_at", "signalled") if k in p})
+        self.record.update({k: p.get(k) for k in (
+            "worker", "pid", "create_time", "exit_code", "received_at", "claimed_at",
+            "placed_at", "begun_at", "launched_at", "exited_at", "returned_at", "signalled")
+            if k in p})
+        self.record["landing_at"] = time.time()
         if p.get("refused"):
             if not (self.signalled and "cancelled" in p["refused"]):
                 d.lost = ("not-run-twice", p["refused"])

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from ..attempt.core import Dispatch
@@ -27,8 +28,9 @@ PUSH_S = 0.1                # the tail's growth is pushed this often while the u
 CHUNK_BYTES = 256 * 1024    # at most this much of the tail in one event
 STDERR_BYTES = 64 * 1024    # the end of stderr that comes back
 DEADLINE_MARGIN_S = 30.0    # the worker's own backstop past the coordinator's deadline
-META = "prun-attempts"      # the scheduler's metadata: attempt id -> the worker that ran it
-CANCELS = "prun-cancels"    # attempt id -> cancel asked before it started
+META = "prun-attempts"      # the scheduler's metadata: attempt id -> {worker, cancel}
+CLAIM_S = 60.0              # for the scheduler to answer a claim
+EVENT_PAYLOAD_BYTES = 16 * 1024   # a payload up to this comes back as an event
 
 
 class _Running:
@@ -43,6 +45,7 @@ class _Running:
 
 RUNNING: dict[str, _Running] = {}
 _RUNNING_LOCK = threading.Lock()
+_CLEANER = ThreadPoolExecutor(1, thread_name_prefix="prun-cleaner")   # finished units' dirs
 
 
 async def signal_unit(attempt_id: str, sig: int) -> bool:
@@ -75,16 +78,17 @@ def run_unit(spec: dict[str, Any], bundle: bytes | None) -> dict[str, Any]:
     root = os.path.join(s.user_state, "cluster")
     out: dict[str, Any] = {"attempt_id": aid, "worker": worker.address,
                            "received_at": time.time()}
-    refused = _claim(worker, root, aid)
+    refused = _mark(worker, root, aid)
     if refused:
         out["refused"] = refused
         return out
+    claim = _claim(worker, aid)   # answered while the workspace is made
     entry = _Running()
     with _RUNNING_LOCK:
         RUNNING[aid] = entry
     unit_dir = os.path.join(root, "units", _safe(aid))
     try:
-        _run(spec, bundle, root, unit_dir, entry, worker, out)
+        _run(spec, bundle, root, unit_dir, entry, worker, out, claim)
     except Exception as e:  # the workspace or the dispatcher's preparation failed
         from ..errors import PrunError
 
@@ -92,16 +96,25 @@ def run_unit(spec: dict[str, Any], bundle: bytes | None) -> dict[str, Any]:
     finally:
         with _RUNNING_LOCK:
             RUNNING.pop(aid, None)
-        shutil.rmtree(unit_dir, ignore_errors=True)
+        _CLEANER.submit(shutil.rmtree, unit_dir, ignore_errors=True)   # off the unit's path
     out["returned_at"] = time.time()
-    return out
+    return _send(worker, spec["topic"], aid, out)
 
 
-def _claim(worker: Any, root: str, aid: str) -> str | None:
-    """Claim ``aid`` for this worker: None, or why it must not run (launched already, here or
-    on another worker; cancelled before it started)."""
-    from distributed.utils import sync
+def _send(worker: Any, topic: str, aid: str, out: dict[str, Any]) -> dict[str, Any]:
+    """A small payload goes back as the run's last event for this attempt (the scheduler
+    relays it at once; no fetch from this worker afterwards), and the task returns only that
+    it did; a large one is the task's return value."""
+    import pickle
 
+    if len(pickle.dumps(out, protocol=5)) > EVENT_PAYLOAD_BYTES:
+        return out
+    worker.log_event(topic, {"a": aid, "k": "end", "p": out})
+    return {"attempt_id": aid, "by_event": True}
+
+
+def _mark(worker: Any, root: str, aid: str) -> str | None:
+    """This worker's marker of ``aid`` (O_EXCL): None, or why it must not run again."""
     marks = os.path.join(root, "launched")
     os.makedirs(marks, exist_ok=True)
     try:
@@ -110,13 +123,25 @@ def _claim(worker: Any, root: str, aid: str) -> str | None:
         return f"attempt {aid} was launched on this worker already; it is not run twice"
     os.write(fd, worker.address.encode())
     os.close(fd)
-    known = sync(worker.loop, worker.scheduler.get_metadata, keys=[META, aid], default=None)
-    if known:
-        return f"attempt {aid} was launched already (on {known}); it is not run twice"
-    sync(worker.loop, worker.scheduler.set_metadata, keys=[META, aid], value=worker.address)
-    if sync(worker.loop, worker.scheduler.get_metadata, keys=[CANCELS, aid], default=None):
-        return f"attempt {aid} was cancelled before it started"
     return None
+
+
+def _claim(worker: Any, aid: str) -> Future[str | None]:
+    """Claim ``aid`` in the scheduler's record, in the worker's event loop: the answer is
+    None, or why it must not run (launched already on another worker, cancelled before it
+    started)."""
+    import asyncio
+
+    async def claim() -> str | None:
+        known = await worker.scheduler.get_metadata(keys=[META, aid], default=None) or {}
+        if known.get("worker"):
+            return f"attempt {aid} was launched already (on {known['worker']}); not run twice"
+        await worker.scheduler.set_metadata(keys=[META, aid, "worker"], value=worker.address)
+        if known.get("cancel"):
+            return f"attempt {aid} was cancelled before it started"
+        return None
+
+    return asyncio.run_coroutine_threadsafe(claim(), worker.loop.asyncio_loop)
 
 
 def _safe(aid: str) -> str:
@@ -124,16 +149,23 @@ def _safe(aid: str) -> str:
 
 
 def _run(spec: dict[str, Any], bundle: bytes | None, root: str, unit_dir: str,
-         entry: _Running, worker: Any, out: dict[str, Any]) -> None:
+         entry: _Running, worker: Any, out: dict[str, Any], claim: Future[str | None]) -> None:
     """Workspace, dispatch, watch, and what comes back (into ``out``)."""
     from ..attempt import statedir
     from ..attempt.request import prepare
 
     ws, snapshot, start = _place(spec, bundle, root, unit_dir)
+    out["placed_at"] = time.time()
+    refused = claim.result(CLAIM_S)
+    out["claimed_at"] = time.time()
+    if refused:
+        out["refused"] = refused
+        return
     state = statedir.create(spec["unit_id"], os.path.join(unit_dir, "state"))
     request = _request(spec, unit_dir, state.path, ws, snapshot, root)
     d = WorkerDispatch(prepare(request), state, record=False, in_run=True)
     d.begin()
+    out["begun_at"] = time.time()
     launched = d.launch()
     out["sandboxed"] = d.sandboxed
     if not launched:
@@ -152,7 +184,7 @@ def _run(spec: dict[str, Any], bundle: bytes | None, root: str, unit_dir: str,
                              "sandboxed": d.sandboxed})
     code, timed_out, sent = _watch(d, w, entry, worker, topic, spec)
     out.update(exit_code=code, worker_timeout=timed_out, signalled=entry.signalled,
-               group_gone=_group_gone(w.pid))
+               group_gone=_group_gone(w.pid), exited_at=time.time())
     out["tail_from"] = sent
     out["tail"] = _read_from(d.state.file(statedir.TAIL), sent)
     out["stderr"] = _read_end(d.state.file(statedir.STDERR), STDERR_BYTES)
@@ -190,13 +222,27 @@ def _place(spec: dict[str, Any], bundle: bytes | None, root: str, unit_dir: str
         if spec.get("setup"):
             ws.run_setup(path, spec["setup"], env)
         return path, None, tree_of(path)
-    path = ws.make_scratch(unit_dir, "work")
+    path = ws.make_scratch(unit_dir, "work", parent_checked=_outside_git(root))
     if spec.get("setup"):
         ws.run_setup(path, spec["setup"], env)
     snapshot = None
     if repo is not None and base and spec.get("snapshot"):
         snapshot = ensure_snapshot(os.path.join(root, "snapshots"), repo, base).path
     return path, snapshot, None
+
+
+_CHECKED: set[str] = set()
+
+
+def _outside_git(root: str) -> bool:
+    """Whether ``root`` (every unit's folder lies in it) was found outside any git work tree,
+    checked once per worker process (``make_scratch`` checks it itself otherwise)."""
+    if root not in _CHECKED:
+        from ..git.workspace import scratch_parent
+
+        scratch_parent(os.path.join(root, "units"))
+        _CHECKED.add(root)
+    return True
 
 
 def _env() -> dict[str, str]:
