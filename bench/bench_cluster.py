@@ -128,7 +128,8 @@ def wire(recs: list[dict]) -> dict[str, float]:
               for x in w]
     return {"spec": med([x["spec"] for x in w]), "events": med([x["events"] for x in w]),
             "event count": med([x["event_count"] for x in w]),
-            "payload": med([x["payload"] for x in w]), "tail": med([x["tail"] for x in w]),
+            "payload (when fetched, not an event)": med([x["payload"] for x in w]),
+            "tail": med([x["tail"] for x in w]),
             "result": med([x["result"] for x in w]), "diff": med([x["diff"] for x in w]),
             "beyond diff, result and tail": med(beyond),
             "bundle (once per base per run)": sum(x["bundle"] for x in w)}

@@ -191,8 +191,8 @@ class RemoteWorker:
             if self._landed:
                 return
             self._landed = True
-        if future is None:
-            self.record["wire"]["payload"] = len(pickle.dumps(payload, protocol=5))
+        if future is None:   # it came inside the last event: counted with the events
+            self.record["wire"]["payload_in_events"] = True
         try:
             if payload is not None and self.d.outcome is None:   # not judged without it
                 self._land(payload)
