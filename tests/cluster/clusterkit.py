@@ -3,9 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from pathlib import Path
+
+import pytest
+
+
+def need_dask() -> None:
+    """Skip where Dask distributed is not installed; on CI (CI=true) fail instead."""
+    try:
+        import distributed  # noqa: F401
+    except ImportError as e:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must have Dask distributed (the test extra): {e}")
+        pytest.skip(f"Dask distributed is not installed: {e}")
 
 
 def write_plan(path: Path, packets: list[dict], **settings) -> Path:

@@ -13,19 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
+from clusterkit import need_dask
 
 from helpers import FAKES, make_fake_cli
 
 START_S = 60.0
-
-
-def need_dask() -> None:
-    try:
-        import distributed  # noqa: F401
-    except ImportError as e:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must have Dask distributed (the test extra): {e}")
-        pytest.skip(f"Dask distributed is not installed: {e}")
 
 
 class TestCluster:

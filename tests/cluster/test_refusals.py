@@ -12,9 +12,8 @@ import time
 
 import psutil
 import pytest
-from clusterkit import write_plan
+from clusterkit import need_dask, write_plan
 
-from conftest import need_dask
 from helpers import prun
 
 
