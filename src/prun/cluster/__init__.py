@@ -18,6 +18,16 @@ level, so importing prun and every local command stay free of it. See docs/clust
 
 from __future__ import annotations
 
+import contextlib
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import asyncio
+    from collections.abc import AsyncIterator
+
+    from .client import Cluster
+    from .config import ClusterConfig
+
 EXTRA_HINT = "install it with: pip install 'prun-agents[dask]'"
 
 
@@ -30,3 +40,22 @@ def require() -> None:
     except ImportError:
         raise UsageError("a cluster run needs Dask distributed, which is not installed",
                          hint=EXTRA_HINT)
+
+
+@contextlib.asynccontextmanager
+async def connected(config: ClusterConfig | None, run_id: str,
+                    loop: asyncio.AbstractEventLoop) -> AsyncIterator[Cluster | None]:
+    """A supervisor's connection to its run's cluster while it drives the run (None for a
+    run on this machine); ``UsageError`` in one line when it cannot be had."""
+    if config is None:
+        yield None
+        return
+    import asyncio
+
+    from .client import Cluster
+
+    cluster = await asyncio.to_thread(Cluster.connect, config, run_id, loop)
+    try:
+        yield cluster
+    finally:
+        await asyncio.to_thread(cluster.close)

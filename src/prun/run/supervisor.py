@@ -91,8 +91,7 @@ class Supervisor:
         self.workspaces = os.path.join(self.settings.workspace_root, run_id)  # the run's
         self._snapshots: dict[str, str] = {}     # base -> the run's read-only snapshot of it
         self.ranges: RunRanges | None = None     # the units' own port ranges (schedule.py)
-        # a cluster run: its Dask scheduler (cluster.json in the run dir), connected while driven
-        from ..cluster.config import read as cluster_config
+        from ..cluster.config import read as cluster_config  # a cluster run's (docs/cluster.md)
 
         self.cluster_config = cluster_config(str(self.paths.root))
         self.cluster: Cluster | None = None
@@ -181,6 +180,7 @@ class Supervisor:
         from concurrent.futures import ThreadPoolExecutor
 
         from .._util.process import create_time
+        from ..cluster import connected
         from .hooks import EventHooks
         from .state import supervisor_alive
 
@@ -193,20 +193,11 @@ class Supervisor:
         self.ledger.claim_run(self.run_id, os.getpid(), self.started, supervisor_alive)
         if self.on_claimed is not None:
             self.on_claimed()
-        if self.cluster_config is not None:   # refused in one line if it cannot be reached
-            from ..cluster.client import Cluster
-
-            self.cluster = await asyncio.to_thread(Cluster.connect, self.cluster_config,
-                                                   self.run_id, loop)
-        async with EventHooks(self.run["on_event"], str(self.paths.hooks_log),
-                              self.env) as hooks:  # leaving it waits for them (bounded)
+        async with (connected(self.cluster_config, self.run_id, loop) as self.cluster,
+                    EventHooks(self.run["on_event"], str(self.paths.hooks_log),
+                               self.env) as hooks):  # leaving it waits for them (bounded)
             self.hooks = hooks
-            try:
-                status = await self._supervise(loop)
-            finally:
-                if self.cluster is not None:
-                    cluster, self.cluster = self.cluster, None
-                    await asyncio.to_thread(cluster.close)
+            status = await self._supervise(loop)
             if self.ranges is not None:   # every attempt has ended: the block goes back
                 await asyncio.to_thread(self.ranges.close)
             counts: dict[str, int] = {}
