@@ -35,8 +35,16 @@ def test_a_second_launch_of_an_attempt_is_refused_everywhere(cluster, tmp_path):
         poll(lambda: any(e[1].get("k") == "end" for e in events))
         again = c.submit(run_unit, s, None, key="once-b", pure=False, retries=0,
                          workers=[workers[0]]).result(60)
+        # another machine's worker has no marker of it: this cluster's workers share one
+        # state folder, so the marker goes, and the scheduler's record must refuse it
+        marker = (cluster.folder / "worker-state" / "prun" / "cluster" / "launched"
+                  / "test-run_once_1")
+        marker.unlink()
         elsewhere = c.submit(run_unit, s, None, key="once-c", pure=False, retries=0,
                              workers=[workers[1]]).result(60)
+        if elsewhere.get("by_event"):   # refused once its workspace was made: as an event
+            ends = poll(lambda: [e[1]["p"] for e in events if e[1].get("k") == "end"][1:])
+            elsewhere = ends[-1]
     assert "launched on this worker already" in again["refused"]
     assert "launched already (on " + workers[0] in elsewhere["refused"]
     assert len(log.read_text().split()) == 1          # it ran once
