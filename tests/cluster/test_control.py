@@ -98,3 +98,27 @@ def test_the_plan_may_allow_a_successor_after_a_lost_worker(own_cluster, repo, t
     assert rows[0]["reason"] == "worker-lost"
     assert rows[1]["predecessor"] == rows[0]["id"]          # linked, never silent
     assert os.path.exists(rows[1]["result_path"])
+
+
+def test_a_resumed_run_ends_a_remote_unit_whose_supervisor_died(cluster, repo, tmp_path):
+    pidfile = tmp_path / "pids"
+    plan = write_plan(repo / "plan.json", [
+        {"id": "hang", "executor": "command", "sandbox": "off", "prompt": "hang",
+         "command": [sys.executable, "-c", HANG, str(pidfile)]}])
+    sup = subprocess.Popen([sys.executable, "-m", "prun", "run", str(plan), "--cluster",
+                            cluster.address, "--plain"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    run_id = sup.stdout.readline().split()[1]
+    unit, child = poll(lambda: pids(pidfile))
+    state = repo / ".prun" / "runs" / run_id / "state"
+    poll(lambda: [d for d in state.glob("hang-*") if (d / "remote.json").exists()])
+    sup.kill()
+    sup.wait(30)
+    r = prun("resume", run_id, "--plain", timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    rows = attempts(repo)
+    assert len(rows) == 1                              # never launched a second time
+    assert rows[0]["status"] == "failed" and rows[0]["reason"] == "worker-lost"
+    poll(lambda: not alive(unit))                      # ended on its worker
+    if alive(child):   # unsandboxed, what the leader started outlives it: this test's to end
+        os.kill(child, 9)

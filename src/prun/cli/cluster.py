@@ -47,8 +47,13 @@ def run(args: argparse.Namespace) -> int:
     from ..cluster import require
     from ..cluster.local import LocalCluster, check_host
 
-    require()
+    if not 0 <= args.port < 65536:
+        from ..errors import UsageError
+
+        raise UsageError(f"--port {args.port} is not a port",
+                         hint="give 0 (a free port) or a port from 1 to 65535")
     check_host(args.host, args.allow_all_interfaces)
+    require()
     s = settings.current()
     folder = os.path.join(s.user_state, "cluster-local", str(os.getpid()))
     cluster = LocalCluster(folder, args.host, args.port, args.workers, args.threads)
