@@ -6,10 +6,12 @@ clone (``apply``)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
 import threading
+from collections.abc import Iterator
 
 from .._util import gitcmd
 from ..errors import GitError, WorkspaceError
@@ -37,13 +39,15 @@ def make_bundle(repo: str, commit: str) -> bytes:
 
 def ensure_repo(root: str, commit: str, bundle: bytes) -> str:
     """This worker's repository of ``commit`` under ``root``: unpacked from ``bundle`` by the
-    first unit that needs it, found by every later one (threads of one worker process wait
-    for the first; a half-made one is never found)."""
+    first unit that needs it, found by every later one (the threads of a worker process and
+    the worker processes of a machine wait for the first; a half-made one is never found)."""
     path = os.path.join(root, "bases", commit)
-    with _lock(path):
+    if os.path.isdir(path):
+        return path
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with _lock(path), _flocked(os.path.dirname(path)):   # threads, then worker processes
         if os.path.isdir(path):
             return path
-        os.makedirs(os.path.dirname(path), exist_ok=True)
         making = tempfile.mkdtemp(prefix=f"{commit[:12]}.", suffix=".making",
                                   dir=os.path.dirname(path))
         try:
@@ -61,6 +65,19 @@ def ensure_repo(root: str, commit: str, bundle: bytes) -> str:
         finally:
             shutil.rmtree(making, ignore_errors=True)
     return path
+
+
+@contextlib.contextmanager
+def _flocked(folder: str) -> Iterator[None]:
+    """An exclusive ``flock`` on ``folder``: the worker processes of one machine share it."""
+    import fcntl
+
+    fd = os.open(folder, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _lock(path: str) -> threading.Lock:
