@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .._util.process import WorkerLike as Worker
     from ..executors.records import Launch, Unit
     from .outcome import Outcome
-    from .shapes import Keeper, UnitRecord
+    from .shapes import Keeper, RemoteLauncher, UnitRecord
     from .waiting import Follower
 
 
@@ -35,10 +35,12 @@ class Dispatch:
     def __init__(self, prepared: Prepared, state: statedir.StateDir | None = None,
                  dispatcher_pid: int | None = None, *, record: bool = True,
                  in_run: bool = False, keeper: Keeper | None = None,
-                 dispatcher_started: float | None = None):
+                 dispatcher_started: float | None = None, remote: RemoteLauncher | None = None):
         self.p = prepared
         self.record = record              # a standalone dispatch records itself in the ledger
         self.keeper = keeper              # a run's keeper starts the worker and logs its exit
+        self.remote = remote              # a cluster run: the attempt runs on a Dask worker
+        self.lost: tuple[str, str] | None = None  # its remote worker ended it: (reason, error)
         self.durable = not in_run         # fsync each file; a run's supervisor syncs in groups
         self.receipt: str | None = None   # "pid:<pid>@<start time>" once the worker runs
         self.outcome: Outcome | None = None
@@ -162,6 +164,8 @@ class Dispatch:
         from ..errors import LaunchError
 
         unit = self._unit()
+        if self.remote is not None:
+            return self._launch_remote(self.remote)
         try:
             launch, argv = self._build(unit)
             self.worker = self._spawn(launch, argv)
@@ -172,6 +176,24 @@ class Dispatch:
             self.launch_error = f"cannot start {self.p.executor.name}: {e}"
             return False
         self._record_launch(launch, self.worker)
+        self.record_step("launch")
+        return True
+
+    def _launch_remote(self, remote: RemoteLauncher) -> bool:
+        """Submit the attempt to the cluster: its receipt is the task's key, ``unit.json``
+        names the cluster instead of a local worker (no local process to signal)."""
+        try:
+            self.worker = remote.launch(self)
+        except OSError as e:
+            self.launch_error = f"cannot send {self.p.executor.name} to the cluster: {e}"
+            return False
+        self.launched_at = time.time()
+        key = getattr(self.worker, "key", "")
+        self.receipt = f"dask:{key}"
+        record = self._unit_record()
+        record["remote"] = {"cluster": remote.address, "key": key,
+                            "submitted_at": iso(self.launched_at)}
+        self.state.write_json(statedir.UNIT, record)
         self.record_step("launch")
         return True
 

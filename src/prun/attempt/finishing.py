@@ -50,7 +50,7 @@ def finish(d: Dispatch, exit_code: int | None, *, timed_out: bool = False,
         verdict, error = "publish-failed", why
         published, sibling = keep_fallback(d, verdict, why, exit_code, stream), None
     if exit_code is None and verdict not in ("ok", "publish-failed") and d.launched_at \
-            and not (timed_out or cancelled or refused):
+            and not (timed_out or cancelled or refused or d.lost):
         verdict = "exit-unknown"   # what it left does not show success either
         error = (f"{error}; " if error else "") + ("its exit code was not observed (its "
                                                   "keeper was gone)")
@@ -85,6 +85,8 @@ def judge(d: Dispatch, exit_code: int | None, stream: StreamResult, *, timed_out
         return "quota", refused.line()
     if d.launch_error:
         return "launch-failed", d.launch_error
+    if d.lost is not None and not cancelled:   # its cluster worker died, or its diff did not land
+        return d.lost
     if timed_out:
         return ("timeout", f"no exit within the {int(d.settings.timeout_s)} s timeout; "
                 "process group ended")

@@ -23,6 +23,25 @@ class Keeper(Protocol):
               stderr_path: str, stdin_path: str | None, name: str, log: str) -> Worker: ...
 
 
+class RemoteLauncher(Protocol):
+    """A cluster run's launcher (``prun.cluster.client.Launcher``): it sends the attempt
+    to a remote worker and returns the handle the supervisor watches."""
+
+    @property
+    def address(self) -> str:
+        """The cluster's address, recorded in ``unit.json``."""
+
+    def launch(self, d: Any) -> Worker: ...
+
+
+class RemoteRecord(TypedDict):
+    """The attempt's task on a cluster, in ``unit.json`` (instead of a local worker)."""
+
+    cluster: str
+    key: str
+    submitted_at: str
+
+
 class DispatcherRecord(TypedDict):
     pid: int
     create_time: float | None
@@ -61,6 +80,7 @@ class UnitRecord(TypedDict):
     argv: NotRequired[list[str]]
     sandbox: NotRequired[bool | None]
     worker: NotRequired[WorkerRecord]
+    remote: NotRequired[RemoteRecord]
 
 
 class ResultIdentity(TypedDict):

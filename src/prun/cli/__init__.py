@@ -50,6 +50,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "quota": ("prun.cli.quota", "what each quota group has left (the seed's agent-quota)"),
     "skill": ("prun.cli.skill", "install prun's skill for Claude Code, Gemini CLI or Antigravity"),
     "mcp": ("prun.cli.mcp", "serve prun over MCP on stdio; mcp install writes a CLI's config"),
+    "cluster": ("prun.cli.cluster", "start a Dask cluster on this machine for cluster runs"),
 }
 
 

@@ -23,6 +23,10 @@ exit codes (README, "Exit codes"): 0 every packet succeeded; 1 some packet did n
 the run was cancelled, or the plan failed the independence test (nothing frozen); 2 bad plan or
 usage, a unit outside its data boundary included (nothing frozen); 3 the run stopped: a packet
 could not be dispatched (no receipt); 124 the run's deadline passed.
+
+`--cluster ADDRESS` (or the plan's `cluster:`, or `PRUN_CLUSTER`) runs the units on a Dask
+cluster (docs/cluster.md); without prun-agents[dask], or with a scheduler that cannot be
+reached, the run is refused in one line with exit 2 before anything is made.
 """
 
 from __future__ import annotations
@@ -36,6 +40,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from ..cluster.config import ClusterConfig
+    from ..plan import Plan
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("plan", metavar="PLAN", help="the plan file (YAML)")
@@ -47,6 +54,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plain", action="store_true", help="lines even on a terminal")
     p.add_argument("--allow-overlap", action="store_true",
                    help="run a plan that fails the independence test (recorded in the ledger)")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="run the units on the Dask cluster at ADDRESS (tcp://host:port or "
+                        "tls://host:port; default: the plan's cluster:, else $PRUN_CLUSTER); "
+                        "needs prun-agents[dask], see docs/cluster.md")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,8 +74,10 @@ def run(args: argparse.Namespace) -> int:
         print("prun: the plan fails the independence test; nothing was run (fix the packets, "
               "or pass --allow-overlap to run it anyway)", file=sys.stderr)
         return 1
+    cluster = _cluster(args.cluster, plan)   # reached (or refused) before anything is made
     with Ledger.open() as ledger:
-        r = freeze(plan, ledger, parallel=args.parallel, deadline=args.deadline)
+        r = freeze(plan, ledger, parallel=args.parallel, deadline=args.deadline,
+                   cluster=cluster)
         if not report.ok:
             ledger.record_event("overlap-allowed", run_id=r["id"], cause="prun run "
                                 "--allow-overlap", data={"failures": [f.line() for f in
@@ -80,6 +93,19 @@ def run(args: argparse.Namespace) -> int:
         from .foreground import supervise
 
         return supervise(ledger, r["id"], verbose=args.verbose, plain=args.plain)
+
+
+def _cluster(given: str | None, plan: Plan) -> ClusterConfig | None:
+    """The run's cluster (``--cluster``, the plan's, ``$PRUN_CLUSTER``), checked reachable."""
+    from .. import settings
+    from ..cluster.config import resolve
+
+    conf = resolve(given, plan.cluster, plan.worker_lost, settings.current().cluster)
+    if conf is not None:
+        from ..cluster.client import probe
+
+        probe(conf.address)
+    return conf
 
 
 def _path(p: str) -> Path:

@@ -73,6 +73,7 @@ class PlanFields(TypedDict, total=False):
     parallel: int
     on_event: str | list[str]
     setup: str | list[str]
+    cluster: str | dict[str, str]
     defaults: PacketFields
     packets: list[str | PacketFields]
 

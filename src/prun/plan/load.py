@@ -191,10 +191,24 @@ def load_plan(path: str | os.PathLike[str]) -> Plan:
         setup=join_argv(data.get("setup")),
         base=data.get("base"),
         sandbox=sandbox(doc, ["sandbox"], data.get("sandbox")),
+        **_cluster(doc, data.get("cluster")),
         lines={k: doc.key_line((), k) for k in data},
     )
     check_plan(plan)
     return plan
+
+
+def _cluster(doc: yamldoc.Doc, value: object) -> dict[str, str]:
+    """A plan's ``cluster:``: an address, or a mapping of ``address`` and ``worker_lost``."""
+    from ..settings import parse_cluster_address
+
+    if value is None:
+        return {}
+    if isinstance(value, dict):
+        return {"cluster": parse_cluster_address(value.get("address"),
+                                                 doc.where(["cluster", "address"])),
+                "worker_lost": str(value.get("worker_lost") or "fail")}
+    return {"cluster": parse_cluster_address(value, doc.where(["cluster"]))}
 
 
 def _expand(doc: yamldoc.Doc, i: int, entry: str, root: Path) -> list[Path]:

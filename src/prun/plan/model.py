@@ -103,6 +103,8 @@ class Plan:
     setup: str | None = None                # runs in each fresh workspace before its unit
     base: str | None = None                 # default base revision
     sandbox: str | None = None              # auto | on | off for every packet that names none
+    cluster: str | None = None              # a Dask scheduler's address (docs/cluster.md)
+    worker_lost: str = "fail"               # fail | retry: after a cluster worker died mid-unit
     lines: dict[str, int] = field(default_factory=dict, compare=False, repr=False)  # key -> line
 
     def where(self, key: str | None = None) -> str:

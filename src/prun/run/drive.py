@@ -15,7 +15,8 @@ import os
 import shutil
 import signal
 import time
-from typing import NamedTuple
+from collections.abc import Coroutine
+from typing import Any, NamedTuple
 
 from .._util.fsutil import atomic_write
 from ..attempt import statedir
@@ -193,8 +194,13 @@ def open_attempt(sup: Supervisor, u: UnitState, held: Reservation, executor_name
     except PrunError:
         shutil.rmtree(state.path, ignore_errors=True)  # nothing was written in it yet
         raise
+    remote = None
+    if sup.cluster is not None:   # a cluster run: the attempt is launched on a Dask worker
+        remote = sup.cluster.unit(kind=place.kind, workspace=place.path, base=place.base,
+                                  snapshot=place.snapshot, repo_root=sup.run["repo_root"],
+                                  setup=sup.run["setup"], fresh=reuse is None)
     d = Dispatch(prepared, state, dispatcher_pid=os.getpid(), record=False, in_run=True,
-                 keeper=sup.keeper, dispatcher_started=sup.started)
+                 keeper=sup.keeper, dispatcher_started=sup.started, remote=remote)
     try:
         d.begin()
     except QuotaExhausted as e:
@@ -253,7 +259,8 @@ async def watch(sup: Supervisor, u: UnitState, d: Dispatch) -> None:
     d.escaped = list(getattr(worker, "escaped", ()))  # ended by the keeper with it
     quiet = True
     if why is not None:
-        quiet = await quiesce(worker.pid)
+        remote = getattr(worker, "quiesce", None)   # a cluster's worker confirms it there
+        quiet = await (_bounded(remote()) if remote is not None else quiesce(worker.pid))
     outcome = await asyncio.to_thread(d.finish, code, timed_out=why == "timeout",
                                       cancelled=why == "cancelled")
     settle(sup, u, outcome, why, executor=d.p.executor, workspace=d.workspace, quiet=quiet)
@@ -276,10 +283,20 @@ def ending(sup: Supervisor, u: UnitState, why: str) -> None:
     sup.emit("cancel-requested", u, cause)
 
 
+async def _bounded(confirmed: Coroutine[Any, Any, bool]) -> bool:
+    try:
+        async with asyncio.timeout(QUIESCE_LIMIT_S):
+            return await confirmed
+    except TimeoutError:
+        return False
+
+
 async def quiesce(pgid: int) -> bool:
     """After the group was ended: confirm no process of it is left (within QUIESCE_LIMIT_S,
     SIGKILL to whatever still is; there is no event to await for an empty group)."""
     delay = 0.01
+    if pgid <= 1:   # no local group (0 would be this process's own)
+        return False
     try:
         async with asyncio.timeout(QUIESCE_LIMIT_S):
             while True:

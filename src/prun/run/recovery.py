@@ -78,7 +78,7 @@ def launch_evidence(sd: statedir.StateDir) -> bool:
     never launched a second time."""
     from ..attempt.exitlog import logged_spawn
 
-    if sd.worker:
+    if sd.worker or sd.unit.get("remote"):   # a local worker, or a task sent to a cluster
         return True
     found = logged_spawn(sd) or _running_with(sd.path)
     if found is None:
@@ -194,6 +194,8 @@ async def adopt(sup: Supervisor, u: UnitState, row: dict[str, Any]) -> None:
                       workspace=unit.get("workspace"))
     d = reopen(request(sup, u, row, sd), sd.path)
     u.started = d.launched_at
+    if unit.get("remote"):   # its task's result went to the supervisor that died with it
+        return await orphaned(sup, u, d)
     w = unit.get("worker") or {}
     pid, fd = w.get("pid"), still_running(w)
     if pid is not None and fd is not None:
@@ -206,6 +208,28 @@ async def adopt(sup: Supervisor, u: UnitState, row: dict[str, Any]) -> None:
         return await watch(sup, u, d)
     code = await asyncio.to_thread(recorded_exit, sd, True)  # the keeper may be logging it
     settle(sup, u, d.finish(code), None, executor=d.p.executor, workspace=d.workspace)
+
+
+async def orphaned(sup: Supervisor, u: UnitState, d: Any) -> None:
+    """A cluster attempt whose supervisor died: its result cannot be collected any more, so
+    it is ended on its worker (when the cluster is reachable) and fails as ``worker-lost``;
+    it is never launched again unless the plan allows a successor."""
+    import signal
+
+    from .._util.fsutil import read_json
+
+    record = read_json(d.state.file("remote.json")) or {}
+    where = record.get("worker")
+    if sup.cluster is not None and where and d.p.request.attempt_id:
+        try:
+            await asyncio.to_thread(sup.cluster.signal, d.p.request.attempt_id, where,
+                                    signal.SIGKILL)
+        except Exception:  # the worker is gone too: nothing left to end
+            pass
+    d.lost = ("worker-lost", "the supervisor that sent it to the cluster died; its result "
+              "could not be collected")
+    settle(sup, u, await asyncio.to_thread(d.finish, None), None, executor=d.p.executor,
+           workspace=d.workspace)
 
 
 def request(sup: Supervisor, u: UnitState, row: dict[str, Any],

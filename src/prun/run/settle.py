@@ -72,6 +72,8 @@ def settle(sup: Supervisor, u: UnitState, outcome: Outcome, why: str | None, *,
                              (quota.message if quota else "") or "quota reached mid-run")
     if outcome.reason == "resume-refused" and not u.cancel_requested:
         return fresh_start(sup, u, executor, outcome.error)
+    if outcome.reason == "worker-lost" and not u.cancel_requested and may_retry_lost(sup, u):
+        return lost_successor(sup, u, executor, outcome.error)
     if u.cancel_requested and status != Status.SUCCEEDED:
         status = Status.CANCELLED
     pstatus = PACKET_STATUS.get(status, PacketStatus.FAILED)
@@ -92,6 +94,28 @@ def fresh_start(sup: Supervisor, u: UnitState, executor: Executor, error: str | 
     u.carry_on(executor, u.asked, because=why, fresh=True, earlier_result=u.resumed_result)
     sup.set_packet(u, PacketStatus.PENDING, "resume refused: a fresh attempt carries the "
                    "partial result")
+
+
+def may_retry_lost(sup: Supervisor, u: UnitState) -> bool:
+    """Whether the plan allows a successor after a cluster worker died mid-unit
+    (``cluster: {worker_lost: retry}``): once per packet, never silently."""
+    conf = sup.cluster_config
+    if conf is None or conf.worker_lost != "retry":
+        return False
+    return u.packet.id not in sup.lost_retried
+
+
+def lost_successor(sup: Supervisor, u: UnitState, executor: Executor,
+                   error: str | None) -> None:
+    """A linked successor of an attempt whose cluster worker died: a fresh start in the same
+    workspace, recorded as a ``worker-lost`` event."""
+    aid = u.current_attempt
+    sup.lost_retried.add(u.packet.id)
+    why = f"The cluster worker running {aid} died ({error or 'worker lost'})."
+    sup.ledger.record_event("worker-lost", run_id=sup.run_id, packet_id=u.packet.id,
+                            attempt_id=aid, status="worker-lost", cause=why)
+    u.carry_on(executor, None, because=why + " This attempt starts again.", fresh=True)
+    sup.set_packet(u, PacketStatus.PENDING, "worker lost: the plan allows one successor")
 
 
 def follow_up(sup: Supervisor, u: UnitState, text: str) -> None:

@@ -29,6 +29,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlite3
 
+    from ..cluster.config import ClusterConfig
     from .prepare import Route
 
 
@@ -137,7 +138,8 @@ def deadline_of(plan: Plan, given: str | None) -> float | None:
 
 
 def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
-           deadline: str | None = None, env: Mapping[str, str] | None = None) -> RunRecord:
+           deadline: str | None = None, env: Mapping[str, str] | None = None,
+           cluster: ClusterConfig | None = None) -> RunRecord:
     """Record the run in the ledger (one transaction) and make its run dir. Returns the run."""
     from .._util import gitcmd
     from . import prepare as unitprep
@@ -166,6 +168,8 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
     routes = unitprep.route_all(plan.packets, env)  # may refuse a unit: nothing made yet
     sandboxes = _sandboxes(plan, env, routes)        # may refuse sandbox: on: nothing made yet
     paths.make()
+    if cluster is not None:   # every supervisor of the run sends its units there
+        cluster.write(str(paths.root))
     for p in plan.packets:
         r = routes[p.id]
         pbase, own = base, plan.base_of(p)
@@ -185,6 +189,10 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
            "parallel": n_parallel, "run_dir": str(paths.root),
            "check_command": plan.check, "on_event": plan.on_event, "setup": plan.setup}
     ledger.record_run(run, packets)
+    if cluster is not None:
+        ledger.record_event("cluster", run_id=run_id, cause=f"units run on {cluster.address}",
+                            data={"address": cluster.address,
+                                  "worker_lost": cluster.worker_lost})
     return run
 
 

@@ -48,6 +48,7 @@ from .unit import UnitState
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ..cluster.client import Cluster
     from .hooks import EventHooks
     from .run_ranges import RunRanges
 
@@ -90,6 +91,11 @@ class Supervisor:
         self.workspaces = os.path.join(self.settings.workspace_root, run_id)  # the run's
         self._snapshots: dict[str, str] = {}     # base -> the run's read-only snapshot of it
         self.ranges: RunRanges | None = None     # the units' own port ranges (schedule.py)
+        from ..cluster.config import read as cluster_config  # a cluster run's (docs/cluster.md)
+
+        self.cluster_config = cluster_config(str(self.paths.root))
+        self.cluster: Cluster | None = None
+        self.lost_retried: set[str] = set()     # packets given a successor after a lost worker
         # the frozen packets, each as a unit, in plan order
         rows = ledger.packets(run_id)
         specs = {row["id"]: json.loads(row["spec"]) for row in rows}
@@ -174,6 +180,7 @@ class Supervisor:
         from concurrent.futures import ThreadPoolExecutor
 
         from .._util.process import create_time
+        from ..cluster import connected
         from .hooks import EventHooks
         from .state import supervisor_alive
 
@@ -186,8 +193,9 @@ class Supervisor:
         self.ledger.claim_run(self.run_id, os.getpid(), self.started, supervisor_alive)
         if self.on_claimed is not None:
             self.on_claimed()
-        async with EventHooks(self.run["on_event"], str(self.paths.hooks_log),
-                              self.env) as hooks:  # leaving it waits for them (bounded)
+        async with (connected(self.cluster_config, self.run_id, loop) as self.cluster,
+                    EventHooks(self.run["on_event"], str(self.paths.hooks_log),
+                               self.env) as hooks):  # leaving it waits for them (bounded)
             self.hooks = hooks
             status = await self._supervise(loop)
             if self.ranges is not None:   # every attempt has ended: the block goes back

@@ -31,6 +31,8 @@ exists.
     PRUN_PORT_START               port_start            20000 (where assigned ports start)
     PRUN_PORT_COUNT               port_count            10 (a unit's own range)
     PRUN_MONITOR_COMMAND          monitor_command       prun monitor (in relaunch lines)
+    PRUN_CLUSTER                  cluster               none (a Dask scheduler address:
+                                                        tcp://host:port or tls://host:port)
 
 Durations take seconds or ``90s``, ``45m``, ``2h``, ``1h30m``. A plain class (no dataclass):
 settings are loaded on the dispatcher's way to its first line.
@@ -56,13 +58,13 @@ VARIABLES = ("PRUN_LEDGER", "PRUN_STATE_ROOT", "PRUN_WORKSPACE_ROOT", "XDG_STATE
              "PRUN_KILL_GRACE_SECONDS", "PRUN_TIMEOUT_GRACE_SECONDS", "PRUN_HOOK_TIMEOUT",
              "PRUN_GATHER_TIMEOUT", "PRUN_STABLE_WINDOW", "PRUN_WATCH",
              "PRUN_WATCH_POLL_INTERVAL", "PRUN_PORT_START", "PRUN_PORT_COUNT",
-             "PRUN_MONITOR_COMMAND", "HOME")
+             "PRUN_MONITOR_COMMAND", "PRUN_CLUSTER", "HOME")
 
 
 class Settings:
     """prun's settings, read from one environment (``env``, kept to pass on to children)."""
 
-    __slots__ = ("_config", "config_given", "env", "gather_timeout_s", "hook_timeout_s",
+    __slots__ = ("_config", "cluster", "config_given", "env", "gather_timeout_s", "hook_timeout_s",
                  "kill_grace_s", "ledger", "ledger_off", "monitor_command", "poll_interval_s",
                  "port_count", "port_start", "sandbox", "scratch_cwd", "stable_window_s",
                  "stall_s", "state_root", "timeout_grace_s", "user_state", "watch_mode",
@@ -88,6 +90,7 @@ class Settings:
     port_start: int
     port_count: int
     monitor_command: str
+    cluster: str | None              # the Dask scheduler a run's units go to (None: this machine)
 
     @property
     def config(self) -> str:
@@ -158,7 +161,26 @@ def _read(env: Mapping[str, str]) -> Settings:
     s.port_count = _whole(env, "PRUN_PORT_COUNT", PORT_COUNT_DEFAULT, 1,
                           PORT_LIMIT - s.port_start)
     s.monitor_command = _text(env, "PRUN_MONITOR_COMMAND") or "prun monitor"
+    given = _text(env, "PRUN_CLUSTER")
+    s.cluster = parse_cluster_address(given, "PRUN_CLUSTER") if given else None
     return s
+
+
+CLUSTER_SCHEMES = ("tcp", "tls")
+
+
+def parse_cluster_address(value: object, where: str = "cluster") -> str:
+    """A Dask scheduler's address (``--cluster``, a plan's ``cluster:``, ``$PRUN_CLUSTER``):
+    ``tcp://host:port`` or ``tls://host:port``, returned as given (stripped)."""
+    text = value.strip() if isinstance(value, str) else ""
+    scheme, sep, rest = text.partition("://")
+    host, colon, port = rest.rpartition(":")
+    if (not sep or scheme not in CLUSTER_SCHEMES or not colon or not host.strip("[]")
+            or not port.isdigit() or not 0 < int(port) < PORT_LIMIT or "/" in rest):
+        raise UsageError(f"{where}: {value!r} is not a Dask scheduler address",
+                         hint="give tcp://host:port (or tls://host:port with Dask's TLS "
+                              "settings), e.g. the CLUSTER line of `prun cluster local`")
+    return text
 
 
 def parse_sandbox(value: object) -> str:

@@ -1,0 +1,74 @@
+"""A Dask cluster for cluster runs (docs/cluster.md).
+
+`prun cluster local --workers N` starts a Dask scheduler and N workers on this machine, bound
+to 127.0.0.1 (`--host`; any other address is refused without `--allow-all-interfaces`, since
+Dask has no authentication unless TLS is set up), prints one line once every worker has
+joined, and stays until Ctrl-C or SIGTERM, then ends what it started:
+
+    CLUSTER tcp://127.0.0.1:<port> workers=<n> logs=<folder>
+
+Run a plan on it with `prun run PLAN --cluster tcp://127.0.0.1:<port>`.
+
+exit codes (README, "Exit codes"): 0 stopped by Ctrl-C or SIGTERM; 1 one of its processes
+died; 2 bad usage, Dask missing (prun-agents[dask]) or it could not start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .options import positive_int
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    local = sub.add_parser("local", help="start a scheduler and workers on this machine",
+                           description=__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    local.add_argument("--workers", "-n", type=positive_int, default=2,
+                       help="worker processes (default 2)")
+    local.add_argument("--threads", type=positive_int, default=4,
+                       help="units at once per worker (default 4)")
+    local.add_argument("--host", default="127.0.0.1",
+                       help="the address every process binds to (default 127.0.0.1)")
+    local.add_argument("--port", type=int, default=0,
+                       help="the scheduler's port (default: a free one)")
+    local.add_argument("--allow-all-interfaces", action="store_true",
+                       help="allow a --host that is not loopback (anyone who reaches it can "
+                            "run commands here)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+    import signal
+
+    from .. import settings
+    from ..cluster import require
+    from ..cluster.local import LocalCluster, check_host
+
+    if not 0 <= args.port < 65536:
+        from ..errors import UsageError
+
+        raise UsageError(f"--port {args.port} is not a port",
+                         hint="give 0 (a free port) or a port from 1 to 65535")
+    check_host(args.host, args.allow_all_interfaces)
+    require()
+    s = settings.current()
+    folder = os.path.join(s.user_state, "cluster-local", str(os.getpid()))
+    cluster = LocalCluster(folder, args.host, args.port, args.workers, args.threads)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        address = cluster.start()
+        print(f"CLUSTER {address} workers={args.workers} logs={folder}", flush=True)
+        while True:
+            got = signal.sigtimedwait({signal.SIGINT, signal.SIGTERM}, 1.0)
+            if got is not None:
+                return 0
+            gone = cluster.gone()
+            if gone:
+                print(f"prun: the cluster's {gone} exited (see {folder})", file=sys.stderr)
+                return 1
+    finally:
+        cluster.stop(s.kill_grace_s)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})

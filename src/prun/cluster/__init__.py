@@ -1,0 +1,61 @@
+"""Running a run's units on a Dask distributed cluster (``prun run --cluster ADDRESS``).
+
+The coordinator's side does not change: the same supervisor, ledger, state dirs and result
+files on the coordinator's machine. Only the launch differs: ``client.Cluster`` sends each
+attempt to a Dask worker as one task (``task.run_unit``), which clones the base from a git
+bundle (``bundle``), runs the unit with the dispatcher's own code in a worker-local state dir,
+streams the tail back, and returns what the unit left; ``remote.RemoteWorker`` is the
+supervisor's handle on it and writes what comes back into the local state dir and workspace.
+
+What Dask does not give is added here: no task is ever run twice (the scheduler's
+``allowed-failures`` must be 0, every task has ``retries=0``, and a worker refuses a second
+launch of an attempt id); a running unit is stopped by ending its process group on the worker;
+a worker that dies mid-unit fails the attempt as ``worker-lost``.
+
+Dask is an extra (``pip install 'prun-agents[dask]'``): nothing here imports it at module
+level, so importing prun and every local command stay free of it. See docs/cluster.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import asyncio
+    from collections.abc import AsyncIterator
+
+    from .client import Cluster
+    from .config import ClusterConfig
+
+EXTRA_HINT = "install it with: pip install 'prun-agents[dask]'"
+
+
+def require() -> None:
+    """Raise ``UsageError`` (exit 2) when Dask distributed is not installed."""
+    from ..errors import UsageError
+
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        raise UsageError("a cluster run needs Dask distributed, which is not installed",
+                         hint=EXTRA_HINT)
+
+
+@contextlib.asynccontextmanager
+async def connected(config: ClusterConfig | None, run_id: str,
+                    loop: asyncio.AbstractEventLoop) -> AsyncIterator[Cluster | None]:
+    """A supervisor's connection to its run's cluster while it drives the run (None for a
+    run on this machine); ``UsageError`` in one line when it cannot be had."""
+    if config is None:
+        yield None
+        return
+    import asyncio
+
+    from .client import Cluster
+
+    cluster = await asyncio.to_thread(Cluster.connect, config, run_id, loop)
+    try:
+        yield cluster
+    finally:
+        await asyncio.to_thread(cluster.close)

@@ -1,0 +1,221 @@
+"""The coordinator's side: ``Cluster``, the supervisor's connection to a Dask scheduler.
+
+One ``distributed.Client`` per supervisor (its own event-loop thread, so Dask's work never
+runs in the supervisor's loop). ``connect`` refuses a scheduler that would re-run a task
+(``allowed-failures`` above 0); ``unit`` gives the launcher of one attempt, whose ``launch``
+submits it (``retries=0``, its own key) with the base's bundle as a task argument: the bundle
+is a task of its own, one per base, so Dask sends it to each worker once and can make it
+again if the worker holding it dies (a scattered bundle would be lost). Progress comes back
+on one topic per run (``Worker.log_event`` → ``Client.subscribe_topic``): the scheduler relays
+each event at once and in order with the task's completion, no polling on either side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ..errors import UsageError
+from . import EXTRA_HINT, require
+from .config import ClusterConfig
+
+CONNECT_S = 10.0      # to reach the scheduler
+LANDING_THREADS = 4   # what comes back is written into the local state dirs here
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..attempt.core import Dispatch
+    from .remote import RemoteWorker
+
+
+def connect_client(address: str, timeout: float = CONNECT_S) -> Any:
+    """A ``distributed.Client`` connected to ``address``, or ``UsageError`` (exit 2) in one
+    line: Dask missing, the scheduler unreachable, or one that re-runs failed tasks."""
+    require()
+    from distributed import Client
+
+    try:
+        client: Any = Client(address, timeout=timeout, set_as_default=False)  # type: ignore[no-untyped-call]
+    except (OSError, TimeoutError, ValueError) as e:
+        raise UsageError(f"cannot reach the Dask scheduler at {address}: {str(e) or type(e).__name__}",
+                         hint="start it (`prun cluster local`, or `dask scheduler`) or fix "
+                              "--cluster / PRUN_CLUSTER")
+    try:
+        allowed = client.run_on_scheduler(_allowed_failures)
+    except Exception as e:
+        client.close()
+        raise UsageError(f"the Dask scheduler at {address} did not answer: {e}",
+                         hint="check that it runs a compatible distributed version")
+    if allowed != 0:
+        client.close()
+        raise UsageError(f"the Dask scheduler at {address} re-runs a task whose worker died "
+                         f"(allowed-failures is {allowed}); prun runs a unit at most once",
+                         hint="start the scheduler with DASK_DISTRIBUTED__SCHEDULER__"
+                              "ALLOWED_FAILURES=0 (`prun cluster local` does)")
+    return client
+
+
+def _allowed_failures(dask_scheduler: Any) -> int:
+    return int(dask_scheduler.allowed_failures)
+
+
+def probe(address: str) -> None:
+    """Check that ``address`` is a scheduler prun can use, before a run is made."""
+    connect_client(address).close()
+
+
+class Cluster:
+    """A supervisor's connection: the client, the run's progress topic, the bundles sent,
+    and the remote workers of the attempts in flight (by attempt id)."""
+
+    def __init__(self, config: ClusterConfig, run_id: str, client: Any,
+                 loop: asyncio.AbstractEventLoop):
+        self.config = config
+        self.client = client
+        self.loop = loop
+        self.topic = f"prun-{run_id}"
+        self.workers: dict[str, RemoteWorker] = {}
+        self.lock = threading.Lock()
+        self.bundles: dict[str, tuple[Any, int]] = {}   # base commit -> (future, bytes)
+        self.landing = ThreadPoolExecutor(LANDING_THREADS, thread_name_prefix="prun-landing")
+        client.subscribe_topic(self.topic, self._event)
+
+    @classmethod
+    def connect(cls, config: ClusterConfig, run_id: str,
+                loop: asyncio.AbstractEventLoop) -> Cluster:
+        return cls(config, run_id, connect_client(config.address), loop)
+
+    def close(self) -> None:
+        with self.lock:
+            bundles, self.bundles = self.bundles, {}
+        for fut, _ in bundles.values():
+            fut.release()
+        self.landing.shutdown(wait=True)
+        try:
+            self.client.unsubscribe_topic(self.topic)
+        finally:
+            self.client.close()
+
+    # one attempt ---------------------------------------------------------------------------
+    def unit(self, *, kind: str, workspace: str, base: str | None, snapshot: str | None,
+             repo_root: str | None, setup: str | None, fresh: bool) -> Launcher:
+        return Launcher(self, kind=kind, workspace=workspace, base=base, snapshot=snapshot,
+                        repo_root=repo_root, setup=setup, fresh=fresh)
+
+    def bundle(self, commit: str, source: str) -> tuple[Any, int, bool]:
+        """The task holding the bundle of ``commit`` (made from ``source``), its size, and
+        whether this call made it (once per base per run)."""
+        from .bundle import make_bundle
+        from .task import carry
+
+        with self.lock:
+            found = self.bundles.get(commit)
+            if found is not None:
+                return found[0], found[1], False
+            data = make_bundle(source, commit)
+            fut = self.client.submit(carry, data, key=f"prun-bundle-{commit}", pure=False,
+                                     retries=0)
+            self.bundles[commit] = (fut, len(data))
+            return fut, len(data), True
+
+    def signal(self, attempt_id: str, worker: str, sig: int) -> None:
+        """Signal the unit's process group on ``worker`` (through the scheduler; not from
+        the client's own thread). A worker that is gone has nothing left to signal."""
+        import sys
+
+        from .task import signal_unit
+
+        try:
+            self.client.run(signal_unit, attempt_id, int(sig), workers=[worker], wait=False)
+        except Exception as e:
+            print(f"prun: could not signal {attempt_id} on {worker}: {e}", file=sys.stderr)
+
+    def cancel_unstarted(self, attempt_id: str) -> None:
+        """Mark an attempt that has not started yet as cancelled: its task refuses to run."""
+        import sys
+
+        from .task import META
+
+        try:
+            self.client.set_metadata([META, attempt_id, "cancel"], True)
+        except Exception as e:
+            print(f"prun: could not mark {attempt_id} cancelled on the cluster: {e}",
+                  file=sys.stderr)
+
+    def _event(self, event: tuple[float, Any]) -> None:
+        """A progress event (in the client's thread): to the remote worker it names."""
+        msg = event[1]
+        if not isinstance(msg, dict):
+            return
+        w = self.workers.get(str(msg.get("a")))
+        if w is not None:
+            w.on_event(msg)
+
+
+class Launcher:
+    """What ``Dispatch.launch`` calls for one attempt of a cluster run."""
+
+    def __init__(self, cluster: Cluster, *, kind: str, workspace: str, base: str | None,
+                 snapshot: str | None, repo_root: str | None, setup: str | None, fresh: bool):
+        self.cluster = cluster
+        self.kind, self.workspace, self.base, self.snapshot = kind, workspace, base, snapshot
+        self.repo_root, self.setup, self.fresh = repo_root, setup, fresh
+
+    @property
+    def address(self) -> str:
+        return self.cluster.config.address
+
+    def launch(self, d: Dispatch) -> RemoteWorker:
+        """Submit the attempt; returns its remote worker at once (the task may queue).
+        Raises ``OSError`` when it cannot be submitted."""
+        from .remote import RemoteWorker
+        from .task import run_unit
+
+        spec = self.spec(d)
+        source = self.source()
+        bundle, size, made = (self.cluster.bundle(self.base, source)
+                              if self.base and source else (None, 0, False))
+        w = RemoteWorker(self.cluster, d, spec, kind=self.kind, workspace=self.workspace,
+                         bundle_bytes=size if made else 0)
+        self.cluster.workers[spec["attempt_id"]] = w
+        try:
+            fut = self.cluster.client.submit(run_unit, spec, bundle, key=w.key, pure=False,
+                                             retries=0)
+        except Exception as e:
+            self.cluster.workers.pop(spec["attempt_id"], None)
+            raise OSError(0, f"the Dask scheduler refused the task: {e}") from None
+        w.attach(fut)
+        return w
+
+    def source(self) -> str | None:
+        """Where the base's objects are: the coordinator's clone, else the repository."""
+        return self.workspace if self.kind == "clone" else self.repo_root
+
+    def spec(self, d: Dispatch) -> dict[str, Any]:
+        """The attempt as the worker's task receives it (plain data)."""
+        req = d.p.request
+        start = b""
+        if self.kind == "clone" and not self.fresh and self.base:
+            from ..git.changes import patch_of
+
+            start = patch_of(self.workspace, self.base)
+        command = req.command
+        return {
+            "attempt_id": req.attempt_id or "", "unit_id": req.unit_id,
+            "executor": d.p.executor.name, "mode": d.p.mode,
+            "command": list(command) if isinstance(command, (list, tuple)) else command,
+            "model": d.settings.model, "effort": d.settings.effort,
+            "timeout_s": d.settings.timeout_s, "prompt": d.p.prompt, "kind": self.kind,
+            "base": self.base, "snapshot": bool(self.snapshot), "start_patch": start,
+            "setup": self.setup, "sandbox": d.p.sandbox, "extra_env": dict(req.extra_env),
+            "paths": [[d.state.path, "state"], [self.workspace, "workspace"],
+                      [self.snapshot or "", "snapshot"], [req.prompt_file, "prompt"]],
+            "conversation_id": d.p.resume_id,
+            "result_name": os.path.basename(d.p.result_file), "topic": self.cluster.topic,
+        }
+
+
+__all__ = ["EXTRA_HINT", "Cluster", "Launcher", "connect_client", "probe"]

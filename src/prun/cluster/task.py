@@ -1,0 +1,375 @@
+"""The worker's side: one unit as one Dask task (``run_unit``), run in a thread of a Dask
+worker process that has prun installed.
+
+The task claims its attempt id (a marker file on the worker, made with O_EXCL, and a record
+in the scheduler's metadata: a second launch of the same attempt is refused, wherever it
+lands), makes the unit's workspace from the base's bundle (a clone, or a scratch dir and a
+read-only snapshot), runs the unit through the dispatcher's own ``Dispatch`` (the same
+executors, argv and sandbox as a local unit; no quota gate: that stays with the coordinator)
+in a worker-local state dir, pushes the tail's growth to the coordinator while it runs
+(``Worker.log_event``), and returns what the coordinator needs to judge it: the exit code, the
+rest of the tail, the end of stderr, the result the unit wrote, and its binary diff.
+
+``signal_unit`` is what ``Client.run`` calls on the worker to signal a running unit's process
+group (a cancel, a deadline): Dask's own cancel does not stop a running task.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from ..attempt.core import Dispatch
+
+PUSH_S = 0.1                # the tail's growth is pushed this often while the unit runs
+CHUNK_BYTES = 256 * 1024    # at most this much of the tail in one event
+STDERR_BYTES = 64 * 1024    # the end of stderr that comes back
+DEADLINE_MARGIN_S = 30.0    # the worker's own backstop past the coordinator's deadline
+META = "prun-attempts"      # the scheduler's metadata: attempt id -> {worker, cancel}
+CLAIM_S = 60.0              # for the scheduler to answer a claim
+EVENT_PAYLOAD_BYTES = 16 * 1024   # a payload up to this comes back as an event
+
+
+class _Running:
+    """A unit this worker process runs, for ``signal_unit``."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.worker: Any = None       # the process helper's Worker, once launched
+        self.signalled: int | None = None
+        self.reaped = False
+
+
+RUNNING: dict[str, _Running] = {}
+_RUNNING_LOCK = threading.Lock()
+_CLEANER = ThreadPoolExecutor(1, thread_name_prefix="prun-cleaner")   # finished units' dirs
+
+
+async def signal_unit(attempt_id: str, sig: int) -> bool:
+    """Signal the process group of the unit running ``attempt_id`` here (called by
+    ``Client.run`` in the worker's event loop: it only sends the signal). True if it runs
+    here (a unit not yet launched is signalled as soon as it is)."""
+    with _RUNNING_LOCK:
+        entry = RUNNING.get(attempt_id)
+    if entry is None:
+        return False
+    with entry.lock:
+        entry.signalled = sig
+        if entry.worker is not None and not entry.reaped:
+            entry.worker.signal(sig)
+    return True
+
+
+def run_unit(spec: dict[str, Any], bundle: bytes | None) -> dict[str, Any]:
+    """Run one attempt (``spec``, made by ``client``) from ``bundle`` (the base); returns the
+    payload ``remote.RemoteWorker`` lands. Never raises for what the unit did."""
+    import shutil
+
+    from distributed import get_worker
+
+    from .. import settings
+
+    worker = get_worker()
+    s = settings.current()
+    aid = spec["attempt_id"]
+    root = os.path.join(s.user_state, "cluster")
+    out: dict[str, Any] = {"attempt_id": aid, "worker": worker.address,
+                           "received_at": time.time()}
+    refused = _mark(worker, root, aid)
+    if refused:
+        out["refused"] = refused
+        return out
+    claim = _claim(worker, aid)   # answered while the workspace is made
+    entry = _Running()
+    with _RUNNING_LOCK:
+        RUNNING[aid] = entry
+    unit_dir = os.path.join(root, "units", _safe(aid))
+    try:
+        _run(spec, bundle, root, unit_dir, entry, worker, out, claim)
+    except Exception as e:  # the workspace or the dispatcher's preparation failed
+        from ..errors import PrunError
+
+        out["launch_error"] = e.line() if isinstance(e, PrunError) else f"{type(e).__name__}: {e}"
+    finally:
+        with _RUNNING_LOCK:
+            RUNNING.pop(aid, None)
+        _CLEANER.submit(shutil.rmtree, unit_dir, ignore_errors=True)   # off the unit's path
+    out["returned_at"] = time.time()
+    return _send(worker, spec["topic"], aid, out)
+
+
+def _send(worker: Any, topic: str, aid: str, out: dict[str, Any]) -> dict[str, Any]:
+    """A small payload goes back as the run's last event for this attempt (the scheduler
+    relays it at once; no fetch from this worker afterwards), and the task returns only that
+    it did; a large one is the task's return value."""
+    import pickle
+
+    if len(pickle.dumps(out, protocol=5)) > EVENT_PAYLOAD_BYTES:
+        return out
+    worker.log_event(topic, {"a": aid, "k": "end", "p": out})
+    return {"attempt_id": aid, "by_event": True}
+
+
+def _mark(worker: Any, root: str, aid: str) -> str | None:
+    """This worker's marker of ``aid`` (O_EXCL): None, or why it must not run again."""
+    marks = os.path.join(root, "launched")
+    os.makedirs(marks, exist_ok=True)
+    try:
+        fd = os.open(os.path.join(marks, _safe(aid)), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return f"attempt {aid} was launched on this worker already; it is not run twice"
+    os.write(fd, worker.address.encode())
+    os.close(fd)
+    return None
+
+
+def _claim(worker: Any, aid: str) -> Future[str | None]:
+    """Claim ``aid`` in the scheduler's record, in the worker's event loop: the answer is
+    None, or why it must not run (launched already on another worker, cancelled before it
+    started)."""
+    import asyncio
+
+    async def claim() -> str | None:
+        known = await worker.scheduler.get_metadata(keys=[META, aid], default=None) or {}
+        if known.get("worker"):
+            return f"attempt {aid} was launched already (on {known['worker']}); not run twice"
+        await worker.scheduler.set_metadata(keys=[META, aid, "worker"], value=worker.address)
+        if known.get("cancel"):
+            return f"attempt {aid} was cancelled before it started"
+        return None
+
+    return asyncio.run_coroutine_threadsafe(claim(), worker.loop.asyncio_loop)
+
+
+def _safe(aid: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in aid)
+
+
+def _run(spec: dict[str, Any], bundle: bytes | None, root: str, unit_dir: str,
+         entry: _Running, worker: Any, out: dict[str, Any], claim: Future[str | None]) -> None:
+    """Workspace, dispatch, watch, and what comes back (into ``out``)."""
+    from ..attempt import statedir
+    from ..attempt.request import prepare
+
+    ws, snapshot, start = _place(spec, bundle, root, unit_dir)
+    out["placed_at"] = time.time()
+    refused = claim.result(CLAIM_S)
+    out["claimed_at"] = time.time()
+    if refused:
+        out["refused"] = refused
+        return
+    state = statedir.create(spec["unit_id"], os.path.join(unit_dir, "state"))
+    request = _request(spec, unit_dir, state.path, ws, snapshot, root)
+    d = WorkerDispatch(prepare(request), state, record=False, in_run=True)
+    d.begin()
+    out["begun_at"] = time.time()
+    launched = d.launch()
+    out["sandboxed"] = d.sandboxed
+    if not launched:
+        out["launch_error"] = d.launch_error
+        return
+    w = d.running()
+    with entry.lock:
+        entry.worker = w
+        if entry.signalled is not None:   # cancelled while it was being launched
+            w.signal(entry.signalled)
+    out.update(pid=w.pid, create_time=(d.state.worker or {}).get("create_time"),
+               launched_at=d.launched_at)
+    topic = spec["topic"]
+    worker.log_event(topic, {"a": spec["attempt_id"], "k": "start", "pid": w.pid,
+                             "w": worker.address, "t": d.launched_at,
+                             "sandboxed": d.sandboxed})
+    code, timed_out, sent = _watch(d, w, entry, worker, topic, spec)
+    out.update(exit_code=code, worker_timeout=timed_out, signalled=entry.signalled,
+               group_gone=_group_gone(w.pid), exited_at=time.time())
+    out["tail_from"] = sent
+    out["tail"] = _read_from(d.state.file(statedir.TAIL), sent)
+    out["stderr"] = _read_end(d.state.file(statedir.STDERR), STDERR_BYTES)
+    outbox = d.write_path
+    out["outbox"] = _read_from(outbox, 0) if os.path.exists(outbox) else None
+    out["patch"] = _diff(ws, start) if start else b""
+
+
+class WorkerDispatch(Dispatch):
+    """The dispatcher's ``Dispatch`` without the quota gate: the coordinator asked it."""
+
+    def _gate(self) -> None:
+        return None
+
+
+def _place(spec: dict[str, Any], bundle: bytes | None, root: str, unit_dir: str
+           ) -> tuple[str, str | None, str | None]:
+    """The unit's workspace on this worker: (its path, its read-only snapshot, the tree its
+    diff is taken against). A code unit gets a clone at the base (with the coordinator's
+    clone's uncommitted start, then the plan's setup); a read-only unit a scratch dir and
+    the snapshot of the base."""
+    from ..git import workspace as ws
+    from ..git.snapshot import ensure_snapshot
+    from .bundle import apply_start, ensure_repo, tree_of
+
+    base = spec.get("base")
+    repo = ensure_repo(root, base, bundle) if base and bundle is not None else None
+    os.makedirs(unit_dir, exist_ok=True)
+    env = {**_env(), **spec["extra_env"]}
+    if spec["kind"] == "clone":
+        if repo is None or not base:
+            raise RuntimeError("a code unit came without its base")
+        path = ws.make_clone(repo, base, os.path.join(unit_dir, "work"))
+        apply_start(path, spec.get("start_patch") or b"")
+        if spec.get("setup"):
+            ws.run_setup(path, spec["setup"], env)
+        return path, None, tree_of(path)
+    path = ws.make_scratch(unit_dir, "work", parent_checked=_outside_git(root))
+    if spec.get("setup"):
+        ws.run_setup(path, spec["setup"], env)
+    snapshot = None
+    if repo is not None and base and spec.get("snapshot"):
+        snapshot = ensure_snapshot(os.path.join(root, "snapshots"), repo, base).path
+    return path, snapshot, None
+
+
+_CHECKED: set[str] = set()
+
+
+def _outside_git(root: str) -> bool:
+    """Whether ``root`` (every unit's folder lies in it) was found outside any git work tree,
+    checked once per worker process (``make_scratch`` checks it itself otherwise)."""
+    if root not in _CHECKED:
+        from ..git.workspace import scratch_parent
+
+        scratch_parent(os.path.join(root, "units"))
+        _CHECKED.add(root)
+    return True
+
+
+def _env() -> dict[str, str]:
+    from .. import settings
+
+    return dict(settings.current().env)
+
+
+def _request(spec: dict[str, Any], unit_dir: str, state_dir: str, ws: str,
+             snapshot: str | None, root: str) -> Any:
+    """The dispatcher's request on this worker: the coordinator's, its paths made this
+    worker's (the brief names the coordinator's state dir, workspace and snapshot)."""
+    from .. import settings
+    from ..attempt import statedir
+    from ..attempt.request import Request
+
+    result = os.path.join(unit_dir, "results", spec["result_name"])
+    os.makedirs(os.path.dirname(result), exist_ok=True)
+    prompt_file = os.path.join(unit_dir, "prompt.md")
+    mine = {"state": state_dir, "workspace": ws,
+            "snapshot": snapshot or "", "prompt": prompt_file}
+    paths = sorted(((local, mine[role]) for local, role in spec["paths"] if local and mine[role]),
+                   key=lambda p: -len(p[0]))
+
+    def here(text: str) -> str:
+        for local, own in paths:
+            text = text.replace(local, own)
+        return text
+
+    with open(prompt_file, "w") as f:
+        f.write(here(spec["prompt"]))
+    continue_from = None
+    if spec.get("conversation_id"):
+        continue_from = os.path.join(unit_dir, "earlier")
+        os.makedirs(continue_from, exist_ok=True)
+        with open(os.path.join(continue_from, statedir.CONVERSATION_ID), "w") as f:
+            f.write(spec["conversation_id"])
+    read_only = tuple(p for p in (os.path.join(root, "bases"), snapshot) if p)
+    return Request(
+        executor=spec["executor"], prompt_file=prompt_file, result_file=result,
+        unit_id=spec["unit_id"], mode=spec["mode"], continue_from=continue_from,
+        command=spec["command"], model=spec["model"], effort=spec["effort"],
+        timeout_s=spec["timeout_s"], workspace=ws, state_root=os.path.dirname(state_dir),
+        env=_env(), attempt_id=spec["attempt_id"],
+        extra_env={k: here(v) for k, v in spec["extra_env"].items()}, briefed=True,
+        sandbox=spec["sandbox"], outbox=True, read_only=read_only,
+        add_dirs=(snapshot,) if snapshot else (), config=settings.current())
+
+
+def _watch(d: Dispatch, w: Any, entry: _Running, worker: Any, topic: str,
+           spec: dict[str, Any]) -> tuple[int | None, bool, int]:
+    """Until the unit exits (or the worker's backstop deadline passes), pushing the tail's
+    growth every PUSH_S. Returns (exit code, timed out here, tail bytes pushed)."""
+    from .._util.process import end_group
+    from ..attempt import statedir
+
+    tail = d.state.file(statedir.TAIL)
+    sent, timed_out = 0, False
+    aid = spec["attempt_id"]
+    while True:
+        left = d.deadline + DEADLINE_MARGIN_S - time.time()
+        if left <= 0:
+            end_group(w, d.p.config.kill_grace_s)
+            timed_out = True
+            break
+        if w.wait_exit(min(left, PUSH_S)):
+            break
+        sent = _push(worker, topic, aid, tail, sent)
+    if not timed_out:
+        w.sweep()
+    with entry.lock:
+        entry.reaped = True
+        code = w.reap()
+    return code, timed_out, sent
+
+
+def _push(worker: Any, topic: str, aid: str, tail: str, sent: int) -> int:
+    """Send the tail's bytes past ``sent`` (a chunk at most); returns the new offset."""
+    try:
+        size = os.path.getsize(tail)
+    except OSError:
+        return sent
+    if size <= sent:
+        return sent
+    with open(tail, "rb") as f:
+        f.seek(sent)
+        data = f.read(min(size - sent, CHUNK_BYTES))
+    worker.log_event(topic, {"a": aid, "k": "tail", "o": sent, "b": data})
+    return sent + len(data)
+
+
+def _group_gone(pgid: int) -> bool:
+    """No process is left in the unit's group (its leader is reaped: nothing signals it)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _read_from(path: str, offset: int) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read()
+    except OSError:
+        return b""
+
+
+def _read_end(path: str, limit: int) -> bytes:
+    from .._util.fsutil import tail_bytes
+
+    try:
+        return tail_bytes(path, limit)
+    except OSError:
+        return b""
+
+
+def _diff(ws: str, start: str) -> bytes:
+    from .bundle import diff_since
+
+    return diff_since(ws, start)
+
+
+def carry(data: bytes) -> bytes:
+    """The bundle's task: its value is its argument (made again from the graph if the worker
+    holding it dies)."""
+    return data

@@ -1,0 +1,132 @@
+"""A real Dask cluster on loopback for cluster-run tests: a scheduler and workers started as
+processes of this interpreter (``distributed.cli``), waited for through a client, ended at the
+end. Tests that need Dask skip where it is not installed, and fail instead on CI (CI=true)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from clusterkit import need_dask
+
+from helpers import FAKES, make_fake_cli
+
+START_S = 60.0
+
+
+class TestCluster:
+    """A scheduler and workers on 127.0.0.1; every address bound there."""
+
+    def __init__(self, folder: Path, threads: int = 4):
+        self.folder = folder
+        self.threads = threads
+        folder.mkdir(parents=True, exist_ok=True)
+        fake = make_fake_cli(folder / "bin", "claude", FAKES / "fake_claude.py")
+        self.env = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0",
+                    "XDG_STATE_HOME": str(folder / "worker-state"),
+                    "PRUN_KILL_GRACE_SECONDS": "1", "PRUN_CLAUDE_BIN": str(fake), "IS_SANDBOX": "1",
+                    "FAKE_CLAUDE_SCENARIO": "bash",
+                    "FAKE_CLAUDE_BASH": "echo from-claude > claude.txt",
+                    "FAKE_CLAUDE_HOME": str(folder / "claude-home")}
+        for var in ("PRUN_STATE_ROOT", "PRUN_LEDGER", "PRUN_WORKSPACE_ROOT", "PRUN_CLUSTER"):
+            self.env.pop(var, None)
+        self.scheduler: subprocess.Popen | None = None
+        self.workers: list[subprocess.Popen] = []
+        self.address = ""
+
+    def _start(self, argv: list[str], name: str) -> subprocess.Popen:
+        log = open(self.folder / f"{name}.log", "ab")
+        try:
+            return subprocess.Popen(argv, env=self.env, stdout=log, stderr=log,
+                                    start_new_session=True)
+        finally:
+            log.close()
+
+    def start(self, workers: int) -> TestCluster:
+        sfile = self.folder / "scheduler.json"
+        self.scheduler = self._start(
+            [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+             "--port", "0", "--dashboard-address", "127.0.0.1:0",
+             "--scheduler-file", str(sfile)], "scheduler")
+        deadline = time.monotonic() + START_S
+        while not self.address:
+            assert time.monotonic() < deadline, "the scheduler did not start"
+            assert self.scheduler.poll() is None, (self.folder / "scheduler.log").read_text()
+            try:
+                self.address = json.loads(sfile.read_text())["address"]
+            except (OSError, ValueError, KeyError):
+                time.sleep(0.02)
+        for _ in range(workers):
+            self.add_worker()
+        return self
+
+    def add_worker(self) -> subprocess.Popen:
+        from distributed import Client
+
+        n = len(self.workers) + 1
+        w = self._start([sys.executable, "-m", "distributed.cli.dask_worker", self.address,
+                         "--host", "127.0.0.1", "--no-nanny",
+                         "--dashboard-address", "127.0.0.1:0", "--nthreads", str(self.threads),
+                         "--name", f"w{n}"], f"worker-{n}")
+        self.workers.append(w)
+        alive = sum(1 for p in self.workers if p.poll() is None)
+        with Client(self.address, timeout=START_S, set_as_default=False) as c:
+            c.wait_for_workers(alive, timeout=START_S)
+        return w
+
+    def kill_worker(self, w: subprocess.Popen) -> None:
+        os.killpg(w.pid, signal.SIGKILL)
+        w.wait(10)
+
+    def stop(self) -> None:
+        for p in [*self.workers, self.scheduler]:
+            if p is not None and p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in [*self.workers, self.scheduler]:
+            if p is None:
+                continue
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(10)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """One scheduler and two workers for the tests of a module."""
+    need_dask()
+    c = TestCluster(tmp_path_factory.mktemp("cluster")).start(2)
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def own_cluster(tmp_path):
+    """A scheduler of this test's own, with no worker yet (``add_worker``)."""
+    need_dask()
+    c = TestCluster(tmp_path / "own-cluster", threads=2).start(0)
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    root = tmp_path / "repo"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / "README").write_text("a repository for cluster runs\n")
+    (root / "data.bin").write_bytes(bytes(range(256)))
+    subprocess.run(["git", "-C", str(root), "add", "."], check=True)
+    subprocess.run(["git", "-C", str(root), "-c", "user.email=t@example.com", "-c",
+                    "user.name=t", "commit", "-q", "-m", "init"], check=True)
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("PRUN_WORKSPACE_ROOT", str(tmp_path / "workspaces"))
+    monkeypatch.setenv("PRUN_STALL_THRESHOLD", "3600")
+    return root
