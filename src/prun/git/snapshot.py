@@ -113,9 +113,9 @@ def snapshot_changes(path: str) -> list[str]:
     object files, which the local clone hard-linked from the source (any later clone of the
     source links them again, which moves their ctime; git freshens an object's mtime when a
     clone sharing it writes that object again), so an object is compared by size; a
-    folder's times when an entry in it was added or removed (that entry is the change). Each item is ``<path> <what>``: ``added``,
-    ``removed``, ``modified``, ``mode 444->644`` or ``type file->dir``; at most
-    ``CHANGES_SHOWN`` of them (objects last), then ``+<n> more``.
+    folder's times when an entry in it was added or removed (that entry is the change). Each
+    item is ``<path> <what>``: ``added``, ``removed``, ``modified``, ``mode 444->644`` or
+    ``type file->dir``; at most ``CHANGES_SHOWN`` of them (objects last), then ``+<n> more``.
     """
     path = os.path.abspath(os.fspath(path))
     recorded = _entries(path)
