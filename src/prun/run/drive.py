@@ -92,7 +92,7 @@ async def attempt(sup: Supervisor, u: UnitState, pools: QuotaPools) -> None:
                           f"{e.strerror or e}: {e.filename or ''}".rstrip(": "))
     if opened.ready:  # exactly once: the attempt's row is durable before its worker exists
         sup.ledger.update_attempt(aid, None, state_dir=opened.dispatch.state.path)
-        await sup.durable()
+        await sup.commits.durable()
         opened = opened._replace(launched=await asyncio.to_thread(opened.dispatch.launch))
     await opened_attempt(sup, u, opened)
 
@@ -110,7 +110,7 @@ async def opened_attempt(sup: Supervisor, u: UnitState, opened: Opened) -> None:
                  + ", ".join(place.applied), base=place.base)
     if refused is not None:
         await asyncio.to_thread(d.finish, None, refused=refused)
-        sup.unsynced = True
+        sup.commits.unsynced = True
         sup.ledger.update_attempt(aid, "quota gate refused", status=Status.QUOTA,
                                   state_dir=d.state.path, reason="quota",
                                   error=refused.line(), resets_at=refused.resets_at,
@@ -121,7 +121,7 @@ async def opened_attempt(sup: Supervisor, u: UnitState, opened: Opened) -> None:
         return await session(sup, u, d, opened.handed)
     if not opened.launched:
         await asyncio.to_thread(d.finish, None)
-        sup.unsynced = True
+        sup.commits.unsynced = True
         return no_receipt(sup, u, aid, f"start {d.p.executor.name} for packet {u.packet.id}",
                           d.launch_error, state_dir=d.state.path)
     u.started = d.launched_at

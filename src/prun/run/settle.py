@@ -30,7 +30,7 @@ def settle(sup: Supervisor, u: UnitState, outcome: Outcome, why: str | None, *,
     """Record the judged attempt of ``u`` (its ``outcome``; ``executor`` ran it in
     ``workspace``) and start what follows it."""
     aid = u.current_attempt
-    sup.unsynced = True
+    sup.commits.unsynced = True
     status = ATTEMPT_STATUS.get(outcome.kind, Status.FAILED)
     quarantined = None
     if u.superseded or why is not None:

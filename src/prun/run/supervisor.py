@@ -35,12 +35,12 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from .. import settings
-from .._util.fsutil import sync_fs
 from .._util.timeparse import epoch
 from ..errors import PrunError
 from ..ledger import Ledger, PacketStatus, RunStatus, Status, now_iso
 from . import control, drive, recovery, schedule
 from .events import Event
+from .group_commit import GroupCommit
 from .keeper import Keeper
 from .prepare import QuotaPools, git_wrapper
 from .state import RunPaths, packet_from_spec, ready_signal
@@ -52,8 +52,6 @@ if TYPE_CHECKING:
     from .hooks import EventHooks
     from .run_ranges import RunRanges
 
-FLUSH_S = 0.05  # the ledger lags the supervisor by at most this (a crash loses no worker:
-                # resume finds every launched attempt through its state dir)
 THREADS = 4   # the file work of starting and finishing units runs here, off the event loop
 
 
@@ -126,10 +124,8 @@ class Supervisor:
         self._group: asyncio.TaskGroup | None = None
         self._wake = asyncio.Event()          # made again for each run_until_done
         self.hooks: EventHooks | None = None  # the on_event hooks, while the run is driven
-        self.unsynced = False                # units settled since the last syncfs
         self._scratch_ready: bool | None = None  # see scratch_ready
-        self._committed = asyncio.Event()        # set (and made anew) by each group commit
-        self._commit_soon = asyncio.Event()      # a launch waits for the next commit
+        self.commits = GroupCommit(ledger, str(self.paths.root))  # the ledger's group commit
 
     # events --------------------------------------------------------------------------------
     def snapshot_of(self, base: str) -> str:
@@ -187,7 +183,6 @@ class Supervisor:
         loop = asyncio.get_running_loop()
         loop.set_default_executor(ThreadPoolExecutor(max_workers=THREADS))
         self._wake = asyncio.Event()
-        self._committed, self._commit_soon = asyncio.Event(), asyncio.Event()
         self.paths.make()
         self.started = create_time(os.getpid())
         self.ledger.claim_run(self.run_id, os.getpid(), self.started, supervisor_alive)
@@ -220,7 +215,7 @@ class Supervisor:
                 recovery.recover(self)
                 self.keeper.start(loop)
                 self.ledger.defer_writes()
-                flusher = group.create_task(self._flush_often(), name="ledger flusher")
+                flusher = group.create_task(self.commits.flush_often(), name="ledger flusher")
                 try:
                     return await self._loop()
                 finally:
@@ -230,7 +225,7 @@ class Supervisor:
         finally:
             self._group = None
             self.keeper.close()
-            self._sync()
+            self.commits.sync()
             self.ledger.stop_deferring()
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
                 loop.remove_signal_handler(sig)
@@ -245,61 +240,13 @@ class Supervisor:
             for u in schedule.ready(self):
                 self.start(u, drive.attempt(self, u, pools))
             if not self.running and self._settled():
-                self._commit_now()
+                self.commits.commit_now()
                 status = self._final_status()
                 if self.ledger.close_run(self.run_id, status):
                     return status  # released; a later request starts a new supervisor
                 continue           # a request arrived as the run ended: carry it out
             await self._sleep()
             control.check_stalls(self)
-
-    async def _flush_often(self) -> None:
-        """Apply the queued ledger writes every FLUSH_S: one short transaction for many."""
-        import sys
-
-        while True:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(FLUSH_S):  # or sooner, when a launch waits for it
-                    await self._commit_soon.wait()
-            self._commit_soon.clear()
-            try:
-                await self._commit()
-            except Exception as e:  # the queue is kept; the next flush tries again
-                print(f"prun: warning: ledger flush failed ({e}); retrying", file=sys.stderr)
-
-    async def _commit(self) -> None:
-        """Group commit: the files of the units settled so far (results, outcomes; written
-        without an fsync each) reach the disk in one syncfs, and only then does the ledger
-        record those units as finished."""
-        n = self.ledger.pending
-        if not n:
-            return
-        if self.unsynced:
-            self.unsynced = False
-            await asyncio.to_thread(sync_fs, self.paths.root)
-        self.ledger.flush(upto=n)
-        committed, self._committed = self._committed, asyncio.Event()
-        committed.set()
-
-    async def durable(self) -> None:
-        """Until the ledger writes queued so far are committed: by a group commit made at
-        once, which every unit launching in the same moment shares."""
-        target = self.ledger.applied + self.ledger.pending
-        if self.ledger.applied < target:
-            self._commit_soon.set()
-        while self.ledger.applied < target:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(FLUSH_S * 4):  # a flush made elsewhere, or failed
-                    await self._committed.wait()
-
-    def _commit_now(self) -> None:
-        self._sync()
-        self.ledger.flush()
-
-    def _sync(self) -> None:
-        if self.unsynced:
-            self.unsynced = False
-            sync_fs(self.paths.root)
 
     async def _sleep(self) -> None:
         """Until a unit's task ends, a request or signal wakes us, a park ends, the deadline
