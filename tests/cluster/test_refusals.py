@@ -89,6 +89,9 @@ def test_cluster_local_binds_loopback_and_ends_what_it_started(tmp_path):
         listening = [c.laddr for k in kids for c in k.net_connections("inet")
                      if c.status == psutil.CONN_LISTEN]
         assert listening and {a.ip for a in listening} == {"127.0.0.1"}
+        for k in kids:   # each can be stopped by its own SIGTERM: no signal mask passed down
+            blocked = int(_status_field(k.pid, "SigBlk"), 16)
+            assert not blocked & (1 << (signal.SIGTERM - 1) | 1 << (signal.SIGINT - 1)), k
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
         deadline = time.monotonic() + 30
@@ -99,3 +102,8 @@ def test_cluster_local_binds_loopback_and_ends_what_it_started(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _status_field(pid: int, name: str) -> str:
+    with open(f"/proc/{pid}/status") as f:
+        return next(line.split()[1] for line in f if line.startswith(name + ":"))

@@ -42,6 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import os
     import signal
+    import time
 
     from .. import settings
     from ..cluster import require
@@ -57,18 +58,22 @@ def run(args: argparse.Namespace) -> int:
     s = settings.current()
     folder = os.path.join(s.user_state, "cluster-local", str(os.getpid()))
     cluster = LocalCluster(folder, args.host, args.port, args.workers, args.threads)
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    # Handlers, not a blocked mask: a blocked mask would pass to the scheduler and workers
+    # (a handler does not), and they could then not be stopped by their own SIGTERM.
+    got: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, _frame: got.append(signum))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         address = cluster.start()
         print(f"CLUSTER {address} workers={args.workers} logs={folder}", flush=True)
-        while True:
-            got = signal.sigtimedwait({signal.SIGINT, signal.SIGTERM}, 1.0)
-            if got is not None:
-                return 0
+        while not got:
             gone = cluster.gone()
             if gone:
                 print(f"prun: the cluster's {gone} exited (see {folder})", file=sys.stderr)
                 return 1
+            time.sleep(0.5)     # a signal is seen within half a second
+        return 0
     finally:
         cluster.stop(s.kill_grace_s)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
