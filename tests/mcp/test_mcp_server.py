@@ -18,7 +18,7 @@ MCPError = pytest.importorskip("mcp.shared.exceptions").MCPError
 
 TOOLS = ["check", "run", "status", "wait", "cancel", "reassign", "followup", "reconcile",
          "integrate", "dispatch", "receipt", "quota", "ledger", "brief", "panel",
-         "panel_result"]
+         "panel_result", "review", "decide"]
 REFERENCE = Path(__file__).resolve().parents[2] / "skills" / "prun" / "references" / "mcp.md"
 
 

@@ -9,7 +9,8 @@ REQUEST is JSON: ``{"argv": [COMMAND, ...], "lines": true|false}``. The command 
   the same process, without ``--json`` (and without ``--refresh``);
 - for reconcile and integrate, which record what they did and change the tree: from the same
   run, read from the report object the command turned into JSON (``lines()`` beside
-  ``as_dict()``), so nothing is done twice.
+  ``as_dict()``), so nothing is done twice;
+- for review: none (without ``--json`` it serves its page): ``lines`` is null.
 
 stdout: one JSON object ``{"exit_code", "json", "lines", "stderr"}``; ``lines`` is null when
 they could not be had.
@@ -26,6 +27,8 @@ from typing import Any
 
 # commands whose one run is read back for its lines (they must not run twice)
 ONCE = ("reconcile", "integrate")
+# commands with no lines to read back: without --json, `prun review` serves its page
+NO_LINES = ("review",)
 
 
 def _run(argv: list[str]) -> tuple[int, str, str]:
@@ -69,6 +72,7 @@ def _lines_of_report(command: str) -> Iterator[list[list[str]]]:
 def capture(argv: list[str], *, lines: bool = True) -> dict[str, Any]:
     """Run ``argv`` (a command and its arguments, without ``--json``) as described above."""
     command = argv[0] if argv else ""
+    lines = lines and command not in NO_LINES
     if command in ONCE:
         with _lines_of_report(command) as seen:
             code, out, err = _run([*argv, "--json"])

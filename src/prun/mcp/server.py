@@ -303,12 +303,14 @@ def build(state: Prun | None = None) -> MCPServer[Any]:
 
     from .catalog import _control_tools, _results, _watch_tools
     from .panel_tools import _panel_tools
+    from .review_tools import _review_tools
     from .units import _unit_tools
 
     _watch_tools(server, st)
     _control_tools(server, st)
     _unit_tools(server, st)
     _panel_tools(server, st)
+    _review_tools(server, st)
     _results(server, st)
     return server
 

@@ -55,6 +55,8 @@ SPECS: dict[str, Spec] = {s.name: s for s in (
     _spec("brief", set(), BOTH),
     _spec("panel", {ExitCode.FAILED, ExitCode.NEEDS_REVIEW, ExitCode.STOPPED, ExitCode.TIMEOUT},
           BOTH),
+    _spec("review", set(), BOTH),
+    _spec("decide", set()),
 )}
 
 
