@@ -32,27 +32,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchkit import compile_prun
+from benchkit import compile_prun, one_file_repo
 
 PRUN = [sys.executable, "-m", "prun"]
 ECHO = ["sh", "-c", "echo 'a short unit: one line of output, long enough to be a result'"]
 WRITE = ["sh", "-c", "echo \"$PRUN_PACKET_ID\" > \"out-$PRUN_PACKET_ID.txt\"; "
          "echo 'wrote one file, a short code unit on a cluster worker'"]
-
-
-def sh(cmd, **kw):
-    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
-
-
-def make_repo(root: Path) -> Path:
-    repo = root / "repo"
-    repo.mkdir()
-    sh(["git", "init", "-q", str(repo)])
-    (repo / "README").write_text("bench\n")
-    sh(["git", "-C", str(repo), "add", "README"])
-    sh(["git", "-C", str(repo), "-c", "user.email=b@example.com", "-c", "user.name=b",
-        "commit", "-q", "-m", "init"])
-    return repo
 
 
 def write_plan(repo: Path, name: str, n: int, parallel: int, code: bool) -> Path:
@@ -147,7 +132,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="prun-bench-cluster-") as tmp:
         root = Path(tmp)
-        repo = make_repo(root)
+        repo = one_file_repo(root / "repo")
         env = {**os.environ, "PRUN_LEDGER": str(root / "ledger.sqlite"),
                "PRUN_WORKSPACE_ROOT": str(root / "workspaces"),
                "PRUN_STATE_ROOT": str(root / "units"), "XDG_STATE_HOME": str(root / "state")}

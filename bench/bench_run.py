@@ -27,24 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchkit import compile_prun
+from benchkit import compile_prun, one_file_repo
 
 PRUN = [sys.executable, "-m", "prun"]
-
-
-def sh(cmd, **kw):
-    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
-
-
-def make_repo(root: Path) -> Path:
-    repo = root / "repo"
-    repo.mkdir()
-    sh(["git", "init", "-q", str(repo)])
-    (repo / "README").write_text("bench\n")
-    sh(["git", "-C", str(repo), "add", "README"])
-    sh(["git", "-C", str(repo), "-c", "user.email=b@example.com", "-c", "user.name=b",
-        "commit", "-q", "-m", "init"])
-    return repo
 
 
 def write_plan(repo: Path, n: int, command, name: str, parallel: int) -> Path:
@@ -256,7 +241,7 @@ def main() -> None:
     compile_prun()
     root = Path(tempfile.mkdtemp(prefix="prun-bench-", dir=args.dir))
     try:
-        repo = make_repo(root)
+        repo = one_file_repo(root / "repo")
         env = dict(os.environ, PRUN_LEDGER=str(root / "ledger.sqlite"),
                    PRUN_WORKSPACE_ROOT=str(root / "workspaces"),
                    PRUN_STATE_ROOT=str(root / "state"))

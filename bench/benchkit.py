@@ -45,6 +45,16 @@ def make_repo(root: Path, files: int, packed: bool = True) -> None:
         git("gc", "-q", cwd=root)
 
 
+def one_file_repo(root: Path) -> Path:
+    """A repository of one small file, one commit: where a benchmark's units run."""
+    root.mkdir()
+    git("init", "-q", "-b", "main", cwd=root)
+    (root / "README").write_text("bench\n")
+    git("add", "README", cwd=root)
+    git("commit", "-q", "-m", "init", cwd=root)
+    return root
+
+
 def timed(fn) -> float:
     """Seconds ``fn()`` took."""
     t = time.perf_counter()
