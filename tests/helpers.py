@@ -32,3 +32,24 @@ def prun(*args: str, env: dict | None = None, timeout: float = 60, cwd=None):
         full_env.update(env)
     return subprocess.run([sys.executable, "-m", "prun", *args], capture_output=True, text=True,
                           env=full_env, timeout=timeout, cwd=cwd)
+
+
+def working_repo(tmp_path: Path, monkeypatch, files: dict[str, str | bytes]) -> Path:
+    """A real repository at ``tmp_path/repo`` with ``files`` in one commit, made the working
+    directory, its workspaces beside it and stall reports out of the way."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    for name, content in files.items():
+        path = root / name
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+    subprocess.run(["git", "-C", str(root), "add", "."], check=True)
+    subprocess.run(["git", "-C", str(root), "-c", "user.email=t@example.com", "-c",
+                    "user.name=t", "commit", "-q", "-m", "init"], check=True)
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("PRUN_WORKSPACE_ROOT", str(tmp_path / "workspaces"))
+    monkeypatch.setenv("PRUN_STALL_THRESHOLD", "3600")
+    return root

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from clusterkit import need_dask
 
-from helpers import FAKES, make_fake_cli
+from helpers import FAKES, make_fake_cli, working_repo
 
 START_S = 60.0
 
@@ -118,15 +118,5 @@ def own_cluster(tmp_path):
 
 @pytest.fixture
 def repo(tmp_path, monkeypatch):
-    root = tmp_path / "repo"
-    root.mkdir()
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
-    (root / "README").write_text("a repository for cluster runs\n")
-    (root / "data.bin").write_bytes(bytes(range(256)))
-    subprocess.run(["git", "-C", str(root), "add", "."], check=True)
-    subprocess.run(["git", "-C", str(root), "-c", "user.email=t@example.com", "-c",
-                    "user.name=t", "commit", "-q", "-m", "init"], check=True)
-    monkeypatch.chdir(root)
-    monkeypatch.setenv("PRUN_WORKSPACE_ROOT", str(tmp_path / "workspaces"))
-    monkeypatch.setenv("PRUN_STALL_THRESHOLD", "3600")
-    return root
+    return working_repo(tmp_path, monkeypatch, {"README": "a repository for cluster runs\n",
+                                                 "data.bin": bytes(range(256))})
