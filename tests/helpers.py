@@ -53,3 +53,22 @@ def working_repo(tmp_path: Path, monkeypatch, files: dict[str, str | bytes]) -> 
     monkeypatch.setenv("PRUN_WORKSPACE_ROOT", str(tmp_path / "workspaces"))
     monkeypatch.setenv("PRUN_STALL_THRESHOLD", "3600")
     return root
+
+
+def write_plan(path: Path, packets: list[dict], **settings) -> Path:
+    """A plan file: ``settings`` beside its ``packets``, as JSON (YAML reads it)."""
+    path.write_text(json.dumps({**settings, "packets": packets}, indent=1))
+    return path
+
+
+def poll(check, limit: float = 60.0):
+    """Wait (bounded) for ``check()`` to return something truthy, and return it."""
+    import time
+
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.05)
+    raise AssertionError("condition not reached in time")

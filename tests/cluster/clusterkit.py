@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
-import time
 from pathlib import Path
 
 import pytest
+
+from helpers import poll as poll  # re-exported for cluster tests
+from helpers import write_plan as write_plan
 
 
 def need_dask() -> None:
@@ -21,9 +22,6 @@ def need_dask() -> None:
         pytest.skip(f"Dask distributed is not installed: {e}")
 
 
-def write_plan(path: Path, packets: list[dict], **settings) -> Path:
-    path.write_text(json.dumps({**settings, "packets": packets}, indent=1))
-    return path
 
 
 def attempts(repo: Path) -> list[dict]:
@@ -34,13 +32,3 @@ def attempts(repo: Path) -> list[dict]:
     finally:
         db.close()
 
-
-def poll(check, limit: float = 60.0):
-    """Wait for ``check()`` to return something truthy (bounded); return it."""
-    end = time.monotonic() + limit
-    while time.monotonic() < end:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError("condition not reached in time")

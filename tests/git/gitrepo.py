@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from helpers import poll as poll  # re-exported for git tests
+
 
 def g(cwd, *args: str, check: bool = True, input: bytes | None = None):
     """Run git in ``cwd`` the way a person or a worker would."""
@@ -71,17 +73,3 @@ def gone(pid: int, timeout: float = 10.0) -> bool:
             return False
         psutil.wait_procs([p], timeout=0.05)
 
-
-def poll(check, limit: float = 60.0):
-    """Wait (bounded) for ``check()`` to return something truthy, and return it."""
-    import threading
-    import time
-
-    end = time.monotonic() + limit
-    tick = threading.Event()
-    while time.monotonic() < end:
-        got = check()
-        if got:
-            return got
-        tick.wait(0.05)
-    raise AssertionError("condition not reached in time")

@@ -3,7 +3,6 @@ SDK's own client, and a small repository with a plan of command units."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -13,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from helpers import write_plan as write_plan  # re-exported for MCP tests
 
 pytest.importorskip("mcp.client.stdio", reason="the mcp extra is not installed")
 
@@ -42,11 +43,6 @@ def unit(pid: str, code: str, **fields: Any) -> dict[str, Any]:
     """An inline command packet running ``code`` with this interpreter."""
     return {"id": pid, "executor": "command", "command": [sys.executable, "-c", code],
             "prompt": f"unit {pid}", "timeout": "2m", **fields}
-
-
-def write_plan(path: Path, packets: list[dict[str, Any]], **settings: Any) -> Path:
-    path.write_text(json.dumps({**settings, "packets": packets}, indent=1))
-    return path
 
 
 @asynccontextmanager

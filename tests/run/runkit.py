@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import sys
-import time
-from pathlib import Path
+
+from helpers import poll as poll  # re-exported for run tests
+from helpers import write_plan as write_plan
 
 
 def py_unit(pid: str, code: str, **fields) -> dict:
@@ -14,17 +14,4 @@ def py_unit(pid: str, code: str, **fields) -> dict:
             "prompt": f"unit {pid}", **fields}
 
 
-def write_plan(path: Path, packets: list[dict], **settings) -> Path:
-    path.write_text(json.dumps({**settings, "packets": packets}, indent=1))
-    return path
 
-
-def poll(check, limit: float = 30.0):
-    """Wait for ``check()`` to return something truthy (bounded); return it."""
-    end = time.monotonic() + limit
-    while time.monotonic() < end:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError("condition not reached in time")
