@@ -175,7 +175,7 @@ def test_keeper_outlives_its_supervisor_and_logs_codes_meanwhile(tmp_path):
     gate = tmp_path / "gate"
     script = textwrap.dedent(f"""
         import asyncio, os, sys, time
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        sys.path[:0] = [{str(Path(__file__).parent)!r}, {str(Path(__file__).parents[1])!r}]
         from test_keeper import _spawn
         from prun.run.keeper import Keeper
         from pathlib import Path
