@@ -161,21 +161,50 @@ class Dispatch:
 
     def launch(self) -> bool:
         """Start the worker. False (with the reason kept for ``finish``) if it cannot start."""
+        if self.remote is not None:
+            self._unit()   # its workspace made
+            return self._launch_remote(self.remote)
+        planned = self.plan_launch()
+        if planned is None:
+            return False
+        try:
+            worker = self._spawn(*planned)
+        except OSError as e:
+            return self._not_started(e)
+        return self._started(planned[0], worker)
+
+    def plan_launch(self) -> tuple[Launch, list[str]] | None:
+        """The launch's file work (any thread): the executor's launch and the argv that runs
+        it. None (with the reason kept for ``finish``) if it cannot be built."""
         from ..errors import LaunchError
 
-        unit = self._unit()
-        if self.remote is not None:
-            return self._launch_remote(self.remote)
         try:
-            launch, argv = self._build(unit)
-            self.worker = self._spawn(launch, argv)
+            return self._build(self._unit())
         except LaunchError as e:
             self.launch_error = e.line()
-            return False
         except OSError as e:
-            self.launch_error = f"cannot start {self.p.executor.name}: {e}"
-            return False
-        self._record_launch(launch, self.worker)
+            self._not_started(e)
+        return None
+
+    async def launch_kept(self, planned: tuple[Launch, list[str]]) -> bool:
+        """The planned worker started by the run's keeper from its event loop: no thread
+        waits for the keeper's answer. False (the reason kept) if it did not start."""
+        if self.keeper is None:
+            raise RuntimeError("launch_kept needs a run's keeper")
+        launch, argv = planned
+        try:
+            worker = await self.keeper.spawn_async(argv, **self._spawn_files(launch))
+        except OSError as e:
+            return self._not_started(e)
+        return self._started(launch, worker)
+
+    def _not_started(self, e: OSError) -> bool:
+        self.launch_error = f"cannot start {self.p.executor.name}: {e}"
+        return False
+
+    def _started(self, launch: Launch, worker: Worker) -> bool:
+        self.worker = worker
+        self._record_launch(launch, worker)
         self.record_step("launch")
         return True
 
@@ -219,18 +248,22 @@ class Dispatch:
     def _spawn(self, launch: Launch, argv: list[str]) -> Worker:
         """Start ``argv``: through the run's keeper, else as this process's child."""
         from .._util.process import spawn
+
+        files = self._spawn_files(launch)
+        if self.keeper is not None:
+            return self.keeper.spawn(argv, **files)
+        del files["name"], files["log"]
+        return spawn(argv, **files, die_with_parent=True)  # a kill -9 of the dispatcher ends it
+
+    def _spawn_files(self, launch: Launch) -> dict[str, Any]:
+        """Where the worker runs and what it reads and writes, as ``spawn`` takes them."""
         from .launching import absolute
 
         sd, workspace = self.state, self._workspace()
-        stdin = absolute(launch.stdin_path, workspace)
-        if self.keeper is not None:
-            return self.keeper.spawn(
-                argv, cwd=workspace, env=launch.env, stdout_path=sd.file(statedir.TAIL),
-                stderr_path=sd.file(statedir.STDERR), stdin_path=stdin,
-                name=os.path.basename(sd.path), log=_exit_log(sd))
-        return spawn(argv, cwd=workspace, env=launch.env, stdout_path=sd.file(statedir.TAIL),
-                     stderr_path=sd.file(statedir.STDERR), stdin_path=stdin,
-                     die_with_parent=True)  # a kill -9 of the dispatcher ends it too
+        return {"cwd": workspace, "env": launch.env, "stdout_path": sd.file(statedir.TAIL),
+                "stderr_path": sd.file(statedir.STDERR),
+                "stdin_path": absolute(launch.stdin_path, workspace),
+                "name": os.path.basename(sd.path), "log": _exit_log(sd)}
 
     def _record_launch(self, launch: Launch, worker: Worker) -> None:
         """``unit.json`` with the argv (the prompt redacted), the sandbox and the worker; the

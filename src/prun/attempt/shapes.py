@@ -22,6 +22,11 @@ class Keeper(Protocol):
     def spawn(self, argv: list[str], *, cwd: str, env: dict[str, str], stdout_path: str,
               stderr_path: str, stdin_path: str | None, name: str, log: str) -> Worker: ...
 
+    async def spawn_async(self, argv: list[str], *, cwd: str, env: dict[str, str],
+                          stdout_path: str, stderr_path: str, stdin_path: str | None,
+                          name: str, log: str) -> Worker:
+        """``spawn`` from the keeper's event loop, awaiting its answer."""
+
 
 class RemoteLauncher(Protocol):
     """A cluster run's launcher (``prun.cluster.client.Launcher``): it sends the attempt

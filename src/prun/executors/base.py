@@ -196,6 +196,11 @@ class Executor:
         there is no gate."""
         return None
 
+    def metered(self) -> bool:
+        """Whether prun meters this executor's quota: a gate of its own or quota groups
+        (either may probe its CLI before a launch or after a failure)."""
+        return type(self).gate is not Executor.gate or bool(self.quota_groups())
+
     def recipients(self, model: str | None) -> tuple[str, ...]:
         """Where a unit on ``model`` (None: the default) sends its data: this executor's name,
         then the vendor families it reaches. Declaring no family means the executor is allowed

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -35,6 +36,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .._util.process import WorkerLike as RunWorker
     from ..attempt.outcome import Outcome
+    from ..executors.base import Executor
+    from ..executors.records import Launch
     from .ports import Reservation
     from .supervisor import Supervisor
 
@@ -61,7 +64,8 @@ async def attempt(sup: Supervisor, u: UnitState, pools: QuotaPools) -> None:
                              "is empty")
     aid = f"{sup.run_id}:{p.id}:{u.seq + 1}"
     try:
-        held = await asyncio.to_thread(schedule.reserve_ports, sup, u, aid)
+        held = (schedule.reserve_ports(sup, u, aid) if schedule.ports_at_hand(sup, u)
+                else await asyncio.to_thread(schedule.reserve_ports, sup, u, aid))
     except PortsUnavailable as e:
         return schedule.wait_for_ports(sup, u, e)
     u.seq += 1
@@ -75,9 +79,9 @@ async def attempt(sup: Supervisor, u: UnitState, pools: QuotaPools) -> None:
         base=u.base, result_path=result, predecessor=u.predecessor,
         continue_from=u.continue_from)
     latest = latest_inputs(sup, u) if u.packet.after else {}
+    opening = functools.partial(open_attempt, sup, u, held, executor_name, result, latest)
     try:
-        opened = await asyncio.to_thread(open_attempt, sup, u, held, executor_name, result,
-                                         latest)
+        opened = opening() if quick_start(sup, u, ex) else await asyncio.to_thread(opening)
     except Blocked as e:
         sup.ledger.update_attempt(aid, e.reason, status=Status.NOT_DISPATCHED,
                                   reason="blocked", error=e.reason, finished_at=now_iso())
@@ -93,8 +97,17 @@ async def attempt(sup: Supervisor, u: UnitState, pools: QuotaPools) -> None:
     if opened.ready:  # exactly once: the attempt's row is durable before its worker exists
         sup.ledger.update_attempt(aid, None, state_dir=opened.dispatch.state.path)
         await sup.commits.durable()
-        opened = opened._replace(launched=await asyncio.to_thread(opened.dispatch.launch))
+        opened = opened._replace(launched=await launch(opened))
     await opened_attempt(sup, u, opened)
+
+
+async def launch(opened: Opened) -> bool:
+    """Start the opened attempt's worker: planned in ``open_attempt``'s thread, started by
+    the keeper from the loop (a cluster's attempt: sent from a thread)."""
+    d = opened.dispatch
+    if d.remote is not None or d.keeper is None:
+        return await asyncio.to_thread(d.launch)
+    return opened.planned is not None and await d.launch_kept(opened.planned)
 
 
 async def opened_attempt(sup: Supervisor, u: UnitState, opened: Opened) -> None:
@@ -146,13 +159,35 @@ class Opened(NamedTuple):
     refused: QuotaExhausted | None   # the quota gate refused it before any launch
     handed: Outcome | None = None    # a session unit: handed to the coordinator instead
     ready: bool = False              # begun, to be launched once its ledger row is durable
+    planned: tuple[Launch, list[str]] | None = None   # its launch and argv, when ready
+
+
+def quick_start(sup: Supervisor, u: UnitState, ex: Executor) -> bool:
+    """Whether opening ``u``'s attempt starts no other process and waits for none: a
+    scratch dir (no clone, setup command, dependents' changes or first snapshot of its
+    base) and an executor that is not ``metered``, in a local run. Such an attempt is opened
+    in the event loop, the others in a thread (``quick_finish`` is the same for its end).
+
+    Not all in threads: a thread that makes many short system calls trades the GIL with the
+    loop's thread at each of them, which costs more than the calls."""
+    p = u.packet
+    if p.writes_code or p.after or sup.run["setup"] or not quick_finish(sup, ex):
+        return False
+    snapshot_due = p.snapshot and sup.run["repo_root"] and u.base
+    return not (snapshot_due and not sup.has_snapshot(u.base or ""))
+
+
+def quick_finish(sup: Supervisor, ex: Executor) -> bool:
+    """Whether judging and publishing an attempt of ``ex`` waits for no other process:
+    no quota probe after a failure, no cluster."""
+    return sup.cluster is None and not ex.metered()
 
 
 def open_attempt(sup: Supervisor, u: UnitState, held: Reservation, executor_name: str,
                  result: str, latest: dict[str, UnitInput]) -> Opened:
-    """Workspace, brief, validation, state dir, launch: the file and process work of
-    starting an attempt (with the ports ``held`` for it), run in a worker thread. Raises
-    ``Blocked`` when a packet it comes after was rejected."""
+    """Workspace, brief, validation, state dir, the launch's argv: the file and process work
+    of starting an attempt (with the ports ``held`` for it), in a worker thread unless
+    ``quick_start``. Raises ``Blocked`` when a packet it comes after was rejected."""
     from ..attempt.dispatch import prepare
     from . import prepare as unitprep
     from .dependents import start
@@ -207,7 +242,8 @@ def open_attempt(sup: Supervisor, u: UnitState, held: Reservation, executor_name
         return Opened(d, place, text, False, e)
     if not prepared.executor.launches_process:  # a session unit: the coordinator runs it
         return Opened(d, place, text, False, None, d.hand_off())
-    return Opened(d, place, text, False, None, ready=True)
+    planned = d.plan_launch() if remote is None and d.keeper is not None else None
+    return Opened(d, place, text, False, None, ready=True, planned=planned)
 
 
 def read_only(sup: Supervisor, place: Workspace) -> tuple[str, ...]:
@@ -261,8 +297,10 @@ async def watch(sup: Supervisor, u: UnitState, d: Dispatch) -> None:
     if why is not None:
         remote = getattr(worker, "quiesce", None)   # a cluster's worker confirms it there
         quiet = await (_bounded(remote()) if remote is not None else quiesce(worker.pid))
-    outcome = await asyncio.to_thread(d.finish, code, timed_out=why == "timeout",
-                                      cancelled=why == "cancelled")
+    finishing = functools.partial(d.finish, code, timed_out=why == "timeout",
+                                  cancelled=why == "cancelled")
+    outcome = (finishing() if quick_finish(sup, d.p.executor)
+               else await asyncio.to_thread(finishing))
     settle(sup, u, outcome, why, executor=d.p.executor, workspace=d.workspace, quiet=quiet)
 
 

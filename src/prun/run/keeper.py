@@ -17,7 +17,7 @@ import os
 import subprocess
 import sys
 import threading
-from typing import IO, Any, TypedDict
+from typing import IO, TYPE_CHECKING, Any, TypedDict
 
 SPAWN_WAIT_S = 60.0      # a spawn reply normally takes a millisecond
 CLOSE_WAIT_S = 5.0
@@ -29,6 +29,16 @@ class KeeperIdent(TypedDict, total=False):
 
     pid: int
     create_time: float | None
+
+
+if TYPE_CHECKING:  # a spawn request's answer: awaited in the loop, or waited for by a thread
+    from typing import TypeAlias
+
+    _Answer: TypeAlias = asyncio.Future["KeptWorker"] | concurrent.futures.Future["KeptWorker"]
+
+
+def _no_answer() -> OSError:
+    return OSError(0, f"the worker keeper did not answer in {SPAWN_WAIT_S:.0f} s")
 
 
 def _killpg(pgid: int, sig: int) -> None:
@@ -112,7 +122,7 @@ class Keeper:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
         self._next = 0
-        self._pending: dict[int, concurrent.futures.Future[KeptWorker]] = {}  # by request id
+        self._pending: dict[int, _Answer] = {}  # by request id
         self.workers: dict[int, KeptWorker] = {}
         self.ident: KeeperIdent = {}   # the keeper's pid and start time, in each unit.json
         self._loop_thread: int | None = None
@@ -162,10 +172,36 @@ class Keeper:
     # requests (any thread) -----------------------------------------------------------------------
     def spawn(self, argv: list[str], *, cwd: str, env: dict[str, str], stdout_path: str,
               stderr_path: str, stdin_path: str | None, name: str, log: str) -> KeptWorker:
-        """Start ``argv`` (its program a path) through the keeper. Raises ``OSError``."""
+        """Start ``argv`` (its program a path) through the keeper, from a thread other than
+        the event loop's (which reads the answer). Raises ``OSError``."""
         if threading.get_ident() == self._loop_thread:
-            raise RuntimeError("Keeper.spawn waits for the event loop: call it from a thread")
+            raise RuntimeError("Keeper.spawn waits for the event loop: call it from a thread "
+                               "(or await spawn_async)")
         fut: concurrent.futures.Future[KeptWorker] = concurrent.futures.Future()
+        self._request(fut, argv, cwd=cwd, env=env, stdout_path=stdout_path,
+                      stderr_path=stderr_path, stdin_path=stdin_path, name=name, log=log)
+        try:
+            return fut.result(SPAWN_WAIT_S)
+        except concurrent.futures.TimeoutError:
+            raise _no_answer() from None
+
+    async def spawn_async(self, argv: list[str], *, cwd: str, env: dict[str, str],
+                          stdout_path: str, stderr_path: str, stdin_path: str | None,
+                          name: str, log: str) -> KeptWorker:
+        """``spawn`` from the event loop: the request sent, its answer awaited."""
+        fut: asyncio.Future[KeptWorker] = asyncio.get_running_loop().create_future()
+        self._request(fut, argv, cwd=cwd, env=env, stdout_path=stdout_path,
+                      stderr_path=stderr_path, stdin_path=stdin_path, name=name, log=log)
+        try:
+            async with asyncio.timeout(SPAWN_WAIT_S):
+                return await fut
+        except TimeoutError:
+            raise _no_answer() from None
+
+    def _request(self, fut: _Answer, argv: list[str], *, cwd: str, env: dict[str, str],
+                 stdout_path: str, stderr_path: str, stdin_path: str | None, name: str,
+                 log: str) -> None:
+        """Send one spawn request; ``fut`` gets its answer (``_resolve``)."""
         base = self.env
         with self._lock:
             if self.proc is None:
@@ -178,11 +214,6 @@ class Keeper:
                         "unset": [k for k in base if k not in env],
                         "stdin": stdin_path, "stdout": stdout_path, "stderr": stderr_path,
                         "name": name, "log": log})
-        try:
-            return fut.result(SPAWN_WAIT_S)
-        except concurrent.futures.TimeoutError:
-            raise OSError(0, f"the worker keeper did not answer in {SPAWN_WAIT_S:.0f} s") \
-                from None
 
     def signal(self, pid: int, sig: int) -> None:
         with self._lock:
@@ -238,7 +269,7 @@ class Keeper:
     def _resolve(self, rid: int, value: KeptWorker | OSError) -> None:
         with self._lock:
             fut = self._pending.pop(rid, None)
-        if fut is None:
+        if fut is None or fut.done():   # an answer nobody waits for any more
             return
         if isinstance(value, OSError):
             fut.set_exception(value)
@@ -259,7 +290,8 @@ class Keeper:
         loop.add_reader(_fd(new.stdout), self._readable)
         self._buf = b""
         for fut in pending.values():
-            fut.set_exception(OSError(0, "the worker keeper died"))
+            if not fut.done():
+                fut.set_exception(OSError(0, "the worker keeper died"))
         for w in list(self.workers.values()):
             _watch_orphan(loop, w)
         self.workers.clear()

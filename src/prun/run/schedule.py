@@ -91,6 +91,17 @@ def reserve_ports(sup: Supervisor, u: UnitState, aid: str) -> Reservation:
         raise
 
 
+def ports_at_hand(sup: Supervisor, u: UnitState) -> bool:
+    """Whether ``reserve_ports`` needs no file: the unit names and fixes no port and the
+    run's block has a range free (then it is quick enough for the event loop)."""
+    from . import ports
+
+    if sup.ranges is None or not sup.ranges.at_hand():
+        return False
+    request = ports.port_request(u.packet.state, sup.env, where=u.packet.where("state"))
+    return not request.fixed and not request.names
+
+
 def _keeper(sup: Supervisor) -> tuple[int, float | None]:
     """The process that holds the run's ports: its keeper, alive as long as its workers."""
     keeper = sup.keeper.ident

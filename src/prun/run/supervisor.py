@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from .hooks import EventHooks
     from .run_ranges import RunRanges
 
-THREADS = 4   # the file work of starting and finishing units runs here, off the event loop
+THREADS = 4   # what waits on another process (git, setup, probes) runs here, off the loop
 
 
 class Supervisor:
@@ -138,6 +138,10 @@ class Supervisor:
             found = self._snapshots[base] = ensure_snapshot(
                 self.workspaces, self.run["repo_root"], base).path
         return found
+
+    def has_snapshot(self, base: str) -> bool:
+        """Whether the run's read-only snapshot of ``base`` is made already."""
+        return base in self._snapshots
 
     def scratch_ready(self) -> bool:
         """Whether the run's folder of workspaces is made and outside any git work tree,
