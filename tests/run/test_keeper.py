@@ -49,6 +49,30 @@ def test_the_keeper_logs_each_start_and_refuses_a_second_launch_of_an_attempt(tm
     drive(body)
 
 
+def test_a_spawn_awaited_in_the_event_loop_blocks_no_thread(tmp_path):
+    """``spawn_async`` is what the supervisor awaits; the waiting ``spawn`` refuses the
+    loop's own thread (it would wait for the answer the loop has to read)."""
+    args = dict(cwd=str(tmp_path), env=dict(os.environ), stdout_path=str(tmp_path / "out"),
+                stderr_path=str(tmp_path / "err"), stdin_path=None, name="b-state",
+                log=str(tmp_path / ".exit-codes"))
+
+    async def body(keeper, loop):
+        workers = await asyncio.gather(*(
+            keeper.spawn_async([sys.executable, "-c", f"print({i})"],
+                               **dict(args, name=f"s{i}")) for i in range(3)))
+        assert len({w.pid for w in workers}) == 3
+        for w in workers:
+            await w.await_exit()
+        assert [w.reap() for w in workers] == [0, 0, 0]
+        with pytest.raises(RuntimeError, match="spawn_async"):
+            keeper.spawn([sys.executable, "-c", "pass"], **args)
+        with pytest.raises(OSError, match="No such file"):
+            await keeper.spawn_async([str(tmp_path / "missing")], **args)
+
+    drive(body)
+    assert set(_log(tmp_path)) == {"s0", "s1", "s2"}
+
+
 def drive(body):
     """Run ``body(keeper, loop)`` (a coroutine function) with a started keeper; close after."""
     async def main():
