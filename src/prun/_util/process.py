@@ -12,6 +12,7 @@ group's signals: ``escapes.py`` finds and ends those (re-exported here).
 
 from __future__ import annotations
 
+import functools
 import os
 import select
 import signal
@@ -202,6 +203,9 @@ def spawn(argv: list[str], *, cwd: str, env: dict[str, str], stdout_path: str,
 
     Raises ``OSError`` (FileNotFoundError, PermissionError) when it cannot be started.
     """
+    armed = _armed_by_exec() if die_with_parent else None
+    if armed is not None:
+        argv = [*armed, *argv]
     stdin = open(stdin_path, "rb") if stdin_path else None
     out = open(stdout_path, "ab")
     err = open(stderr_path, "ab")
@@ -209,7 +213,7 @@ def spawn(argv: list[str], *, cwd: str, env: dict[str, str], stdout_path: str,
         proc = subprocess.Popen(
             argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL if stdin is None else stdin,
             stdout=out, stderr=err, start_new_session=True, close_fds=True,
-            preexec_fn=_death_signal() if die_with_parent else None,
+            preexec_fn=_death_signal() if die_with_parent and armed is None else None,
         )
     finally:
         out.close()
@@ -234,6 +238,29 @@ def spawn_session(argv: list[str], env: dict[str, str], *, stdin: str, stdout: s
 
 
 _APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+
+
+@functools.cache
+def _armed_by_exec() -> list[str] | None:
+    """The argv prefix that arms the parent-death signal and then execs the worker:
+    util-linux's ``setpriv --pdeathsig KILL`` where it works (checked once per process),
+    else None (``_death_signal`` then runs between fork and exec). With the prefix the spawn
+    stays a vfork: a ``preexec_fn`` forces a full fork, whose cost grows with this process's
+    memory (tens of milliseconds in a Dask worker). Between the start and the arming there
+    is a moment in which this process's death is not passed on (``_death_signal`` checks)."""
+    import shutil
+
+    setpriv = shutil.which("setpriv") if sys.platform == "linux" else None
+    true = shutil.which("true")
+    if setpriv is None or true is None:
+        return None
+    prefix = [setpriv, "--pdeathsig", "KILL", "--"]
+    try:
+        ok = subprocess.run([*prefix, true], stdin=subprocess.DEVNULL, capture_output=True,
+                            timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        ok = False
+    return prefix if ok else None
 
 
 def _death_signal() -> Callable[[], None] | None:
