@@ -1,6 +1,6 @@
 """Benchmark cluster runs: the same plan on a two-worker loopback Dask cluster and locally.
 
-    python bench/bench_cluster.py [--units 200] [--code 50] [--rounds 2] [--threads 4]
+    python bench/bench_cluster.py [--units 200] [--code 50] [--rounds 2] [--threads 4] [--dir D]
 
 The cluster is the set-up a person would use to try it: `prun cluster local --workers 2`
 (a scheduler and two workers on 127.0.0.1, no nanny, allowed-failures 0), started here through
@@ -126,11 +126,13 @@ def main() -> None:
     ap.add_argument("--code", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--threads", type=int, default=4)
+    ap.add_argument("--dir", help="where the benchmark's repository, state and the workers' "
+                    "files go (default: the system's temp folder); e.g. /dev/shm")
     args = ap.parse_args()
     compile_prun()
     from prun.cluster.local import LocalCluster
 
-    with tempfile.TemporaryDirectory(prefix="prun-bench-cluster-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="prun-bench-cluster-", dir=args.dir) as tmp:
         root = Path(tmp)
         repo = one_file_repo(root / "repo")
         env = {**os.environ, "PRUN_LEDGER": str(root / "ledger.sqlite"),
