@@ -20,6 +20,7 @@ from .unit import UnitState
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .ports import Reservation
+    from .run_ranges import RunRanges
     from .supervisor import Supervisor
 
 PORT_RETRY_S = 1.0  # a unit whose fixed port is held looks again this often
@@ -73,21 +74,18 @@ def reserve_ports(sup: Supervisor, u: UnitState, aid: str) -> Reservation:
     ports it names or fixes from the machine-wide registry. Held in the keeper's name, which
     lives as long as the run's workers do; given back when the attempt ends."""
     from . import ports
-    from .run_ranges import RunRanges
 
     request = ports.port_request(u.packet.state, sup.env, where=u.packet.where("state"))
+    block = _ranges(sup, request.count)
+    own = block.take()
     pid, started = _keeper(sup)
-    if sup.ranges is None:
-        sup.ranges = RunRanges(sup.run_id, pid, started, request.count, sup.env,
-                               block=sup.parallel)
-    own = sup.ranges.take()
     held = ports.Holder(aid, sup.run_id, u.packet.id, pid, started)
     if not request.fixed and not request.names:
         return ports.Reservation(held, own)
     try:
         return ports.reserve(held, request, sup.env, own=own)
     except BaseException:
-        sup.ranges.give_back(own)
+        block.give_back(own)
         raise
 
 
@@ -96,10 +94,21 @@ def ports_at_hand(sup: Supervisor, u: UnitState) -> bool:
     run's block has a range free (then it is quick enough for the event loop)."""
     from . import ports
 
-    if sup.ranges is None or not sup.ranges.at_hand():
-        return False
     request = ports.port_request(u.packet.state, sup.env, where=u.packet.where("state"))
+    if not _ranges(sup, request.count).at_hand():
+        return False
     return not request.fixed and not request.names
+
+
+def _ranges(sup: Supervisor, size: int) -> RunRanges:
+    """The run's block of own ranges, made by the first unit to ask, in the event loop (so
+    that units starting together share one; it leases nothing until a range is taken)."""
+    from .run_ranges import RunRanges
+
+    if sup.ranges is None:
+        pid, started = _keeper(sup)
+        sup.ranges = RunRanges(sup.run_id, pid, started, size, sup.env, block=sup.parallel)
+    return sup.ranges
 
 
 def _keeper(sup: Supervisor) -> tuple[int, float | None]:
