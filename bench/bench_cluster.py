@@ -98,9 +98,10 @@ def stages(recs: list[dict]) -> dict[str, float]:
 
     return {"queued + sent to a worker": med(ms("submitted_at", "received_at")),
             "workspace from the bundle": med(ms("received_at", "placed_at")),
-            "claim answered (after the workspace)": med(ms("placed_at", "claimed_at")),
-            "state dir, request": med(ms("claimed_at", "begun_at")),
-            "launch": med(ms("begun_at", "launched_at")),
+            "state dir, request, begin": med(ms("placed_at", "begun_at")),
+            "claim answered (asked at the start, waited for here)": med(
+                ms("begun_at", "claimed_at")),
+            "launch": med(ms("claimed_at", "launched_at")),
             "unit running": med(ms("launched_at", "exited_at")),
             "diff, return": med(ms("exited_at", "returned_at")),
             "result back here": med(ms("returned_at", "landing_at")),

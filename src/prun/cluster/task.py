@@ -156,16 +156,16 @@ def _run(spec: dict[str, Any], bundle: bytes | None, root: str, unit_dir: str,
 
     ws, snapshot, start = _place(spec, bundle, root, unit_dir)
     out["placed_at"] = time.time()
+    state = statedir.create(spec["unit_id"], os.path.join(unit_dir, "state"))
+    request = _request(spec, unit_dir, state.path, ws, snapshot, root)
+    d = WorkerDispatch(prepare(request), state, record=False, in_run=True)
+    d.begin()   # all on this worker's own files: nothing runs before the claim is answered
+    out["begun_at"] = time.time()
     refused = claim.result(CLAIM_S)
     out["claimed_at"] = time.time()
     if refused:
         out["refused"] = refused
         return
-    state = statedir.create(spec["unit_id"], os.path.join(unit_dir, "state"))
-    request = _request(spec, unit_dir, state.path, ws, snapshot, root)
-    d = WorkerDispatch(prepare(request), state, record=False, in_run=True)
-    d.begin()
-    out["begun_at"] = time.time()
     launched = d.launch()
     out["sandboxed"] = d.sandboxed
     if not launched:
