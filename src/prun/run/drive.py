@@ -165,8 +165,9 @@ class Opened(NamedTuple):
 def quick_start(sup: Supervisor, u: UnitState, ex: Executor) -> bool:
     """Whether opening ``u``'s attempt starts no other process and waits for none: a
     scratch dir (no clone, setup command, dependents' changes or first snapshot of its
-    base) and an executor that is not ``metered``, in a local run. Such an attempt is opened
-    in the event loop, the others in a thread (``quick_finish`` is the same for its end).
+    base) and an executor that is not ``metered``. Such an attempt is opened in the event
+    loop, the others in a thread (``quick_finish`` is the same for its end; a cluster's
+    launch, which may bundle the base, is always sent from a thread).
 
     Not all in threads: a thread that makes many short system calls trades the GIL with the
     loop's thread at each of them, which costs more than the calls."""
@@ -178,9 +179,10 @@ def quick_start(sup: Supervisor, u: UnitState, ex: Executor) -> bool:
 
 
 def quick_finish(sup: Supervisor, ex: Executor) -> bool:
-    """Whether judging and publishing an attempt of ``ex`` waits for no other process:
-    no quota probe after a failure, no cluster."""
-    return sup.cluster is None and not ex.metered()
+    """Whether judging and publishing an attempt of ``ex`` waits for no other process: no
+    quota probe after a failure (a cluster's unit was landed here already, by a landing
+    thread)."""
+    return not ex.metered()
 
 
 def open_attempt(sup: Supervisor, u: UnitState, held: Reservation, executor_name: str,
