@@ -9,8 +9,10 @@ the same code. Two plans, each run locally and on the cluster, alternating, `--r
 1. `--units` short read-only command units (`echo`), sandbox off, parallel = workers x threads;
 2. `--code` short code units, each writing one file, so a clone and a diff travel both ways.
 
-Per-unit overhead of the cluster path = (cluster wall time - local wall time) x parallel / units
-(the extra time a unit holds a slot), and the stages of one unit from its `remote.json`
+Per-unit overhead of the cluster path: the CPU a unit costs on the cluster (the `prun run`
+process and its children, the scheduler's and workers' processes and the units they reaped)
+less what it costs locally; and the extra time a unit holds a slot, (cluster wall time - local
+wall time) x parallel / units; and the stages of one unit from its `remote.json`
 (submitted -> the task starts on a worker -> the unit is launched -> the task returns ->
 landed). Bytes on the wire per unit, from `remote.json`: the task's spec, the progress
 events, the returned payload (pickled sizes) and, inside those, the tail, the result and the
