@@ -233,14 +233,18 @@ class _Server:
             if esc.owners <= self.finished:  # its workers have all ended already
                 self.end(esc, max(esc.owners, default=None))
         self.swept &= groups
-        self.lineage = self._lineage()
+        # added to, not replaced: a process seen below an escape that is being ended comes
+        # here only once that escape has died, when it is no longer below it
+        self.lineage.update(self._lineage())
+        for key in list(self.lineage)[:max(0, len(self.lineage) - LINEAGE_LIMIT)]:
+            del self.lineage[key]            # the oldest first
 
     def _owners(self, info: ProcInfo) -> set[int]:
         if info["attempt"] in self.by_attempt:
             return {self.by_attempt[info["attempt"]]}
         if info["sid"] != info["pid"] and info["sid"] in self.by_session:
             return {self.by_session[info["sid"]]}     # it left the group, not the session
-        seen = self.lineage.get((info["pid"], info["start"]))
+        seen = self.lineage.pop((info["pid"], info["start"]), None)
         if seen is not None:
             return set(seen)
         return {k.rid for k in self.kids.values()} | set(self.held)
