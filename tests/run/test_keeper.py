@@ -1,10 +1,10 @@
 """The worker keeper: starts a run's workers, reaps them, logs each exit code, outlives the
-supervisor. Driven the way the supervisor drives it: spawns from threads, replies in a loop."""
+supervisor. Driven the way the supervisor drives it: spawns awaited in its event loop, which
+reads the replies."""
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import json
 import os
 import signal
@@ -20,11 +20,12 @@ from prun._util.process import end_group, same_process_alive
 from prun.run.keeper import Keeper
 
 
-def _spawn(keeper: Keeper, tmp: Path, name: str, code: str, **kw):
-    return keeper.spawn([sys.executable, "-c", textwrap.dedent(code)], cwd=str(tmp),
-                        env=dict(os.environ, **kw.pop("env", {})),
-                        stdout_path=str(tmp / f"{name}.out"), stderr_path=str(tmp / f"{name}.err"),
-                        stdin_path=kw.pop("stdin", None), name=name, log=str(tmp / ".exit-codes"))
+async def _spawn(keeper: Keeper, tmp: Path, name: str, code: str, **kw):
+    return await keeper.spawn_async(
+        [sys.executable, "-c", textwrap.dedent(code)], cwd=str(tmp),
+        env=dict(os.environ, **kw.pop("env", {})), stdout_path=str(tmp / f"{name}.out"),
+        stderr_path=str(tmp / f"{name}.err"), stdin_path=kw.pop("stdin", None), name=name,
+        log=str(tmp / ".exit-codes"))
 
 
 def _log(tmp: Path) -> dict[str, int]:
@@ -40,18 +41,17 @@ def test_the_keeper_logs_each_start_and_refuses_a_second_launch_of_an_attempt(tm
                 stdin_path=None, name="a-state", log=str(tmp_path / ".exit-codes"))
 
     async def body(keeper, loop):
-        w = await asyncio.to_thread(keeper.spawn, [sys.executable, "-c", "pass"], **args)
+        w = await keeper.spawn_async([sys.executable, "-c", "pass"], **args)
         assert f"a-state spawned {w.pid} " in (tmp_path / ".exit-codes").read_text()
         with pytest.raises(OSError, match="launched already"):
-            await asyncio.to_thread(keeper.spawn, [sys.executable, "-c", "pass"], **args)
+            await keeper.spawn_async([sys.executable, "-c", "pass"], **args)
         await w.await_exit()
 
     drive(body)
 
 
 def test_a_spawn_awaited_in_the_event_loop_blocks_no_thread(tmp_path):
-    """``spawn_async`` is what the supervisor awaits; the waiting ``spawn`` refuses the
-    loop's own thread (it would wait for the answer the loop has to read)."""
+    """Spawns awaited together in the loop: each gets its own answer; a failed one raises."""
     args = dict(cwd=str(tmp_path), env=dict(os.environ), stdout_path=str(tmp_path / "out"),
                 stderr_path=str(tmp_path / "err"), stdin_path=None, name="b-state",
                 log=str(tmp_path / ".exit-codes"))
@@ -64,8 +64,6 @@ def test_a_spawn_awaited_in_the_event_loop_blocks_no_thread(tmp_path):
         for w in workers:
             await w.await_exit()
         assert [w.reap() for w in workers] == [0, 0, 0]
-        with pytest.raises(RuntimeError, match="spawn_async"):
-            keeper.spawn([sys.executable, "-c", "pass"], **args)
         with pytest.raises(OSError, match="No such file"):
             await keeper.spawn_async([str(tmp_path / "missing")], **args)
 
@@ -89,8 +87,8 @@ def drive(body):
 def test_codes_reach_the_supervisor_and_the_log(tmp_path):
     async def body(keeper, loop):
         ok, bad = await asyncio.gather(
-            asyncio.to_thread(_spawn, keeper, tmp_path, "ok", "print('out', end='')"),
-            asyncio.to_thread(_spawn, keeper, tmp_path, "bad",
+            _spawn(keeper, tmp_path, "ok", "print('out', end='')"),
+            _spawn(keeper, tmp_path, "bad",
                               "import os, sys; print(os.getcwd(), file=sys.stderr); "
                               "raise SystemExit(3)"))
         await ok.await_exit()
@@ -111,8 +109,7 @@ def test_environment_changes_and_stdin_reach_the_worker(tmp_path):
         async def body(keeper, loop):
             env = dict(os.environ, PRUN_TEST_SET="yes")
             del env["PRUN_TEST_GONE"]
-            w = await asyncio.to_thread(
-                keeper.spawn, [sys.executable, "-c",
+            w = await keeper.spawn_async([sys.executable, "-c",
                                "import os, sys; print(os.environ.get('PRUN_TEST_SET'), "
                                "os.environ.get('PRUN_TEST_GONE'), sys.stdin.read())"],
                 cwd=str(tmp_path), env=env, stdout_path=str(tmp_path / "o"),
@@ -129,7 +126,7 @@ def test_environment_changes_and_stdin_reach_the_worker(tmp_path):
 def test_worker_gets_default_signal_handling_and_signal_deaths_are_128_plus_n(tmp_path):
     # the keeper ignores SIGINT and SIGHUP; its workers must not inherit that
     async def body(keeper, loop):
-        w = await asyncio.to_thread(_spawn, keeper, tmp_path, "int",
+        w = await _spawn(keeper, tmp_path, "int",
                                     "import os, signal; os.kill(os.getpid(), signal.SIGINT)\n"
                                     "import time; time.sleep(30)")
         await w.await_exit()
@@ -147,7 +144,7 @@ def test_end_group_through_the_keeper_ends_the_worker_and_its_descendants(tmp_pa
     """
 
     async def body(keeper, loop):
-        w = await asyncio.to_thread(_spawn, keeper, tmp_path, "tree", code)
+        w = await _spawn(keeper, tmp_path, "tree", code)
         child = int(await asyncio.to_thread(
             poll, lambda: (tmp_path / "tree.out").read_text().strip() or None))
         await asyncio.to_thread(end_group, w, 5)
@@ -166,7 +163,7 @@ def test_leader_that_exits_has_its_group_swept(tmp_path):
     """
 
     async def body(keeper, loop):
-        w = await asyncio.to_thread(_spawn, keeper, tmp_path, "left", code)
+        w = await _spawn(keeper, tmp_path, "left", code)
         await w.await_exit()
         return int((tmp_path / "left.out").read_text())
     child = drive(body)
@@ -179,13 +176,12 @@ def test_spawn_failures_raise_oserror_with_the_reason(tmp_path):
         for argv, cwd in (([str(tmp_path / "missing")], str(tmp_path)),
                           ([sys.executable, "-c", "pass"], str(tmp_path / "no-such-dir"))):
             with pytest.raises(OSError) as e:
-                await asyncio.to_thread(
-                    keeper.spawn, argv, cwd=cwd, env=dict(os.environ),
+                await keeper.spawn_async(argv, cwd=cwd, env=dict(os.environ),
                     stdout_path=str(tmp_path / "o"), stderr_path=str(tmp_path / "e"),
                     stdin_path=None, name="x", log=str(tmp_path / ".exit-codes"))
             errors.append(e.value)
         # the keeper still works after failures
-        w = await asyncio.to_thread(_spawn, keeper, tmp_path, "after", "pass")
+        w = await _spawn(keeper, tmp_path, "after", "pass")
         await w.await_exit()
         return errors, w.reap()
     errors, after = drive(body)
@@ -207,7 +203,7 @@ def test_keeper_outlives_its_supervisor_and_logs_codes_meanwhile(tmp_path):
         async def main():
             k = Keeper(dict(os.environ))
             k.start(asyncio.get_running_loop())
-            await asyncio.to_thread(_spawn, k, Path({str(tmp_path)!r}), "late",
+            await _spawn(k, Path({str(tmp_path)!r}), "late",
                 "import pathlib, time\\n"
                 "while not pathlib.Path({str(gate)!r}).exists(): time.sleep(0.02)\\n"
                 "raise SystemExit(7)")
@@ -229,8 +225,7 @@ def test_a_dead_keeper_leaves_its_workers_watched_and_a_new_keeper_starts(tmp_pa
     gate = tmp_path / "gate"
 
     async def body(keeper, loop):
-        w = await asyncio.to_thread(
-            _spawn, keeper, tmp_path, "orphan",
+        w = await _spawn(keeper, tmp_path, "orphan",
             f"import pathlib, time\nwhile not pathlib.Path({str(gate)!r}).exists(): "
             "time.sleep(0.02)")
         first = keeper.proc.pid
@@ -238,7 +233,7 @@ def test_a_dead_keeper_leaves_its_workers_watched_and_a_new_keeper_starts(tmp_pa
         await asyncio.to_thread(poll, lambda: keeper.ident["pid"] != first or None)
         gate.touch()
         await w.await_exit()
-        after = await asyncio.to_thread(_spawn, keeper, tmp_path, "after", "pass")
+        after = await _spawn(keeper, tmp_path, "after", "pass")
         await after.await_exit()
         return w.reap(), w.orphan, after.reap()
     lost, orphan, after = drive(body)
@@ -251,11 +246,11 @@ def test_a_bad_request_is_answered_and_the_keeper_keeps_serving(tmp_path):
         with keeper._lock:           # a request missing its fields, as a bug would send
             keeper._next += 1
             rid = keeper._next
-            pending = keeper._pending[rid] = concurrent.futures.Future()
+            pending = keeper._pending[rid] = loop.create_future()
             keeper._send({"op": "spawn", "id": rid})
         with pytest.raises(OSError, match="bad request"):
-            await asyncio.wrap_future(pending)
-        w = await asyncio.to_thread(_spawn, keeper, tmp_path, "after", "pass")
+            await pending
+        w = await _spawn(keeper, tmp_path, "after", "pass")
         await w.await_exit()
         return w.reap()
     assert drive(body) == 0
@@ -318,7 +313,7 @@ def test_a_setsid_daemon_is_ended_when_its_worker_exits_and_reported(tmp_path, i
     tick = tmp_path / "tick"
 
     async def body(keeper, loop):
-        w = await asyncio.to_thread(_spawn, keeper, tmp_path, "w",
+        w = await _spawn(keeper, tmp_path, "w",
                                     worker_code(tick, "setsid", ignore_term),
                                     env={"PRUN_ATTEMPT_ID": "attempt-1"})
         await w.await_exit()
@@ -340,11 +335,11 @@ def test_a_double_forked_daemon_is_ended_once_no_worker_it_may_come_from_runs(tm
     tick, gate = tmp_path / "tick", tmp_path / "gate"
 
     async def body(keeper, loop):
-        other = await asyncio.to_thread(_spawn, keeper, tmp_path, "other",
+        other = await _spawn(keeper, tmp_path, "other",
                                         worker_code(tmp_path / "other-tick", "setsid",
                                                     gate=gate))
         await asyncio.to_thread(poll, lambda: (tmp_path / "other.out").read_text())
-        w = await asyncio.to_thread(_spawn, keeper, tmp_path, "w", worker_code(tick, "fork"))
+        w = await _spawn(keeper, tmp_path, "w", worker_code(tick, "fork"))
         await w.await_exit()
         daemon = int((tmp_path / "w.out").read_text())
         alive_after_first = not gone(daemon)
@@ -362,10 +357,10 @@ def test_a_daemon_that_left_only_the_group_is_tied_to_its_worker_by_its_session(
     tick, gate = tmp_path / "tick", tmp_path / "gate"
 
     async def body(keeper, loop):
-        other = await asyncio.to_thread(_spawn, keeper, tmp_path, "other",
+        other = await _spawn(keeper, tmp_path, "other",
                                         f"import os, time\nwhile not os.path.exists("
                                         f"{str(gate)!r}): time.sleep(0.01)")
-        w = await asyncio.to_thread(_spawn, keeper, tmp_path, "w", worker_code(tick, "setpgid"))
+        w = await _spawn(keeper, tmp_path, "w", worker_code(tick, "setpgid"))
         await w.await_exit()
         daemon = int((tmp_path / "w.out").read_text())
         result = w.escaped, daemon, gone(daemon)
@@ -401,10 +396,10 @@ def test_an_escape_below_an_escape_is_tied_to_the_same_worker(tmp_path):
     async def body(keeper, loop):
         # another worker runs meanwhile: the inner daemon is tied by what the keeper saw
         # below the outer one, not to whichever workers were running
-        other = await asyncio.to_thread(_spawn, keeper, tmp_path, "other",
+        other = await _spawn(keeper, tmp_path, "other",
                                         f"import os, time\nwhile not os.path.exists("
                                         f"{str(gate)!r}): time.sleep(0.01)")
-        w = await asyncio.to_thread(_spawn, keeper, tmp_path, "w", code,
+        w = await _spawn(keeper, tmp_path, "w", code,
                                     env={"PRUN_ATTEMPT_ID": "attempt-2"})
         await w.await_exit()
         inner_pid = int((tmp_path / "inner.pid").read_text())
@@ -427,7 +422,7 @@ def test_a_process_the_keeper_did_not_start_is_never_signalled(tmp_path):
                                 start_new_session=True)
     try:
         async def body(keeper, loop):
-            w = await asyncio.to_thread(_spawn, keeper, tmp_path, "w",
+            w = await _spawn(keeper, tmp_path, "w",
                                         worker_code(tick, "setsid"),
                                         env={"PRUN_ATTEMPT_ID": "attempt-3"})
             await w.await_exit()
@@ -446,13 +441,13 @@ def test_the_keeper_serves_others_while_an_escape_has_its_grace(tmp_path, monkey
     tick = tmp_path / "tick"
 
     async def body(keeper, loop):
-        w = await asyncio.to_thread(_spawn, keeper, tmp_path, "w",
+        w = await _spawn(keeper, tmp_path, "w",
                                     worker_code(tick, "setsid", ignore_term=True),
                                     env={"PRUN_ATTEMPT_ID": "attempt-4"})
         daemon = int(await asyncio.to_thread(
             poll, lambda: (tmp_path / "w.out").read_text().strip()))
         await asyncio.to_thread(poll, lambda: w.escaped)     # reported, SIGTERM ignored
-        later = await asyncio.to_thread(_spawn, keeper, tmp_path, "later", "pass")
+        later = await _spawn(keeper, tmp_path, "later", "pass")
         await later.await_exit()
         held = not w.exited()
         os.kill(daemon, signal.SIGKILL)                      # cut the grace short

@@ -246,12 +246,13 @@ class Dispatch:
         return launch, argv
 
     def _spawn(self, launch: Launch, argv: list[str]) -> Worker:
-        """Start ``argv``: through the run's keeper, else as this process's child."""
+        """Start ``argv`` as this process's child (a run's keeper starts it in
+        ``launch_kept``)."""
         from .._util.process import spawn
 
-        files = self._spawn_files(launch)
         if self.keeper is not None:
-            return self.keeper.spawn(argv, **files)
+            raise RuntimeError("a run's worker is started by its keeper: await launch_kept")
+        files = self._spawn_files(launch)
         del files["name"], files["log"]
         return spawn(argv, **files, die_with_parent=True)  # a kill -9 of the dispatcher ends it
 

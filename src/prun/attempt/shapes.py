@@ -19,13 +19,10 @@ class Keeper(Protocol):
     def ident(self) -> Mapping[str, Any]:
         """The keeper's pid and start time, kept in each worker's record."""
 
-    def spawn(self, argv: list[str], *, cwd: str, env: dict[str, str], stdout_path: str,
-              stderr_path: str, stdin_path: str | None, name: str, log: str) -> Worker: ...
-
     async def spawn_async(self, argv: list[str], *, cwd: str, env: dict[str, str],
                           stdout_path: str, stderr_path: str, stdin_path: str | None,
                           name: str, log: str) -> Worker:
-        """``spawn`` from the keeper's event loop, awaiting its answer."""
+        """Start a worker, awaited in the event loop that reads the keeper's answers."""
 
 
 class RemoteLauncher(Protocol):

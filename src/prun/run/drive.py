@@ -102,10 +102,10 @@ async def attempt(sup: Supervisor, u: UnitState, pools: QuotaPools) -> None:
 
 
 async def launch(opened: Opened) -> bool:
-    """Start the opened attempt's worker: planned in ``open_attempt``'s thread, started by
-    the keeper from the loop (a cluster's attempt: sent from a thread)."""
+    """Start the opened attempt's worker: planned in ``open_attempt``, started by the
+    keeper from the loop (a cluster's attempt: sent from a thread)."""
     d = opened.dispatch
-    if d.remote is not None or d.keeper is None:
+    if d.remote is not None:
         return await asyncio.to_thread(d.launch)
     return opened.planned is not None and await d.launch_kept(opened.planned)
 
@@ -172,13 +172,13 @@ def quick_start(sup: Supervisor, u: UnitState, ex: Executor) -> bool:
     Not all in threads: a thread that makes many short system calls trades the GIL with the
     loop's thread at each of them, which costs more than the calls."""
     p = u.packet
-    if p.writes_code or p.after or sup.run["setup"] or not quick_finish(sup, ex):
+    if p.writes_code or p.after or sup.run["setup"] or not quick_finish(ex):
         return False
     snapshot_due = p.snapshot and sup.run["repo_root"] and u.base
     return not (snapshot_due and not sup.has_snapshot(u.base or ""))
 
 
-def quick_finish(sup: Supervisor, ex: Executor) -> bool:
+def quick_finish(ex: Executor) -> bool:
     """Whether judging and publishing an attempt of ``ex`` waits for no other process: no
     quota probe after a failure (a cluster's unit was landed here already, by a landing
     thread)."""
@@ -244,7 +244,7 @@ def open_attempt(sup: Supervisor, u: UnitState, held: Reservation, executor_name
         return Opened(d, place, text, False, e)
     if not prepared.executor.launches_process:  # a session unit: the coordinator runs it
         return Opened(d, place, text, False, None, d.hand_off())
-    planned = d.plan_launch() if remote is None and d.keeper is not None else None
+    planned = d.plan_launch() if remote is None else None
     return Opened(d, place, text, False, None, ready=True, planned=planned)
 
 
@@ -301,7 +301,7 @@ async def watch(sup: Supervisor, u: UnitState, d: Dispatch) -> None:
         quiet = await (_bounded(remote()) if remote is not None else quiesce(worker.pid))
     finishing = functools.partial(d.finish, code, timed_out=why == "timeout",
                                   cancelled=why == "cancelled")
-    outcome = (finishing() if quick_finish(sup, d.p.executor)
+    outcome = (finishing() if quick_finish(d.p.executor)
                else await asyncio.to_thread(finishing))
     settle(sup, u, outcome, why, executor=d.p.executor, workspace=d.workspace, quiet=quiet)
 

@@ -10,14 +10,13 @@ keeper is started for the spawns that follow.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import json
 import os
 import subprocess
 import sys
 import threading
-from typing import IO, TYPE_CHECKING, Any, TypedDict
+from typing import IO, Any, TypedDict
 
 SPAWN_WAIT_S = 60.0      # a spawn reply normally takes a millisecond
 CLOSE_WAIT_S = 5.0
@@ -29,16 +28,6 @@ class KeeperIdent(TypedDict, total=False):
 
     pid: int
     create_time: float | None
-
-
-if TYPE_CHECKING:  # a spawn request's answer: awaited in the loop, or waited for by a thread
-    from typing import TypeAlias
-
-    _Answer: TypeAlias = asyncio.Future["KeptWorker"] | concurrent.futures.Future["KeptWorker"]
-
-
-def _no_answer() -> OSError:
-    return OSError(0, f"the worker keeper did not answer in {SPAWN_WAIT_S:.0f} s")
 
 
 def _killpg(pgid: int, sig: int) -> None:
@@ -113,8 +102,8 @@ class KeptWorker:
 
 
 class Keeper:
-    """The supervisor's handle on its keeper: ``spawn`` from any thread; started and read in
-    the event loop."""
+    """The supervisor's handle on its keeper: started, asked to spawn and read in the event
+    loop; ``signal`` from any thread."""
 
     def __init__(self, env: dict[str, str]):
         self.env = dict(env)
@@ -122,10 +111,9 @@ class Keeper:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
         self._next = 0
-        self._pending: dict[int, _Answer] = {}  # by request id
+        self._pending: dict[int, asyncio.Future[KeptWorker]] = {}  # by request id
         self.workers: dict[int, KeptWorker] = {}
         self.ident: KeeperIdent = {}   # the keeper's pid and start time, in each unit.json
-        self._loop_thread: int | None = None
         self._buf = b""
 
     # lifecycle ---------------------------------------------------------------------------------
@@ -149,7 +137,6 @@ class Keeper:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Attach to the event loop (which reads the keeper's answers)."""
         self.loop = loop
-        self._loop_thread = threading.get_ident()
         loop.add_reader(_fd(self.launch().stdout), self._readable)
 
     def close(self) -> None:
@@ -169,39 +156,13 @@ class Keeper:
         if proc.stdout is not None:
             proc.stdout.close()
 
-    # requests (any thread) -----------------------------------------------------------------------
-    def spawn(self, argv: list[str], *, cwd: str, env: dict[str, str], stdout_path: str,
-              stderr_path: str, stdin_path: str | None, name: str, log: str) -> KeptWorker:
-        """Start ``argv`` (its program a path) through the keeper, from a thread other than
-        the event loop's (which reads the answer). Raises ``OSError``."""
-        if threading.get_ident() == self._loop_thread:
-            raise RuntimeError("Keeper.spawn waits for the event loop: call it from a thread "
-                               "(or await spawn_async)")
-        fut: concurrent.futures.Future[KeptWorker] = concurrent.futures.Future()
-        self._request(fut, argv, cwd=cwd, env=env, stdout_path=stdout_path,
-                      stderr_path=stderr_path, stdin_path=stdin_path, name=name, log=log)
-        try:
-            return fut.result(SPAWN_WAIT_S)
-        except concurrent.futures.TimeoutError:
-            raise _no_answer() from None
-
+    # requests -----------------------------------------------------------------------------
     async def spawn_async(self, argv: list[str], *, cwd: str, env: dict[str, str],
                           stdout_path: str, stderr_path: str, stdin_path: str | None,
                           name: str, log: str) -> KeptWorker:
-        """``spawn`` from the event loop: the request sent, its answer awaited."""
+        """Start ``argv`` (its program a path) through the keeper, from the event loop that
+        reads its answers: the request sent, the answer awaited. Raises ``OSError``."""
         fut: asyncio.Future[KeptWorker] = asyncio.get_running_loop().create_future()
-        self._request(fut, argv, cwd=cwd, env=env, stdout_path=stdout_path,
-                      stderr_path=stderr_path, stdin_path=stdin_path, name=name, log=log)
-        try:
-            async with asyncio.timeout(SPAWN_WAIT_S):
-                return await fut
-        except TimeoutError:
-            raise _no_answer() from None
-
-    def _request(self, fut: _Answer, argv: list[str], *, cwd: str, env: dict[str, str],
-                 stdout_path: str, stderr_path: str, stdin_path: str | None, name: str,
-                 log: str) -> None:
-        """Send one spawn request; ``fut`` gets its answer (``_resolve``)."""
         base = self.env
         with self._lock:
             if self.proc is None:
@@ -214,6 +175,12 @@ class Keeper:
                         "unset": [k for k in base if k not in env],
                         "stdin": stdin_path, "stdout": stdout_path, "stderr": stderr_path,
                         "name": name, "log": log})
+        try:
+            async with asyncio.timeout(SPAWN_WAIT_S):
+                return await fut
+        except TimeoutError:
+            raise OSError(0, f"the worker keeper did not answer in {SPAWN_WAIT_S:.0f} s") \
+                from None
 
     def signal(self, pid: int, sig: int) -> None:
         with self._lock:

@@ -1,8 +1,7 @@
 """A fake worker keeper for in-process supervisor tests.
 
 It has the interface the supervisor and the dispatcher use of ``prun.run.keeper.Keeper``
-(``start``, ``close``, ``ident``, ``spawn`` from a worker thread, ``spawn_async`` in the
-loop) and its workers have the
+(``start``, ``close``, ``ident``, ``spawn_async`` in the loop) and its workers have the
 methods of ``KeptWorker`` (``signal``, ``await_exit``, ``wait_exit``, ``reap``, ...), but a
 worker runs nothing: the test decides when it ends and with what (what it printed to its
 stream, a result it wrote, its exit code, which the fake logs in the run's exit-code log as the
@@ -155,22 +154,10 @@ class FakeKeeper:
     def close(self) -> None:
         self.closed = True
 
-    def spawn(self, argv: list[str], *, cwd: str, env: dict[str, str], stdout_path: str,
-              stderr_path: str, stdin_path: str | None, name: str, log: str) -> FakeWorker:
-        """Called from the dispatcher's thread, as the real keeper's ``spawn`` is."""
-        w = self._start(argv, env, stdout_path, stderr_path, name, log)
-        self.loop.call_soon_threadsafe(self._spawned, w)
-        return w
-
     async def spawn_async(self, argv: list[str], *, cwd: str, env: dict[str, str],
                           stdout_path: str, stderr_path: str, stdin_path: str | None,
                           name: str, log: str) -> FakeWorker:
         """Awaited in the event loop, as the real keeper's ``spawn_async`` is."""
-        w = self._start(argv, env, stdout_path, stderr_path, name, log)
-        self._spawned(w)
-        return w
-
-    def _start(self, argv, env, stdout_path, stderr_path, name, log) -> FakeWorker:
         if self.loop is None or self.closed:
             raise OSError(0, "the worker keeper is not running")
         failure = self.failures.pop(env.get("PRUN_UNIT_ID", ""), None)
@@ -178,7 +165,9 @@ class FakeKeeper:
             raise failure
         for path in (stdout_path, stderr_path):  # the real keeper opens them for the worker
             open(path, "ab").close()
-        return FakeWorker(self, argv, env, stdout_path, name, log)
+        w = FakeWorker(self, argv, env, stdout_path, name, log)
+        self._spawned(w)
+        return w
 
     def _spawned(self, w: FakeWorker) -> None:
         self.workers.append(w)

@@ -54,4 +54,4 @@ def test_an_executor_with_quota_groups_is_opened_and_finished_in_a_thread(repo):
     assert drive.quick_start(sup, u, executors.get("command"))
     claude = executors.get("claude")
     assert claude.metered()                       # a probe may run after a failure
-    assert not drive.quick_start(sup, u, claude) and not drive.quick_finish(sup, claude)
+    assert not drive.quick_start(sup, u, claude) and not drive.quick_finish(claude)
