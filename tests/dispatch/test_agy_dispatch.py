@@ -261,6 +261,13 @@ def test_continue_from_resumes_the_recorded_conversation(fake_agy, unit, tmp_pat
     assert "--continue" not in argv
 
 
+def test_a_prompt_too_long_for_one_argument_is_refused_up_front(fake_agy, unit):
+    unit["prompt"].write_text("x" * 150_000)        # under the file cap, over the argv cap
+    proc = dispatch(unit)
+    assert proc.returncode == 2 and proc.stdout == "" and state_root_empty()
+    assert "one argument" in proc.stderr and calls(fake_agy) == []
+
+
 def test_continue_from_refusals(fake_agy, unit, tmp_path):
     empty_state = tmp_path / "sd-empty"
     empty_state.mkdir()

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ..settings import Settings as PrunSettings
 
 # A prompt travels in argv for agy, claude and gemini; Linux caps one argument at 128 KiB.
-MAX_PROMPT_BYTES = 120_000
+MAX_ARGV_PROMPT_BYTES = 120_000
 
 
 class Request:
@@ -134,10 +134,10 @@ def prepare(req: Request, *, reopen: bool = False) -> Prepared:
                          hint="pass --command with --executor command")
     settings = executor.settings(env, model=req.model, effort=req.effort, timeout_s=req.timeout_s)
     executor.preflight(mode, settings, env)
-    if executor.prompt_in_argv and len(prompt.encode()) > MAX_PROMPT_BYTES:
+    if executor.prompt_in_argv and len(prompt.encode()) > MAX_ARGV_PROMPT_BYTES:
         raise UsageError(f"prompt is {len(prompt.encode())} bytes; {executor.name} takes it as "
                          f"one argument "
-                         f"(at most {MAX_PROMPT_BYTES})",
+                         f"(at most {MAX_ARGV_PROMPT_BYTES})",
                          hint="paste what defines the task and point at files for the rest")
     return Prepared(req, executor, settings, prompt, result_file, mode, workspace, add_dirs,
                     resume_id, command, env,
