@@ -261,6 +261,37 @@ def test_continue_from_resumes_the_recorded_conversation(fake_agy, unit, tmp_pat
     assert "--continue" not in argv
 
 
+def test_a_follow_up_runs_in_the_earlier_folder_and_mode(fake_agy, unit, tmp_path):
+    first = state_dir(dispatch(unit))               # its scratch dir, accept-edits
+    second = {"prompt": unit["prompt"], "result": tmp_path / "out" / "follow-up.md"}
+    proc = dispatch(second, "--continue-from", str(first))
+    assert proc.returncode == 0, proc.stderr
+    call = calls(fake_agy)[1]
+    assert call["cwd"] == str(first / "work")       # not a scratch dir of its own
+    assert not (state_dir(proc) / "work").exists()
+    clone = tmp_path / "clone"                      # a caller's folder, read-only there
+    clone.mkdir()
+    third = {"prompt": unit["prompt"], "result": tmp_path / "out" / "third.md"}
+    planned = state_dir(dispatch(third, "--mode", "plan", env={"PRUN_SCRATCH_CWD": str(clone)}))
+    fourth = {"prompt": unit["prompt"], "result": tmp_path / "out" / "fourth.md"}
+    proc = dispatch(fourth, "--continue-from", str(planned))   # no --mode needed: plan again
+    assert proc.returncode == 0, proc.stderr
+    call = calls(fake_agy)[3]
+    assert call["cwd"] == str(clone.resolve())
+    assert "--dangerously-skip-permissions" not in call["argv"]
+
+
+def test_a_follow_up_given_a_folder_runs_there(fake_agy, unit, tmp_path):
+    first = state_dir(dispatch(unit))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    second = {"prompt": unit["prompt"], "result": tmp_path / "out" / "follow-up.md"}
+    proc = dispatch(second, "--continue-from", str(first), "--mode", "accept-edits",
+                    env={"PRUN_SCRATCH_CWD": str(elsewhere)})
+    assert proc.returncode == 0, proc.stderr
+    assert calls(fake_agy)[1]["cwd"] == str(elsewhere.resolve())
+
+
 def test_a_prompt_too_long_for_one_argument_is_refused_up_front(fake_agy, unit):
     unit["prompt"].write_text("x" * 150_000)        # under the file cap, over the argv cap
     proc = dispatch(unit)

@@ -75,6 +75,16 @@ def test_resume_follow_up(gemini_unit, fake_gemini, tmp_path, monkeypatch):
     assert gemini_unit.result.read_text().startswith(f"Resumed {session} with 1 earlier turn")
 
 
+def test_a_follow_up_resumes_in_the_earlier_scratch_dir(gemini_unit, fake_gemini):
+    assert gemini_unit.dispatch().returncode == 0
+    first = gemini_unit.state
+    session = (first / "conversation-id").read_text().strip()
+    p = gemini_unit.dispatch("--continue-from", str(first))   # no folder given
+    assert p.returncode == 0, p.stderr
+    assert calls(fake_gemini)[-1]["cwd"] == str(first / "work")
+    assert gemini_unit.result.read_text().startswith(f"Resumed {session} with 1 earlier turn")
+
+
 def test_resume_of_an_unknown_session_is_exit_42(gemini_unit, tmp_path):
     old = tmp_path / "old"
     old.mkdir()

@@ -6,7 +6,8 @@ FAKE_GEMINI_SHELL     the shell scenario's command (its run_shell_command tool)
 FAKE_GEMINI_RESPONSE  the answer text (streamed as several delta messages)
 FAKE_GEMINI_ANSWERS   a JSON file {packet id: [answer of call 1, of call 2, ...]}: the
                       unit's n-th call answers its n-th text (a follow-up is call 2)
-FAKE_GEMINI_HOME      where sessions are kept, per working folder, so --resume works
+FAKE_GEMINI_HOME      where sessions are kept, per working folder (its whole path), so
+                      --resume works from that folder only
 FAKE_GEMINI_LOG       append one JSON line per call: argv, cwd, stdin closed, env keys
 FAKE_GEMINI_PIDFILE   the hang scenario writes the pid of the process doing the work
 FAKE_GEMINI_STATS     the result event's ``stats`` (JSON); default: totals and one model's
@@ -87,11 +88,15 @@ if os.environ.get("GEMINI_CLI_NO_RELAUNCH") != "true" and not child:
                          env={**os.environ, "FAKE_GEMINI_CHILD": "1"})
     sys.exit(p.wait() if p.wait() >= 0 else 0)
 
-folder = os.path.join(home, os.path.basename(os.getcwd()).replace("_", "-"))
+# sessions are kept per working folder, by its whole path (the real CLI's projects.json)
+folder = os.path.join(home, os.getcwd().strip("/").replace("/", "-").replace("_", "-"))
 resume = opt("--resume")
 history = []
 if resume:
     path = os.path.join(folder, f"{resume}.jsonl")
+    if not os.path.isdir(folder):
+        sys.stderr.write("Error resuming session: No previous sessions found for this project.\n")
+        sys.exit(42)
     if not os.path.exists(path):
         sys.stderr.write(f'Error resuming session: Invalid session identifier "{resume}".\n')
         sys.exit(42)

@@ -18,6 +18,8 @@ from . import statedir
 
 TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
 if TYPE_CHECKING:
+    from typing import Any
+
     from ..executors.base import Executor, Settings
     from ..settings import Settings as PrunSettings
 
@@ -107,12 +109,17 @@ def prepare(req: Request, *, reopen: bool = False) -> Prepared:
     from ..settings import load
 
     cfg = req.config or load(env)
+    resume_id, earlier = _resumed(req.continue_from, executor)
     workspace = req.workspace or cfg.scratch_cwd
     if workspace:
         workspace = _existing_dir(workspace, "PRUN_SCRATCH_CWD")
+    elif earlier.get("workspace") and os.path.isdir(earlier["workspace"]):
+        workspace = earlier["workspace"]  # a follow-up runs where its conversation ran
     mode = req.mode
     if mode is not None and mode not in MODES:
         raise UsageError(f"bad --mode {mode!r}", hint="use --mode accept-edits or --mode plan")
+    if mode is None and earlier.get("mode") in MODES and workspace == earlier.get("workspace"):
+        mode = earlier["mode"]            # ... and as it ran there
     if mode is None:
         if workspace or add_dirs:
             what = "PRUN_SCRATCH_CWD" if workspace else "--add-dir"
@@ -123,7 +130,6 @@ def prepare(req: Request, *, reopen: bool = False) -> Prepared:
     if mode == "plan" and not executor.read_only_mode and executor.launches_process:
         raise UsageError(f"the {executor.name} executor has no read-only mode",
                          hint="use --mode accept-edits in a scratch dir or clone")
-    resume_id = _resume_id(req.continue_from, executor)
     command: tuple[str, ...] = ()
     if executor.takes_command:
         from ..executors.command import parse_command
@@ -222,9 +228,12 @@ def _existing_dir(path: str, what: str) -> str:
     return os.path.realpath(full)
 
 
-def _resume_id(continue_from: str | None, executor: Executor) -> str | None:
+def _resumed(continue_from: str | None, executor: Executor) -> tuple[str | None, dict[str, Any]]:
+    """The conversation id a follow-up resumes and its earlier attempt's ``unit.json`` (its
+    working folder and mode: Gemini resumes a session only from the folder it ran in, and
+    any conversation's file paths point there); (None, {}) for a fresh unit."""
     if continue_from is None:
-        return None
+        return None, {}
     if not continue_from.strip():
         raise UsageError("empty --continue-from", hint="pass the STATE-DIR of the earlier unit")
     if not executor.can_resume:
@@ -235,4 +244,4 @@ def _resume_id(continue_from: str | None, executor: Executor) -> str | None:
     if not conv:
         raise UsageError(f"no conversation id in {sd.file(statedir.CONVERSATION_ID)}",
                          hint="the earlier unit never reported one; start a fresh unit instead")
-    return conv
+    return conv, sd.unit
