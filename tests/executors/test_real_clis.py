@@ -1,0 +1,164 @@
+"""The real Claude Code and Gemini CLI binaries, offline: prun's argv, environment, stream
+reading, resume and timeout against the CLIs themselves, each talking to a loopback stand-in
+for its model API (``fakes/model_api.py``).
+
+The CLIs come from npm (``.ci/run`` installs the versions ``docs/executors.md`` names). Where
+one is not on PATH its tests skip; on CI that is a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from helpers import FAKES, prun, working_repo, write_plan
+
+from .conftest import Unit
+
+ANSWER = "The mock model answers: all done, nothing else to report."
+NPM = {"claude": "@anthropic-ai/claude-code", "gemini": "@google/gemini-cli"}
+
+
+class ModelAPI:
+    """The loopback model API: its address and the requests it answered."""
+
+    def __init__(self, url: str, log: Path):
+        self.url, self.log = url, log
+
+    def requests(self, api: str) -> list[dict]:
+        lines = self.log.read_text().splitlines() if self.log.exists() else []
+        return [r for r in map(json.loads, lines) if r["api"] == api]
+
+
+@pytest.fixture
+def model_api(tmp_path):
+    log = tmp_path / "api-requests.jsonl"
+    proc = subprocess.Popen([sys.executable, str(FAKES / "model_api.py"), str(log)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()          # "PORT <n>" once it listens
+        assert line.startswith("PORT "), f"the model API did not start: {line!r}"
+        yield ModelAPI(f"http://127.0.0.1:{line.split()[1]}", log)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def real_binary(name: str) -> str:
+    found = shutil.which(name)
+    if found:
+        return found
+    why = f"the real {name} CLI is not on PATH (npm install -g {NPM[name]})"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI must have it: {why}")
+    pytest.skip(why)
+
+
+@pytest.fixture(params=["claude", "gemini"])
+def real_cli(request, tmp_path, monkeypatch, model_api):
+    """One real CLI, found on PATH, with a fresh HOME and its API pointed at the loopback."""
+    name = request.param
+    real_binary(name)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for var in ("PRUN_CLAUDE_BIN", "PRUN_GEMINI_BIN", "PRUN_CLAUDE_MODEL", "PRUN_GEMINI_MODEL",
+                "PRUN_CLAUDE_PERMISSION_MODE", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy",
+                "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    monkeypatch.setenv("TERM", "dumb")
+    monkeypatch.setenv("NO_COLOR", "1")
+    if name == "claude":
+        for var, value in {"ANTHROPIC_BASE_URL": model_api.url, "ANTHROPIC_API_KEY": "sk-test",
+                           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                           "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
+                           "DISABLE_ERROR_REPORTING": "1", "CLAUDE_CODE_MAX_RETRIES": "0",
+                           "IS_SANDBOX": "1"}.items():   # IS_SANDBOX: CI runs as root
+            monkeypatch.setenv(var, value)
+    else:
+        (home / ".gemini").mkdir()
+        (home / ".gemini" / "settings.json").write_text(
+            json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
+        monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", model_api.url)
+        monkeypatch.setenv("GEMINI_API_KEY", "test-key")
+    monkeypatch.setenv("PRUN_LEDGER", "off")
+    monkeypatch.setenv("PRUN_STATE_ROOT", str(tmp_path / "state"))
+    return name
+
+
+def test_a_unit_publishes_the_real_clis_answer(real_cli, tmp_path, model_api):
+    unit = Unit(tmp_path, real_cli)
+    p = unit.dispatch("--sandbox", "off", timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert unit.result.read_text().strip() == ANSWER
+    session = (unit.state / "conversation-id").read_text().strip()   # from the init event
+    outcome = unit.outcome
+    assert (outcome["outcome"], outcome["reason"], outcome["exit_code"]) == ("succeeded", "ok", 0)
+    assert outcome["session_id"] == session
+    assert (outcome["tokens"]["in"], outcome["tokens"]["out"]) == (12, 9)  # the API's usage
+    assert model_api.requests("anthropic" if real_cli == "claude" else "gemini")
+
+
+def test_a_follow_up_resumes_the_real_clis_conversation(real_cli, tmp_path, model_api):
+    api = "anthropic" if real_cli == "claude" else "gemini"
+    unit = Unit(tmp_path, real_cli)
+    first = unit.dispatch("--sandbox", "off", timeout=120)
+    assert first.returncode == 0, first.stdout + first.stderr
+    state = unit.state
+    session = (state / "conversation-id").read_text().strip()
+    turns = max(r["turns"] for r in model_api.requests(api))
+    p = unit.dispatch("--sandbox", "off", "--continue-from", str(state), timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert unit.result.read_text().strip() == ANSWER
+    assert (unit.state / "conversation-id").read_text().strip() == session
+    assert model_api.requests(api)[-1]["turns"] > turns   # the earlier turn was sent again
+
+
+def test_a_hanging_real_cli_is_ended_at_the_timeout(real_cli, tmp_path, model_api):
+    unit = Unit(tmp_path, real_cli)
+    unit.prompt.write_text("MOCK-HANG: wait for an answer that never comes.\n")
+    p = unit.dispatch("--sandbox", "off", "--timeout", "8", timeout=120)
+    assert p.returncode == 124, p.stdout + p.stderr
+    assert unit.result.read_text().startswith("FALLBACK reason=timeout")
+    worker = json.loads((unit.state / "unit.json").read_text())["worker"]
+    assert not psutil.pid_exists(worker["pid"]) or \
+        psutil.Process(worker["pid"]).status() == psutil.STATUS_ZOMBIE
+    assert any(r["hang"] for r in model_api.requests(
+        "anthropic" if real_cli == "claude" else "gemini"))
+
+
+def test_a_run_drives_both_real_clis(tmp_path, monkeypatch, model_api):
+    for name in ("claude", "gemini"):
+        real_binary(name)
+    home = tmp_path / "home"
+    (home / ".gemini").mkdir(parents=True)
+    (home / ".gemini" / "settings.json").write_text(
+        json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
+    env = {"HOME": str(home), "NO_PROXY": "127.0.0.1", "TERM": "dumb", "NO_COLOR": "1",
+           "ANTHROPIC_BASE_URL": model_api.url, "ANTHROPIC_API_KEY": "sk-test",
+           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1",
+           "CLAUDE_CODE_MAX_RETRIES": "0", "IS_SANDBOX": "1",
+           "GOOGLE_GEMINI_BASE_URL": model_api.url, "GEMINI_API_KEY": "test-key",
+           "PRUN_LEDGER": str(tmp_path / "ledger.sqlite"), "PRUN_SANDBOX": "off"}
+    for var in ("PRUN_CLAUDE_BIN", "PRUN_GEMINI_BIN", "HTTP_PROXY", "HTTPS_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    repo = working_repo(tmp_path, monkeypatch, {"README.md": "a project\n"})
+    plan = write_plan(repo / "plan.yaml", [
+        {"id": "from-claude", "executor": "claude", "mode": "plan",
+         "prompt": "Read README.md and say what the project is."},
+        {"id": "from-gemini", "executor": "gemini", "mode": "plan",
+         "prompt": "Read README.md and say what the project is."}])
+    p = prun("run", str(plan), "--plain", env=env, timeout=240, cwd=repo)
+    assert p.returncode == 0, p.stdout + p.stderr
+    results = Path(p.stdout.split("RESULTS ", 1)[1].split()[0])
+    for pid in ("from-claude", "from-gemini"):
+        assert (results / f"{pid}.1.md").read_text().strip() == ANSWER
+    assert model_api.requests("anthropic") and model_api.requests("gemini")

@@ -1,0 +1,119 @@
+"""A loopback stand-in for the Anthropic Messages API and the Gemini API, so that the real
+Claude Code and Gemini CLIs can run offline in tests.
+
+    python model_api.py LOG_FILE
+
+Listens on 127.0.0.1 on a free port, prints ``PORT <n>`` once it listens, and appends one JSON
+line per model request to LOG_FILE: ``{"api", "path", "turns", "hang"}``, ``turns`` being how
+many messages the request carried (a resumed conversation carries its earlier turns).
+
+Every model request gets a short streamed text answer, except one whose body holds
+``MOCK-HANG``: that request is held open until the client goes away (a worker that hangs).
+Any other path answers ``{}`` (the CLIs' start-up probes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import uuid
+
+from aiohttp import web
+
+ANSWER = "The mock model answers: all done, nothing else to report."
+HANG = "MOCK-HANG"
+
+
+def log(request: web.Request, api: str, turns: int, hang: bool) -> None:
+    with open(request.app["log"], "a") as f:
+        f.write(json.dumps({"api": api, "path": request.path, "turns": turns,
+                            "hang": hang}) + "\n")
+
+
+async def held_open() -> None:
+    """Until the client disconnects (aiohttp cancels the handler then)."""
+    while True:
+        await asyncio.sleep(3600)
+
+
+def sse(event: str | None, data: object) -> bytes:
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {json.dumps(data)}\n\n".encode()
+
+
+async def anthropic(request: web.Request) -> web.StreamResponse:
+    raw = await request.text()
+    body = json.loads(raw)
+    hang = HANG in raw
+    log(request, "anthropic", len(body.get("messages", [])), hang)
+    if hang:
+        await held_open()
+    usage = {"input_tokens": 12, "output_tokens": 9, "cache_read_input_tokens": 0,
+             "cache_creation_input_tokens": 0}
+    message = {"id": f"msg_mock_{uuid.uuid4().hex[:16]}", "type": "message",
+               "role": "assistant", "model": body.get("model"), "stop_sequence": None}
+    if not body.get("stream"):
+        return web.json_response({**message, "content": [{"type": "text", "text": ANSWER}],
+                                  "stop_reason": "end_turn", "usage": usage})
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    for event, data in (
+            ("message_start", {"type": "message_start",
+                               "message": {**message, "content": [], "stop_reason": None,
+                                           "usage": usage}}),
+            ("content_block_start", {"type": "content_block_start", "index": 0,
+                                     "content_block": {"type": "text", "text": ""}}),
+            ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                     "delta": {"type": "text_delta", "text": ANSWER}}),
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            ("message_delta", {"type": "message_delta",
+                               "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                               "usage": {"output_tokens": 9}}),
+            ("message_stop", {"type": "message_stop"})):
+        await resp.write(sse(event, data))
+    return resp
+
+
+async def gemini(request: web.Request) -> web.StreamResponse:
+    raw = await request.text()
+    if request.path.endswith(":countTokens"):
+        return web.json_response({"totalTokens": 12})
+    body = json.loads(raw or "{}")
+    hang = HANG in raw
+    log(request, "gemini", len(body.get("contents", [])), hang)
+    if hang:
+        await held_open()
+    chunk = {"candidates": [{"content": {"role": "model", "parts": [{"text": ANSWER}]},
+                             "finishReason": "STOP", "index": 0}],
+             "usageMetadata": {"promptTokenCount": 12, "candidatesTokenCount": 9,
+                               "totalTokenCount": 21},
+             "modelVersion": "gemini-mock"}
+    if ":streamGenerateContent" not in request.path:
+        return web.json_response(chunk)
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    await resp.write(sse(None, chunk))
+    return resp
+
+
+async def anything(request: web.Request) -> web.Response:
+    return web.json_response({})
+
+
+async def main(log_file: str) -> None:
+    app = web.Application()
+    app["log"] = log_file
+    app.router.add_post("/v1/messages", anthropic)
+    app.router.add_post("/v1beta/{rest:.*}", gemini)
+    app.router.add_route("*", "/{rest:.*}", anything)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    print(f"PORT {runner.addresses[0][1]}", flush=True)
+    await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1]))
