@@ -162,3 +162,33 @@ def test_a_run_drives_both_real_clis(tmp_path, monkeypatch, model_api):
     for pid in ("from-claude", "from-gemini"):
         assert (results / f"{pid}.1.md").read_text().strip() == ANSWER
     assert model_api.requests("anthropic") and model_api.requests("gemini")
+
+
+def shell_unit(real_cli: str, tmp_path: Path, command: str) -> tuple[Unit, Path]:
+    """A write-capable unit in a git clone whose model calls the shell tool with ``command``."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "init", "-q", str(clone)], check=True)
+    unit = Unit(tmp_path, real_cli)
+    unit.prompt.write_text(f"MOCK-SHELL: {command}\n")
+    p = unit.dispatch("--sandbox", "off", "--mode", "accept-edits", timeout=120,
+                      env={"PRUN_SCRATCH_CWD": str(clone)})
+    assert p.returncode == 0, p.stdout + p.stderr
+    return unit, clone
+
+
+def test_the_real_clis_shell_tool_runs_in_the_workspace(real_cli, tmp_path, model_api):
+    unit, clone = shell_unit(real_cli, tmp_path, "echo made > made.txt")
+    assert (clone / "made.txt").read_text() == "made\n"
+    assert unit.outcome["tool_uses"] == 1
+
+
+def test_the_real_clis_shell_tool_cannot_commit(real_cli, tmp_path, model_api):
+    """Claude: prun's PreToolUse hook refuses the call; Gemini: prun's git wrapper refuses it."""
+    api = "anthropic" if real_cli == "claude" else "gemini"
+    unit, clone = shell_unit(real_cli, tmp_path, "git -c user.email=t@example.com -c "
+                             "user.name=t commit --allow-empty -qm sneaky")
+    log = subprocess.run(["git", "-C", str(clone), "log", "--oneline"], capture_output=True,
+                         text=True)
+    assert log.stdout == ""                                       # no commit was made
+    sent_back = "\n".join(r["tool_result"] or "" for r in model_api.requests(api))
+    assert "commit" in sent_back and "refused" in sent_back, sent_back   # the model was told

@@ -7,8 +7,15 @@ Listens on 127.0.0.1 on a free port, prints ``PORT <n>`` once it listens, and ap
 line per model request to LOG_FILE: ``{"api", "path", "turns", "hang"}``, ``turns`` being how
 many messages the request carried (a resumed conversation carries its earlier turns).
 
-Every model request gets a short streamed text answer, except one whose body holds
-``MOCK-HANG``: that request is held open until the client goes away (a worker that hangs).
+Every model request gets a short streamed text answer, except:
+
+- one whose body holds ``MOCK-HANG``: it is held open until the client goes away (a worker
+  that hangs);
+- one whose prompt holds a line ``MOCK-SHELL: <command>``: the first answer is a call of the
+  CLI's shell tool (Claude's ``Bash``, Gemini's ``run_shell_command``) with that command, and
+  the answer to the tool's result is the text; the log line of that second request has
+  ``tool_result``, the text the CLI sent back.
+
 Any other path answers ``{}`` (the CLIs' start-up probes).
 """
 
@@ -16,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 import uuid
 
@@ -23,12 +31,41 @@ from aiohttp import web
 
 ANSWER = "The mock model answers: all done, nothing else to report."
 HANG = "MOCK-HANG"
+SHELL = re.compile(r"MOCK-SHELL: ([^\n\\]+)")
 
 
-def log(request: web.Request, api: str, turns: int, hang: bool) -> None:
+def log(request: web.Request, api: str, turns: int, hang: bool,
+        tool_result: str | None = None) -> None:
     with open(request.app["log"], "a") as f:
-        f.write(json.dumps({"api": api, "path": request.path, "turns": turns,
-                            "hang": hang}) + "\n")
+        f.write(json.dumps({"api": api, "path": request.path, "turns": turns, "hang": hang,
+                            "tool_result": tool_result}) + "\n")
+
+
+def texts(value: object) -> str:
+    """Every string inside ``value``, joined (a tool result's content, whatever its shape)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return "\n".join(texts(v) for v in value.values())
+    if isinstance(value, list):
+        return "\n".join(texts(v) for v in value)
+    return ""
+
+
+def anthropic_tool_result(body: dict) -> str | None:
+    last = (body.get("messages") or [{}])[-1]
+    content = last.get("content")
+    if last.get("role") == "user" and isinstance(content, list):
+        results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+        if results:
+            return texts([b.get("content") for b in results])
+    return None
+
+
+def gemini_tool_result(body: dict) -> str | None:
+    last = (body.get("contents") or [{}])[-1]
+    parts = [p["functionResponse"] for p in last.get("parts", []) if "functionResponse" in p]
+    return texts(parts) if parts else None
 
 
 async def held_open() -> None:
@@ -46,9 +83,12 @@ async def anthropic(request: web.Request) -> web.StreamResponse:
     raw = await request.text()
     body = json.loads(raw)
     hang = HANG in raw
-    log(request, "anthropic", len(body.get("messages", [])), hang)
+    done = anthropic_tool_result(body)
+    log(request, "anthropic", len(body.get("messages", [])), hang, done)
     if hang:
         await held_open()
+    # the tool is called once a conversation: never after a tool result
+    shell = SHELL.search(texts(body.get("messages", []))) if '"tool_result"' not in raw else None
     usage = {"input_tokens": 12, "output_tokens": 9, "cache_read_input_tokens": 0,
              "cache_creation_input_tokens": 0}
     message = {"id": f"msg_mock_{uuid.uuid4().hex[:16]}", "type": "message",
@@ -56,6 +96,16 @@ async def anthropic(request: web.Request) -> web.StreamResponse:
     if not body.get("stream"):
         return web.json_response({**message, "content": [{"type": "text", "text": ANSWER}],
                                   "stop_reason": "end_turn", "usage": usage})
+    if shell:
+        block = {"type": "tool_use", "id": f"toolu_mock_{uuid.uuid4().hex[:16]}",
+                 "name": "Bash", "input": {}}
+        delta = {"type": "input_json_delta", "partial_json": json.dumps(
+            {"command": shell.group(1).strip(), "description": "run the scripted command"})}
+        stop = "tool_use"
+    else:
+        block = {"type": "text", "text": ""}
+        delta = {"type": "text_delta", "text": ANSWER}
+        stop = "end_turn"
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await resp.prepare(request)
     for event, data in (
@@ -63,12 +113,12 @@ async def anthropic(request: web.Request) -> web.StreamResponse:
                                "message": {**message, "content": [], "stop_reason": None,
                                            "usage": usage}}),
             ("content_block_start", {"type": "content_block_start", "index": 0,
-                                     "content_block": {"type": "text", "text": ""}}),
+                                     "content_block": block}),
             ("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                     "delta": {"type": "text_delta", "text": ANSWER}}),
+                                     "delta": delta}),
             ("content_block_stop", {"type": "content_block_stop", "index": 0}),
             ("message_delta", {"type": "message_delta",
-                               "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                               "delta": {"stop_reason": stop, "stop_sequence": None},
                                "usage": {"output_tokens": 9}}),
             ("message_stop", {"type": "message_stop"})):
         await resp.write(sse(event, data))
@@ -81,10 +131,17 @@ async def gemini(request: web.Request) -> web.StreamResponse:
         return web.json_response({"totalTokens": 12})
     body = json.loads(raw or "{}")
     hang = HANG in raw
-    log(request, "gemini", len(body.get("contents", [])), hang)
+    done = gemini_tool_result(body)
+    log(request, "gemini", len(body.get("contents", [])), hang, done)
     if hang:
         await held_open()
-    chunk = {"candidates": [{"content": {"role": "model", "parts": [{"text": ANSWER}]},
+    shell = (SHELL.search(texts(body.get("contents", [])))
+             if '"functionResponse"' not in raw else None)
+    part = ({"functionCall": {"name": "run_shell_command",
+                              "args": {"command": shell.group(1).strip(),
+                                       "description": "run the scripted command"}}}
+            if shell else {"text": ANSWER})
+    chunk = {"candidates": [{"content": {"role": "model", "parts": [part]},
                              "finishReason": "STOP", "index": 0}],
              "usageMetadata": {"promptTokenCount": 12, "candidatesTokenCount": 9,
                                "totalTokenCount": 21},
