@@ -192,3 +192,5 @@ def test_the_real_clis_shell_tool_cannot_commit(real_cli, tmp_path, model_api):
     assert log.stdout == ""                                       # no commit was made
     sent_back = "\n".join(r["tool_result"] or "" for r in model_api.requests(api))
     assert "commit" in sent_back and "refused" in sent_back, sent_back   # the model was told
+    if real_cli == "claude":                                      # and the outcome lists it
+        assert [d.get("by") for d in unit.outcome["denials"]] == ["prun-guard"]
