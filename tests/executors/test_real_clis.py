@@ -194,3 +194,35 @@ def test_the_real_clis_shell_tool_cannot_commit(real_cli, tmp_path, model_api):
     assert "commit" in sent_back and "refused" in sent_back, sent_back   # the model was told
     if real_cli == "claude":                                      # and the outcome lists it
         assert [d.get("by") for d in unit.outcome["denials"]] == ["prun-guard"]
+
+
+def test_the_real_clis_find_the_skill_and_the_mcp_server(real_cli, tmp_path, monkeypatch):
+    """After `prun skill install` and `prun mcp install` in a project, each CLI started there
+    lists the skill and connects to prun's server (Claude headless too: the install approves
+    the project's server)."""
+    project = tmp_path / "project"
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    monkeypatch.chdir(project)
+    for what in ("skill", "mcp"):
+        p = prun(what, "install", "--for", real_cli, cwd=project)
+        assert p.returncode == 0, p.stderr
+    if real_cli == "claude":
+        p = subprocess.run([shutil.which("claude"), "-p", "hi", "--output-format", "stream-json",
+                            "--verbose"], capture_output=True, text=True, cwd=project,
+                           stdin=subprocess.DEVNULL, timeout=120)
+        assert p.returncode == 0, p.stderr
+        init = json.loads(p.stdout.splitlines()[0])
+        assert "prun" in init["skills"]
+        assert {"name": "prun", "status": "connected", "source": "project"} in init["mcp_servers"]
+        assert {"mcp__prun__run", "mcp__prun__wait", "mcp__prun__status"} <= set(init["tools"])
+    else:
+        listed = {}
+        for what in ("mcp", "skills"):
+            p = subprocess.run([shutil.which("gemini"), what, "list"], capture_output=True,
+                               text=True, cwd=project, stdin=subprocess.DEVNULL, timeout=120,
+                               env={**os.environ, "GEMINI_CLI_TRUST_WORKSPACE": "true"})
+            assert p.returncode == 0, p.stderr
+            listed[what] = p.stdout + p.stderr
+        assert any(line.strip().startswith("✓ prun:") and line.rstrip().endswith("Connected")
+                   for line in listed["mcp"].splitlines()), listed["mcp"]
+        assert "prun [Enabled]" in listed["skills"], listed["skills"]

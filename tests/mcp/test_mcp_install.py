@@ -140,3 +140,42 @@ def test_the_written_entry_starts_a_server_that_answers(project, capsys):
     init, tools = anyio.run(names)
     assert init.server_info.name == "prun" and "wait" in tools and "integrate" in tools
     assert "prun://runs/{run}/results/{packet}" in init.instructions
+
+
+def test_a_claude_project_install_approves_its_server_and_only_it(project, capsys, monkeypatch):
+    monkeypatch.chdir(project)
+    local = project / ".claude" / "settings.local.json"
+    local.parent.mkdir()
+    local.write_text(json.dumps({"permissions": {"allow": ["Bash(ls)"]},
+                                 "enabledMcpjsonServers": ["theirs"]}))
+    code, out, err = run_prun(capsys, "mcp", "install", "--for", "claude")
+    assert code == 0, err
+    assert out.startswith("ADDED ") and str(local) in err
+    data = json.loads(local.read_text())
+    assert data == {"permissions": {"allow": ["Bash(ls)"]},
+                    "enabledMcpjsonServers": ["theirs", "prun"]}
+    code, out, _ = run_prun(capsys, "mcp", "install", "--for", "claude")
+    assert out.startswith("UNCHANGED ") and \
+        json.loads(local.read_text())["enabledMcpjsonServers"] == ["theirs", "prun"]
+    code, out, _ = run_prun(capsys, "mcp", "uninstall", "--for", "claude")
+    assert code == 0 and out.startswith("REMOVED ")
+    assert json.loads(local.read_text())["enabledMcpjsonServers"] == ["theirs"]
+
+
+def test_approving_needs_local_settings_that_are_an_object(project, capsys, monkeypatch):
+    monkeypatch.chdir(project)
+    local = project / ".claude" / "settings.local.json"
+    local.parent.mkdir()
+    local.write_text("[1, 2]")
+    code, out, err = run_prun(capsys, "mcp", "install", "--for", "claude")
+    assert code == 2 and out == "" and "settings.local.json" in err
+    assert not (project / ".mcp.json").exists() and local.read_text() == "[1, 2]"
+
+
+@pytest.mark.parametrize("where", [["--user"], []])
+def test_no_approval_where_none_is_needed(where, home, project, capsys, monkeypatch):
+    monkeypatch.chdir(project)
+    target = "claude" if where else "gemini"
+    code, _, err = run_prun(capsys, "mcp", "install", "--for", target, *where)
+    assert code == 0 and "approved" not in err
+    assert not (project / ".claude").exists()

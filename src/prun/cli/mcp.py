@@ -17,6 +17,10 @@ Where the entry goes (the project defaults to the repository root):
 
 The `prun` entry is merged under `mcpServers`; every other key and server is kept. It runs
 this interpreter (`<python> -m prun mcp`) unless --command gives another command line.
+Claude Code starts a project's .mcp.json servers only once approved (a headless `claude -p`
+leaves them pending), so a project install for claude also approves `prun`, and only it, in
+DIR/.claude/settings.local.json (enabledMcpjsonServers; a note on stderr says so);
+uninstall withdraws it.
 
     ADDED|UNCHANGED|REPLACED for=<t> scope=project|user path=<file> command="<argv>"
     REMOVED|ABSENT for=<t> scope=project|user path=<file>
@@ -74,6 +78,10 @@ def run(args: argparse.Namespace) -> int:
     argv = config.server_command(args.command)
     action = config.install(cfg, argv, force=args.force)
     print(" ".join([action.upper(), *where, _word("command", shlex.join(argv))]))
+    approval = config.approval_file(cfg)
+    if approval is not None:
+        print(f"prun: note: the prun server is approved in {approval} (Claude Code starts a "
+              "project's .mcp.json servers only once approved)", file=sys.stderr)
     if find_spec("mcp") is None:
         print("prun: note: the MCP SDK is not installed here, so the server will not start "
               "(pip install 'prun-agents[mcp]')", file=sys.stderr)

@@ -10,6 +10,12 @@ Code shows its tools as ``mcp__prun__<tool>`` and Gemini CLI as ``mcp_prun_<tool
 other key and server in the file is kept as it was; a file that is not a JSON object is
 refused, never rewritten; an existing ``prun`` entry that differs is replaced only with force.
 The file is replaced atomically.
+
+Claude Code starts a project's ``.mcp.json`` servers only once they are approved: an
+interactive session asks, a headless ``claude -p`` leaves them ``pending`` and offers none of
+their tools. A project install for Claude therefore also approves ``prun`` (and only it) in
+the project's local settings, ``DIR/.claude/settings.local.json`` (``enabledMcpjsonServers``);
+uninstall withdraws that approval.
 """
 
 from __future__ import annotations
@@ -82,23 +88,16 @@ def entry(target: str, argv: list[str]) -> dict[str, Any]:
     return {"command": argv[0], "args": argv[1:], "timeout": GEMINI_TIMEOUT_MS}
 
 
+def approval_file(cfg: ConfigFile) -> Path | None:
+    """Where Claude Code is told that the project's ``prun`` server is approved (None for
+    any other configuration: user servers and Gemini CLI's need no approval)."""
+    if cfg.target == "claude" and cfg.scope == "project":
+        return cfg.path.parent / ".claude" / "settings.local.json"
+    return None
+
+
 def _read(cfg: ConfigFile) -> dict[str, Any]:
-    try:
-        text = cfg.path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"cannot read {cfg.path}: {e}", hint="check the file, then run again")
-    if not text.strip():
-        return {}
-    try:
-        data = json.loads(text)
-    except ValueError as e:
-        raise UsageError(f"{cfg.path} is not plain JSON ({e})",
-                         hint="fix it, or add the prun entry by hand (docs/coordinators.md)")
-    if not isinstance(data, dict):
-        raise UsageError(f"{cfg.path} does not hold a JSON object",
-                         hint="fix it, or add the prun entry by hand (docs/coordinators.md)")
+    data = _read_object(cfg.path)
     servers = data.get("mcpServers")
     if servers is not None and not isinstance(servers, dict):
         raise UsageError(f"{cfg.path}: mcpServers is not an object",
@@ -106,14 +105,46 @@ def _read(cfg: ConfigFile) -> dict[str, Any]:
     return data
 
 
-def _write(cfg: ConfigFile, data: dict[str, Any]) -> None:
+def _read_object(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path`` ({} for a missing or empty file); UsageError otherwise."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"cannot read {path}: {e}", hint="check the file, then run again")
+    if not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise UsageError(f"{path} is not plain JSON ({e})",
+                         hint="fix it, or add the prun entry by hand (docs/coordinators.md)")
+    if not isinstance(data, dict):
+        raise UsageError(f"{path} does not hold a JSON object",
+                         hint="fix it, or add the prun entry by hand (docs/coordinators.md)")
+    return data
+
+
+def _approved(path: Path) -> tuple[dict[str, Any], list[Any]]:
+    """The local settings and their ``enabledMcpjsonServers`` list (UsageError if it is not
+    a list)."""
+    data = _read_object(path)
+    names = data.get("enabledMcpjsonServers", [])
+    if not isinstance(names, list):
+        raise UsageError(f"{path}: enabledMcpjsonServers is not a list",
+                         hint="fix it, or approve the prun server in Claude Code itself")
+    return data, names
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
     from .._util.fsutil import atomic_write
 
     try:
-        cfg.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(cfg.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
     except OSError as e:
-        raise UsageError(f"cannot write {cfg.path}: {e.strerror or e}",
+        raise UsageError(f"cannot write {path}: {e.strerror or e}",
                          hint="check the folder's permissions")
 
 
@@ -125,30 +156,39 @@ def current(cfg: ConfigFile) -> dict[str, Any] | None:
 
 
 def install(cfg: ConfigFile, argv: list[str], *, force: bool = False) -> str:
-    """Merge the ``prun`` entry into the file: ``added``, ``unchanged`` or ``replaced``."""
+    """Merge the ``prun`` entry into the file (and approve it, ``approval_file``): ``added``,
+    ``unchanged`` or ``replaced``. Both files are read and checked before either is written."""
     data = _read(cfg)
+    approval = approval_file(cfg)
+    local, names = _approved(approval) if approval is not None else ({}, [])
     servers: dict[str, Any] = data.setdefault("mcpServers", {})
     new = entry(cfg.target, argv)
     old = servers.get(SERVER)
-    if old == new:
-        return "unchanged"
-    if old is not None and not force:
+    if old is not None and old != new and not force:
         raise UsageError(f"{cfg.path} already has an MCP server named {SERVER} with another "
                          f"command ({json.dumps(old)})",
                          hint="keep it, or pass --force to replace it")
-    servers[SERVER] = new
-    _write(cfg, data)
-    return "added" if old is None else "replaced"
+    if old != new:
+        servers[SERVER] = new
+        _write(cfg.path, data)
+    if approval is not None and SERVER not in names:
+        local["enabledMcpjsonServers"] = [*names, SERVER]
+        _write(approval, local)
+    return "unchanged" if old == new else "added" if old is None else "replaced"
 
 
 def uninstall(cfg: ConfigFile) -> str:
-    """Remove the ``prun`` entry: ``removed`` or ``absent``; nothing else changes."""
-    if not cfg.path.exists():
-        return "absent"
-    data = _read(cfg)
+    """Remove the ``prun`` entry (and its approval): ``removed`` or ``absent``; nothing else
+    changes. Both files are read and checked before either is written."""
+    data = _read(cfg) if cfg.path.exists() else {}
+    approval = approval_file(cfg)
+    local, names = _approved(approval) if approval is not None else ({}, [])
+    if approval is not None and SERVER in names:
+        local["enabledMcpjsonServers"] = [n for n in names if n != SERVER]
+        _write(approval, local)
     servers = data.get("mcpServers")
     if not isinstance(servers, dict) or SERVER not in servers:
         return "absent"
     del servers[SERVER]
-    _write(cfg, data)
+    _write(cfg.path, data)
     return "removed"
