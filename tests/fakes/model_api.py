@@ -11,6 +11,9 @@ Every model request gets a short streamed text answer, except:
 
 - one whose body holds ``MOCK-HANG``: it is held open until the client goes away (a worker
   that hangs);
+- one whose body holds ``MOCK-QUOTA``: HTTP 429, the API's own shape for an exhausted quota
+  that does not reset soon (Anthropic: ``retry-after: 3600``; Gemini: a daily quota), which
+  neither CLI retries;
 - one whose prompt holds a line ``MOCK-SHELL: <command>``: the first answer is a call of the
   CLI's shell tool (Claude's ``Bash``, Gemini's ``run_shell_command``) with that command, and
   the answer to the tool's result is the text; the log line of that second request has
@@ -31,6 +34,7 @@ from aiohttp import web
 
 ANSWER = "The mock model answers: all done, nothing else to report."
 HANG = "MOCK-HANG"
+QUOTA = "MOCK-QUOTA"
 SHELL = re.compile(r"MOCK-SHELL: ([^\n\\]+)")
 
 
@@ -87,6 +91,11 @@ async def anthropic(request: web.Request) -> web.StreamResponse:
     log(request, "anthropic", len(body.get("messages", [])), hang, done)
     if hang:
         await held_open()
+    if QUOTA in raw:
+        return web.json_response(
+            {"type": "error", "error": {"type": "rate_limit_error", "message":
+                                        "Your usage limit is reached (mock quota exhausted)."}},
+            status=429, headers={"retry-after": "3600"})
     # the tool is called once a conversation: never after a tool result
     shell = SHELL.search(texts(body.get("messages", []))) if '"tool_result"' not in raw else None
     usage = {"input_tokens": 12, "output_tokens": 9, "cache_read_input_tokens": 0,
@@ -135,6 +144,17 @@ async def gemini(request: web.Request) -> web.StreamResponse:
     log(request, "gemini", len(body.get("contents", [])), hang, done)
     if hang:
         await held_open()
+    if QUOTA in raw:
+        return web.json_response({"error": {
+            "code": 429, "status": "RESOURCE_EXHAUSTED",
+            "message": "You have exhausted your daily quota on this model.",
+            "details": [
+                {"@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                 "violations": [{"quotaMetric": "generativelanguage.googleapis.com/"
+                                                "generate_content_requests",
+                                 "quotaId": "GenerateRequestsPerDayPerProjectPerModel"}]},
+                {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "3600s"}]}},
+            status=429)
     shell = (SHELL.search(texts(body.get("contents", [])))
              if '"functionResponse"' not in raw else None)
     part = ({"functionCall": {"name": "run_shell_command",
