@@ -107,6 +107,17 @@ def test_a_unit_publishes_the_real_clis_answer(real_cli, tmp_path, model_api):
     assert model_api.requests("anthropic" if real_cli == "claude" else "gemini")
 
 
+def test_a_sandboxed_real_cli_reaches_its_api_and_works_in_its_workspace(
+        real_cli, tmp_path, model_api, bwrap):
+    unit = Unit(tmp_path, real_cli)
+    unit.prompt.write_text("MOCK-SHELL: echo in > inside.txt\n")
+    p = unit.dispatch("--sandbox", "on", timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert unit.outcome["sandboxed"] is True
+    assert (unit.state / "work" / "inside.txt").read_text() == "in\n"
+    assert unit.result.read_text().strip() == ANSWER
+
+
 def test_a_follow_up_resumes_the_real_clis_conversation(real_cli, tmp_path, model_api):
     api = "anthropic" if real_cli == "claude" else "gemini"
     unit = Unit(tmp_path, real_cli)
