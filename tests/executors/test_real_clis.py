@@ -146,21 +146,26 @@ def test_a_hanging_real_cli_is_ended_at_the_timeout(real_cli, tmp_path, model_ap
         "anthropic" if real_cli == "claude" else "gemini"))
 
 
-def test_a_run_drives_both_real_clis(tmp_path, monkeypatch, model_api):
+def run_env(tmp_path: Path, monkeypatch, model_api: ModelAPI, sandbox: str) -> dict[str, str]:
+    """The environment of a `prun run` whose units use both real CLIs."""
     for name in ("claude", "gemini"):
         real_binary(name)
     home = tmp_path / "home"
     (home / ".gemini").mkdir(parents=True)
     (home / ".gemini" / "settings.json").write_text(
         json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
-    env = {"HOME": str(home), "NO_PROXY": "127.0.0.1", "TERM": "dumb", "NO_COLOR": "1",
-           "ANTHROPIC_BASE_URL": model_api.url, "ANTHROPIC_API_KEY": "sk-test",
-           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1",
-           "CLAUDE_CODE_MAX_RETRIES": "0", "IS_SANDBOX": "1",
-           "GOOGLE_GEMINI_BASE_URL": model_api.url, "GEMINI_API_KEY": "test-key",
-           "PRUN_LEDGER": str(tmp_path / "ledger.sqlite"), "PRUN_SANDBOX": "off"}
     for var in ("PRUN_CLAUDE_BIN", "PRUN_GEMINI_BIN", "HTTP_PROXY", "HTTPS_PROXY"):
         monkeypatch.delenv(var, raising=False)
+    return {"HOME": str(home), "NO_PROXY": "127.0.0.1", "TERM": "dumb", "NO_COLOR": "1",
+            "ANTHROPIC_BASE_URL": model_api.url, "ANTHROPIC_API_KEY": "sk-test",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1",
+            "CLAUDE_CODE_MAX_RETRIES": "0", "IS_SANDBOX": "1",
+            "GOOGLE_GEMINI_BASE_URL": model_api.url, "GEMINI_API_KEY": "test-key",
+            "PRUN_LEDGER": str(tmp_path / "ledger.sqlite"), "PRUN_SANDBOX": sandbox}
+
+
+def test_a_run_drives_both_real_clis(tmp_path, monkeypatch, model_api):
+    env = run_env(tmp_path, monkeypatch, model_api, "off")
     repo = working_repo(tmp_path, monkeypatch, {"README.md": "a project\n"})
     plan = write_plan(repo / "plan.yaml", [
         {"id": "from-claude", "executor": "claude", "mode": "plan",
@@ -173,6 +178,22 @@ def test_a_run_drives_both_real_clis(tmp_path, monkeypatch, model_api):
     for pid in ("from-claude", "from-gemini"):
         assert (results / f"{pid}.1.md").read_text().strip() == ANSWER
     assert model_api.requests("anthropic") and model_api.requests("gemini")
+
+
+def test_real_clis_in_a_sandboxed_run_change_their_clones_never_the_repository(
+        tmp_path, monkeypatch, model_api, bwrap):
+    env = run_env(tmp_path, monkeypatch, model_api, "on")
+    repo = working_repo(tmp_path, monkeypatch, {"README.md": "a project\n"})
+    packets = [{"id": f"by-{name}", "executor": name, "kind": "code", "mode": "accept-edits",
+                "owns": [f"{name}.txt"],
+                "prompt": f"MOCK-SHELL: echo {name} > {name}.txt; echo stray > {repo}/stray.txt"}
+               for name in ("claude", "gemini")]
+    plan = write_plan(repo / "plan.yaml", packets)
+    p = prun("run", str(plan), "--plain", env=env, timeout=240, cwd=repo)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert not (repo / "stray.txt").exists()           # the real repository is read-only
+    r = prun("reconcile", "--json", env=env, timeout=120, cwd=repo)
+    assert "claude.txt" in r.stdout and "gemini.txt" in r.stdout, r.stdout + r.stderr
 
 
 def shell_unit(real_cli: str, tmp_path: Path, command: str) -> tuple[Unit, Path]:
