@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -281,3 +282,33 @@ def test_a_real_clis_quota_error_is_recorded_as_a_hit(real_cli, tmp_path, model_
     assert q.returncode == 0, q.stderr
     group = json.loads(q.stdout)["groups"][real_cli]
     assert (group["state"], group["source"], group["left"]) == ("empty", "hit", 0), group
+
+
+def test_cancelling_a_run_ends_the_real_clis_and_all_they_started(tmp_path, monkeypatch,
+                                                                   model_api):
+    env = run_env(tmp_path, monkeypatch, model_api, "off")
+    repo = working_repo(tmp_path, monkeypatch, {"README.md": "a project\n"})
+    plan = write_plan(repo / "plan.yaml", [
+        {"id": f"stuck-{name}", "executor": name, "prompt": "MOCK-HANG: never answered."}
+        for name in ("claude", "gemini")])
+    p = prun("run", str(plan), "--detach", env=env, timeout=60, cwd=repo)
+    assert p.returncode == 0, p.stderr
+    run_id = p.stdout.split()[1]
+    deadline = time.monotonic() + 120     # until both CLIs have sent their request
+    while len({r["api"] for r in model_api.requests("anthropic") + model_api.requests("gemini")
+               if r["hang"]}) < 2:
+        assert time.monotonic() < deadline, "the CLIs never reached the API"
+        time.sleep(0.2)
+    c = prun("cancel", run_id, "--wait", "60", env=env, timeout=120, cwd=repo)
+    assert c.returncode == 0, c.stdout + c.stderr
+    s = prun("status", run_id, "--json", env=env, timeout=60, cwd=repo)
+    statuses = {u["packet_id"]: u["status"] for u in json.loads(s.stdout)["units"]}
+    assert statuses == {"stuck-claude": "cancelled", "stuck-gemini": "cancelled"}, s.stdout
+    left = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if proc.environ().get("PRUN_RUN_ID") == run_id:
+                left.append(proc.info["pid"])
+        except psutil.Error:
+            continue
+    assert left == [], "processes of the run outlived its cancel"
