@@ -83,14 +83,23 @@ def sse(event: str | None, data: object) -> bytes:
     return f"{head}data: {json.dumps(data)}\n\n".encode()
 
 
-async def anthropic(request: web.Request) -> web.StreamResponse:
-    raw = await request.text()
-    body = json.loads(raw)
-    hang = HANG in raw
-    done = anthropic_tool_result(body)
-    log(request, "anthropic", len(body.get("messages", [])), hang, done)
-    if hang:
+async def receive(request: web.Request, api: str,
+                  raw: str | None = None) -> tuple[str, dict]:
+    """The request's text and JSON, logged; a ``MOCK-HANG`` request is held open here."""
+    raw = await request.text() if raw is None else raw
+    body = json.loads(raw or "{}")
+    if api == "anthropic":
+        turns, done = len(body.get("messages", [])), anthropic_tool_result(body)
+    else:
+        turns, done = len(body.get("contents", [])), gemini_tool_result(body)
+    log(request, api, turns, HANG in raw, done)
+    if HANG in raw:
         await held_open()
+    return raw, body
+
+
+async def anthropic(request: web.Request) -> web.StreamResponse:
+    raw, body = await receive(request, "anthropic")
     if QUOTA in raw:
         return web.json_response(
             {"type": "error", "error": {"type": "rate_limit_error", "message":
@@ -138,12 +147,7 @@ async def gemini(request: web.Request) -> web.StreamResponse:
     raw = await request.text()
     if request.path.endswith(":countTokens"):
         return web.json_response({"totalTokens": 12})
-    body = json.loads(raw or "{}")
-    hang = HANG in raw
-    done = gemini_tool_result(body)
-    log(request, "gemini", len(body.get("contents", [])), hang, done)
-    if hang:
-        await held_open()
+    raw, body = await receive(request, "gemini", raw)
     if QUOTA in raw:
         return web.json_response({"error": {
             "code": 429, "status": "RESOURCE_EXHAUSTED",
