@@ -215,6 +215,17 @@ def test_the_real_clis_shell_tool_runs_in_the_workspace(real_cli, tmp_path, mode
     assert unit.outcome["tool_uses"] == 1
 
 
+def test_in_plan_mode_the_real_clis_shell_tool_is_denied_and_the_denial_kept(
+        real_cli, tmp_path, model_api):
+    unit = Unit(tmp_path, real_cli)
+    unit.prompt.write_text("MOCK-SHELL: echo x > planned.txt\n")
+    p = unit.dispatch("--sandbox", "off", "--mode", "plan", timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr     # a denied tool is no failure
+    assert not (unit.state / "work" / "planned.txt").exists()
+    (denial,) = unit.outcome["denials"]
+    assert denial["tool"] == ("Bash" if real_cli == "claude" else "run_shell_command")
+
+
 def test_the_real_clis_shell_tool_cannot_commit(real_cli, tmp_path, model_api):
     """Claude: prun's PreToolUse hook refuses the call; Gemini: prun's git wrapper refuses it."""
     api = "anthropic" if real_cli == "claude" else "gemini"
