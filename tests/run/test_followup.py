@@ -145,6 +145,25 @@ def test_followup_of_a_command_unit_gets_the_brief_again_in_the_same_folder(repo
     assert text.startswith("# prun unit `job`") and "## Follow-up\n\nDo it once more." in text
 
 
+def test_a_wait_without_a_cursor_after_a_followup_waits_for_the_reopened_run(repo, tmp_path):
+    code = "import sys; sys.stdin.read(); print('a result long enough for the unit')"
+    plan = write_plan(repo / "plan.yaml", [{"id": "job", "executor": "command",
+                                            "command": [sys.executable, "-c", code],
+                                            "prompt": "Do the job."}])
+    run_id = prun("run", str(plan)).stdout.split()[1]
+    request = repo.parent / "more.md"
+    request.write_text("Once more.")
+    r = prun("followup", "job", "--prompt-file", str(request), "--run", run_id)
+    assert r.returncode == 0, r.stdout + r.stderr
+    waited = prun("wait", run_id, "--timeout", "60")     # no --since: from the run's start
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    ends = [line for line in waited.stdout.splitlines() if " run-done " in line]
+    assert len(ends) == 1 and "status=succeeded" in ends[0]   # the re-opened run's own end
+    statuses, attempts, _, _ = _state(run_id)
+    assert statuses == {"job": "succeeded"} and len(attempts) == 2
+    assert "status=succeeded" in waited.stdout.splitlines()[-2]
+
+
 def test_followup_refuses_what_it_cannot_do(repo, tmp_path):
     plan = write_plan(repo / "plan.yaml", [{"id": "job", "executor": "command",
                                             "command": ["true"], "prompt": "x"}])

@@ -3,7 +3,8 @@
 Wakes on the first actionable event after the cursor: a unit failed, timed out, was
 cancelled or blocked, stalled (no output for PRUN_STALL_THRESHOLD, default 10 min), was
 parked for quota, a session unit waits for the coordinator, the run stopped (no receipt)
-or finished, or its supervisor is gone.
+or finished, or its supervisor is gone. A run's end that a later re-opening (a follow-up, a
+resume) superseded is not reported: the wait goes on to the re-opened run's own events.
 `--any` also wakes on each unit that succeeded (to keep a pool busy with follow-ups).
 
     EVENT <seq> <kind> packet=<id> [status=<s>] [cause="..."]     (each event found)
@@ -76,6 +77,9 @@ def run(args: argparse.Namespace) -> int:
             found: list[tuple[str, sqlite3.Row]] = []
             for ev in ledger.events(run_id, since=cursor):
                 cursor = ev["seq"]
+                if ev["kind"] == "run" and ev["status"] == "running":
+                    # re-opened (a follow-up, a resume): its earlier end is no longer news
+                    found = [f for f in found if f[0] != "run-done"]
                 what = classify(ev, args.any)
                 if what:
                     found.append((what, ev))
