@@ -323,3 +323,28 @@ def test_cancelling_a_run_ends_the_real_clis_and_all_they_started(tmp_path, monk
         except psutil.Error:
             continue
     assert left == [], "processes of the run outlived its cancel"
+
+
+@pytest.mark.parametrize("name", ["claude", "gemini"])
+def test_a_follow_up_in_a_run_resumes_the_real_clis_conversation(name, tmp_path, monkeypatch,
+                                                                  model_api):
+    api = "anthropic" if name == "claude" else "gemini"
+    env = run_env(tmp_path, monkeypatch, model_api, "off")
+    repo = working_repo(tmp_path, monkeypatch, {"README.md": "a project\n"})
+    plan = write_plan(repo / "plan.yaml", [{"id": "asked", "executor": name, "kind": "code",
+                                            "owns": ["notes.md"], "prompt": "Say hello."}])
+    p = prun("run", str(plan), "--plain", env=env, timeout=240, cwd=repo)
+    assert p.returncode == 0, p.stdout + p.stderr
+    run_id = p.stdout.split()[1]
+    turns = max(r["turns"] for r in model_api.requests(api))
+    more = tmp_path / "more.md"
+    more.write_text("And one more thing.\n")
+    f = prun("followup", "asked", "--prompt-file", str(more), "--run", run_id, "--wait", "60",
+             env=env, timeout=120, cwd=repo)
+    assert f.returncode == 0 and "resume=yes" in f.stdout, f.stdout + f.stderr
+    w = prun("wait", run_id, env=env, timeout=240, cwd=repo)
+    assert w.returncode == 0, w.stdout + w.stderr
+    s = json.loads(prun("status", run_id, "--json", env=env, cwd=repo).stdout)
+    (unit,) = s["units"]
+    assert (unit["status"], unit["attempts"]) == ("succeeded", 2), unit
+    assert model_api.requests(api)[-1]["turns"] > turns      # the conversation went on
