@@ -348,3 +348,23 @@ def test_a_follow_up_in_a_run_resumes_the_real_clis_conversation(name, tmp_path,
     (unit,) = s["units"]
     assert (unit["status"], unit["attempts"]) == ("succeeded", 2), unit
     assert model_api.requests(api)[-1]["turns"] > turns      # the conversation went on
+
+
+def test_a_cross_vendor_panel_of_the_real_clis_agrees(tmp_path, monkeypatch, model_api):
+    env = run_env(tmp_path, monkeypatch, model_api, "off")
+    repo = working_repo(tmp_path, monkeypatch, {"README.md": "a project\n"})
+    question = tmp_path / "question.md"
+    question.write_text("Is README.md a plain text file?\n\n"
+                        'MOCK-ANSWER: Looked.\\n```json\\n{"verdict": "yes"}\\n```\n')
+    schema = tmp_path / "verdict.schema.json"
+    schema.write_text(json.dumps({"type": "object", "required": ["verdict"],
+                                  "properties": {"verdict": {"enum": ["yes", "no"]}}}))
+    p = prun("panel", str(question), "--schema", str(schema), "--json", env=env, timeout=300,
+             cwd=repo)
+    assert p.returncode == 0, p.stdout + p.stderr
+    report = json.loads(p.stdout)
+    assert report["counts"]["valid"] == 2 and report["counts"]["panelists"] == 2, report
+    executors = {x["executor"] for x in report["panelists"]}
+    assert executors == {"claude", "gemini"}
+    assert report["verdict"] == "agree" and report["counts"]["agree"] == 1
+    assert [x["answer"] for x in report["panelists"]] == [{"verdict": "yes"}] * 2

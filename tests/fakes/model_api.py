@@ -19,6 +19,7 @@ Every model request gets a short streamed text answer, except:
   the answer to the tool's result is the text; the log line of that second request has
   ``tool_result``, the text the CLI sent back.
 
+A prompt line ``MOCK-ANSWER: <text>`` makes ``<text>`` the answer (``\\n`` a new line).
 Any other path answers ``{}`` (the CLIs' start-up probes).
 """
 
@@ -36,6 +37,14 @@ ANSWER = "The mock model answers: all done, nothing else to report."
 HANG = "MOCK-HANG"
 QUOTA = "MOCK-QUOTA"
 SHELL = re.compile(r"MOCK-SHELL: ([^\n\\]+)")
+SCRIPTED = re.compile(r"MOCK-ANSWER: (.+)")
+
+
+def answer(conversation: object) -> str:
+    """The answer the conversation's first ``MOCK-ANSWER:`` line scripts (its literal ``\\n``
+    a new line), else ``ANSWER``."""
+    found = SCRIPTED.search(texts(conversation))
+    return found.group(1).strip().replace("\\n", "\n") if found else ANSWER
 
 
 def log(request: web.Request, api: str, turns: int, hang: bool,
@@ -112,7 +121,8 @@ async def anthropic(request: web.Request) -> web.StreamResponse:
     message = {"id": f"msg_mock_{uuid.uuid4().hex[:16]}", "type": "message",
                "role": "assistant", "model": body.get("model"), "stop_sequence": None}
     if not body.get("stream"):
-        return web.json_response({**message, "content": [{"type": "text", "text": ANSWER}],
+        return web.json_response({**message, "content": [{"type": "text",
+                                                          "text": answer(body["messages"])}],
                                   "stop_reason": "end_turn", "usage": usage})
     if shell:
         block = {"type": "tool_use", "id": f"toolu_mock_{uuid.uuid4().hex[:16]}",
@@ -122,7 +132,7 @@ async def anthropic(request: web.Request) -> web.StreamResponse:
         stop = "tool_use"
     else:
         block = {"type": "text", "text": ""}
-        delta = {"type": "text_delta", "text": ANSWER}
+        delta = {"type": "text_delta", "text": answer(body.get("messages", []))}
         stop = "end_turn"
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await resp.prepare(request)
@@ -164,7 +174,7 @@ async def gemini(request: web.Request) -> web.StreamResponse:
     part = ({"functionCall": {"name": "run_shell_command",
                               "args": {"command": shell.group(1).strip(),
                                        "description": "run the scripted command"}}}
-            if shell else {"text": ANSWER})
+            if shell else {"text": answer(body.get("contents", []))})
     chunk = {"candidates": [{"content": {"role": "model", "parts": [part]},
                              "finishReason": "STOP", "index": 0}],
              "usageMetadata": {"promptTokenCount": 12, "candidatesTokenCount": 9,
