@@ -280,6 +280,37 @@ def test_the_real_clis_find_the_skill_and_the_mcp_server(real_cli, tmp_path, mon
         assert "prun [Enabled]" in listed["skills"], listed["skills"]
 
 
+def test_a_real_cli_as_coordinator_calls_prun_over_mcp(real_cli, tmp_path, monkeypatch,
+                                                       model_api):
+    """A coordinating session's model calls prun's quota tool: the CLI starts prun's MCP
+    server from the installed entry, calls it, and hands the model its answer (Claude the
+    structured content, Gemini the lines)."""
+    api = "anthropic" if real_cli == "claude" else "gemini"
+    project = tmp_path / "project"
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    p = prun("mcp", "install", "--for", real_cli, cwd=project)
+    assert p.returncode == 0, p.stderr
+    tool = "mcp__prun__quota" if real_cli == "claude" else "mcp_prun_quota"
+    prompt = f"MOCK-TOOL: {tool} {{}}"
+    argv = ([shutil.which("claude"), "-p", prompt, "--output-format", "stream-json", "--verbose",
+             "--dangerously-skip-permissions"] if real_cli == "claude" else
+            [shutil.which("gemini"), "-p", prompt, "--output-format", "stream-json", "--yolo",
+             "-m", "gemini-3.8-flash"])
+    for _ in range(3):      # a headless claude may start before the server is up (see above)
+        p = subprocess.run(argv, capture_output=True, text=True, cwd=project, timeout=120,
+                           stdin=subprocess.DEVNULL,
+                           env={**os.environ, "GEMINI_CLI_TRUST_WORKSPACE": "true"})
+        assert p.returncode == 0, p.stderr
+        sent_back = [r["tool_result"] for r in model_api.requests(api) if r["tool_result"]]
+        if sent_back and "group" in sent_back[-1]:
+            break
+    answer = sent_back[-1]
+    if real_cli == "claude":
+        assert '"groups"' in answer and '"claude"' in answer, answer
+    else:
+        assert "QUOTA group=gemini" in answer, answer
+
+
 def test_a_real_clis_quota_error_is_recorded_as_a_hit(real_cli, tmp_path, model_api):
     unit = Unit(tmp_path, real_cli)
     unit.prompt.write_text("MOCK-QUOTA: the API says the quota is spent.\n")

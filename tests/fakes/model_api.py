@@ -17,7 +17,9 @@ Every model request gets a short streamed text answer, except:
 - one whose prompt holds a line ``MOCK-SHELL: <command>``: the first answer is a call of the
   CLI's shell tool (Claude's ``Bash``, Gemini's ``run_shell_command``) with that command, and
   the answer to the tool's result is the text; the log line of that second request has
-  ``tool_result``, the text the CLI sent back.
+  ``tool_result``, the text the CLI sent back;
+- likewise a line ``MOCK-TOOL: <tool name> <JSON arguments>`` calls that tool (an MCP
+  server's, say).
 
 A prompt line ``MOCK-ANSWER: <text>`` makes ``<text>`` the answer (``\\n`` a new line).
 Any other path answers ``{}`` (the CLIs' start-up probes).
@@ -38,6 +40,22 @@ HANG = "MOCK-HANG"
 QUOTA = "MOCK-QUOTA"
 SHELL = re.compile(r"MOCK-SHELL: ([^\n\\]+)")
 SCRIPTED = re.compile(r"MOCK-ANSWER: (.+)")
+TOOL = re.compile(r"MOCK-TOOL: (\S+) (\{.*\})")
+SHELL_TOOLS = {"anthropic": "Bash", "gemini": "run_shell_command"}
+
+
+def tool_call(api: str, conversation: object, raw: str) -> tuple[str, dict] | None:
+    """The tool call the conversation scripts (``MOCK-SHELL``, ``MOCK-TOOL``), once: none
+    after a tool's result came back."""
+    if '"tool_result"' in raw or '"functionResponse"' in raw:
+        return None
+    text = texts(conversation)
+    if found := TOOL.search(text):
+        return found.group(1), json.loads(found.group(2))
+    if found := SHELL.search(text):
+        return SHELL_TOOLS[api], {"command": found.group(1).strip(),
+                                  "description": "run the scripted command"}
+    return None
 
 
 def answer(conversation: object) -> str:
@@ -114,8 +132,7 @@ async def anthropic(request: web.Request) -> web.StreamResponse:
             {"type": "error", "error": {"type": "rate_limit_error", "message":
                                         "Your usage limit is reached (mock quota exhausted)."}},
             status=429, headers={"retry-after": "3600"})
-    # the tool is called once a conversation: never after a tool result
-    shell = SHELL.search(texts(body.get("messages", []))) if '"tool_result"' not in raw else None
+    call = tool_call("anthropic", body.get("messages", []), raw)
     usage = {"input_tokens": 12, "output_tokens": 9, "cache_read_input_tokens": 0,
              "cache_creation_input_tokens": 0}
     message = {"id": f"msg_mock_{uuid.uuid4().hex[:16]}", "type": "message",
@@ -124,11 +141,10 @@ async def anthropic(request: web.Request) -> web.StreamResponse:
         return web.json_response({**message, "content": [{"type": "text",
                                                           "text": answer(body["messages"])}],
                                   "stop_reason": "end_turn", "usage": usage})
-    if shell:
+    if call:
         block = {"type": "tool_use", "id": f"toolu_mock_{uuid.uuid4().hex[:16]}",
-                 "name": "Bash", "input": {}}
-        delta = {"type": "input_json_delta", "partial_json": json.dumps(
-            {"command": shell.group(1).strip(), "description": "run the scripted command"})}
+                 "name": call[0], "input": {}}
+        delta = {"type": "input_json_delta", "partial_json": json.dumps(call[1])}
         stop = "tool_use"
     else:
         block = {"type": "text", "text": ""}
@@ -169,12 +185,9 @@ async def gemini(request: web.Request) -> web.StreamResponse:
                                  "quotaId": "GenerateRequestsPerDayPerProjectPerModel"}]},
                 {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "3600s"}]}},
             status=429)
-    shell = (SHELL.search(texts(body.get("contents", [])))
-             if '"functionResponse"' not in raw else None)
-    part = ({"functionCall": {"name": "run_shell_command",
-                              "args": {"command": shell.group(1).strip(),
-                                       "description": "run the scripted command"}}}
-            if shell else {"text": answer(body.get("contents", []))})
+    call = tool_call("gemini", body.get("contents", []), raw)
+    part = ({"functionCall": {"name": call[0], "args": call[1]}} if call
+            else {"text": answer(body.get("contents", []))})
     chunk = {"candidates": [{"content": {"role": "model", "parts": [part]},
                              "finishReason": "STOP", "index": 0}],
              "usageMetadata": {"promptTokenCount": 12, "candidatesTokenCount": 9,
