@@ -25,6 +25,8 @@ from .conftest import Unit
 
 ANSWER = "The mock model answers: all done, nothing else to report."
 NPM = {"claude": "@anthropic-ai/claude-code", "gemini": "@google/gemini-cli"}
+API = {"claude": "anthropic", "gemini": "gemini"}       # the model API each CLI talks to
+PROXIES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy")
 
 
 class ModelAPI:
@@ -33,9 +35,10 @@ class ModelAPI:
     def __init__(self, url: str, log: Path):
         self.url, self.log = url, log
 
-    def requests(self, api: str) -> list[dict]:
+    def requests(self, cli: str) -> list[dict]:
+        """The requests ``cli`` (claude or gemini) made, in order."""
         lines = self.log.read_text().splitlines() if self.log.exists() else []
-        return [r for r in map(json.loads, lines) if r["api"] == api]
+        return [r for r in map(json.loads, lines) if r["api"] == API[cli]]
 
 
 @pytest.fixture
@@ -62,34 +65,35 @@ def real_binary(name: str) -> str:
     pytest.skip(why)
 
 
+def cli_env(model_api: ModelAPI, home: Path) -> dict[str, str]:
+    """What both CLIs need to run offline against the loopback API, with ``home`` (made, and
+    Gemini's auth setting written there) as HOME."""
+    (home / ".gemini").mkdir(parents=True)
+    (home / ".gemini" / "settings.json").write_text(
+        json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
+    return {"HOME": str(home), "NO_PROXY": "127.0.0.1", "TERM": "dumb", "NO_COLOR": "1",
+            "ANTHROPIC_BASE_URL": model_api.url, "ANTHROPIC_API_KEY": "sk-test",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1",
+            "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1",
+            "CLAUDE_CODE_MAX_RETRIES": "0", "IS_SANDBOX": "1",   # IS_SANDBOX: CI runs as root
+            "GOOGLE_GEMINI_BASE_URL": model_api.url, "GEMINI_API_KEY": "test-key"}
+
+
+def clean_environment(monkeypatch) -> None:
+    """No proxy, and none of prun's per-CLI overrides, from the caller's environment."""
+    for var in ("PRUN_CLAUDE_BIN", "PRUN_GEMINI_BIN", "PRUN_CLAUDE_MODEL", "PRUN_GEMINI_MODEL",
+                "PRUN_CLAUDE_PERMISSION_MODE", *PROXIES):
+        monkeypatch.delenv(var, raising=False)
+
+
 @pytest.fixture(params=["claude", "gemini"])
 def real_cli(request, tmp_path, monkeypatch, model_api):
     """One real CLI, found on PATH, with a fresh HOME and its API pointed at the loopback."""
     name = request.param
     real_binary(name)
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    for var in ("PRUN_CLAUDE_BIN", "PRUN_GEMINI_BIN", "PRUN_CLAUDE_MODEL", "PRUN_GEMINI_MODEL",
-                "PRUN_CLAUDE_PERMISSION_MODE", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy",
-                "https_proxy", "ALL_PROXY", "all_proxy"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    monkeypatch.setenv("TERM", "dumb")
-    monkeypatch.setenv("NO_COLOR", "1")
-    if name == "claude":
-        for var, value in {"ANTHROPIC_BASE_URL": model_api.url, "ANTHROPIC_API_KEY": "sk-test",
-                           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-                           "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
-                           "DISABLE_ERROR_REPORTING": "1", "CLAUDE_CODE_MAX_RETRIES": "0",
-                           "IS_SANDBOX": "1"}.items():   # IS_SANDBOX: CI runs as root
-            monkeypatch.setenv(var, value)
-    else:
-        (home / ".gemini").mkdir()
-        (home / ".gemini" / "settings.json").write_text(
-            json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
-        monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", model_api.url)
-        monkeypatch.setenv("GEMINI_API_KEY", "test-key")
+    clean_environment(monkeypatch)
+    for var, value in cli_env(model_api, tmp_path / "home").items():
+        monkeypatch.setenv(var, value)
     monkeypatch.setenv("PRUN_LEDGER", "off")
     monkeypatch.setenv("PRUN_STATE_ROOT", str(tmp_path / "state"))
     return name
@@ -105,7 +109,7 @@ def test_a_unit_publishes_the_real_clis_answer(real_cli, tmp_path, model_api):
     assert (outcome["outcome"], outcome["reason"], outcome["exit_code"]) == ("succeeded", "ok", 0)
     assert outcome["session_id"] == session
     assert (outcome["tokens"]["in"], outcome["tokens"]["out"]) == (12, 9)  # the API's usage
-    assert model_api.requests("anthropic" if real_cli == "claude" else "gemini")
+    assert model_api.requests(real_cli)
 
 
 def test_a_sandboxed_real_cli_reaches_its_api_and_works_in_its_workspace(
@@ -120,18 +124,17 @@ def test_a_sandboxed_real_cli_reaches_its_api_and_works_in_its_workspace(
 
 
 def test_a_follow_up_resumes_the_real_clis_conversation(real_cli, tmp_path, model_api):
-    api = "anthropic" if real_cli == "claude" else "gemini"
     unit = Unit(tmp_path, real_cli)
     first = unit.dispatch("--sandbox", "off", timeout=120)
     assert first.returncode == 0, first.stdout + first.stderr
     state = unit.state
     session = (state / "conversation-id").read_text().strip()
-    turns = max(r["turns"] for r in model_api.requests(api))
+    turns = max(r["turns"] for r in model_api.requests(real_cli))
     p = unit.dispatch("--sandbox", "off", "--continue-from", str(state), timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     assert unit.result.read_text().strip() == ANSWER
     assert (unit.state / "conversation-id").read_text().strip() == session
-    assert model_api.requests(api)[-1]["turns"] > turns   # the earlier turn was sent again
+    assert model_api.requests(real_cli)[-1]["turns"] > turns   # the earlier turn was sent again
 
 
 def test_a_hanging_real_cli_is_ended_at_the_timeout(real_cli, tmp_path, model_api):
@@ -143,25 +146,15 @@ def test_a_hanging_real_cli_is_ended_at_the_timeout(real_cli, tmp_path, model_ap
     worker = json.loads((unit.state / "unit.json").read_text())["worker"]
     assert not psutil.pid_exists(worker["pid"]) or \
         psutil.Process(worker["pid"]).status() == psutil.STATUS_ZOMBIE
-    assert any(r["hang"] for r in model_api.requests(
-        "anthropic" if real_cli == "claude" else "gemini"))
+    assert any(r["hang"] for r in model_api.requests(real_cli))
 
 
 def run_env(tmp_path: Path, monkeypatch, model_api: ModelAPI, sandbox: str) -> dict[str, str]:
     """The environment of a `prun run` whose units use both real CLIs."""
     for name in ("claude", "gemini"):
         real_binary(name)
-    home = tmp_path / "home"
-    (home / ".gemini").mkdir(parents=True)
-    (home / ".gemini" / "settings.json").write_text(
-        json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
-    for var in ("PRUN_CLAUDE_BIN", "PRUN_GEMINI_BIN", "HTTP_PROXY", "HTTPS_PROXY"):
-        monkeypatch.delenv(var, raising=False)
-    return {"HOME": str(home), "NO_PROXY": "127.0.0.1", "TERM": "dumb", "NO_COLOR": "1",
-            "ANTHROPIC_BASE_URL": model_api.url, "ANTHROPIC_API_KEY": "sk-test",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1",
-            "CLAUDE_CODE_MAX_RETRIES": "0", "IS_SANDBOX": "1",
-            "GOOGLE_GEMINI_BASE_URL": model_api.url, "GEMINI_API_KEY": "test-key",
+    clean_environment(monkeypatch)
+    return {**cli_env(model_api, tmp_path / "home"),
             "PRUN_LEDGER": str(tmp_path / "ledger.sqlite"), "PRUN_SANDBOX": sandbox}
 
 
@@ -178,7 +171,7 @@ def test_a_run_drives_both_real_clis(tmp_path, monkeypatch, model_api):
     results = Path(p.stdout.split("RESULTS ", 1)[1].split()[0])
     for pid in ("from-claude", "from-gemini"):
         assert (results / f"{pid}.1.md").read_text().strip() == ANSWER
-    assert model_api.requests("anthropic") and model_api.requests("gemini")
+    assert model_api.requests("claude") and model_api.requests("gemini")
 
 
 def test_real_clis_in_a_sandboxed_run_change_their_clones_never_the_repository(
@@ -228,13 +221,12 @@ def test_in_plan_mode_the_real_clis_shell_tool_is_denied_and_the_denial_kept(
 
 def test_the_real_clis_shell_tool_cannot_commit(real_cli, tmp_path, model_api):
     """Claude: prun's PreToolUse hook refuses the call; Gemini: prun's git wrapper refuses it."""
-    api = "anthropic" if real_cli == "claude" else "gemini"
     unit, clone = shell_unit(real_cli, tmp_path, "git -c user.email=t@example.com -c "
                              "user.name=t commit --allow-empty -qm sneaky")
     log = subprocess.run(["git", "-C", str(clone), "log", "--oneline"], capture_output=True,
                          text=True)
     assert log.stdout == ""                                       # no commit was made
-    sent_back = "\n".join(r["tool_result"] or "" for r in model_api.requests(api))
+    sent_back = "\n".join(r["tool_result"] or "" for r in model_api.requests(real_cli))
     assert "commit" in sent_back and "refused" in sent_back, sent_back   # the model was told
     if real_cli == "claude":                                      # and the outcome lists it
         assert [d.get("by") for d in unit.outcome["denials"]] == ["prun-guard"]
@@ -285,7 +277,6 @@ def test_a_real_cli_as_coordinator_calls_prun_over_mcp(real_cli, tmp_path, monke
     """A coordinating session's model calls prun's quota tool: the CLI starts prun's MCP
     server from the installed entry, calls it, and hands the model its answer (Claude the
     structured content, Gemini the lines)."""
-    api = "anthropic" if real_cli == "claude" else "gemini"
     project = tmp_path / "project"
     subprocess.run(["git", "init", "-q", str(project)], check=True)
     p = prun("mcp", "install", "--for", real_cli, cwd=project)
@@ -301,7 +292,7 @@ def test_a_real_cli_as_coordinator_calls_prun_over_mcp(real_cli, tmp_path, monke
                            stdin=subprocess.DEVNULL,
                            env={**os.environ, "GEMINI_CLI_TRUST_WORKSPACE": "true"})
         assert p.returncode == 0, p.stderr
-        sent_back = [r["tool_result"] for r in model_api.requests(api) if r["tool_result"]]
+        sent_back = [r["tool_result"] for r in model_api.requests(real_cli) if r["tool_result"]]
         if sent_back and "group" in sent_back[-1]:
             break
     answer = sent_back[-1]
@@ -337,7 +328,7 @@ def test_cancelling_a_run_ends_the_real_clis_and_all_they_started(tmp_path, monk
     assert p.returncode == 0, p.stderr
     run_id = p.stdout.split()[1]
     deadline = time.monotonic() + 120     # until both CLIs have sent their request
-    while len({r["api"] for r in model_api.requests("anthropic") + model_api.requests("gemini")
+    while len({r["api"] for r in model_api.requests("claude") + model_api.requests("gemini")
                if r["hang"]}) < 2:
         assert time.monotonic() < deadline, "the CLIs never reached the API"
         time.sleep(0.2)
@@ -359,7 +350,6 @@ def test_cancelling_a_run_ends_the_real_clis_and_all_they_started(tmp_path, monk
 @pytest.mark.parametrize("name", ["claude", "gemini"])
 def test_a_follow_up_in_a_run_resumes_the_real_clis_conversation(name, tmp_path, monkeypatch,
                                                                   model_api):
-    api = "anthropic" if name == "claude" else "gemini"
     env = run_env(tmp_path, monkeypatch, model_api, "off")
     repo = working_repo(tmp_path, monkeypatch, {"README.md": "a project\n"})
     plan = write_plan(repo / "plan.yaml", [{"id": "asked", "executor": name, "kind": "code",
@@ -367,7 +357,7 @@ def test_a_follow_up_in_a_run_resumes_the_real_clis_conversation(name, tmp_path,
     p = prun("run", str(plan), "--plain", env=env, timeout=240, cwd=repo)
     assert p.returncode == 0, p.stdout + p.stderr
     run_id = p.stdout.split()[1]
-    turns = max(r["turns"] for r in model_api.requests(api))
+    turns = max(r["turns"] for r in model_api.requests(name))
     more = tmp_path / "more.md"
     more.write_text("And one more thing.\n")
     f = prun("followup", "asked", "--prompt-file", str(more), "--run", run_id, "--wait", "60",
@@ -378,7 +368,7 @@ def test_a_follow_up_in_a_run_resumes_the_real_clis_conversation(name, tmp_path,
     s = json.loads(prun("status", run_id, "--json", env=env, cwd=repo).stdout)
     (unit,) = s["units"]
     assert (unit["status"], unit["attempts"]) == ("succeeded", 2), unit
-    assert model_api.requests(api)[-1]["turns"] > turns      # the conversation went on
+    assert model_api.requests(name)[-1]["turns"] > turns      # the conversation went on
 
 
 def test_a_cross_vendor_panel_of_the_real_clis_agrees(tmp_path, monkeypatch, model_api):
