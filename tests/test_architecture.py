@@ -64,3 +64,17 @@ def test_the_dispatch_fast_path_imports_nothing_heavy_before_its_state_dir_line(
     assert not modules & set(HEAVY), sorted(modules & set(HEAVY))
     assert not {m for m in modules if m.startswith("prun.cli.") and m not in
                 {"prun.cli.dispatch", "prun.cli.options"}}
+
+
+def test_prun_variables_are_read_by_the_settings_alone():
+    """Every PRUN_* and ANTIGRAVITY_* variable is parsed once, in ``prun.settings`` (each
+    CLI's own in its executor, from the environment it is handed). The worker-side hooks
+    are the exception: they run inside a unit and read what prun passed them."""
+    import re
+
+    read = re.compile(r"(os\.environ|os\.getenv)\W[^\n]*[\"'](PRUN|ANTIGRAVITY)_")
+    found = [f"{path.relative_to(ROOT)}:{n}"
+             for path in (ROOT / "src" / "prun").rglob("*.py")
+             if "settings" not in path.parts and "hooks" not in path.parts
+             for n, line in enumerate(path.read_text().splitlines(), 1) if read.search(line)]
+    assert found == []

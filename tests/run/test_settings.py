@@ -13,11 +13,13 @@ from prun.errors import UsageError
 
 def test_durations_read_as_people_write_them():
     s = settings.load({"PRUN_STALL_THRESHOLD": "10m", "PRUN_KILL_GRACE_SECONDS": "0.5",
-                       "PRUN_HOOK_TIMEOUT": "1m30s", "PRUN_WATCH": "POLL"})
-    assert (s.stall_s, s.kill_grace_s, s.hook_timeout_s, s.watch_mode) == (600, 0.5, 90, "poll")
+                       "PRUN_HOOK_TIMEOUT": "1m30s", "PRUN_WATCH": "POLL",
+                       "PRUN_MCP_TIMEOUT": "15m"})
+    assert (s.stall_s, s.kill_grace_s, s.hook_timeout_s, s.watch_mode, s.mcp_timeout_s) == \
+        (600, 0.5, 90, "poll", 900)
     d = settings.load({})
-    assert (d.stall_s, d.kill_grace_s, d.sandbox, d.port_start, d.port_count) == \
-        (600, 5, "auto", 20000, 10)
+    assert (d.stall_s, d.kill_grace_s, d.sandbox, d.port_start, d.port_count,
+            d.mcp_timeout_s) == (600, 5, "auto", 20000, 10, 600)
 
 
 @pytest.mark.parametrize("name, value", [
@@ -25,7 +27,8 @@ def test_durations_read_as_people_write_them():
     ("PRUN_KILL_GRACE_SECONDS", "-1"), ("PRUN_HOOK_TIMEOUT", "x"), ("PRUN_SANDBOX", "maybe"),
     ("PRUN_WATCH", "fast"), ("PRUN_WATCH_POLL_INTERVAL", "0"), ("PRUN_PORT_START", "80"),
     ("PRUN_PORT_COUNT", "lots"), ("PRUN_GATHER_TIMEOUT", "1 hour"),
-    ("PRUN_TIMEOUT_GRACE_SECONDS", "later"), ("PRUN_STABLE_WINDOW", "-")])
+    ("PRUN_TIMEOUT_GRACE_SECONDS", "later"), ("PRUN_STABLE_WINDOW", "-"),
+    ("PRUN_MCP_TIMEOUT", "0"), ("PRUN_MCP_TIMEOUT", "never")])
 def test_a_bad_value_is_one_line_and_exit_2_before_anything_is_made(name, value, repo):
     with pytest.raises(UsageError) as err:
         settings.load({name: value})

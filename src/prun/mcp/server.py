@@ -31,8 +31,7 @@ from . import lines as terse
 
 DEFAULT_WAIT_S = 300
 MAX_WAIT_S = 3600
-# a child of any other tool is ended after this long ($PRUN_MCP_TIMEOUT seconds)
-DEFAULT_BOUND_S = 600.0
+# a child of any other tool is ended after settings.mcp_timeout_s ($PRUN_MCP_TIMEOUT, 10 min)
 # seconds past a command's own --wait or --timeout before its child is ended
 MARGIN_S = 30.0
 BEAT_S = 10.0
@@ -76,7 +75,11 @@ class Prun:
 
     def __init__(self, cwd: str | None = None, bound: float | None = None) -> None:
         self.cwd = os.path.abspath(cwd or os.getcwd())
-        self.bound = bound if bound is not None else _bound_from_env()
+        if bound is None:
+            from ..settings import current
+
+            bound = current().mcp_timeout_s
+        self.bound = bound
         self.runs: dict[str, str] = {}
 
     # -- running a command --------------------------------------------------------------
@@ -184,22 +187,6 @@ class Prun:
             if known.startswith(run):
                 return folder
         return self.cwd
-
-
-def _bound_from_env() -> float:
-    """``$PRUN_MCP_TIMEOUT``: seconds, or a duration such as ``15m``."""
-    raw = os.environ.get("PRUN_MCP_TIMEOUT", "").strip()
-    if not raw:
-        return DEFAULT_BOUND_S
-    from .._util.timeparse import parse_duration
-
-    value = float(parse_duration(raw, what="PRUN_MCP_TIMEOUT"))
-    if value <= 0:
-        from ..errors import UsageError
-
-        raise UsageError(f"PRUN_MCP_TIMEOUT={raw}: not a positive duration",
-                         hint="give seconds or a duration such as 15m")
-    return value
 
 
 class _Refused(Exception):

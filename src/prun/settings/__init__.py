@@ -33,6 +33,8 @@ exists.
     PRUN_MONITOR_COMMAND          monitor_command       prun monitor (in relaunch lines)
     PRUN_CLUSTER                  cluster               none (a Dask scheduler address:
                                                         tcp://host:port or tls://host:port)
+    PRUN_MCP_TIMEOUT              mcp_timeout_s         10m (the MCP server's bound on a
+                                                        tool's command, past its own wait)
 
 Durations take seconds or ``90s``, ``45m``, ``2h``, ``1h30m``. A plain class (no dataclass):
 settings are loaded on the dispatcher's way to its first line.
@@ -58,14 +60,15 @@ VARIABLES = ("PRUN_LEDGER", "PRUN_STATE_ROOT", "PRUN_WORKSPACE_ROOT", "XDG_STATE
              "PRUN_KILL_GRACE_SECONDS", "PRUN_TIMEOUT_GRACE_SECONDS", "PRUN_HOOK_TIMEOUT",
              "PRUN_GATHER_TIMEOUT", "PRUN_STABLE_WINDOW", "PRUN_WATCH",
              "PRUN_WATCH_POLL_INTERVAL", "PRUN_PORT_START", "PRUN_PORT_COUNT",
-             "PRUN_MONITOR_COMMAND", "PRUN_CLUSTER", "HOME")
+             "PRUN_MONITOR_COMMAND", "PRUN_CLUSTER", "PRUN_MCP_TIMEOUT", "HOME")
 
 
 class Settings:
     """prun's settings, read from one environment (``env``, kept to pass on to children)."""
 
     __slots__ = ("_config", "cluster", "config_given", "env", "gather_timeout_s", "hook_timeout_s",
-                 "kill_grace_s", "ledger", "ledger_off", "monitor_command", "poll_interval_s",
+                 "kill_grace_s", "ledger", "ledger_off", "mcp_timeout_s", "monitor_command",
+                 "poll_interval_s",
                  "port_count", "port_start", "sandbox", "scratch_cwd", "stable_window_s",
                  "stall_s", "state_root", "timeout_grace_s", "user_state", "watch_mode",
                  "workspace_root")
@@ -91,6 +94,7 @@ class Settings:
     port_count: int
     monitor_command: str
     cluster: str | None              # the Dask scheduler a run's units go to (None: this machine)
+    mcp_timeout_s: float
 
     @property
     def config(self) -> str:
@@ -163,6 +167,7 @@ def _read(env: Mapping[str, str]) -> Settings:
     s.monitor_command = _text(env, "PRUN_MONITOR_COMMAND") or "prun monitor"
     given = _text(env, "PRUN_CLUSTER")
     s.cluster = parse_cluster_address(given, "PRUN_CLUSTER") if given else None
+    s.mcp_timeout_s = _duration(env, "PRUN_MCP_TIMEOUT", 600.0)
     return s
 
 
