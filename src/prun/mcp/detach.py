@@ -13,6 +13,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from .._util.process import start
+
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
@@ -20,8 +22,7 @@ def main(argv: list[str] | None = None) -> int:
         print("prun: usage: python -m prun.mcp.detach STDERR_FILE -- ARGV...", file=sys.stderr)
         return 2
     with open(args[0], "ab") as err:
-        proc = subprocess.Popen(args[2:], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=err, start_new_session=True)
+        proc = start(args[2:], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
     assert proc.stdout is not None
     out = sys.stdout.buffer
     for line in proc.stdout:
