@@ -489,3 +489,63 @@ def test_become_subreaper_says_whether_it_worked():
     p = subprocess.run([sys.executable, "-c", "from prun._util.process import become_subreaper; "
                         "print(become_subreaper())"], capture_output=True, text=True, timeout=60)
     assert p.stdout.strip() == str(sys.platform == "linux")
+
+
+def test_the_keeper_writes_the_opening_files_first_and_the_record_once_the_worker_runs(
+        tmp_path):
+    """A spawn's ``files`` and ``copies`` exist before its worker starts (it reads the copy
+    on stdin), and its ``record`` is written with the worker in it before the supervisor
+    hears of the start."""
+    sd = tmp_path / "sd"
+    sd.mkdir()
+    brief = tmp_path / "brief.md"
+    brief.write_text("the prompt\n")
+    files = [(str(sd / "model"), "command\n")]
+    record = (str(sd / "unit.json"), {"unit_id": "u", "argv": ["x"]})
+
+    async def body(keeper, loop):
+        w = await keeper.spawn_async(
+            [sys.executable, "-c", "import sys; print(sys.stdin.read(), end='')"],
+            cwd=str(tmp_path), env=dict(os.environ), stdout_path=str(sd / "tail"),
+            stderr_path=str(sd / "stderr"), stdin_path=str(sd / "prompt"), name="sd",
+            log=str(tmp_path / ".exit-codes"), files=files,
+            copies=[(str(brief), str(sd / "prompt"))], record=record)
+        unit = json.loads((sd / "unit.json").read_text())   # written before the answer
+        await w.await_exit()
+        return w, unit
+
+    w, unit = drive(body)
+    assert w.reap() == 0
+    assert (sd / "tail").read_text() == "the prompt\n"
+    assert not os.path.samefile(sd / "prompt", brief)   # a copy: damage to one spares the other
+    assert (sd / "model").read_text() == "command\n"
+    assert unit["unit_id"] == "u" and unit["argv"] == ["x"]
+    worker = unit["worker"]
+    assert worker["pid"] == worker["pgid"] == w.pid
+    assert worker["create_time"] == w.create_time and worker["started_at"].endswith("Z")
+    assert worker["keeper"]["pid"] != os.getpid() and worker["keeper"]["create_time"]
+
+
+def test_a_spawn_that_fails_has_its_record_written_without_a_worker(tmp_path):
+    sd = tmp_path / "sd"
+    sd.mkdir()
+    args = dict(cwd=str(tmp_path), env=dict(os.environ), stdout_path=str(sd / "tail"),
+                stderr_path=str(sd / "stderr"), stdin_path=None, name="sd",
+                log=str(tmp_path / ".exit-codes"))
+
+    async def body(keeper, loop):
+        with pytest.raises(OSError, match="No such file"):
+            await keeper.spawn_async([str(tmp_path / "missing")], **args,
+                                     files=[(str(sd / "model"), "m\n")],
+                                     record=(str(sd / "unit.json"), {"unit_id": "u"}))
+        # a file that cannot be written: nothing is started, the reason names it
+        with pytest.raises(OSError, match="gone"):
+            await keeper.spawn_async([sys.executable, "-c", "pass"], **args,
+                                     files=[(str(tmp_path / "gone" / "model"), "m\n")],
+                                     record=None)
+
+    drive(body)
+    assert json.loads((sd / "unit.json").read_text()) == {"unit_id": "u"}
+    assert (sd / "model").read_text() == "m\n"
+    assert " spawned " not in ((tmp_path / ".exit-codes").read_text()
+                               if (tmp_path / ".exit-codes").exists() else "")

@@ -115,6 +115,47 @@ def test_failed_receipt_stops_the_run(repo, tmp_path):
     assert "status=stopped" in r.stdout
 
 
+def test_a_units_state_dir_is_written_by_its_keeper_with_a_copy_of_the_brief(repo):
+    """The state dir a run's keeper wrote as it started the worker: the seed's one-value
+    files, ``unit.json`` once, with the worker and its keeper; ``prompt``, a copy of the
+    frozen brief (not a link: what damages one leaves the other), read by the worker on
+    stdin."""
+    plan = write_plan(repo / "plan.yaml", [
+        py_unit("one", "import sys; print('read', len(sys.stdin.read()), 'bytes of brief')")])
+    r = prun("run", str(plan), "--plain")
+    assert r.returncode == 0, r.stdout + r.stderr
+    (row,) = attempts(r.stdout.split()[1])
+    sd = Path(row["state_dir"])
+    unit = json.loads((sd / "unit.json").read_text())
+    assert unit["unit_id"] == "one" and unit["attempt_id"] == row["id"]
+    assert unit["worker"]["pid"] == unit["worker"]["pgid"]
+    assert unit["worker"]["keeper"]["pid"] != unit["dispatcher"]["pid"]
+    assert row["receipt"] == f"pid:{unit['worker']['pid']}@{unit['worker']['create_time']:.3f}"
+    assert (sd / "dispatch-pid").read_text() == f"{unit['dispatcher']['pid']}\n"
+    assert (sd / "result-file").read_text() == row["result_path"] + "\n"
+    assert (sd / "model").read_text() == "command\n"
+    frozen = sd.parents[1] / "prompts" / "one.1.md"
+    assert not os.path.samefile(sd / "prompt", frozen)
+    assert (sd / "prompt").read_text() == frozen.read_text() == row["brief"]
+    assert f"read {len(frozen.read_bytes())} bytes" in (sd / "tail").read_text()
+
+
+def test_a_unit_whose_launch_fails_still_has_its_opening_files(repo):
+    """The keeper never got it: the files kept for it are written before the judgement."""
+    plan = write_plan(repo / "plan.yaml", [
+        {"id": "nobin", "executor": "command", "command": ["no-such-program-here"],
+         "prompt": "run the program that is not there"}])
+    r = prun("run", str(plan), "--plain")
+    assert r.returncode != 0
+    (row,) = attempts(r.stdout.split()[1])
+    sd = Path(row["state_dir"])
+    unit = json.loads((sd / "unit.json").read_text())
+    assert unit["unit_id"] == "nobin" and "worker" not in unit
+    assert (sd / "model").read_text() == "command\n"
+    assert (sd / "result-file").read_text() == row["result_path"] + "\n"
+    assert json.loads((sd / "outcome.json").read_text())["outcome"] != "ok"
+
+
 def test_deadline_cancels_the_unit_and_its_descendants(repo, tmp_path):
     pidfile = tmp_path / "grandchild.pid"
     code = ("import subprocess, time; "

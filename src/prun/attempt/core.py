@@ -1,6 +1,7 @@
 """The ``Dispatch``: one attempt of one unit, its state dir's opening files and its launch.
 
-``begin`` writes the state dir's opening files and asks the quota gate; ``launch`` starts the
+``begin`` writes the state dir's opening files and asks the quota gate (in a run, it hands
+most of them to the keeper, which writes them as it starts the worker); ``launch`` starts the
 worker in its own process group (``hand_off`` instead, for an executor that launches no
 process). Waiting for the worker is in ``waiting``, judging and publishing in ``finishing``;
 the methods here that do those delegate to them.
@@ -16,6 +17,7 @@ from ..errors import QuotaExhausted
 from . import statedir
 from .exitlog import path as _exit_log
 from .request import Prepared, Request, prepare
+from .statedir import iso, worker_entry
 
 TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
 if TYPE_CHECKING:
@@ -66,28 +68,76 @@ class Dispatch:
         self.workspace = prepared.workspace     # None: a scratch dir made at the launch
         self.follower: Follower | None = None   # made when the stream is first read
         self.quota_note: str | None = None
+        # the opening files a run's keeper writes as it starts the worker, off the
+        # supervisor's thread: (path, text); None once written (or when there is no keeper)
+        self.opening: list[tuple[str, str]] | None = (
+            [] if keeper is not None and remote is None and prepared.executor.launches_process
+            else None)
+        self.copies: list[tuple[str, str]] = []   # ... and copies: (from, to)
 
     # 1. the state dir's opening files ------------------------------------------------------------
     def begin(self) -> None:
         """The prompt's copy, the one-value files and ``unit.json``; the quota gate between
-        (a refusal raises QuotaExhausted, its attempt's ``unit.json`` written all the same)."""
-        from .._util.fsutil import atomic_write
-
+        (a refusal raises QuotaExhausted, its attempt's ``unit.json`` written all the same).
+        With a run's keeper, they are kept in ``opening`` for it (and ``unit.json`` is
+        written once, at the launch)."""
         sd, p = self.state, self.p
-        atomic_write(sd.file(statedir.PROMPT), p.prompt, durable=self.durable)  # whole or none
-        sd.write(statedir.RESULT_FILE, p.result_file)
+        self._copy_prompt()
+        self._put(statedir.RESULT_FILE, p.result_file)
         if p.executor.launches_process:  # a session unit has no process, pid or stream
-            sd.write(statedir.DISPATCH_PID, str(self.dispatcher_pid))
-            open(sd.file(statedir.TAIL), "ab").close()
-            open(sd.file(statedir.STDERR), "ab").close()
+            self._put(statedir.DISPATCH_PID, str(self.dispatcher_pid))
+            if self.opening is None:     # (a keeper creates them as it opens them)
+                open(sd.file(statedir.TAIL), "ab").close()
+                open(sd.file(statedir.STDERR), "ab").close()
         self.record_step("begin")
         try:
             self._gate()
         except QuotaExhausted:
-            sd.write_json(statedir.UNIT, self._unit_record())
+            if self.opening is None:
+                sd.write_json(statedir.UNIT, self._unit_record())
+            self.write_opening()
             raise
-        sd.write(statedir.MODEL, self.settings.model or p.executor.name)
-        sd.write_json(statedir.UNIT, self._unit_record())
+        self._put(statedir.MODEL, self.settings.model or p.executor.name)
+        if self.opening is None:
+            sd.write_json(statedir.UNIT, self._unit_record())
+
+    def _copy_prompt(self) -> None:
+        """``prompt``, whole or none: with a run's keeper, copied by it from the frozen brief
+        (prun's own file, never changed), else written here."""
+        from .._util.fsutil import atomic_write
+
+        dest = self.state.file(statedir.PROMPT)
+        if self.opening is not None and self.p.request.briefed:
+            self.copies.append((self.p.request.prompt_file, dest))
+        elif self.opening is not None:
+            self.opening.append((dest, self.p.prompt))
+        else:
+            atomic_write(dest, self.p.prompt, durable=self.durable)
+
+    def _put(self, name: str, text: str) -> None:
+        """A one-value opening file: written, or kept for the keeper."""
+        if self.opening is None:
+            self.state.write(name, text)
+        else:
+            self.opening.append((self.state.file(name), text if text.endswith("\n")
+                                 else text + "\n"))
+
+    def write_opening(self) -> None:
+        """The opening files kept for a keeper that did not start the worker, and the
+        pre-launch ``unit.json``, written here (a refusal, a launch that failed or never
+        came). Nothing to do once written."""
+        if self.opening is None:
+            return
+        from .._util.fsutil import atomic_write
+
+        staged, self.opening = self.opening, None
+        if self.copies:
+            staged.append((self.state.file(statedir.PROMPT), self.p.prompt))
+            self.copies = []
+        for path, text in staged:
+            atomic_write(path, text, durable=False)
+        if not self.state.worker:   # a keeper that started it late wrote its record
+            self.state.write_json(statedir.UNIT, self._unit_record())
 
     def _gate(self) -> None:
         """The quota gate: may swap the model (MODEL-FALLBACK) or raise QuotaExhausted."""
@@ -192,11 +242,19 @@ class Dispatch:
         if self.keeper is None:
             raise RuntimeError("launch_kept needs a run's keeper")
         launch, argv = planned
+        files, copies = self.opening or [], self.copies
+        self.opening, self.copies = None, []
+        record = (self.state.file(statedir.UNIT), self._launch_record(launch))
         try:
-            worker = await self.keeper.spawn_async(argv, **self._spawn_files(launch))
+            worker = await self.keeper.spawn_async(argv, **self._spawn_files(launch),
+                                                   files=files, copies=copies, record=record)
         except OSError as e:
-            return self._not_started(e)
-        return self._started(launch, worker)
+            self.opening, self.copies = files, copies  # written by finish, unless the keeper
+            return self._not_started(e)                # wrote them
+        self.worker = worker
+        self._receipt(worker)   # the keeper wrote unit.json, its worker in it
+        self.record_step("launch")
+        return True
 
     def _not_started(self, e: OSError) -> bool:
         self.launch_error = f"cannot start {self.p.executor.name}: {e}"
@@ -266,27 +324,34 @@ class Dispatch:
                 "stdin_path": absolute(launch.stdin_path, workspace),
                 "name": os.path.basename(sd.path), "log": _exit_log(sd)}
 
-    def _record_launch(self, launch: Launch, worker: Worker) -> None:
-        """``unit.json`` with the argv (the prompt redacted), the sandbox and the worker; the
-        receipt."""
-        from .._util.process import create_time
+    def _launch_record(self, launch: Launch) -> UnitRecord:
+        """``unit.json`` at the launch: with the argv (the prompt redacted) and the sandbox."""
         from .launching import redact_prompt
+
+        record = self._unit_record()
+        record["argv"] = redact_prompt(launch.argv, self.p.prompt)
+        record["sandbox"] = self.sandboxed
+        return record
+
+    def _receipt(self, worker: Worker) -> float | None:
+        """The launch's time and receipt; gives the worker's start time."""
+        from .._util.process import create_time
 
         self.launched_at = time.time()
         started: float | None = (getattr(worker, "create_time", None)
                                  or create_time(worker.pid))
-        record = self._unit_record()
-        record["argv"] = redact_prompt(launch.argv, self.p.prompt)
-        record["sandbox"] = self.sandboxed
-        record["worker"] = {"pid": worker.pid, "pgid": worker.pid, "create_time": started,
-                            "started_at": iso(self.launched_at)}
-        if self.keeper is not None:
-            record["worker"]["keeper"] = self.keeper.ident
         self.receipt = f"pid:{worker.pid}@{started or self.launched_at:.3f}"
+        return started
+
+    def _record_launch(self, launch: Launch, worker: Worker) -> None:
+        """``unit.json`` with the argv, the sandbox and the worker; the receipt."""
+        started = self._receipt(worker)
+        record = self._launch_record(launch)
+        record["worker"] = worker_entry(worker.pid, started, self.launched_at or time.time())
         try:
             self.state.write_json(statedir.UNIT, record)
-        except OSError as e:  # a full disk: the worker runs all the same and is watched (in
-            import sys  # a run, its start is in the keeper's log for recovery)
+        except OSError as e:  # a full disk: the worker runs all the same and is watched
+            import sys
 
             print(f"prun: warning: {self.state.file(statedir.UNIT)} not updated at launch: "
                   f"{e.strerror or e}", file=sys.stderr)
@@ -360,6 +425,3 @@ def reopen(req: Request, state_path: str) -> Dispatch:
     d.receipt = f"pid:{worker.get('pid')}@{d.launched_at:.3f}" if worker.get("pid") else None
     return d
 
-
-def iso(ts: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))

@@ -15,8 +15,8 @@ import time
 
 from ..errors import QuotaExhausted
 from . import statedir
-from .core import iso
 from .publish import publish
+from .statedir import iso
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -34,6 +34,10 @@ NO_QUOTA_REREAD = ("ok", "quota", "cancelled")
 def finish(d: Dispatch, exit_code: int | None, *, timed_out: bool = False,
            cancelled: bool = False, refused: QuotaExhausted | None = None) -> Outcome:
     """Judge the run, publish the result (or FALLBACK), write outcome.json last."""
+    try:
+        d.write_opening()   # kept for a keeper that did not start the worker
+    except OSError:         # a full disk: outcome.json says what it can
+        pass
     follower = d.follow()
     stream = follower.finish(read=d.worker is not None or follower.offset > 0
                              or d.receipt is not None)  # a reopened attempt: read it all

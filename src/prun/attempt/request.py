@@ -44,9 +44,11 @@ class Request:
                  route_reason: str | None = None, briefed: bool = False,
                  sandbox: object = None, read_only: Sequence[str] = (),
                  writable: Sequence[str] = (), outbox: bool = False,
-                 config: PrunSettings | None = None, git_wrapper: str | None = None):
+                 config: PrunSettings | None = None, git_wrapper: str | None = None,
+                 prompt: str | None = None):
         self.executor = executor
         self.prompt_file = prompt_file
+        self.prompt = prompt                # the prompt file's text, when the caller wrote it
         self.result_file = result_file
         self.unit_id = unit_id
         self.mode = mode
@@ -102,7 +104,8 @@ def prepare(req: Request, *, reopen: bool = False) -> Prepared:
     env = dict(os.environ if req.env is None else req.env)
     executor = executors.get(req.executor)
     statedir.check_unit_id(req.unit_id)
-    prompt = _read_prompt(req.prompt_file)
+    prompt = (_read_prompt(req.prompt_file) if req.prompt is None
+              else _checked_prompt(req.prompt, len(req.prompt.encode()), req.prompt_file))
     result_file = (os.path.abspath(req.result_file) if reopen
                    else _fresh_result_path(req.result_file))
     add_dirs = tuple(_existing_dir(d, "--add-dir") for d in req.add_dirs)
@@ -190,12 +193,21 @@ def _read_prompt(path: str) -> str:
         if not stat.S_ISREG(st.st_mode):
             raise UsageError(f"prompt file is not a regular file: {path}",
                              hint="write the prompt to a file first")
-        if st.st_size > MAX_PROMPT_BYTES:
-            raise UsageError(f"prompt file is {st.st_size} bytes, more than the "
-                             f"{MAX_PROMPT_BYTES} a prompt may be: {path}",
-                             hint="point at large inputs from the prompt instead of pasting them")
+        _check_size(st.st_size, path)
         data = f.read(MAX_PROMPT_BYTES + 1)
-    text = data.decode("utf-8", "replace")
+    return _checked_prompt(data.decode("utf-8", "replace"), len(data), path)
+
+
+def _check_size(size: int, path: str) -> None:
+    if size > MAX_PROMPT_BYTES:
+        raise UsageError(f"prompt file is {size} bytes, more than the "
+                         f"{MAX_PROMPT_BYTES} a prompt may be: {path}",
+                         hint="point at large inputs from the prompt instead of pasting them")
+
+
+def _checked_prompt(text: str, size: int, path: str) -> str:
+    """``text`` (``size`` bytes, from ``path``) unless it is too big or empty."""
+    _check_size(size, path)
     if not text.strip():
         raise UsageError(f"prompt file is empty: {path}", hint="write the unit's prompt there")
     return text

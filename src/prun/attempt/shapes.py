@@ -21,8 +21,12 @@ class Keeper(Protocol):
 
     async def spawn_async(self, argv: list[str], *, cwd: str, env: dict[str, str],
                           stdout_path: str, stderr_path: str, stdin_path: str | None,
-                          name: str, log: str) -> Worker:
-        """Start a worker, awaited in the event loop that reads the keeper's answers."""
+                          name: str, log: str, files: list[tuple[str, str]] | None = None,
+                          copies: list[tuple[str, str]] | None = None,
+                          record: tuple[str, Mapping[str, Any]] | None = None) -> Worker:
+        """Start a worker, awaited in the event loop that reads the keeper's answers: the
+        keeper writes ``files`` (path, text) and ``copies`` (from, to) first, and ``record``
+        (``unit.json``) with the worker in it once it runs."""
 
 
 class RemoteLauncher(Protocol):

@@ -23,6 +23,11 @@ Files (all optional until written; ``outcome.json`` is written last and means "f
 
 Everything here is plain files so that any later prun command, and any person, can rebuild
 the attempt's state after the process that made it is gone.
+
+In a run, the worker's keeper writes ``prompt`` (a copy of the attempt's frozen brief,
+``prompts/<unit>.<n>.md``), ``result-file``, ``dispatch-pid`` and ``model`` as it starts the
+worker, and ``unit.json`` once, with its worker (``Dispatch.opening``); until then the state
+dir may be empty.
 """
 
 from __future__ import annotations
@@ -36,7 +41,10 @@ from ..errors import UsageError
 
 TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any
+
+    from .shapes import WorkerRecord
 
 TAIL = "tail"
 STDERR = "stderr"
@@ -177,6 +185,22 @@ class StateDir:
             return os.stat(self.file(TAIL)).st_mtime
         except OSError:
             return None
+
+
+def worker_entry(pid: int, create_time: float | None, started_at: float,
+                 keeper: Mapping[str, Any] | None = None) -> WorkerRecord:
+    """``unit.json``'s ``worker``: the worker leads its own process group; ``keeper`` is the
+    keeper process that started it, in a run."""
+    entry: WorkerRecord = {"pid": pid, "pgid": pid, "create_time": create_time,
+                           "started_at": iso(started_at)}
+    if keeper:
+        entry["keeper"] = keeper
+    return entry
+
+
+def iso(ts: float) -> str:
+    """A time as the state dir's records give it: UTC, to the second."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
 def outbox(sd: StateDir, result_file: str) -> str:

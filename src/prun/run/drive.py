@@ -94,8 +94,10 @@ async def attempt(sup: Supervisor, u: UnitState, pools: QuotaPools) -> None:
     except OSError as e:
         return no_receipt(sup, u, aid, f"prepare packet {p.id} for {executor_name}",
                           f"{e.strerror or e}: {e.filename or ''}".rstrip(": "))
+    place = opened.place
+    sup.ledger.update_attempt(aid, None, brief=opened.brief, base=place.base,
+                              workspace=place.path, state_dir=opened.dispatch.state.path)
     if opened.ready:  # exactly once: the attempt's row is durable before its worker exists
-        sup.ledger.update_attempt(aid, None, state_dir=opened.dispatch.state.path)
         await sup.commits.durable()
         opened = opened._replace(launched=await launch(opened))
     await opened_attempt(sup, u, opened)
@@ -116,8 +118,6 @@ async def opened_attempt(sup: Supervisor, u: UnitState, opened: Opened) -> None:
     watched to its end."""
     aid, d, place, refused = u.current_attempt, opened.dispatch, opened.place, opened.refused
     u.state_dir = d.state.path
-    sup.ledger.update_attempt(aid, None, brief=opened.brief, base=place.base,
-                              workspace=place.path, state_dir=d.state.path)
     if place.applied:
         sup.emit("based", u, "starts from the accepted changes of "
                  + ", ".join(place.applied), base=place.base)
@@ -225,7 +225,8 @@ def open_attempt(sup: Supervisor, u: UnitState, held: Reservation, executor_name
         effort=p.effort, timeout_s=p.timeout_s, workspace=place.path,
         state_root=str(sup.paths.state), env=sup.env, attempt_id=u.attempt_id,
         extra_env=extra, briefed=True, sandbox=sup.sandbox.get(p.id), outbox=True,
-        read_only=read_only(sup, place), config=sup.settings, git_wrapper=sup.git_wrapper)
+        read_only=read_only(sup, place), config=sup.settings, git_wrapper=sup.git_wrapper,
+        prompt=text)
     try:
         prepared = prepare(request)
     except PrunError:

@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Mapping
 from typing import IO, Any, TypedDict
 
 SPAWN_WAIT_S = 60.0      # a spawn reply normally takes a millisecond
@@ -159,9 +160,13 @@ class Keeper:
     # requests -----------------------------------------------------------------------------
     async def spawn_async(self, argv: list[str], *, cwd: str, env: dict[str, str],
                           stdout_path: str, stderr_path: str, stdin_path: str | None,
-                          name: str, log: str) -> KeptWorker:
+                          name: str, log: str, files: list[tuple[str, str]] | None = None,
+                          copies: list[tuple[str, str]] | None = None,
+                          record: tuple[str, Mapping[str, Any]] | None = None) -> KeptWorker:
         """Start ``argv`` (its program a path) through the keeper, from the event loop that
-        reads its answers: the request sent, the answer awaited. Raises ``OSError``."""
+        reads its answers: the request sent, the answer awaited. The keeper first writes
+        ``files`` (path, text) and ``copies`` (from, to), and once the worker runs, ``record``
+        (path, ``unit.json``) with the worker in it. Raises ``OSError``."""
         fut: asyncio.Future[KeptWorker] = asyncio.get_running_loop().create_future()
         base = self.env
         with self._lock:
@@ -174,7 +179,8 @@ class Keeper:
                         "set": {k: v for k, v in env.items() if base.get(k) != v},
                         "unset": [k for k in base if k not in env],
                         "stdin": stdin_path, "stdout": stdout_path, "stderr": stderr_path,
-                        "name": name, "log": log})
+                        "name": name, "log": log, "files": files or [],
+                        "copies": copies or [], "record": record})
         try:
             async with asyncio.timeout(SPAWN_WAIT_S):
                 return await fut

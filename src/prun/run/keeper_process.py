@@ -28,18 +28,27 @@ A process the keeper did not start (nor a descendant of one) is never its child,
 signalled. An escape that is orphaned while its worker's group is being killed may be found only
 after that worker's ``exit`` line: it is ended all the same, its ``escaped`` line comes late.
 
+The attempt's opening files. A spawn request carries the files of the worker's state dir that
+it needs before it starts (``files``: its one-value files; ``copies``: its prompt, copied from
+the run's frozen brief; all written first) and its record
+(``record``: ``unit.json``, written once it runs, with its ``worker``: pid, process group,
+start time, and this keeper), so that the supervisor's thread does not make them. A spawn
+that fails has its record written without a worker.
+
 Protocol: one JSON object per line on the keeper's stdin; one line of words on its stdout.
 
     {"op": "env", "env": {...}}                  the base environment of later spawns
     {"op": "spawn", "id": N, "argv": [...], "cwd": D, "set": {...}, "unset": [...],
-     "stdin": F|null, "stdout": F, "stderr": F, "name": S, "log": F}
+     "stdin": F|null, "stdout": F, "stderr": F, "name": S, "log": F,
+     "files": [[F, text], ...], "copies": [[from, F], ...], "record": [F, {...}]|null}
     {"op": "signal", "pid": P, "sig": S}         signal P's group while P is unreaped
 
     spawned <id> <pid> <start time>              started (its own session and process group),
                                                  after ``<name> spawned <pid> <start>`` went to
-                                                 its log
+                                                 its log and its record was written
     failed <id> <errno> <JSON message>           could not start (EEXIST: an attempt id, from
-                                                 PRUN_ATTEMPT_ID, that it launched already)
+                                                 PRUN_ATTEMPT_ID, that it launched already;
+                                                 or a file of ``files`` could not be written)
     escaped <pid> <escape pid> <JSON argv>       a process that escaped worker <pid> (0: none
                                                  could be named) is being ended
     exit <pid> <code>                            ended (after ``<name> <code>`` went to its log)
@@ -93,10 +102,12 @@ class _Escape:
 
 class _Server:
     def __init__(self, inp: int, out: int):
-        from .._util.process import become_subreaper
+        from .._util.process import become_subreaper, create_time
         from ..settings import current
 
         self.grace = current().kill_grace_s  # escapes get this long between SIGTERM and SIGKILL
+        # this keeper, as each worker's record names it (``keeper.Keeper.ident``)
+        self.ident = {"pid": os.getpid(), "create_time": create_time(os.getpid())}
         self.inp, self.out = inp, out
         self.kids: dict[int, _Kid] = {}      # pid -> an unreaped worker
         self.base_env: dict[str, str] = {}
@@ -157,25 +168,44 @@ class _Server:
         for k in req.get("unset") or ():
             env.pop(k, None)
         try:
+            _write_files(req.get("files") or (), req.get("copies") or ())
             os.chdir(req["cwd"])     # this process has one thread: its cwd is the child's
             pid = spawn_session(req["argv"], env, stdin=req.get("stdin") or os.devnull,
                                 stdout=req["stdout"], stderr=req["stderr"],
                                 reset_signals=_RESET_SIGNALS)
         except OSError as e:
-            return self.reply(f"failed {req['id']} {e.errno or 0} "
-                              f"{json.dumps(e.strerror or str(e))}")
+            self.write_record(req, None)
+            what = f"{e.strerror or e}: {e.filename}" if e.filename else (e.strerror or str(e))
+            return self.reply(f"failed {req['id']} {e.errno or 0} {json.dumps(what)}")
         except (ValueError, TypeError) as e:
+            self.write_record(req, None)
             return self.reply(f"failed {req['id']} 0 {json.dumps(str(e))}")
         kid = _Kid(req["id"], pid, req["name"], req["log"], env.get("PRUN_ATTEMPT_ID") or None)
         start = create_time(pid) or 0
         if kid.attempt:
             self.spawned.add(kid.attempt)
         self.write_log(kid, f"spawned {pid} {start}")  # before anyone is told it runs
+        self.write_record(req, (pid, start or None))
         self.kids[pid] = self.workers[kid.rid] = kid
         self.by_session[pid] = kid.rid
         if kid.attempt:
             self.by_attempt[kid.attempt] = kid.rid
         self.reply(f"spawned {req['id']} {pid} {start}")
+
+    def write_record(self, req: dict[str, Any], worker: tuple[int, float | None] | None) -> None:
+        """The spawn's ``unit.json``: with its ``worker`` once it runs, else as it was sent."""
+        from .._util.fsutil import atomic_write_json
+        from ..attempt.statedir import worker_entry
+
+        if not req.get("record"):
+            return
+        path, record = req["record"]
+        if worker is not None:
+            record["worker"] = worker_entry(worker[0], worker[1], time.time(), self.ident)
+        try:
+            atomic_write_json(path, record, durable=False)
+        except OSError as e:   # a full disk: the worker runs all the same, its start logged
+            print(f"prun keeper: cannot write {path}: {e.strerror or e}", file=sys.stderr)
 
     def reap(self) -> None:
         """Collect every child that ended. A worker: sweep its group, see what it left, reap
@@ -357,6 +387,17 @@ class _Server:
                         self.handle_safely(line)
             self.reap()
         return 0
+
+
+def _write_files(files: Any, copies: Any) -> None:
+    """A spawn's opening files, each whole or not at all (not synced: see ``statedir``)."""
+    from .._util.fsutil import atomic_write
+
+    for path, text in files:
+        atomic_write(path, text, durable=False)
+    for source, path in copies:
+        with open(source, "rb") as f:
+            atomic_write(path, f.read(), durable=False)
 
 
 def _request_id(line: bytes) -> int | None:

@@ -86,8 +86,7 @@ def launch_evidence(sd: statedir.StateDir) -> bool:
             sd.file(statedir.TAIL)) else False
     pid, start = found
     unit = dict(sd.unit)
-    unit["worker"] = {"pid": pid, "pgid": pid, "create_time": start,
-                      "found_by": "recovery"}
+    unit["worker"] = {**statedir.worker_entry(pid, start, start), "found_by": "recovery"}
     sd.write_json(statedir.UNIT, unit)
     return True
 

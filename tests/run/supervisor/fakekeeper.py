@@ -20,6 +20,9 @@ import threading
 import time
 from collections.abc import Callable
 
+from prun._util.fsutil import atomic_write, atomic_write_json
+from prun.attempt.statedir import worker_entry
+
 FAKE_PIDS = itertools.count(2_000_000_000)
 
 
@@ -156,16 +159,27 @@ class FakeKeeper:
 
     async def spawn_async(self, argv: list[str], *, cwd: str, env: dict[str, str],
                           stdout_path: str, stderr_path: str, stdin_path: str | None,
-                          name: str, log: str) -> FakeWorker:
-        """Awaited in the event loop, as the real keeper's ``spawn_async`` is."""
+                          name: str, log: str, files: list[tuple[str, str]] | None = None,
+                          copies: list[tuple[str, str]] | None = None,
+                          record: tuple[str, dict] | None = None) -> FakeWorker:
+        """Awaited in the event loop, as the real keeper's ``spawn_async`` is; it writes the
+        opening ``files`` and the ``record`` as the real keeper does."""
         if self.loop is None or self.closed:
             raise OSError(0, "the worker keeper is not running")
         failure = self.failures.pop(env.get("PRUN_UNIT_ID", ""), None)
-        if failure is not None:
+        if failure is not None:   # as if the keeper died: nothing of it written
             raise failure
+        for path, text in files or ():
+            atomic_write(path, text, durable=False)
+        for source, path in copies or ():
+            atomic_write(path, open(source, "rb").read(), durable=False)
         for path in (stdout_path, stderr_path):  # the real keeper opens them for the worker
             open(path, "ab").close()
         w = FakeWorker(self, argv, env, stdout_path, name, log)
+        if record is not None:
+            path, unit = record
+            atomic_write_json(path, {**unit, "worker": worker_entry(
+                w.pid, w.create_time, w.create_time, self.ident)}, durable=False)
         self._spawned(w)
         return w
 
