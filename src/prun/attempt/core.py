@@ -92,10 +92,11 @@ class Dispatch:
         self.record_step("begin")
         try:
             self._gate()
-        except QuotaExhausted:
+        except QuotaExhausted:   # nothing is launched: every opening file is written here
             if self.opening is None:
                 sd.write_json(statedir.UNIT, self._unit_record())
-            self.write_opening()
+            else:
+                self.write_opening()
             raise
         self._put(statedir.MODEL, self.settings.model or p.executor.name)
         if self.opening is None:
@@ -119,8 +120,7 @@ class Dispatch:
         if self.opening is None:
             self.state.write(name, text)
         else:
-            self.opening.append((self.state.file(name), text if text.endswith("\n")
-                                 else text + "\n"))
+            self.opening.append((self.state.file(name), statedir.value_text(text)))
 
     def write_opening(self) -> None:
         """The opening files kept for a keeper that did not start the worker, and the

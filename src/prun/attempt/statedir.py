@@ -123,8 +123,7 @@ class StateDir:
     # Only outcome.json is fsynced: the others are rebuilt from it or re-read at once, and a
     # rename is atomic for readers either way (this halves the cost of a unit's bookkeeping).
     def write(self, name: str, text: str) -> None:
-        atomic_write(self.file(name), text if text.endswith("\n") else text + "\n",
-                     durable=name in DURABLE)
+        atomic_write(self.file(name), value_text(text), durable=name in DURABLE)
 
     def write_json(self, name: str, obj: object, durable: bool | None = None) -> None:
         atomic_write_json(self.file(name), obj,
@@ -185,6 +184,11 @@ class StateDir:
             return os.stat(self.file(TAIL)).st_mtime
         except OSError:
             return None
+
+
+def value_text(text: str) -> str:
+    """A one-value file's content: the value and one newline."""
+    return text if text.endswith("\n") else text + "\n"
 
 
 def worker_entry(pid: int, create_time: float | None, started_at: float,
