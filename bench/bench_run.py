@@ -5,7 +5,7 @@
 1. 1,000 no-op command units (`echo`) at parallelism 16 and 64, the sandbox off (the other
    tools have none; `bench/bench_sandbox.py` measures its cost): `prun run` beside `xargs -P`
    and GNU parallel, in the same run on the same machine; each tool three times per level in
-   alternating order, medians with the range in brackets.
+   alternating order, medians with the range in brackets (each run's time goes to stderr).
 2. Memory with 500 sleeping units in flight: the one supervisor process (and its worker keeper,
    which starts the workers and records their exit codes) beside one Python process per unit
    (`prun dispatch`).
@@ -89,6 +89,8 @@ def throughput(repo: Path, env: dict, units: int, levels: list[int],
             order = list(tools) if n % 2 == 0 else list(reversed(tools))
             for name in order:
                 times[name].append(tools[name](p, n))
+                print(f"  parallel {p}, pass {n + 1}: {name} {times[name][-1]:.2f} s",
+                      file=sys.stderr, flush=True)
         med = {name: statistics.median(ts) for name, ts in times.items()}
         span = {name: f"{min(ts):.2f}–{max(ts):.2f}" for name, ts in times.items()}
         par = f"{med['parallel']:.2f} s ({span['parallel']})" if has_parallel else "not installed"
