@@ -20,8 +20,7 @@ class EventLog(WriteQueue):
         """Append one event; returns its sequence number (None while writes are deferred)."""
         stmt = self._event(kind, run_id=run_id, packet_id=packet_id, attempt_id=attempt_id,
                            status=status, cause=cause, data=data, at=at)
-        if self._deferred is not None:
-            self._deferred.append(stmt)
+        if self._queue(stmt):
             return None
         with self.transaction() as c:
             return c.execute(stmt[0], stmt[1]).lastrowid

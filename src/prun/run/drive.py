@@ -72,12 +72,17 @@ async def attempt(sup: Supervisor, u: UnitState, pools: QuotaPools) -> None:
     u.attempt_id = aid
     u.ports = held
     result = str(sup.paths.results / f"{p.id}.{u.seq}.md")
-    sup.ledger.record_attempt(
-        aid, "queued" if not u.predecessor else f"follows {u.predecessor}",
-        run_id=sup.run_id, packet_id=p.id, seq=u.seq, executor=executor_name,
-        requested_model=settings.model, model=settings.model, routing_reason=u.reason,
-        base=u.base, result_path=result, predecessor=u.predecessor,
-        continue_from=u.continue_from)
+    # its own rows, committed before its launch, ahead of the ledger's queue; behind it when
+    # it depends on another attempt's end (its predecessor's, or of the packets it comes
+    # after), which is then committed first (see GroupCommit)
+    follows = bool(u.predecessor or p.after)
+    with sup.ledger.ahead(not follows):
+        sup.ledger.record_attempt(
+            aid, "queued" if not u.predecessor else f"follows {u.predecessor}",
+            run_id=sup.run_id, packet_id=p.id, seq=u.seq, executor=executor_name,
+            requested_model=settings.model, model=settings.model, routing_reason=u.reason,
+            base=u.base, result_path=result, predecessor=u.predecessor,
+            continue_from=u.continue_from)
     latest = latest_inputs(sup, u) if u.packet.after else {}
     opening = functools.partial(open_attempt, sup, u, held, executor_name, result, latest)
     try:
@@ -95,10 +100,11 @@ async def attempt(sup: Supervisor, u: UnitState, pools: QuotaPools) -> None:
         return no_receipt(sup, u, aid, f"prepare packet {p.id} for {executor_name}",
                           f"{e.strerror or e}: {e.filename or ''}".rstrip(": "))
     place = opened.place
-    sup.ledger.update_attempt(aid, None, brief=opened.brief, base=place.base,
-                              workspace=place.path, state_dir=opened.dispatch.state.path)
+    with sup.ledger.ahead(not follows):
+        sup.ledger.update_attempt(aid, None, brief=opened.brief, base=place.base,
+                                  workspace=place.path, state_dir=opened.dispatch.state.path)
     if opened.ready:  # exactly once: the attempt's row is durable before its worker exists
-        await sup.commits.durable()
+        await sup.commits.durable(behind_queue=follows)
         opened = opened._replace(launched=await launch(opened))
     await opened_attempt(sup, u, opened)
 
