@@ -99,11 +99,12 @@ class WriteQueue:
         ``jump``): applied before every queued write, at the next flush or alone by
         ``flush_ahead``. Only for rows that no queued write touches or depends on (a new
         attempt's own row and its events)."""
-        self._ahead_depth += jump
+        step = 1 if jump else 0
+        self._ahead_depth += step
         try:
             yield
         finally:
-            self._ahead_depth -= jump
+            self._ahead_depth -= step
 
     def _queue(self, *stmts: Stmt) -> bool:
         """Queue ``stmts`` (ahead, inside ``ahead()``) while writes are deferred; False when
