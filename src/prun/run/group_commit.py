@@ -44,13 +44,10 @@ class GroupCommit:
         does the ledger record those units as finished."""
         async with self._one:
             n = self.ledger.pending
-            if not n:
-                self.ledger.flush_ahead()
-                return
-            if self.unsynced:
+            if n and self.unsynced:
                 self.unsynced = False
                 await asyncio.to_thread(sync_fs, self.root)
-            self.ledger.flush(upto=n)
+            self.ledger.flush(upto=n)   # with what was written ahead (alone when n is 0)
 
     async def durable(self, *, behind_queue: bool = False) -> None:
         """Until the rows written ahead of the queue so far are committed: by one commit,

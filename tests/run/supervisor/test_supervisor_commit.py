@@ -14,20 +14,26 @@ from prun.ledger import Ledger
 from prun.run import group_commit
 
 
-@pytest.fixture
-def held_sync(monkeypatch):
-    """The supervisor's ``syncfs``, held until the test sets the returned event."""
-    release = threading.Event()
-    entered = threading.Event()
+class HeldSync:
+    """The supervisor's ``syncfs``, held until ``release``; ``entered`` once it was called."""
 
-    def sync_fs(root: str) -> None:
-        entered.set()
-        if not release.wait(LIMIT_S):
+    def __init__(self) -> None:
+        self.entered, self.released = threading.Event(), threading.Event()
+
+    def __call__(self, root: str) -> None:
+        self.entered.set()
+        if not self.released.wait(LIMIT_S):
             raise AssertionError("the test never released the sync")
 
-    monkeypatch.setattr(group_commit, "sync_fs", sync_fs)
-    release.entered = entered
-    return release
+    def release(self) -> None:
+        self.released.set()
+
+
+@pytest.fixture
+def held_sync(monkeypatch):
+    held = HeldSync()
+    monkeypatch.setattr(group_commit, "sync_fs", held)
+    return held
 
 
 def committed(run: Run) -> tuple[dict[str, str], dict[str, list[str]]]:
@@ -51,7 +57,7 @@ def test_a_launch_waits_for_no_sync_and_an_end_is_committed_only_once_synced(rep
         assert attempts["b"] == ["pending"]  # its own row was committed before it started
         assert "succeeded" not in (packets["a"], *attempts["a"])  # a's end: not synced yet
         assert packets["b"] == "pending"     # written behind a's end
-        held_sync.set()
+        held_sync.release()
         await run.event("succeeded", "a")
         b.exit(0, output=OUTPUT)
 
