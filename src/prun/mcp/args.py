@@ -169,7 +169,7 @@ def rescoped(value: str) -> str:
 
 
 Id = Annotated[str, AfterValidator(_word_rule(
-    "id", "._:-", ID_MAX, _ID_RULE, "give the id prun printed (RUN <id>, attempt=<id>)")),
+    "id", "._:-", ID_MAX, _ID_RULE, "give the id prun printed: RUN <id>, attempt=<id>")),
     _schema(ID_MAX, r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")]
 PacketId = Annotated[str, AfterValidator(_packet),
                      _schema(PACKET_MAX, r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]

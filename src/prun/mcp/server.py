@@ -7,7 +7,8 @@ integrate, dispatch, receipt, quota, ledger, brief. Each runs its command in a c
 lines as text and, as structured content, its ``--json`` fields (where it has ``--json``) plus
 ``lines``, ``exit_code`` and ``exit_name``: complete on its own, because Claude Code shows the
 model the structured content rather than the text. An error is an MCP tool error whose text
-is the command's one line ``prun: <what> (<how to fix>)``.
+is one line ``prun: <what> (<how to fix>)``: the command's, or the server's own for an
+argument ``args`` refused (nothing ran), a bound passed, or a child something else ended.
 
 Resources: ``prun://runs/{run}/results`` lists a run's packets and their result URIs;
 ``prun://runs/{run}/results/{packet}`` is the result file of the packet's latest attempt.
@@ -35,7 +36,7 @@ log = logging.getLogger("prun.mcp")
 
 DEFAULT_WAIT_S = 300
 MAX_WAIT_S = 3600
-# a child of any other tool is ended after settings.mcp_timeout_s ($PRUN_MCP_TIMEOUT, 10 min)
+# a child of any other tool is ended after settings.mcp_timeout_s ($PRUN_MCP_TIMEOUT, 10 min);
 # seconds past a command's own --wait or --timeout before its child is ended
 MARGIN_S = 30.0
 BEAT_S = 10.0
