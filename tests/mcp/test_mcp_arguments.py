@@ -146,6 +146,8 @@ def test_values_that_are_not_data_are_refused_in_one_line(repo, tmp_path):
                       "unit_id": "u", "executor": "command", "command": "echo \x00 hi"},
          "command: ", "control character ('\\x00')"),
         ("check", {"plan": "held.json\x00.yaml"}, "plan: ", "control character"),
+        ("integrate", {"check_timeout": "99999h"}, "check_timeout '99999h': more than 24 h",
+         "give at most 24h"),
         ("run", {"plan": ""}, "plan: '' is empty", ""),
         ("run", {"plan": "held.json", "cwd": "a\nb"}, "cwd: ", "control character"),
     ]

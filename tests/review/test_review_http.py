@@ -196,3 +196,37 @@ def test_the_web_libraries_are_imported_only_to_serve(finished_run, tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stderr.strip() == "WEB", p.stderr
+
+
+def test_open_hands_the_browser_a_one_time_address_never_the_secret(finished_run, tmp_path):
+    """A browser's command line can be read by any local user: --open gives it an address
+    good once, which the server sends on to the page."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from reviewrun import read_line
+
+    from helpers import poll
+
+    f = finished_run
+    out = tmp_path / "browser.json"
+    fake = Path(__file__).with_name("fake_browser.py")
+    env = {**os.environ, **f.env, "BROWSER": f"{sys.executable} {fake} {out} %s"}
+    proc = subprocess.Popen([sys.executable, "-m", "prun", "review", f.run_id, "--open"],
+                            cwd=f.repo, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = read_line(proc)
+        assert line.startswith("REVIEW http://127.0.0.1:"), line
+        secret = line.split("/?token=")[1].strip()
+        seen = json.loads(poll(lambda: out.exists() and out.read_text(), limit=120))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, proc.stderr.read()
+    assert secret not in " ".join(seen["argv"]) and "/?launch=" in seen["argv"][-1], seen
+    assert seen["first"][0] == 200 and seen["page"], seen
+    assert seen["first"][1].endswith(f"/?token={secret}")       # sent on to the page
+    assert seen["again"] == 403, seen                             # good once

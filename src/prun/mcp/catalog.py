@@ -34,6 +34,7 @@ from .server import (
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 ACTS = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
 RESULT_MAX = 4 * 1024 * 1024        # bytes of a result file a resource returns
+CHECK_MAX_S = 24 * 3600.0           # the longest check_timeout integrate may be given here
 PlanFile = Annotated[args.PathText, Field(description="the plan file (YAML): a regular file")]
 
 
@@ -206,7 +207,7 @@ def _control_tools(server: MCPServer[Any], st: Prun) -> None:
         argv = Argv("integrate").arg(run).opt("--include", include).opt("--worktree", worktree)
         argv.flag("--no-check", no_check).opt("--check-timeout", check_timeout)
         argv.flag("--allow-dirty", allow_dirty)
-        check_s = _duration(check_timeout, 3600.0)
+        check_s = _check_seconds(check_timeout)
         limit = st.limit(check_s + st.bound, f"its check_timeout ({check_s:.0f} s) plus "
                          f"PRUN_MCP_TIMEOUT ({st.bound:.0f} s)")
         return await st.both_of("integrate", argv, at, ctx, limit=limit)
@@ -288,12 +289,20 @@ async def _units(st: Prun, run: str) -> list[dict[str, Any]]:
     return [u for u in units if isinstance(u, dict)] if isinstance(units, list) else []
 
 
-def _duration(text: str | None, default: float) -> float:
-    if not text:
-        return default
+def _check_seconds(text: str | None) -> float:
+    """``integrate``'s check_timeout in seconds (default 1 h; one the command will refuse
+    counts as the default here), at most ``CHECK_MAX_S``: the call stays bounded."""
     from .._util.timeparse import parse_duration
+    from ..errors import UsageError
 
+    if not text:
+        return 3600.0
     try:
-        return float(parse_duration(text, what="check_timeout"))
-    except Exception:
-        return default
+        seconds = float(parse_duration(text, what="check_timeout"))
+    except UsageError:
+        return 3600.0
+    if seconds > CHECK_MAX_S:
+        raise args.Refused(f"check_timeout {text!r}: more than {CHECK_MAX_S / 3600:.0f} h "
+                           f"(give at most {CHECK_MAX_S / 3600:.0f}h, or run prun integrate "
+                           "from a shell)")
+    return seconds

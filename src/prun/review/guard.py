@@ -17,6 +17,7 @@ Every request, whatever it asks for:
 and then:
 
     GET  /, /version, /run.json    the secret in the query, or a page token in X-Prun-Token
+    GET  /?launch=<token>          once: the browser ``--open`` started, sent on to the page
     POST /decide                   a page token, in the form's ``token`` or in X-Prun-Token
     GET  /static/..., /favicon.ico nothing more: the same bytes for every run, no data
 
@@ -56,6 +57,20 @@ class Guard:
 
     secret: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     address: str = ""        # 127.0.0.1:<port>, once bound
+    launch: str | None = None   # the one-time token of the address --open hands a browser
+
+    def new_launch(self) -> str:
+        """A token for ``/?launch=``, good once: the browser ``--open`` starts is given it on
+        its command line, which other local users can read, so never the secret."""
+        self.launch = secrets.token_urlsafe(32)
+        return self.launch
+
+    def take_launch(self, given: str) -> bool:
+        """``given`` is the launch token, which is then spent."""
+        if self.launch is None or not _same(given, self.launch):
+            return False
+        self.launch = None
+        return True
 
     @property
     def origin(self) -> str:

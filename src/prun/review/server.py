@@ -115,30 +115,45 @@ class Review:
                           attempt_id=attempt).line()
 
 
+def _headed(response: web.StreamResponse) -> web.StreamResponse:
+    response.headers.update(HEADERS)
+    return response
+
+
 def _forbidden(why: str) -> web.Response:
     return web.Response(status=403, text=f"forbidden: {why} (open the address prun review "
                         "printed, and decide on that page)\n")
 
 
-def app(review: Review) -> web.Application:
+async def _refusal(review: Review, request: web.Request) -> str | None:
+    """Why ``request`` is refused (None: it may be served); see ``guard``."""
     guard = review.guard
+    why = guard.refusal(request.method, request.host, request.headers)
+    if why is not None:
+        return why
+    header = request.headers.get(HEADER, "")
+    if request.method == "POST":
+        form = await request.post()
+        return None if guard.may_change(str(form.get("token", "")), header) else \
+            "no token of a page this server served"
+    if request.path == "/" and "launch" in request.query:   # spent here; index sends it on
+        return None if guard.take_launch(request.query["launch"]) else \
+            "a launch address already used, or not this server's"
+    if request.path.startswith(PUBLIC) or guard.may_read(request.query.get("token", ""),
+                                                         header):
+        return None
+    return "no token"
 
+
+def app(review: Review) -> web.Application:
     @web.middleware
     async def guarded(request: web.Request, handler: Handler) -> web.StreamResponse:
-        why = guard.refusal(request.method, request.host, request.headers)
-        header = request.headers.get(HEADER, "")
-        if why is None and request.method == "POST":
-            form = await request.post()
-            if not guard.may_change(str(form.get("token", "")), header):
-                why = "no token of a page this server served"
-        elif why is None and not request.path.startswith(PUBLIC) and \
-                not guard.may_read(request.query.get("token", ""), header):
-            why = "no token"
-        response = _forbidden(why) if why is not None else await handler(request)
-        response.headers.update(HEADERS)
-        return response
+        why = await _refusal(review, request)
+        return _headed(_forbidden(why) if why is not None else await handler(request))
 
     async def index(request: web.Request) -> web.Response:
+        if "launch" in request.query:     # the browser --open started: on to the page
+            return web.Response(status=303, headers={"Location": f"/?token={review.token}"})
         return web.Response(text=await review.page(), content_type="text/html")
 
     async def version(request: web.Request) -> web.Response:
@@ -214,10 +229,12 @@ async def serve(review: Review, *, port: int = 0, open_browser: bool = False,
         await web.SockSite(runner, sock).start()
         url = f"http://127.0.0.1:{bound}/?token={review.token}"
         say(f"REVIEW {url}")
-        if open_browser:
+        if open_browser:  # a one-time address: a command line is no place for the secret
             import webbrowser
 
-            await asyncio.to_thread(webbrowser.open, url)
+            await asyncio.to_thread(webbrowser.open,
+                                    f"http://{review.guard.address}/?launch="
+                                    f"{review.guard.new_launch()}")
         await stop.wait()
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
