@@ -35,6 +35,7 @@ read as a flag either.
 import json
 import os
 import stat
+import unicodedata
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -66,13 +67,22 @@ def _show(value: str, limit: int = SHOWN) -> str:
     """``value`` quoted on one line (control characters escaped), past ``limit`` cut."""
     if len(value) <= limit:
         return repr(value)
-    return f"{value[:SHOWN]!r}... ({len(value):,} characters)"
+    return f"{value[:limit]!r}... ({len(value):,} characters)"
+
+
+# what a terminal or a line reader takes for more than text: C0 and C1 controls, DEL, line
+# and paragraph separators, the marks and overrides that reorder text, lone surrogates
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+                  "\u2066\u2067\u2068\u2069")
 
 
 def _control(value: str, allowed: str = "") -> str | None:
+    """The first control character of ``value`` not in ``allowed`` (escaped), or None."""
     for ch in value:
-        if (ord(ch) < 32 or ord(ch) == 127 or 0x80 <= ord(ch) < 0xA0) and ch not in allowed:
-            return repr(ch)
+        if ch in allowed:
+            continue
+        if unicodedata.category(ch) in ("Cc", "Zl", "Zp", "Cs") or ch in _BIDI:
+            return ascii(ch)
     return None
 
 
@@ -130,8 +140,10 @@ def _receipt(value: str) -> str:
         problem = "is empty" if not value else "is blank"
     elif len(value) > ID_MAX:
         problem = f"is longer than {ID_MAX} characters"
-    elif (bad := _control(value)) is not None or any(c.isspace() for c in value):
-        problem = f"holds a blank or a control character ({bad or 'a blank'})"
+    elif (bad := _control(value)) is not None:
+        problem = f"holds a control character ({bad})"
+    elif any(c.isspace() for c in value):
+        problem = "holds a blank"
     elif value.startswith("-"):
         problem = "starts with '-' (it would be read as a flag)"
     if problem is not None:
@@ -280,7 +292,10 @@ class Argv:
     def pair(self, name: str, first: str, second: str) -> "Argv":
         """An option of two values (``--decide PACKET DECISION``): both already checked not to
         start with '-'."""
-        assert not first.startswith("-") and not second.startswith("-")
+        for value in (first, second):
+            if value.startswith("-"):
+                raise Refused(f"{name} {_show(value)}: starts with '-' (it would be read as a "
+                              "flag)")
         self._options += [name, first, second]
         return self
 

@@ -138,8 +138,9 @@ class Prun:
         done = await child.run(child.prun_argv(*argv.words()), cwd=folder,
                                bound=bound.seconds, on_line=on_line, on_beat=on_beat,
                                beat_every=BEAT_S)
-        if done.timed_out:
-            return _error(_stopped(argv.command, bound))
+        if done.timed_out or done.over_limit:
+            return _error(_stopped(argv.command, bound) if done.timed_out
+                          else _too_much(argv.command))
         fields = extra(done.lines) if extra is not None else {}
         out = tools.outcome(spec, done.exit_code, done.lines, done.stderr, extra=fields)
         self.remember(out.structured, folder)
@@ -179,6 +180,8 @@ class Prun:
                                on_beat=on_beat, beat_every=BEAT_S)
         if done.timed_out:
             return None, _stopped(argv.command, bound)
+        if done.over_limit:
+            return None, _too_much(argv.command)
         try:
             envelope = json.loads("\n".join(done.lines))
         except ValueError:
@@ -213,6 +216,12 @@ def _secs(seconds: float) -> str:
 def _stopped(command: str, bound: Limit) -> str:
     return (f"prun: prun {command} was stopped after {_secs(bound.seconds)}, the bound of this "
             f"call ({bound.what}) ({bound.fix})")
+
+
+def _too_much(command: str) -> str:
+    return (f"prun: prun {command} printed more than {child.OUTPUT_MAX // (1024 * 1024)} MiB "
+            "and was stopped (ask for less: name a run, leave out all or events, or run the "
+            "command from a shell)")
 
 
 def _result(out: tools.Outcome) -> CallToolResult:

@@ -25,6 +25,7 @@ from .server import (
     _dispatch_fields,
     _error,
     _result,
+    _too_much,
 )
 
 
@@ -171,6 +172,9 @@ async def _dispatch(st: Prun, argv: Argv, unit_id: str, folder: str, ctx: Contex
     with open(err_path, encoding="utf-8", errors="replace") as f:
         stderr = f.read(64 * 1024)
     fields = _dispatch_fields(done.lines)
+    if done.over_limit:
+        os.unlink(err_path)
+        return _error(_too_much("dispatch"))
     if done.exit_code is None and fields.get("state_dir"):
         # still running: its stderr keeps going to the file
         fields.update(running=True, stderr_file=err_path)
