@@ -101,8 +101,9 @@ def _watch_tools(server: MCPServer[Any], st: Prun) -> None:
                        ge=0, le=2**53,
                        description="only events after this cursor (the last wait's)")] = None,
                    timeout: Annotated[float, Field(
-                       gt=0, le=MAX_WAIT_S, description="give up after this many seconds "
-                       "(exit_name TIMEOUT)")] = DEFAULT_WAIT_S,
+                       gt=0, le=MAX_WAIT_S, allow_inf_nan=False,
+                       description="give up after this many seconds (exit_name TIMEOUT)")] = \
+                       DEFAULT_WAIT_S,
                    any: Annotated[bool, Field(
                        description="also wake when a unit succeeds")] = False,
                    cwd: Cwd = None) -> Output:

@@ -72,7 +72,8 @@ Cwd = Annotated[args.PathText | None, Field(
 RunOpt = Annotated[args.Id | None, Field(
     description="a run id or unique prefix (left out: the latest run of the repository; "
     "never empty)")]
-Seconds = Annotated[float | None, Field(ge=0, le=MAX_WAIT_S, description="seconds")]
+Seconds = Annotated[float | None, Field(
+    ge=0, le=MAX_WAIT_S, allow_inf_nan=False, description="seconds")]
 
 
 @dataclass(frozen=True)

@@ -64,8 +64,9 @@ def _unit_tools(server: MCPServer[Any], st: Prun) -> None:
                        timeout: Annotated[args.Duration | None, Field(
                            description="the unit's timeout: seconds or a duration (45m)")] = None,
                        wait: Annotated[float, Field(
-                           ge=0, le=MAX_WAIT_S, description="seconds to wait for the unit to "
-                           "end before returning")] = 0,
+                           ge=0, le=MAX_WAIT_S, allow_inf_nan=False,
+                           description="seconds to wait for the unit to end before "
+                           "returning")] = 0,
                        cwd: Cwd = None) -> Output:
         at = st.folder(cwd)
         argv = Argv("dispatch")
