@@ -223,7 +223,8 @@ def test_every_error_is_a_tool_error_with_one_line(repo, tmp_path):
                                   "session)")
     assert out["bad-plan"][2]["exit_name"] == "USAGE"
     assert out["bad-plan-check"][1] == out["bad-plan"][1]
-    assert out["no-plan"][1] == "prun: missing.yaml: no such file (check the path)"
+    assert out["no-plan"][1] == ("prun: run: plan 'missing.yaml': no such file (relative paths "
+                                 f"start at cwd, {repo}; check the path)")
     # a plan that fails the independence test: the one line, then the FAIL lines
     first, *rest = out["overlap"][1].splitlines()
     assert first.startswith("prun: the plan fails the independence test; nothing was run")
@@ -233,11 +234,12 @@ def test_every_error_is_a_tool_error_with_one_line(repo, tmp_path):
         assert out[key][1].startswith("prun: no run 'nosuch' in the ledger "), key
     assert out["no-run-cancel"][1].startswith("prun: no run or attempt nosuch")
     assert out["codex"][1].startswith("prun: codex is not a prun executor")
-    assert out["bad-cwd"][1].endswith(": not a folder (give an existing folder)")
-    assert out["too-long"][1] == ("prun: wait: bad arguments: timeout: Input should be less "
-                                  "than or equal to 3600 (see the tool's input schema)")
-    assert out["wrong-type"][1].startswith("prun: run: bad arguments: parallel: ")
-    assert out["missing"][1].startswith("prun: run: bad arguments: plan: Field required")
+    assert out["bad-cwd"][1] == (f"prun: status: cwd {str(tmp_path / 'nowhere')!r}: no such "
+                                 "folder (check the path)")
+    assert out["too-long"][1] == ("prun: wait: timeout: Input should be less than or equal to "
+                                  "3600 (see the tool's input schema)")
+    assert out["wrong-type"][1].startswith("prun: run: parallel: ")
+    assert out["missing"][1].startswith("prun: run: plan: Field required")
     assert out["unknown-tool"][1].startswith("prun: ") and "nosuchtool" in out["unknown-tool"][1]
     assert out["prun://runs/nosuch/results/a"].startswith("prun: no run 'nosuch'")
     assert out["prun://runs/nosuch/results"].startswith("prun: no run 'nosuch'")

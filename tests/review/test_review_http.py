@@ -1,10 +1,12 @@
-"""`prun review` over plain HTTP: the token is required everywhere, the POST carries it too,
+"""`prun review` over plain HTTP: a token is required for every piece of data, none is ever
+kept in a cookie, a decision needs a token of a page the server served and its own Origin,
 only 127.0.0.1 is bound, and `--decide` / `--json` work without a browser."""
 
 from __future__ import annotations
 
 import http.client
 import json
+import re
 import urllib.parse
 
 from helpers import prun
@@ -28,45 +30,99 @@ def request(server, method: str, path: str, *, body: dict | None = None,
         conn.close()
 
 
-def test_the_token_is_required(server):
+def page_token(server) -> str:
+    """The token of a page the server serves (its forms and its script carry it)."""
+    status, _, body = request(server, "GET", f"/?token={server.token}")
+    assert status == 200, body
+    found = re.search(r'<meta name="prun-token" content="([^"]+)">', body)
+    assert found, body[:500]
+    forms = set(re.findall(r'<input type="hidden" name="token" value="([^"]+)">', body))
+    assert forms == {found.group(1)}
+    return found.group(1)
+
+
+def test_the_token_is_required_and_never_a_cookie(server):
     tok = server.token
-    assert request(server, "GET", "/")[0] == 403
-    assert request(server, "GET", "/?token=wrong")[0] == 403
-    assert request(server, "GET", "/?token=%C3%A9t%C3%A9")[0] == 403       # not ASCII
-    assert request(server, "GET", "/version")[0] == 403
-    assert request(server, "GET", "/static/review.css")[0] == 403
-    assert request(server, "GET", "/", headers={"Cookie": "prun_review=wrong"})[0] == 403
-    # another Host (a name rebound to 127.0.0.1) is refused even with the token
-    assert request(server, "GET", f"/?token={tok}", host="evil.example:80")[0] == 403
-    status, headers, body = request(server, "GET", f"/?token={tok}")
+    port = urllib.parse.urlsplit(server.base).port
+    for path in ("/", "/?token=wrong", "/?token=%C3%A9t%C3%A9", "/version", "/run.json",
+                 f"/?token={tok[:-1]}", f"/?token={tok}x"):
+        assert request(server, "GET", path)[0] == 403, path
+    # a cookie means nothing, even one that holds the secret
+    for path in ("/", "/version", "/run.json"):
+        status, _, _ = request(server, "GET", path, headers={"Cookie": f"prun_review={tok}"})
+        assert status == 403, path
+    # another Host (a name rebound to 127.0.0.1, or localhost) is refused even with the token
+    for host in ("evil.example:80", f"localhost:{port}", f"127.0.0.1:{port + 1}"):
+        assert request(server, "GET", f"/?token={tok}", host=host)[0] == 403, host
+        assert request(server, "GET", "/static/review.css", host=host)[0] == 403, host
+    # a request from another page: its Origin, or the browser's word that it is not ours
+    for hdrs in ({"Origin": "http://127.0.0.1:1"}, {"Origin": "null"},
+                 {"Sec-Fetch-Site": "same-site"}, {"Sec-Fetch-Site": "cross-site"}):
+        assert request(server, "GET", f"/?token={tok}", headers=hdrs)[0] == 403, hdrs
+        assert request(server, "GET", "/static/review.js", headers=hdrs)[0] == 403, hdrs
+
+    status, headers, body = request(server, "GET", f"/?token={tok}",
+                                    headers={"Sec-Fetch-Site": "none"})
     assert status == 200 and "prun review" in body
-    assert f"prun_review={tok}" in headers["Set-Cookie"]
-    assert "HttpOnly" in headers["Set-Cookie"] and "SameSite=Strict" in headers["Set-Cookie"]
+    assert "Set-Cookie" not in headers and tok not in body
     assert "script-src 'self'" in headers["Content-Security-Policy"]
-    status, _, body = request(server, "GET", "/version", headers={"Cookie": f"prun_review={tok}"})
-    assert status == 200 and json.loads(body)["live"] is False
+    assert headers["Cross-Origin-Resource-Policy"] == "same-origin"
+    assert headers["Referrer-Policy"] == "same-origin"    # the address never goes elsewhere
+    # the style sheets and the script are the same for every run: no token needed
+    assert request(server, "GET", "/static/review.css")[0] == 200
+
+    # the page's own token, in the header its script sends, reads the data
+    page = page_token(server)
+    assert page != page_token(server)                     # each page has its own
+    for path in ("/version", "/run.json"):
+        status, headers, body = request(server, "GET", path, headers={
+            "X-Prun-Token": page, "Sec-Fetch-Site": "same-origin"})
+        assert status == 200 and "Set-Cookie" not in headers, body
+    assert json.loads(request(server, "GET", "/version",
+                              headers={"X-Prun-Token": page})[2])["live"] is False
+    # the secret is for the address only; a page token's signature cannot be made up
+    nonce = page.split(".")[0]
+    for forged in (tok, f"{nonce}.{'A' * 43}", f"{nonce}.", page[:-1], page + "A"):
+        assert request(server, "GET", "/run.json", headers={"X-Prun-Token": forged})[0] == 403
 
 
-def test_a_decision_needs_the_token_in_its_form(server, finished_run):
-    cookie = {"Cookie": f"prun_review={server.token}"}
+def test_a_decision_needs_a_page_token_and_its_own_origin(server, finished_run):
+    origin = {"Origin": server.base}
+    page = page_token(server)
     form = {"packet": "hollow", "decision": "include", "note": "forged"}
-    status, _, _ = request(server, "POST", "/decide", body=form, headers=cookie)
-    assert status == 403
-    status, _, _ = request(server, "POST", "/decide", body={**form, "token": "wrong"},
-                           headers=cookie)
+    for hdrs, token in (
+            ({"Cookie": f"prun_review={server.token}", **origin}, None),   # the old cookie
+            (origin, server.token),                                         # the secret
+            (origin, "wrong"),
+            (origin, "A" * 43),                                             # a guess
+            ({}, page),                                                     # no Origin
+            ({"Origin": "http://127.0.0.1:1"}, page),                       # another port's
+            ({"Origin": "null"}, page),
+            ({**origin, "Sec-Fetch-Site": "same-site"}, page),
+            ({**origin, "Sec-Fetch-Site": "none"}, page)):
+        body = form if token is None else {**form, "token": token}
+        status, _, text = request(server, "POST", "/decide", body=body, headers=hdrs)
+        assert status == 403 and text.startswith("forbidden: "), (hdrs, token, text)
+    status, _, _ = request(server, "POST", "/decide", body=form, host="evil.example:80",
+                           headers={**origin, "X-Prun-Token": page})
     assert status == 403
     r = prun("ledger", "--json", cwd=finished_run.repo, env=finished_run.env)
     assert "forged" not in r.stdout
 
 
 def test_bad_decisions_are_refused(server):
-    cookie = {"Cookie": f"prun_review={server.token}", "Accept": "text/plain"}
+    page = page_token(server)
+    hdrs = {"Origin": server.base, "Sec-Fetch-Site": "same-origin", "Accept": "text/plain"}
     for form in ({"packet": "nope", "decision": "reject"},
                  {"packet": "hollow", "decision": "maybe"},
                  {"packet": "hollow", "decision": "reject", "attempt": "not-the-attempt"}):
-        status, _, body = request(server, "POST", "/decide",
-                                  body={**form, "token": server.token}, headers=cookie)
+        status, _, body = request(server, "POST", "/decide", body={**form, "token": page},
+                                  headers=hdrs)
         assert status == 409 and body.startswith("not recorded: "), body
+    # the page token may come in the header its script would send instead
+    status, _, body = request(server, "POST", "/decide", body={"packet": "nope",
+                              "decision": "reject"}, headers={**hdrs, "X-Prun-Token": page})
+    assert status == 409, body
 
 
 def test_json_and_decide_from_the_command_line(finished_run):
@@ -140,3 +196,37 @@ def test_the_web_libraries_are_imported_only_to_serve(finished_run, tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stderr.strip() == "WEB", p.stderr
+
+
+def test_open_hands_the_browser_a_one_time_address_never_the_secret(finished_run, tmp_path):
+    """A browser's command line can be read by any local user: --open gives it an address
+    good once, which the server sends on to the page."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from reviewrun import read_line
+
+    from helpers import poll
+
+    f = finished_run
+    out = tmp_path / "browser.json"
+    fake = Path(__file__).with_name("fake_browser.py")
+    env = {**os.environ, **f.env, "BROWSER": f"{sys.executable} {fake} {out} %s"}
+    proc = subprocess.Popen([sys.executable, "-m", "prun", "review", f.run_id, "--open"],
+                            cwd=f.repo, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = read_line(proc)
+        assert line.startswith("REVIEW http://127.0.0.1:"), line
+        secret = line.split("/?token=")[1].strip()
+        seen = json.loads(poll(lambda: out.exists() and out.read_text(), limit=120))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, proc.stderr.read()
+    assert secret not in " ".join(seen["argv"]) and "/?launch=" in seen["argv"][-1], seen
+    assert seen["first"][0] == 200 and seen["page"], seen
+    assert seen["first"][1].endswith(f"/?token={secret}")       # sent on to the page
+    assert seen["again"] == 403, seen                             # good once

@@ -69,19 +69,27 @@ def _lines_of_report(command: str) -> Iterator[list[list[str]]]:
             cls.as_dict = original
 
 
+def _with(argv: list[str], flag: str) -> list[str]:
+    """``argv`` with ``flag`` among its options: before a ``--``, after which every word is a
+    positional argument."""
+    cut = argv.index("--") if "--" in argv else len(argv)
+    return [*argv[:cut], flag, *argv[cut:]]
+
+
 def capture(argv: list[str], *, lines: bool = True) -> dict[str, Any]:
     """Run ``argv`` (a command and its arguments, without ``--json``) as described above."""
     command = argv[0] if argv else ""
     lines = lines and command not in NO_LINES
     if command in ONCE:
         with _lines_of_report(command) as seen:
-            code, out, err = _run([*argv, "--json"])
+            code, out, err = _run(_with(argv, "--json"))
         found = seen[-1] if seen and lines else None
         return {"exit_code": code, "json": out, "lines": found, "stderr": err}
-    code, out, err = _run([*argv, "--json"])
+    code, out, err = _run(_with(argv, "--json"))
     got: list[str] | None = None
     if lines and out.strip():
-        again = [a for a in argv if a != "--refresh"]
+        cut = argv.index("--") if "--" in argv else len(argv)
+        again = [a for a in argv[:cut] if a != "--refresh"] + argv[cut:]
         code2, out2, _ = _run(again)
         if code2 == code:
             got = out2.splitlines()

@@ -37,7 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_id", nargs="?", metavar="RUN", help="a run id or prefix (default: latest)")
     p.add_argument("--port", type=int, default=0, metavar="N",
                    help="listen on this port of 127.0.0.1 (default: a free one)")
-    p.add_argument("--open", action="store_true", help="open the page in a browser")
+    p.add_argument("--open", action="store_true",
+                   help="open the page in a browser (given an address good once)")
     p.add_argument("--as", dest="who", metavar="NAME",
                    help="who decides (default: the user's name)")
     p.add_argument("--decide", nargs=2, metavar=("PACKET", "DECISION"),

@@ -6,8 +6,9 @@ or ``python -m prun.cli.capture`` for the commands whose ``--json`` and lines it
 together), so the text a tool returns is the command's lines and its structured content the
 command's ``--json``: the server knows nothing of the engine behind the commands.
 
-Modules: ``tools`` (which command each tool runs and which exit codes report a state),
-``child`` (running a child with a bound, streaming its lines), ``lines`` (reading the terse
-lines), ``server`` (the tools and resources; imports the SDK), ``config`` (the CLIs' config
-files; no SDK needed).
+Modules: ``args`` (what a tool accepts: every argument checked as data, and the child's argv
+built so that none becomes a flag), ``tools`` (which command each tool runs and which exit
+codes report a state), ``child`` (running a child with a bound, streaming its lines),
+``lines`` (reading the terse lines), ``server`` (the tools and resources; imports the SDK),
+``config`` (the CLIs' config files; no SDK needed).
 """

@@ -1,5 +1,8 @@
 """The tools and resources of the MCP server (``prun.mcp.server.build`` registers them): one
-function per group, each tool a thin mapping of its arguments onto its command's flags."""
+function per group, each tool a thin mapping of its arguments onto its command's flags.
+
+Every argument is typed by its rule in ``args`` (checked before the tool runs); a path is
+checked where it is, relative to the tool's folder; the command line is an ``args.Argv``."""
 
 # No ``from __future__ import annotations``: the SDK reads these signatures at run time.
 
@@ -12,24 +15,27 @@ from mcp.server.mcpserver.exceptions import ResourceError
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
-from . import tools
+from . import args, tools
+from .args import Argv
 from .server import (
     DEFAULT_WAIT_S,
     MARGIN_S,
     MAX_WAIT_S,
     Cwd,
+    Limit,
     Output,
     Prun,
     RunOpt,
     Seconds,
-    _num,
-    _opt,
     _run_id,
     _wait_fields,
 )
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 ACTS = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
+RESULT_MAX = 4 * 1024 * 1024        # bytes of a result file a resource returns
+CHECK_MAX_S = 24 * 3600.0           # the longest check_timeout integrate may be given here
+PlanFile = Annotated[args.PathText, Field(description="the plan file (YAML): a regular file")]
 
 
 def _watch_tools(server: MCPServer[Any], st: Prun) -> None:
@@ -38,38 +44,39 @@ def _watch_tools(server: MCPServer[Any], st: Prun) -> None:
                  "run side by side. Lines: FAIL <rule> <a> <b> ... why= fix=, then OK or FAILED; "
                  "exit_code 1 means a rule failed.",
                  annotations=READ_ONLY)
-    async def check(plan: Annotated[str, Field(description="the plan file (YAML)")],
-                    ctx: Context,
-                    repo: Annotated[str | None, Field(
+    async def check(plan: PlanFile, ctx: Context,
+                    repo: Annotated[args.PathText | None, Field(
                         description="the repository bases are resolved in")] = None,
                     no_git: Annotated[bool, Field(
                         description="compare bases as written")] = False,
                     cwd: Cwd = None) -> Output:
-        argv = ["check", plan]
-        _opt(argv, "--repo", repo)
-        _opt(argv, "--no-git", no_git)
-        return await st.both_of("check", argv, cwd, ctx)
+        at = st.folder(cwd)
+        argv = Argv("check").arg(args.regular_file("plan", plan, at))
+        if repo is not None:
+            argv.opt("--repo", args.folder("repo", repo, at))
+        argv.flag("--no-git", no_git)
+        return await st.both_of("check", argv, at, ctx)
 
     @server.tool(description="Start a plan in the background (prun run PLAN --detach): it is "
                  "checked and frozen, and the run id comes back at once (RUN <id>, run_id). "
                  "Follow it with wait.",
                  annotations=ACTS)
-    async def run(plan: Annotated[str, Field(description="the plan file (YAML)")],
-                  ctx: Context,
+    async def run(plan: PlanFile, ctx: Context,
                   parallel: Annotated[int | None, Field(
-                      ge=1, description="units at once (default: the plan's, else 8)")] = None,
-                  deadline: Annotated[str | None, Field(
+                      ge=1, le=10_000,
+                      description="units at once (default: the plan's, else 8)")] = None,
+                  deadline: Annotated[args.Duration | None, Field(
                       description="the run's terminal deadline: a duration (90m) or ISO "
                       "time")] = None,
                   allow_overlap: Annotated[bool, Field(
                       description="run a plan that fails the independence test (recorded in "
                       "the ledger)")] = False,
                   cwd: Cwd = None) -> Output:
-        argv = ["run", plan, "--detach"]
-        _opt(argv, "--parallel", parallel)
-        _opt(argv, "--deadline", deadline)
-        _opt(argv, "--allow-overlap", allow_overlap)
-        return await st.lines_of("run", argv, cwd, ctx, extra=_run_id)
+        at = st.folder(cwd)
+        argv = Argv("run").arg(args.regular_file("plan", plan, at)).flag("--detach", True)
+        argv.opt("--parallel", parallel).opt("--deadline", deadline)
+        argv.flag("--allow-overlap", allow_overlap)
+        return await st.lines_of("run", argv, at, ctx, extra=_run_id)
 
     @server.tool(description="A run's state (prun status [RUN] --json): the RUN line, a UNIT "
                  "line per packet that needs attention, a COST line per executor (tokens, usd), "
@@ -79,11 +86,8 @@ def _watch_tools(server: MCPServer[Any], st: Prun) -> None:
     async def status(ctx: Context, run: RunOpt = None,
                      all: Annotated[bool, Field(description="a line for every packet")] = False,
                      cwd: Cwd = None) -> Output:
-        argv = ["status"]
-        if run:
-            argv.append(run)
-        _opt(argv, "--all", all)
-        return await st.both_of("status", argv, cwd, ctx)
+        at = st.folder(cwd)
+        return await st.both_of("status", Argv("status").arg(run).flag("--all", all), at, ctx)
 
     @server.tool(description="Block until the run has something to act on (prun wait): EVENT "
                  "lines, the RUN line, CURSOR <n>. Pass cursor back as since for the next event. "
@@ -94,89 +98,92 @@ def _watch_tools(server: MCPServer[Any], st: Prun) -> None:
                  annotations=READ_ONLY)
     async def wait(ctx: Context, run: RunOpt = None,
                    since: Annotated[int | None, Field(
-                       ge=0, description="only events after this cursor (the last wait's)")] = None,
+                       ge=0, le=2**53,
+                       description="only events after this cursor (the last wait's)")] = None,
                    timeout: Annotated[float, Field(
-                       gt=0, le=MAX_WAIT_S, description="give up after this many seconds "
-                       "(exit_name TIMEOUT)")] = DEFAULT_WAIT_S,
+                       gt=0, le=MAX_WAIT_S, allow_inf_nan=False,
+                       description="give up after this many seconds (exit_name TIMEOUT)")] = \
+                       DEFAULT_WAIT_S,
                    any: Annotated[bool, Field(
                        description="also wake when a unit succeeds")] = False,
                    cwd: Cwd = None) -> Output:
-        argv = ["wait"]
-        if run:
-            argv.append(run)
-        _opt(argv, "--since", since)
-        argv += ["--timeout", f"{_num(timeout)}s"]
-        _opt(argv, "--any", any)
-        return await st.lines_of("wait", argv, cwd, ctx, bound=timeout + MARGIN_S,
-                                 progress_total=timeout, extra=_wait_fields)
+        at = st.folder(cwd)
+        argv = Argv("wait").arg(run).opt("--since", since)
+        argv.opt("--timeout", f"{args.num(timeout)}s").flag("--any", any)
+        return await st.lines_of("wait", argv, at, ctx, progress_total=timeout,
+                                 limit=st.limit(timeout + MARGIN_S,
+                                                f"its timeout plus {MARGIN_S:.0f} s"),
+                                 extra=_wait_fields)
 
+
+def _waited(st: Prun, wait: float | None) -> Limit:
+    seconds = 60.0 if wait is None else wait
+    return st.limit(seconds + MARGIN_S, f"its wait ({seconds:.0f} s) plus {MARGIN_S:.0f} s")
 
 
 def _control_tools(server: MCPServer[Any], st: Prun) -> None:
     """cancel, reassign, followup, reconcile and integrate."""
     @server.tool(description="Cancel a run, one attempt (RUN:PACKET:N) or one packet "
                  "(prun cancel): CANCEL <target> status=<s> once the group is confirmed gone; "
-                 "exit_code 1: not confirmed within wait seconds (the request stands).",
+                 "exit_code 1: not confirmed within wait seconds (the request stands). run is "
+                 "required, never empty.",
                  annotations=ACTS)
-    async def cancel(run: Annotated[str, Field(description="a run id, or an attempt id")],
+    async def cancel(run: Annotated[args.Id, Field(
+                         description="a run id, or an attempt id (RUN:PACKET:N)")],
                      ctx: Context,
-                     packet: Annotated[str | None, Field(
+                     packet: Annotated[args.PacketId | None, Field(
                          description="cancel only this packet of the run")] = None,
-                     reason: Annotated[str | None, Field(
+                     reason: Annotated[args.Line | None, Field(
                          description="why (recorded in the ledger)")] = None,
                      wait: Seconds = None, cwd: Cwd = None) -> Output:
-        argv = ["cancel", run]
-        _opt(argv, "--packet", packet)
-        _opt(argv, "--reason", reason)
-        _opt(argv, "--wait", wait)
-        return await st.lines_of("cancel", argv, cwd, ctx, bound=(wait or 60) + MARGIN_S)
+        at = st.folder(cwd)
+        argv = Argv("cancel").arg(run).opt("--packet", packet).opt("--reason", reason)
+        argv.opt("--wait", wait)
+        return await st.lines_of("cancel", argv, at, ctx, limit=_waited(st, wait))
 
     @server.tool(description="A linked successor attempt for a packet, optionally on another "
                  "executor (prun reassign); the predecessor's late output is quarantined. "
                  "REASSIGN <packet> run= executor= predecessor= attempt=.",
                  annotations=ACTS)
-    async def reassign(packet: Annotated[str, Field(description="the packet id")], ctx: Context,
-                       run: RunOpt = None,
-                       executor: Annotated[str | None, Field(
+    async def reassign(packet: Annotated[args.PacketId, Field(description="the packet id")],
+                       ctx: Context, run: RunOpt = None,
+                       executor: Annotated[args.Name | None, Field(
                            description="the successor's executor (default: the same)")] = None,
-                       reason: Annotated[str | None, Field(
+                       reason: Annotated[args.Line | None, Field(
                            description="why (recorded in the ledger)")] = None,
                        wait: Seconds = None, cwd: Cwd = None) -> Output:
-        argv = ["reassign", packet]
-        _opt(argv, "--run", run)
-        _opt(argv, "--executor", executor)
-        _opt(argv, "--reason", reason)
-        _opt(argv, "--wait", wait)
-        return await st.lines_of("reassign", argv, cwd, ctx, bound=(wait or 60) + MARGIN_S)
+        at = st.folder(cwd)
+        argv = Argv("reassign").arg(packet).opt("--run", run).opt("--executor", executor)
+        argv.opt("--reason", reason).opt("--wait", wait)
+        return await st.lines_of("reassign", argv, at, ctx, limit=_waited(st, wait))
 
     @server.tool(description="A follow-up turn for a packet (prun followup): a linked attempt "
                  "that resumes its conversation in the same workspace, with a fresh result path. "
                  "FOLLOWUP <packet> run= predecessor= attempt= resume=yes|no.",
                  annotations=ACTS)
-    async def followup(packet: Annotated[str, Field(description="the packet id")],
-                       prompt_file: Annotated[str, Field(
+    async def followup(packet: Annotated[args.PacketId, Field(description="the packet id")],
+                       prompt_file: Annotated[args.PathText, Field(
                            description="the follow-up request (a Markdown file)")],
                        ctx: Context, run: RunOpt = None, wait: Seconds = None,
                        cwd: Cwd = None) -> Output:
-        argv = ["followup", packet, "--prompt-file", prompt_file]
-        _opt(argv, "--run", run)
-        _opt(argv, "--wait", wait)
-        return await st.lines_of("followup", argv, cwd, ctx, bound=(wait or 60) + MARGIN_S)
+        at = st.folder(cwd)
+        argv = Argv("followup").arg(packet)
+        argv.opt("--prompt-file", args.regular_file("prompt_file", prompt_file, at))
+        argv.opt("--run", run).opt("--wait", wait)
+        return await st.lines_of("followup", argv, at, ctx, limit=_waited(st, wait))
 
     @server.tool(description="Judge every packet of a run before integrating (prun reconcile "
                  "--json): ACCEPTED, REJECTED <packet> reason=, REVIEW <packet> reason=, then "
                  "RECONCILE ... complete=yes|no. exit_name OK, FAILED (rejected) or NEEDS_REVIEW.",
                  annotations=ACTS)
     async def reconcile(ctx: Context, run: RunOpt = None,
-                        rescoped: Annotated[list[str] | None, Field(
+                        rescoped: Annotated[args.Rescopes, Field(
                             description="packets whose change of scope the person approved "
                             "(PACKET or PACKET=WHY)")] = None,
                         cwd: Cwd = None) -> Output:
-        argv = ["reconcile"]
-        if run:
-            argv.append(run)
-        _opt(argv, "--rescoped", rescoped)
-        return await st.both_of("reconcile", argv, cwd, ctx)
+        at = st.folder(cwd)
+        argv = Argv("reconcile").arg(run).opt("--rescoped", rescoped)
+        return await st.both_of("reconcile", argv, at, ctx)
 
     @server.tool(description="Apply a run's accepted changes to the working tree and run the "
                  "plan's combined check; never commits (prun integrate --json). APPLIED, "
@@ -184,30 +191,27 @@ def _control_tools(server: MCPServer[Any], st: Prun) -> None:
                  "(check failed) or CONFLICT. Ask the person before any commit.",
                  annotations=ACTS)
     async def integrate(ctx: Context, run: RunOpt = None,
-                        include: Annotated[list[str] | None, Field(
+                        include: Annotated[args.PacketIds, Field(
                             description="also apply these rejected or needs-review packets' "
                             "changes")] = None,
-                        worktree: Annotated[str | None, Field(
+                        worktree: Annotated[args.PathText | None, Field(
                             description="apply in a new integration worktree at this path")] = None,
                         no_check: Annotated[bool, Field(
                             description="do not run the combined check")] = False,
-                        check_timeout: Annotated[str | None, Field(
+                        check_timeout: Annotated[args.Duration | None, Field(
                             description="bound on the combined check (default 1h)")] = None,
                         allow_dirty: Annotated[bool, Field(
                             description="apply over uncommitted local changes to the same "
                             "files")] = False,
                         cwd: Cwd = None) -> Output:
-        argv = ["integrate"]
-        if run:
-            argv.append(run)
-        _opt(argv, "--include", include)
-        _opt(argv, "--worktree", worktree)
-        _opt(argv, "--no-check", no_check)
-        _opt(argv, "--check-timeout", check_timeout)
-        _opt(argv, "--allow-dirty", allow_dirty)
-        bound = max(st.bound, _duration(check_timeout, 3600.0) + st.bound)
-        return await st.both_of("integrate", argv, cwd, ctx, bound=bound)
-
+        at = st.folder(cwd)
+        argv = Argv("integrate").arg(run).opt("--include", include).opt("--worktree", worktree)
+        argv.flag("--no-check", no_check).opt("--check-timeout", check_timeout)
+        argv.flag("--allow-dirty", allow_dirty)
+        check_s = _check_seconds(check_timeout)
+        limit = st.limit(check_s + st.bound, f"its check_timeout ({check_s:.0f} s) plus "
+                         f"PRUN_MCP_TIMEOUT ({st.bound:.0f} s)")
+        return await st.both_of("integrate", argv, at, ctx, limit=limit)
 
 
 def _results(server: MCPServer[Any], st: Prun) -> None:
@@ -224,24 +228,58 @@ def _results(server: MCPServer[Any], st: Prun) -> None:
 
     @server.resource("prun://runs/{run}/results/{packet}", name="result",
                      mime_type="text/markdown",
-                     description="The result file of a packet's latest attempt in a run")
+                     description="The result file of a packet's latest attempt in a run (its "
+                     f"first {RESULT_MAX // (1024 * 1024)} MiB)")
     async def result(run: str, packet: str) -> str:
+        _checked("packet", packet, args.PacketId)
         units = await _units(st, run)
         unit = next((u for u in units if u.get("packet_id") == packet), None)
         if unit is None:
             known = ", ".join(str(u.get("packet_id")) for u in units)
             raise ResourceError(f"prun: no packet {packet!r} in run {run} (packets: {known})")
         path = unit.get("result_path")
-        if not path or not os.path.isfile(path):
+        text = _read_result(path) if isinstance(path, str) and path else None
+        if text is None:
             raise ResourceError(f"prun: packet {packet} of run {run} has no result yet "
                                 f"(status {unit.get('status')}; wait for it)")
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
+        return text
 
+
+def _checked(name: str, value: str, kind: Any) -> None:
+    """A resource's URI part by the rule of ``kind`` (ResourceError, one line, if broken)."""
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        TypeAdapter(kind).validate_python(value)
+    except ValidationError as e:
+        err = e.errors(include_url=False)[0]
+        what = err.get("ctx", {}).get("error", err["msg"])
+        raise ResourceError(f"prun: {name}: {what}") from None
+
+
+def _read_result(path: str) -> str | None:
+    """The result file at ``path``: a regular file only (never a link, a FIFO, a device),
+    its first ``RESULT_MAX`` bytes; None when there is none."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = f.read(RESULT_MAX + 1)
+    text = data[:RESULT_MAX].decode("utf-8", "replace")
+    if len(data) > RESULT_MAX:
+        text += f"\n\n[cut at {RESULT_MAX:,} bytes: read the file itself, {path}]\n"
+    return text
 
 
 async def _units(st: Prun, run: str) -> list[dict[str, Any]]:
-    envelope, failure = await st.capture(["status", run], st.folder_of(run), None, lines=False)
+    _checked("run", run, args.Id)
+    envelope, failure = await st.capture(Argv("status").arg(run), st.folder_of(run), None,
+                                         lines=False)
     if envelope is None:
         raise ResourceError(failure)
     data = tools.loads(envelope.get("json"))
@@ -252,12 +290,20 @@ async def _units(st: Prun, run: str) -> list[dict[str, Any]]:
     return [u for u in units if isinstance(u, dict)] if isinstance(units, list) else []
 
 
-def _duration(text: str | None, default: float) -> float:
-    if not text:
-        return default
+def _check_seconds(text: str | None) -> float:
+    """``integrate``'s check_timeout in seconds (default 1 h; one the command will refuse
+    counts as the default here), at most ``CHECK_MAX_S``: the call stays bounded."""
     from .._util.timeparse import parse_duration
+    from ..errors import UsageError
 
+    if not text:
+        return 3600.0
     try:
-        return float(parse_duration(text, what="check_timeout"))
-    except Exception:
-        return default
+        seconds = float(parse_duration(text, what="check_timeout"))
+    except UsageError:
+        return 3600.0
+    if seconds > CHECK_MAX_S:
+        raise args.Refused(f"check_timeout {text!r}: more than {CHECK_MAX_S / 3600:.0f} h "
+                           f"(give at most {CHECK_MAX_S / 3600:.0f}h, or run prun integrate "
+                           "from a shell)")
+    return seconds

@@ -20,6 +20,8 @@ import anyio.abc
 
 POSIX = os.name == "posix"
 KILL_GRACE_S = 2.0
+OUTPUT_MAX = 64 * 1024 * 1024   # bytes of stdout a child may print before it is ended
+ERR_KEEP = 64 * 1024            # bytes of stderr kept: its end
 # after the child has exited, how long its pipes may stay open (held by something it left)
 EOF_GRACE_S = 2.0
 
@@ -36,6 +38,7 @@ class Finished:
     stderr: str
     timed_out: bool = False
     stopped: bool = False  # ``stop`` was set before the child ended (it was ended then)
+    over_limit: bool = False  # it printed more than OUTPUT_MAX and was ended
 
 
 def prun_argv(*args: str) -> list[str]:
@@ -87,20 +90,33 @@ async def _end(proc: anyio.abc.Process) -> None:
             await proc.wait()
 
 
+class _Overflow(Exception):
+    """The child printed more than its limit."""
+
+
 async def _read_lines(stream: AsyncIterable[bytes], lines: list[str],
-                      on_line: LineFn | None) -> None:
-    """Each line of ``stream`` into ``lines`` (and to ``on_line``) as it comes."""
-    buf = b""
+                      on_line: LineFn | None, limit: int = OUTPUT_MAX) -> None:
+    """Each line of ``stream`` into ``lines`` (and to ``on_line``) as it comes; past
+    ``limit`` bytes in all, ``_Overflow``."""
+    buf = bytearray()
+    total = 0
     async for chunk in stream:
+        total += len(chunk)
+        if total > limit:
+            raise _Overflow
+        start = len(buf)
         buf += chunk
-        while b"\n" in buf:
-            raw, buf = buf.split(b"\n", 1)
+        if b"\n" not in chunk:
+            continue
+        done = buf.rindex(b"\n", start)
+        for raw in bytes(buf[:done]).split(b"\n"):
             text = raw.decode("utf-8", "replace").rstrip("\r")
             lines.append(text)
             if on_line is not None:
                 await on_line(text)
+        del buf[:done + 1]
     if buf:
-        text = buf.decode("utf-8", "replace")
+        text = bytes(buf).decode("utf-8", "replace")
         lines.append(text)
         if on_line is not None:
             await on_line(text)
@@ -109,9 +125,10 @@ async def _read_lines(stream: AsyncIterable[bytes], lines: list[str],
 async def run(argv: Sequence[str], *, cwd: str, bound: float, on_line: LineFn | None = None,
               on_beat: BeatFn | None = None, beat_every: float = 10.0,
               env: Mapping[str, str] | None = None,
-              stop: anyio.Event | None = None) -> Finished:
+              stop: anyio.Event | None = None, output_max: int = OUTPUT_MAX) -> Finished:
     """Run ``argv`` in ``cwd`` for at most ``bound`` seconds; past it, when ``stop`` is set,
-    or when the call is cancelled, the child's process group is ended.
+    when it prints more than ``output_max`` bytes, or when the call is cancelled, the child's
+    process group is ended.
 
     ``on_line`` hears each stdout line as it comes; ``on_beat`` the seconds elapsed, every
     ``beat_every`` seconds while the child runs.
@@ -120,19 +137,21 @@ async def run(argv: Sequence[str], *, cwd: str, bound: float, on_line: LineFn | 
         list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         cwd=cwd, env=_env(env), start_new_session=POSIX)
     lines: list[str] = []
-    err: list[bytes] = []
+    err = bytearray()
+    over = False
     start = time.monotonic()
     code: int | None = None
 
     async def read_out() -> None:
         assert proc.stdout is not None
-        await _read_lines(proc.stdout, lines, on_line)
+        await _read_lines(proc.stdout, lines, on_line, output_max)
 
     async def read_err() -> None:
         if proc.stderr is None:
             return
         async for chunk in proc.stderr:
-            err.append(chunk)
+            err.extend(chunk)
+            del err[:-ERR_KEEP]
 
     async def beat() -> None:
         assert on_beat is not None
@@ -149,9 +168,14 @@ async def run(argv: Sequence[str], *, cwd: str, bound: float, on_line: LineFn | 
                     read_done = anyio.Event()
 
                     async def readers() -> None:
-                        async with anyio.create_task_group() as io:
-                            io.start_soon(read_out)
-                            io.start_soon(read_err)
+                        nonlocal over
+                        try:
+                            async with anyio.create_task_group() as io:
+                                io.start_soon(read_out)
+                                io.start_soon(read_err)
+                        except* _Overflow:
+                            over = True
+                            inner.cancel_scope.cancel()
                         read_done.set()
 
                     inner.start_soon(readers)
@@ -167,12 +191,12 @@ async def run(argv: Sequence[str], *, cwd: str, bound: float, on_line: LineFn | 
                         await read_done.wait()
                     inner.cancel_scope.cancel()
             outer.cancel_scope.cancel()
-        timed_out = scope.cancelled_caught
-        stopped = not timed_out and stop is not None and stop.is_set() \
+        timed_out = scope.cancelled_caught and not over
+        stopped = not timed_out and not over and stop is not None and stop.is_set() \
             and proc.returncode is None
-        return Finished(None if timed_out or stopped else code, lines,
-                        b"".join(err).decode("utf-8", "replace"), timed_out=timed_out,
-                        stopped=stopped)
+        ended = timed_out or stopped or over
+        return Finished(None if ended else code, lines, bytes(err).decode("utf-8", "replace"),
+                        timed_out=timed_out, stopped=stopped, over_limit=over)
     finally:
         await _end(proc)
         with anyio.CancelScope(shield=True):

@@ -8,8 +8,12 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
+from . import args
+from .args import Argv
 from .catalog import ACTS, READ_ONLY
-from .server import Cwd, Output, Prun, _opt, _run_id
+from .server import Cwd, Output, Prun, _run_id
+
+Count = Annotated[int | None, Field(ge=0, le=100)]
 
 
 def _panel_tools(server: MCPServer[Any], st: Prun) -> None:
@@ -19,30 +23,33 @@ def _panel_tools(server: MCPServer[Any], st: Prun) -> None:
                  "agy read-only units (default one claude, one gemini). RUN <id>, run_id. "
                  "Follow it with wait, then panel_result.",
                  annotations=ACTS)
-    async def panel(question_file: Annotated[str, Field(
+    async def panel(question_file: Annotated[args.PathText, Field(
                         description="the question (a Markdown file)")],
-                    schema: Annotated[str, Field(
-                        description="the JSON Schema every answer must pass")],
+                    schema: Annotated[args.PathText, Field(
+                        description="the JSON Schema every answer must pass (a file)")],
                     ctx: Context,
-                    claude: Annotated[int | None, Field(ge=0, description="Claude units")] = None,
-                    gemini: Annotated[int | None, Field(ge=0, description="Gemini units")] = None,
-                    agy: Annotated[int | None, Field(ge=0, description="agy units")] = None,
-                    timeout: Annotated[str | None, Field(
+                    claude: Annotated[Count, Field(description="Claude units")] = None,
+                    gemini: Annotated[Count, Field(description="Gemini units")] = None,
+                    agy: Annotated[Count, Field(description="agy units")] = None,
+                    timeout: Annotated[args.Duration | None, Field(
                         description="each panelist's timeout: seconds or a duration")] = None,
-                    deadline: Annotated[str | None, Field(
+                    deadline: Annotated[args.Duration | None, Field(
                         description="the run's deadline: a duration (30m) or ISO time")] = None,
                     cwd: Cwd = None) -> Output:
-        argv = ["panel", question_file, "--schema", schema, "--detach"]
+        at = st.folder(cwd)
+        argv = Argv("panel").arg(args.regular_file("question_file", question_file, at))
+        argv.opt("--schema", args.regular_file("schema", schema, at)).flag("--detach", True)
         for flag, value in (("--claude", claude), ("--gemini", gemini), ("--agy", agy),
                             ("--timeout", timeout), ("--deadline", deadline)):
-            _opt(argv, flag, value)
-        return await st.lines_of("panel", argv, cwd, ctx, extra=_run_id)
+            argv.opt(flag, value)
+        return await st.lines_of("panel", argv, at, ctx, extra=_run_id)
 
     @server.tool(description="The cross-check of a panel run (prun panel --run RUN --json): "
                  "PANEL ... verdict=agree|review|none, a PANELIST line each, FIELD <field> "
                  "agree|disagree|split-within|missing, EVIDENCE <folder>. exit_name OK (all "
                  "agree), NEEDS_REVIEW, or FAILED (no valid answer).",
                  annotations=READ_ONLY)
-    async def panel_result(run: Annotated[str, Field(description="the panel's run id")],
+    async def panel_result(run: Annotated[args.Id, Field(description="the panel's run id")],
                            ctx: Context, cwd: Cwd = None) -> Output:
-        return await st.both_of("panel", ["panel", "--run", run], cwd, ctx)
+        at = st.folder(cwd)
+        return await st.both_of("panel", Argv("panel").opt("--run", run), at, ctx)

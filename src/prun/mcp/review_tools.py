@@ -8,8 +8,10 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
+from . import args
+from .args import Argv
 from .catalog import ACTS, READ_ONLY
-from .server import Cwd, Output, Prun, RunOpt, _opt
+from .server import Cwd, Output, Prun, RunOpt
 
 
 def _review_tools(server: MCPServer[Any], st: Prun) -> None:
@@ -20,30 +22,25 @@ def _review_tools(server: MCPServer[Any], st: Prun) -> None:
                  "the page itself, ask the person to run prun review.",
                  annotations=READ_ONLY)
     async def review(ctx: Context, run: RunOpt = None, cwd: Cwd = None) -> Output:
-        argv = ["review"]
-        if run:
-            argv.append(run)
-        return await st.both_of("review", argv, cwd, ctx)
+        at = st.folder(cwd)
+        return await st.both_of("review", Argv("review").arg(run), at, ctx)
 
     @server.tool(description="Record the person's decision on a packet (prun review RUN "
                  "--decide PACKET accept|reject|include): prun integrate honours it as it does "
                  "--include and a rejection. Only when the person said so. DECIDED <packet> "
                  "decision= attempt= who= at=.",
                  annotations=ACTS)
-    async def decide(packet: Annotated[str, Field(description="the packet id")],
+    async def decide(packet: Annotated[args.PacketId, Field(description="the packet id")],
                      decision: Annotated[Literal["accept", "reject", "include"], Field(
                          description="accept or include: apply its change; reject: leave it "
                          "out")],
                      ctx: Context, run: RunOpt = None,
-                     note: Annotated[str | None, Field(
+                     note: Annotated[args.Note | None, Field(
                          description="why (recorded in the ledger)")] = None,
-                     who: Annotated[str | None, Field(
+                     who: Annotated[args.Line | None, Field(
                          description="whose decision it is (default: the user's name)")] = None,
                      cwd: Cwd = None) -> Output:
-        argv = ["review"]
-        if run:
-            argv.append(run)
-        argv += ["--decide", packet, decision]
-        _opt(argv, "--note", note)
-        _opt(argv, "--as", who)
-        return await st.lines_of("decide", argv, cwd, ctx)
+        at = st.folder(cwd)
+        argv = Argv("review").arg(run).pair("--decide", packet, decision)
+        argv.opt("--note", note).opt("--as", who)
+        return await st.lines_of("decide", argv, at, ctx)

@@ -7,7 +7,8 @@ integrate, dispatch, receipt, quota, ledger, brief. Each runs its command in a c
 lines as text and, as structured content, its ``--json`` fields (where it has ``--json``) plus
 ``lines``, ``exit_code`` and ``exit_name``: complete on its own, because Claude Code shows the
 model the structured content rather than the text. An error is an MCP tool error whose text
-is the command's one line ``prun: <what> (<how to fix>)``.
+is one line ``prun: <what> (<how to fix>)``: the command's, or the server's own for an
+argument ``args`` refused (nothing ran), a bound passed, or a child something else ended.
 
 Resources: ``prun://runs/{run}/results`` lists a run's packets and their result URIs;
 ``prun://runs/{run}/results/{packet}`` is the result file of the packet's latest attempt.
@@ -16,22 +17,26 @@ Resources: ``prun://runs/{run}/results`` lists a run's packets and their result 
 # No ``from __future__ import annotations``: the SDK reads these signatures at run time.
 
 import json
+import logging
 import os
 import time
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp_types import CallToolResult, ContentBlock, TextContent
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .. import __version__
-from . import child, tools
+from . import args, child, tools
 from . import lines as terse
+
+log = logging.getLogger("prun.mcp")
 
 DEFAULT_WAIT_S = 300
 MAX_WAIT_S = 3600
-# a child of any other tool is ended after settings.mcp_timeout_s ($PRUN_MCP_TIMEOUT, 10 min)
+# a child of any other tool is ended after settings.mcp_timeout_s ($PRUN_MCP_TIMEOUT, 10 min);
 # seconds past a command's own --wait or --timeout before its child is ended
 MARGIN_S = 30.0
 BEAT_S = 10.0
@@ -61,12 +66,23 @@ class Result(BaseModel):
 
 
 Output = Annotated[CallToolResult, Result]
-Cwd = Annotated[str | None, Field(
+Cwd = Annotated[args.PathText | None, Field(
     description="the folder that paths and the repository are resolved against "
     "(default: the server's working folder)")]
-RunOpt = Annotated[str | None, Field(
-    description="a run id or unique prefix (default: the latest run of the repository)")]
-Seconds = Annotated[float | None, Field(ge=0, le=MAX_WAIT_S, description="seconds")]
+RunOpt = Annotated[args.Id | None, Field(
+    description="a run id or unique prefix (left out: the latest run of the repository; "
+    "never empty)")]
+Seconds = Annotated[float | None, Field(
+    ge=0, le=MAX_WAIT_S, allow_inf_nan=False, description="seconds")]
+
+
+@dataclass(frozen=True)
+class Limit:
+    """How long one call's child may run, and what that bound is called."""
+
+    seconds: float
+    what: str
+    fix: str
 
 
 class Prun:
@@ -85,22 +101,27 @@ class Prun:
     # -- running a command --------------------------------------------------------------
 
     def folder(self, cwd: str | None) -> str:
+        """The tool's folder: ``cwd`` (relative to the server's), else the server's."""
         if not cwd:
             return self.cwd
-        path = os.path.abspath(os.path.join(self.cwd, os.path.expanduser(cwd)))
-        if not os.path.isdir(path):
-            raise _Refused(f"prun: cwd {cwd}: not a folder (give an existing folder)")
-        return path
+        given = os.path.expanduser(cwd)
+        args.folder("cwd", given, self.cwd)
+        return os.path.abspath(os.path.join(self.cwd, given))
 
-    async def lines_of(self, name: str, argv: list[str], cwd: str | None, ctx: Context, *,
-                       bound: float | None = None, progress_total: float | None = None,
+    def limit(self, seconds: float | None = None, what: str | None = None) -> Limit:
+        """The bound of a call: ``seconds`` (named ``what``), else PRUN_MCP_TIMEOUT."""
+        if seconds is None or what is None:
+            return Limit(self.bound, f"PRUN_MCP_TIMEOUT, {_secs(self.bound)}",
+                         "raise PRUN_MCP_TIMEOUT where the server starts, or run the command "
+                         "from a shell")
+        return Limit(seconds, what, "give it a longer bound, or see prun status")
+
+    async def lines_of(self, name: str, argv: args.Argv, folder: str, ctx: Context, *,
+                       limit: Limit | None = None, progress_total: float | None = None,
                        extra: Any = None) -> CallToolResult:
-        """Run ``prun <argv>`` (a command whose stdout is its lines)."""
+        """Run ``prun <argv>`` (a command whose stdout is its lines) in ``folder``."""
         spec = tools.SPECS[name]
-        try:
-            folder = self.folder(cwd)
-        except _Refused as e:
-            return _error(spec, str(e))
+        bound = limit or self.limit()
         started = time.monotonic()
         last = [0.0]
 
@@ -115,28 +136,25 @@ class Prun:
         async def on_beat(elapsed: float) -> None:
             await progress(f"prun {name}: running for {elapsed:.0f}s")
 
-        done = await child.run(child.prun_argv(*argv), cwd=folder,
-                               bound=bound if bound is not None else self.bound,
-                               on_line=on_line, on_beat=on_beat, beat_every=BEAT_S)
-        if done.timed_out:
-            return _error(spec, f"prun: prun {name} took longer than {bound or self.bound:.0f}s "
-                          "and was stopped (give it a longer timeout, or see prun status)")
+        done = await child.run(child.prun_argv(*argv.words()), cwd=folder,
+                               bound=bound.seconds, on_line=on_line, on_beat=on_beat,
+                               beat_every=BEAT_S)
+        if done.timed_out or done.over_limit:
+            return _error(_stopped(argv.command, bound) if done.timed_out
+                          else _too_much(argv.command))
         fields = extra(done.lines) if extra is not None else {}
         out = tools.outcome(spec, done.exit_code, done.lines, done.stderr, extra=fields)
         self.remember(out.structured, folder)
         return _result(out)
 
-    async def both_of(self, name: str, argv: list[str], cwd: str | None, ctx: Context, *,
-                      bound: float | None = None) -> CallToolResult:
-        """Run ``prun <argv> --json`` and get its lines too (``prun.cli.capture``)."""
+    async def both_of(self, name: str, argv: args.Argv, folder: str, ctx: Context, *,
+                      limit: Limit | None = None) -> CallToolResult:
+        """Run ``prun <argv> --json`` in ``folder`` and get its lines too
+        (``prun.cli.capture``)."""
         spec = tools.SPECS[name]
-        try:
-            folder = self.folder(cwd)
-        except _Refused as e:
-            return _error(spec, str(e))
-        envelope, failure = await self.capture(argv, folder, ctx, bound=bound)
+        envelope, failure = await self.capture(argv, folder, ctx, limit=limit)
         if envelope is None:
-            return _error(spec, failure)
+            return _error(failure)
         data = tools.loads(envelope.get("json"))
         got = envelope.get("lines")
         if not isinstance(got, list):
@@ -146,31 +164,34 @@ class Prun:
         self.remember(out.structured, folder)
         return _result(out)
 
-    async def capture(self, argv: list[str], folder: str, ctx: Context | None, *,
-                      bound: float | None = None,
+    async def capture(self, argv: args.Argv, folder: str, ctx: Context | None, *,
+                      limit: Limit | None = None,
                       lines: bool = True) -> tuple[dict[str, Any] | None, str]:
         """The envelope of ``prun.cli.capture`` for ``argv``, or None and why not."""
-        request = json.dumps({"argv": argv, "lines": lines})
+        request = json.dumps({"argv": argv.words(), "lines": lines})
+        bound = limit or self.limit()
         started = time.monotonic()
 
         async def on_beat(elapsed: float) -> None:
             if ctx is not None:
                 await ctx.report_progress(time.monotonic() - started, None,
-                                          f"prun {argv[0]}: running for {elapsed:.0f}s")
+                                          f"prun {argv.command}: running for {elapsed:.0f}s")
 
-        limit = bound if bound is not None else self.bound
-        done = await child.run(child.capture_argv(request), cwd=folder, bound=limit,
+        done = await child.run(child.capture_argv(request), cwd=folder, bound=bound.seconds,
                                on_beat=on_beat, beat_every=BEAT_S)
         if done.timed_out:
-            return None, (f"prun: prun {argv[0]} took longer than {limit:.0f}s and was stopped "
-                          "(raise PRUN_MCP_TIMEOUT, or run it from a shell)")
+            return None, _stopped(argv.command, bound)
+        if done.over_limit:
+            return None, _too_much(argv.command)
         try:
             envelope = json.loads("\n".join(done.lines))
         except ValueError:
             envelope = None
         if not isinstance(envelope, dict):
-            last = (done.stderr.strip().splitlines() or [f"exit code {done.exit_code}"])[-1]
-            return None, last if last.startswith("prun: ") else f"prun: prun {argv[0]}: {last}"
+            last = (done.stderr.strip().splitlines() or [""])[-1]
+            if last.startswith("prun: "):
+                return None, last
+            return None, f"prun: {tools.ended(argv.command, done.exit_code, last)}"
         return envelope, ""
 
     def remember(self, structured: dict[str, Any], folder: str) -> None:
@@ -189,8 +210,19 @@ class Prun:
         return self.cwd
 
 
-class _Refused(Exception):
-    """A tool argument refused before any child ran (the message is prun's one line)."""
+def _secs(seconds: float) -> str:
+    return f"{seconds:.0f} s"
+
+
+def _stopped(command: str, bound: Limit) -> str:
+    return (f"prun: prun {command} was stopped after {_secs(bound.seconds)}, the bound of this "
+            f"call ({bound.what}) ({bound.fix})")
+
+
+def _too_much(command: str) -> str:
+    return (f"prun: prun {command} printed more than {child.OUTPUT_MAX // (1024 * 1024)} MiB "
+            "and was stopped (ask for less: name a run, leave out all or events, or run the "
+            "command from a shell)")
 
 
 def _result(out: tools.Outcome) -> CallToolResult:
@@ -198,28 +230,9 @@ def _result(out: tools.Outcome) -> CallToolResult:
     return CallToolResult(content=content, structured_content=out.structured, is_error=out.error)
 
 
-def _error(spec: tools.Spec, message: str) -> CallToolResult:
+def _error(message: str) -> CallToolResult:
     return _result(tools.Outcome(True, message, {"error": message, "exit_code": None,
                                                  "exit_name": None, "lines": []}))
-
-
-def _opt(argv: list[str], flag: str, value: Any) -> None:
-    """Add ``flag value`` (or a bare flag for True; each item of a list) when given."""
-    if value is None or value is False:
-        return
-    if value is True:
-        argv.append(flag)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            argv += [flag, str(item)]
-    else:
-        argv += [flag, _num(value)]
-
-
-def _num(value: Any) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
 
 
 def _run_id(lines: list[str]) -> dict[str, Any]:
@@ -259,25 +272,51 @@ def _dispatch_fields(lines: list[str]) -> dict[str, Any]:
 
 
 class _Server(MCPServer[Any]):
-    """The SDK's server, with prun's one-line errors for arguments its schemas refuse."""
+    """The SDK's server, with every error as prun's one line (``prun: <tool>: ...``)."""
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Context[Any, Any] | None = None) -> Any:
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as e:
-            cause = e.__cause__
-            if isinstance(cause, ValidationError):
-                raise ToolError(_bad_arguments(name, cause)) from None
-            message = str(e)
-            raise ToolError(message if message.startswith("prun: ") else f"prun: {message}") \
-                from None
+            return _error(_one_line(name, e))
+
+
+def _one_line(tool: str, error: ToolError) -> str:
+    """The line a tool error is shown as: what was refused and how to fix it."""
+    cause = error.__cause__
+    if isinstance(cause, ValidationError):
+        return _bad_arguments(tool, cause)
+    if isinstance(cause, args.Refused):
+        return f"prun: {tool}: {cause}"
+    if isinstance(cause, ToolError | ResourceError):
+        text = str(cause)
+        return text if text.startswith("prun: ") else f"prun: {tool}: {text}"
+    if isinstance(cause, OSError):  # a child that could not start, a file not made
+        where = f" ({cause.filename})" if cause.filename else ""
+        return (f"prun: {tool}: the server could not do it: {cause.strerror or cause}{where} "
+                "(check the folder and the arguments, or run the command from a shell)")
+    if cause is not None:  # a bug: its traceback goes to the server's log (stderr)
+        log.error("tool %s failed", tool, exc_info=cause)
+        what = " ".join(f"{type(cause).__name__}: {cause}".split())[:300]
+        return (f"prun: {tool}: internal error in the MCP server ({what}) (a bug: please "
+                "report it with the server's log)")
+    text = " ".join(str(error).split())
+    return text if text.startswith("prun: ") else f"prun: {text}"
 
 
 def _bad_arguments(tool: str, error: ValidationError) -> str:
-    what = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
-                     for err in error.errors(include_url=False))
-    return f"prun: {tool}: bad arguments: {what} (see the tool's input schema)"
+    parts, schema = [], False
+    for err in error.errors(include_url=False):
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
+        where = where.lstrip(".") or "arguments"
+        if err["type"] == "value_error" and "error" in err.get("ctx", {}):
+            parts.append(f"{where}: {err['ctx']['error']}")
+        else:
+            parts.append(f"{where}: {err['msg']}")
+            schema = True
+    return f"prun: {tool}: " + "; ".join(parts) + \
+        (" (see the tool's input schema)" if schema else "")
 
 
 def build(state: Prun | None = None) -> MCPServer[Any]:

@@ -13,6 +13,7 @@ A ``prun: ...`` line on stderr with nothing on stdout is prun's error boundary s
 from __future__ import annotations
 
 import json
+import signal
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,6 +88,23 @@ def _last_line(text: str) -> str:
     return ""
 
 
+def ended(command: str, code: int | None, last: str = "") -> str:
+    """How a child that said nothing in prun's words ended, in words (no ``prun: ``): a
+    signal by its name (the server ends its children only past their bound, and says so
+    itself), an exit code with its name in the exit code table."""
+    if code is not None and code < 0:
+        try:
+            sig = signal.Signals(-code).name
+        except ValueError:
+            sig = f"signal {-code}"
+        return (f"prun {command} was ended by {sig}, which this server did not send (was the "
+                "machine short of memory? see the system log)" + (f": {last}" if last else ""))
+    what = f"prun {command} exited with code {code}" if code is not None else \
+        f"prun {command} did not finish"
+    name = exit_name(code)
+    return what + (f" ({name})" if name else "") + (f": {last}" if last else "")
+
+
 def failure(spec: Spec, code: int | None, lines: list[str], stderr: str) -> str | None:
     """The error line when this exit is an error, else None (a result)."""
     last = _last_line(stderr)
@@ -96,10 +114,7 @@ def failure(spec: Spec, code: int | None, lines: list[str], stderr: str) -> str 
         return None
     if last.startswith("prun: "):
         return last
-    what = f"prun {spec.name} exited with code {code}" if code is not None else \
-        f"prun {spec.name} did not finish"
-    name = exit_name(code)
-    return f"prun: {what}" + (f" ({name})" if name else "") + (f": {last}" if last else "")
+    return f"prun: {ended(spec.name, code, last)}"
 
 
 def outcome(spec: Spec, code: int | None, lines: list[str], stderr: str, *,

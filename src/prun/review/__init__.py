@@ -7,7 +7,8 @@ local web page, and their decisions (accept, reject, include) recorded in the le
     decide     a decision checked and recorded (also ``prun review --decide``)
     diffview   one file's diff as highlighted HTML (Pygments)
     render     the page as HTML (markdown-it-py for results, HTML off)
-    server     the aiohttp server: 127.0.0.1, a random token, a cookie, 403 otherwise
+    guard      who may reach the page: the printed secret, page tokens, Host, Origin
+    server     the aiohttp server: 127.0.0.1 only, 403 for whatever the guard refuses
 
 aiohttp, markdown-it-py and Pygments (the ``review`` extra) are imported only by ``server``,
 ``render`` and ``diffview``; importing this package imports none of them.

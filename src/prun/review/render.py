@@ -24,6 +24,7 @@ REFRESH_S = 5             # the reload of a live run's page with JavaScript off
 
 
 def page(run: RunPage, token: str) -> str:
+    """The page; ``token`` is the page's own (its forms post it, its script sends it)."""
     refresh = (f'<noscript><meta http-equiv="refresh" content="{REFRESH_S}"></noscript>'
                if run.live else "")
     counts = " ".join(f'<span class="badge {VERDICT_CLASS[w]}">{w} {n}</span>'
@@ -33,6 +34,7 @@ def page(run: RunPage, token: str) -> str:
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="prun-token" content="{escape(token)}">
 <title>prun review {escape(run.id)}</title>
 <link rel="stylesheet" href="/static/review.css"><link rel="stylesheet" href="/static/code.css">
 {refresh}<script src="/static/review.js" defer></script>

@@ -1,19 +1,22 @@
 """The review page's server (aiohttp): one run, on 127.0.0.1 only, behind a random token.
 
-Every request must carry the token: in the query once (``?token=``, as printed), after which
-a cookie (HttpOnly, SameSite=Strict) carries it; a request with neither, or with another
-Host than the server's own address, gets 403. A decision's POST carries the token in its
-form too (so no other page can post one). Routes:
+Who may reach it, and how a request proves it, is ``guard``'s: the printed address carries the
+server's secret (``?token=``); each page it serves carries a page token of its own, in its
+decision forms and for its script's requests (header ``X-Prun-Token``); nothing is kept in the
+browser (no cookie). Every request's ``Host``, ``Origin`` and ``Sec-Fetch-Site`` are checked
+against the server's own address; anything refused gets 403. Routes:
 
     GET  /            the page (packets, verdicts, results, diffs, check, cost, decisions)
     GET  /version     {"version": <the run's last event>, "live": bool}: the page reloads
                       itself when it changes
     GET  /run.json    what the page shows, as JSON
-    POST /decide      token, packet, attempt, decision (accept|reject|include), note
+    POST /decide      token (the page's), packet, attempt, decision (accept|reject|include),
+                      note
     GET  /static/...  the style sheets and the script that follows the run
 
 The page itself is built in a worker thread (reconciliation reads git), at most one at a time,
-and kept while the run's version stays the same and nothing in it is still running.
+and kept while the run's version stays the same and nothing in it is still running; its page
+token is written into each copy served.
 """
 
 from __future__ import annotations
@@ -35,30 +38,41 @@ from ..errors import UsageError
 from ..ledger import Ledger
 from . import model, render
 from .decide import decide
+from .guard import HEADER, Guard
 
-COOKIE = "prun_review"
+# Referrer-Policy same-origin: no other origin is ever told the page's address (it holds the
+# secret), and the browser names the page's own Origin on its form posts (under no-referrer,
+# Chromium sends "Origin: null", which the guard refuses)
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'self'; script-src 'self'; "
                                "img-src 'self' data:; connect-src 'self'; form-action 'self'; "
                                "frame-ancestors 'none'; base-uri 'none'",
     "X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer", "Cache-Control": "no-store",
+    "Referrer-Policy": "same-origin", "Cache-Control": "no-store",
+    "Cross-Origin-Resource-Policy": "same-origin", "Cross-Origin-Opener-Policy": "same-origin",
 }
 STATIC = {"review.css": "text/css", "review.js": "text/javascript"}
+PUBLIC = ("/static/", "/favicon.ico")       # no data: the guard's checks, no token
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 @dataclass
 class Review:
-    """One served run: where its ledger is, the token, who decides."""
+    """One served run: where its ledger is, who decides, and its guard (the secret)."""
 
     ledger_path: str
     run_id: str
     who: str | None
-    token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
-    hosts: frozenset[str] = frozenset()
+    guard: Guard = field(default_factory=Guard)
+    # what the cached page holds where each copy served gets its own page token
+    _slot: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     _cache: tuple[int, str] | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @property
+    def token(self) -> str:
+        """The secret of the printed address."""
+        return self.guard.secret
 
     def ledger(self) -> Ledger:
         return Ledger.open(self.ledger_path, create=False)
@@ -66,9 +80,13 @@ class Review:
     def _page(self) -> tuple[int, str, bool]:
         with self.ledger() as ledger:
             built = model.build(ledger, self.run_id)
-        return built.seq, render.page(built, self.token), built.live
+        return built.seq, render.page(built, self._slot), built.live
 
     async def page(self) -> str:
+        """The page, with a page token of its own."""
+        return (await self._cached()).replace(self._slot, self.guard.page_token())
+
+    async def _cached(self) -> str:
         async with self._lock:
             seq = await asyncio.to_thread(self._version)
             if self._cache and self._cache[0] == seq:
@@ -97,36 +115,45 @@ class Review:
                           attempt_id=attempt).line()
 
 
-def _allowed(review: Review, request: web.Request) -> tuple[bool, bool]:
-    """(the request may be served, it brought the token in its query)."""
-    if request.host not in review.hosts:
-        return False, False
-    if _same(request.query.get("token", ""), review.token):
-        return True, True
-    return _same(request.cookies.get(COOKIE, ""), review.token), False
+def _headed(response: web.StreamResponse) -> web.StreamResponse:
+    response.headers.update(HEADERS)
+    return response
 
 
-def _same(given: str, token: str) -> bool:
-    """``given`` is the token (compared in constant time; any text may be given)."""
-    return bool(given) and secrets.compare_digest(given.encode(), token.encode())
+def _forbidden(why: str) -> web.Response:
+    return web.Response(status=403, text=f"forbidden: {why} (open the address prun review "
+                        "printed, and decide on that page)\n")
+
+
+async def _refusal(review: Review, request: web.Request) -> str | None:
+    """Why ``request`` is refused (None: it may be served); see ``guard``."""
+    guard = review.guard
+    why = guard.refusal(request.method, request.host, request.headers)
+    if why is not None:
+        return why
+    header = request.headers.get(HEADER, "")
+    if request.method == "POST":
+        form = await request.post()
+        return None if guard.may_change(str(form.get("token", "")), header) else \
+            "no token of a page this server served"
+    if request.path == "/" and "launch" in request.query:   # spent here; index sends it on
+        return None if guard.take_launch(request.query["launch"]) else \
+            "a launch address already used, or not this server's"
+    if request.path.startswith(PUBLIC) or guard.may_read(request.query.get("token", ""),
+                                                         header):
+        return None
+    return "no token"
 
 
 def app(review: Review) -> web.Application:
     @web.middleware
-    async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
-        ok, fresh = _allowed(review, request)
-        if not ok:
-            response: web.StreamResponse = web.Response(
-                status=403, text="forbidden: open the address prun review printed\n")
-        else:
-            response = await handler(request)
-            if fresh:
-                response.set_cookie(COOKIE, review.token, httponly=True, samesite="Strict",
-                                    path="/")
-        response.headers.update(HEADERS)
-        return response
+    async def guarded(request: web.Request, handler: Handler) -> web.StreamResponse:
+        why = await _refusal(review, request)
+        return _headed(_forbidden(why) if why is not None else await handler(request))
 
     async def index(request: web.Request) -> web.Response:
+        if "launch" in request.query:     # the browser --open started: on to the page
+            return web.Response(status=303, headers={"Location": f"/?token={review.token}"})
         return web.Response(text=await review.page(), content_type="text/html")
 
     async def version(request: web.Request) -> web.Response:
@@ -137,8 +164,6 @@ def app(review: Review) -> web.Application:
 
     async def post_decide(request: web.Request) -> web.StreamResponse:
         form = await request.post()
-        if not _same(str(form.get("token", "")), review.token):
-            return web.Response(status=403, text="forbidden: the form carries no valid token\n")
         packet = str(form.get("packet", ""))
         try:
             line = await asyncio.to_thread(
@@ -148,7 +173,8 @@ def app(review: Review) -> web.Application:
             return web.Response(status=409, text=f"not recorded: {e.line()}\n")
         if request.headers.get("Accept", "").startswith("text/plain"):
             return web.Response(text=line + "\n")
-        return web.Response(status=303, headers={"Location": f"/#p-{quote(packet, safe='')}"})
+        return web.Response(status=303, headers={
+            "Location": f"/?token={review.token}#p-{quote(packet, safe='')}"})
 
     async def static(request: web.Request) -> web.Response:
         name = request.match_info["name"]
@@ -159,7 +185,7 @@ def app(review: Review) -> web.Application:
         text = resources.files(__package__).joinpath("static", name).read_text()
         return web.Response(text=text, content_type=STATIC[name])
 
-    application = web.Application(middlewares=[guard], client_max_size=64 * 1024)
+    application = web.Application(middlewares=[guarded], client_max_size=64 * 1024)
     application.add_routes([web.get("/", index), web.get("/version", version),
                             web.get("/run.json", run_json), web.post("/decide", post_decide),
                             web.get("/static/{name}", static),
@@ -191,7 +217,7 @@ async def serve(review: Review, *, port: int = 0, open_browser: bool = False,
     """Serve ``review`` until SIGINT or SIGTERM; ``say`` hears the REVIEW line."""
     sock = bind(port)
     bound = sock.getsockname()[1]
-    review.hosts = frozenset({f"127.0.0.1:{bound}", f"localhost:{bound}"})
+    review.guard.address = f"127.0.0.1:{bound}"
     runner = web.AppRunner(app(review), access_log=None, handle_signals=False,
                            shutdown_timeout=2)
     await runner.setup()
@@ -203,10 +229,12 @@ async def serve(review: Review, *, port: int = 0, open_browser: bool = False,
         await web.SockSite(runner, sock).start()
         url = f"http://127.0.0.1:{bound}/?token={review.token}"
         say(f"REVIEW {url}")
-        if open_browser:
+        if open_browser:  # a one-time address: a command line is no place for the secret
             import webbrowser
 
-            await asyncio.to_thread(webbrowser.open, url)
+            await asyncio.to_thread(webbrowser.open,
+                                    f"http://{review.guard.address}/?launch="
+                                    f"{review.guard.new_launch()}")
         await stop.wait()
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
