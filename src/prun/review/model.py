@@ -128,7 +128,7 @@ def build(ledger: Ledger, run_id: str) -> RunPage:
     """The review page of run ``run_id`` as things are now."""
     seq = version(ledger, run_id)
     rv = view(ledger, run_id)
-    report = reconcile(rv.unit_inputs(), run_id=rv.id)
+    report = reconcile(rv.unit_inputs(), run_id=rv.id, tree=rv.repo_root)
     rows = ledger.decisions(rv.id)
     packets = []
     for p in rv.packets:
