@@ -163,7 +163,7 @@ def _parent(target: str, rel: str, *, create: bool = False,
     or a file where a folder should be raises ``NotRestorable`` (``lenient``: ``(None, ...)``
     as for a missing one)."""
     parts = rel.split("/")
-    fd = os.open(target, _DIR_FLAGS)
+    fd = os.open(target, _DIR_FLAGS & ~os.O_NOFOLLOW)   # the target itself is the person's
     try:
         for i, part in enumerate(parts[:-1]):
             try:

@@ -258,7 +258,7 @@ def integrate(report: Report, packets: Sequence[Packet], target: str, *,
     if on_notes:
         on_notes([n for n in (interrupted, note) if n])
     if journal:
-        journal.write("begin", target)
+        _begin(journal, target)
     stopped: str | None = None        # the unit whose patch failed to apply
     try:
         for pid in ids:
@@ -279,8 +279,20 @@ def integrate(report: Report, packets: Sequence[Packet], target: str, *,
         into.close()
     ran = _check(check, target, env, check_timeout, patch_dir) if check and not stopped else None
     if journal:
-        journal.write("end", target)
+        try:
+            journal.write("end", target)
+        except OSError:      # a full disk: the next integrate says INTERRUPTED, nothing more
+            pass
     return Integration(target, results, ran, note, interrupted)
+
+
+def _begin(journal: Journal, target: str) -> None:
+    try:
+        journal.write("begin", target)
+    except OSError as e:
+        raise PrunError(f"cannot write the integrate journal {journal.path}: "
+                        f"{e.strerror or e}; nothing was applied",
+                        hint="free space, then run prun integrate again") from None
 
 
 def _held_result(v: Verdict, held: str, change: Change | None, into: _Target) -> UnitResult:

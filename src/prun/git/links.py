@@ -14,6 +14,7 @@ import os
 import stat
 from collections.abc import Callable, Container, Mapping
 
+from ..errors import PrunError
 from .changes import Change, read_change
 from .patchfile import Block, blocks
 from .verdict import Reason
@@ -39,7 +40,7 @@ class Tree:
         if rel not in self._kind:
             try:
                 mode = os.lstat(os.path.join(self.root, rel)).st_mode
-            except (FileNotFoundError, NotADirectoryError):
+            except OSError:       # absent, a file above it, a name too long: nothing there
                 self._kind[rel] = "none"
             else:
                 self._kind[rel] = ("link" if stat.S_ISLNK(mode) else
@@ -103,7 +104,10 @@ def change_links(change: Change) -> set[str]:
     when the change does not carry one)."""
     patch = change.patch
     if patch is None:
-        patch = read_change(change.clone, change.base, with_patch=True).patch or b""
+        try:
+            patch = read_change(change.clone, change.base, with_patch=True).patch or b""
+        except PrunError:  # its clone went away since it was judged: integrate still checks
+            return set()
     return {b.path for b in blocks(patch) if b.makes_link}
 
 
