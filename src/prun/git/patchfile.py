@@ -14,6 +14,7 @@ surrogates), so they compare equal to the names other git calls print.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 LINK_MODE = "120000"
@@ -63,13 +64,22 @@ def blocks(patch: bytes) -> list[Block]:
             for i, s in enumerate(starts)]
 
 
+def _lines(patch: bytes, start: int, end: int) -> Iterator[bytes]:
+    """The lines of ``patch[start:end]``, one at a time (a block can be a large binary)."""
+    while start < end:
+        nl = patch.find(b"\n", start, end)
+        stop = end if nl < 0 else nl
+        yield patch[start:stop]
+        start = stop + 1
+
+
 def _block(patch: bytes, start: int, end: int) -> Block:
-    text = patch[start:end]
-    lines = text.split(b"\n")
+    lines = _lines(patch, start, end)
+    first = next(lines)
     old = new = old_mode = new_mode = None
     created = deleted = False
     renamed_from = renamed_to = None
-    for line in lines[1:]:
+    for line in lines:
         if line.startswith((b"@@", b"GIT binary patch", b"Binary files ")):
             break
         word, _, rest = line.partition(b" ")
@@ -97,7 +107,7 @@ def _block(patch: bytes, start: int, end: int) -> Block:
                 new_mode = new_mode or _text(mode[0])
         elif word not in (b"similarity", b"dissimilarity"):
             break
-    a, b = _header_names(lines[0][len(b"diff --git "):])
+    a, b = _header_names(first[len(b"diff --git "):])
     old_path = None if created else (renamed_from or old or a)
     new_path = None if deleted else (renamed_to or new or b)
     return Block(old_path, new_path, old_mode, new_mode, start, end)
