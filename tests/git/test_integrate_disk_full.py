@@ -23,6 +23,7 @@ SCRIPT = """
 import json, os, pathlib, sys
 job = json.loads(sys.argv[1])
 for path, text in job["write"].items():
+    pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
     pathlib.Path(path).write_text(text)
 pathlib.Path(job["big"]).write_bytes(os.urandom(job["size"]))
 os.chmod(job["exec"], 0o755)
@@ -61,14 +62,15 @@ def small_fs(tmp_path):
 
 def make_run(root, env=None):
     """A repository at ``root`` and a finished run of one unit that rewrites two files of
-    ``data``, adds a big one there and makes a script executable."""
+    ``data``, adds a big one there and one in new folders, and makes a script executable."""
     root.mkdir(parents=True, exist_ok=True)
     g(root, "init", "-q", "-b", "main")
     write(root, {"data/one.txt": "one\n" * 4000, "data/three.txt": "three\n" * 100,
                  "data/run.sh": "echo hi\n", "README.md": "readme\n"})
     (root / ".git" / "info" / "exclude").write_text("/plan.json\n/data/.filler\n/.filler\n")
     commit_all(root, "base")
-    job = {"write": {"data/one.txt": "ONE\n" * 4000, "data/three.txt": "THREE\n"},
+    job = {"write": {"data/one.txt": "ONE\n" * 4000, "data/three.txt": "THREE\n",
+                     "data/sub/dir/four.txt": "four\n"},
            "big": "data/two.bin", "size": BIG, "exec": "data/run.sh"}
     plan = {"packets": [{"id": "fill", "kind": "code", "executor": "command",
                          "owns": ["data/**"], "prompt": "p",
@@ -78,7 +80,7 @@ def make_run(root, env=None):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-PATHS = ["data/one.txt", "data/two.bin", "data/three.txt", "data/run.sh"]
+PATHS = ["data/one.txt", "data/two.bin", "data/three.txt", "data/run.sh", "data/sub"]
 
 
 def applied_after_space_is_freed(root, filler, env=None) -> None:
@@ -86,7 +88,8 @@ def applied_after_space_is_freed(root, filler, env=None) -> None:
     r = prun("integrate", "--no-check", cwd=root, env=env, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "CONFLICT" not in r.stdout and "FAILED" not in r.stdout, r.stdout
-    assert "APPLIED fill files=4" in r.stdout, r.stdout
+    assert "APPLIED fill files=5" in r.stdout, r.stdout
+    assert (root / "data/sub/dir/four.txt").read_text() == "four\n"
     assert (root / "data/one.txt").read_text() == "ONE\n" * 4000
     assert (root / "data/three.txt").read_text() == "THREE\n"
     assert os.path.getsize(root / "data/two.bin") == BIG
@@ -108,8 +111,8 @@ def state(root, paths) -> dict:
     out = {}
     for p in paths:
         full = root / p
-        out[p] = ((full.read_bytes(), os.stat(full).st_mode) if os.path.lexists(full)
-                  else None)
+        out[p] = (None if not os.path.lexists(full) else "folder" if full.is_dir()
+                  else (full.read_bytes(), os.stat(full).st_mode))
     return out
 
 
@@ -120,7 +123,7 @@ def test_a_full_disk_during_integrate_leaves_the_tree_as_it_was(small_fs, tmp_pa
     make_run(root)
     before = state(root, PATHS)
 
-    filler = fill(root / "data", leave=512 << 10)   # one.txt and three.txt fit, two.bin not
+    filler = fill(root / "data", leave=512 << 10)   # all but two.bin fit (written last)
     r = prun("integrate", "--no-check", cwd=root, timeout=120)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "FAILED fill reason=disk-full tree=restored" in r.stdout.splitlines(), r.stdout

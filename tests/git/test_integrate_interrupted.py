@@ -38,12 +38,13 @@ def test_a_kill_between_two_files_of_a_patch_is_repaired_by_the_next_integrate(r
     (repo / "plan.json").write_text(json.dumps({"packets": [
         unit("a", ["docs/**"], {"write": {"docs/guide.md": "# Guide\n\nLonger.\n"}}),
         unit("b", ["src/app/**"], {"write": {"src/app/main.py": "def main():\n    return 3\n",
+                                             "src/app/new/deep/x.py": "X = 1\n",
                                              "src/app/zz_new.py": "NEW = 1\n"},
                                    "delete": ["src/app/util.py"]}),
     ]}))
     r = prun("run", "plan.json", cwd=repo, timeout=180)
     assert r.returncode == 0, r.stdout + r.stderr
-    before = {p: (repo / p).read_bytes() for p in ("src/app/main.py", "src/app/util.py")}
+    before = {"src/app/main.py": (repo / "src/app/main.py").read_bytes()}
 
     bin_dir = tmp_path / "halting-bin"
     make_fake_cli(bin_dir, "git", Path(__file__).with_name("halting_git.py"))
@@ -60,9 +61,10 @@ def test_a_kill_between_two_files_of_a_patch_is_repaired_by_the_next_integrate(r
     git_pid = int(mark.read_text())
     os.kill(git_pid, signal.SIGKILL)
     assert gone(git_pid)
-    # the tree holds half of b's patch: its first file changed, the rest not yet
+    # the tree holds part of b's patch: all its files but the last
     assert (repo / "src/app/main.py").read_bytes() != before["src/app/main.py"]
-    assert (repo / "src/app/util.py").exists() and not (repo / "src/app/zz_new.py").exists()
+    assert (repo / "src/app/new/deep/x.py").exists() and not (repo / "src/app/util.py").exists()
+    assert not (repo / "src/app/zz_new.py").exists()
 
     r = prun("integrate", "--no-check", cwd=repo, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -70,13 +72,15 @@ def test_a_kill_between_two_files_of_a_patch_is_repaired_by_the_next_integrate(r
     assert lines[0] == "INTERRUPTED applied=a partial=b restored=yes", r.stdout
     assert "CONFLICT" not in r.stdout, r.stdout
     assert any(line.startswith("APPLIED a ") and line.endswith("already=yes") for line in lines)
-    assert any(line.startswith("APPLIED b files=3") for line in lines), r.stdout
+    assert any(line.startswith("APPLIED b files=4") for line in lines), r.stdout
     assert (repo / "src/app/main.py").read_text() == "def main():\n    return 3\n"
     assert (repo / "src/app/zz_new.py").read_text() == "NEW = 1\n"
     assert not (repo / "src/app/util.py").exists()
+    assert (repo / "src/app/new/deep/x.py").read_text() == "X = 1\n"
     assert (repo / "docs/guide.md").read_text() == "# Guide\n\nLonger.\n"
     assert {line.strip() for line in gout(repo, "status", "--porcelain").splitlines()} == {
-        "M docs/guide.md", "M src/app/main.py", "D src/app/util.py", "?? src/app/zz_new.py"}
+        "M docs/guide.md", "M src/app/main.py", "D src/app/util.py", "?? src/app/new/",
+        "?? src/app/zz_new.py"}
 
     r = prun("integrate", "--no-check", cwd=repo, timeout=120)
     assert r.returncode == 0 and "CONFLICT" not in r.stdout, r.stdout + r.stderr

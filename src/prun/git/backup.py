@@ -163,6 +163,8 @@ def _parent(target: str, rel: str, *, create: bool = False,
     or a file where a folder should be raises ``NotRestorable`` (``lenient``: ``(None, ...)``
     as for a missing one)."""
     parts = rel.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        raise NotRestorable(errno.EINVAL, f"{rel!r}: not a path inside the tree")
     fd = os.open(target, _DIR_FLAGS & ~os.O_NOFOLLOW)   # the target itself is the person's
     try:
         for i, part in enumerate(parts[:-1]):
