@@ -10,22 +10,28 @@ on the packet's deciding attempt (`prun review`); a `reject` decision leaves a c
 whatever its verdict (an --include on the command line overrides it). Then the plan's
 combined check command runs on the exact result. Nothing is staged or committed. Lines are
 printed as each unit is done; a journal in the run's folder records each patch before and
-after it is applied, so an integrate that was killed is named by the next one, which applies
-nothing twice (`already=yes`) and leaves a patch that may be half-applied as a CONFLICT with
-`interrupted-integrate`. Lines:
+after it is applied, with the pre-image of every path the patch touches saved beside it. A
+patch is applied whole or not at all: one that fails (a full disk) is put back at once and the
+units after it are not tried; one an integrate was applying when it was killed is put back by
+the next integrate, which then applies it again and applies nothing twice (`already=yes`). No
+patch is ever applied through a symbolic link (a CONFLICT naming the link). Lines:
 
-    INTERRUPTED applied=<packet,...|none> partial=<packet|none>   (an earlier integrate was killed)
+    INTERRUPTED applied=<packet,...|none> partial=<packet|none> [restored=yes]
     APPLIED <packet> files=<n> +<added> -<deleted> [verdict=<v>] [decision=<d>] [already=yes]
     CHANGED <packet> <status> <path> +<a> -<d>|binary [from=<old path>]
     OVERLAP <packet> path=<path> with=<packet>      (applied; an earlier unit touched it too)
-    CONFLICT <packet> path=<path> with=<packet>|working-tree   (not applied)
+    CONFLICT <packet> path=<path> with=<packet>|working-tree [link=<link>]   (not applied)
+    FAILED <packet> reason=disk-full|io-error|write-failed tree=unchanged|restored|partial
+    FAILED <packet> reason=not-tried after=<packet>
     SKIPPED <packet> verdict=rejected|needs-review|accepted [decision=reject]
     CHECK passed|failed exit=<n>|timeout took=<s> log=<path>
-    INTEGRATE target=<path> applied=<n> conflicts=<n> skipped=<n> check=... committed=no
+    INTEGRATE target=<path> applied=<n> conflicts=<n> skipped=<n> [failed=<n>] check=...
+        committed=no
 
 exit codes (README, "Exit codes"): 0 every change to apply was applied and the check passed
-(or there is none); 1 the combined check failed; 11 a change conflicted and was not applied;
-2 bad usage.
+(or there is none); 1 the combined check failed, or a patch could not be written (FAILED: the
+tree is as it was before it; free space and run it again); 11 a change conflicted and was not
+applied; 2 bad usage.
 """
 
 from __future__ import annotations
@@ -65,14 +71,14 @@ def run(args: argparse.Namespace) -> int:
     timeout = parse_duration(args.check_timeout, what="--check-timeout")
     with Ledger.open(create=False) as ledger:
         view = open_run(ledger, args.run_id)
-        report = reconcile(view.unit_inputs(), run_id=view.id, with_patch=True)
-        decided = ledger.current_decisions(view.id, {v.packet_id: v.attempt_id
-                                                     for v in report.verdicts})
-        decisions = {pid: row["decision"] for pid, row in decided.items()}
         root = view.repo_root or toplevel()
         if not root:
             raise UsageError("the run records no repository and this is not one",
                              hint="run prun integrate inside the repository")
+        report = reconcile(view.unit_inputs(), run_id=view.id, with_patch=True, tree=root)
+        decided = ledger.current_decisions(view.id, {v.packet_id: v.attempt_id
+                                                     for v in report.verdicts})
+        decisions = {pid: row["decision"] for pid, row in decided.items()}
         target = root
         if args.worktree:
             target = add_worktree(root, args.worktree, view.run.get("base") or "HEAD")
@@ -96,7 +102,9 @@ def run(args: argparse.Namespace) -> int:
                            on_unit=unit)
         ledger.record_event("integrate", run_id=view.id, cause="prun integrate",
                             data={"target": target, "applied": result.applied,
-                                  "conflicts": result.conflicts, "include": args.include or None,
+                                  "conflicts": result.conflicts,
+                                  "failed": result.failed or None,
+                                  "include": args.include or None,
                                   "decisions": decisions or None,
                                   "check": None if result.check is None else result.check.ok,
                                   "check_log": result.check.log if result.check else None})
@@ -106,6 +114,6 @@ def run(args: argparse.Namespace) -> int:
         say(([result.check.line()] if result.check else []) + [result.summary()])
     if result.conflicts:
         return ExitCode.CONFLICT
-    if result.check is not None and not result.check.ok:
+    if result.failed or (result.check is not None and not result.check.ok):
         return ExitCode.FAILED
     return ExitCode.OK

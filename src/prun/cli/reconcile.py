@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         if unknown:
             raise UsageError(f"no such packet in run {view.id}: {', '.join(sorted(unknown))}",
                              hint="name packets by their ids")
-        report = reconcile(view.unit_inputs(rescoped), run_id=view.id)
+        report = reconcile(view.unit_inputs(rescoped), run_id=view.id, tree=view.repo_root)
         ledger.record_event("reconcile", run_id=view.id, cause="prun reconcile",
                             data={"accepted": report.count("accepted"),
                                   "rejected": report.count("rejected"),

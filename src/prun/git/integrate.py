@@ -10,37 +10,53 @@ changes are applied only when the person names them (``include``, or a recorded 
 ``include`` decision); a change the person rejected (a ``reject`` decision) is left out whatever
 its verdict. Then the plan's combined check runs on the exact result. Nothing is staged or
 committed: the person reads ``git diff`` and commits.
+
+A patch never writes through a symbolic link: before each one is applied, each of its paths is
+checked against the target as it is then (links earlier patches made included); one that would
+is refused whole, the link named (``prun.git.links``). And a patch is applied whole or not at
+all: the pre-image of every path it touches is saved first (``prun.git.backup``), and put back
+at once when the apply fails (a full disk, an I/O error), or by the next integrate when this one
+was killed in the middle of it.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .._util import gitcmd
-from ..errors import UsageError
+from ..errors import PrunError, UsageError
 from ..plan import Packet
+from . import backup, links
 from .changes import Change, FileChange, read_change
 from .journal import Journal, Previous
+from .patchfile import blocks
 from .verdict import ACCEPTED, Report, Verdict
 
 CHECK_TIMEOUT_DEFAULT = 3600.0
+NOT_TRIED = "not-tried"              # a unit left alone after an earlier one failed to apply
 
 
 @dataclass
 class UnitResult:
     packet_id: str
     verdict: str
-    action: str                        # applied, already, skipped, conflict, empty
+    action: str                        # applied, already, skipped, conflict, empty, failed
     files: tuple[FileChange, ...] = ()
     conflicts: list[tuple[str, str]] = field(default_factory=list)   # (path, with unit)
     overlaps: list[tuple[str, str]] = field(default_factory=list)    # applied, same file
     patch: str | None = None           # where its patch was saved
     error: str | None = None
     decision: str | None = None        # the person's recorded decision that applied here
+    links: dict[str, str] = field(default_factory=dict)   # conflicting path -> the link above
+    reason: str | None = None          # failed: disk-full, io-error, write-failed, not-tried
+    tree: str | None = None            # failed: unchanged, restored, partial (rerun restores)
+    after: str | None = None           # not-tried: the unit whose failure stopped integration
 
     def lines(self) -> list[str]:
         pid = self.packet_id
@@ -49,10 +65,16 @@ class UnitResult:
             return [f"SKIPPED {pid} verdict={self.verdict}{decided}"]
         if self.action == "empty":
             return [f"EMPTY {pid}"]
+        if self.action == "failed":
+            if self.reason == NOT_TRIED:
+                return [f"FAILED {pid} reason={NOT_TRIED} after={self.after}"]
+            return [f"FAILED {pid} reason={self.reason} tree={self.tree}"]
         if self.action == "conflict":
             if not self.conflicts:
                 return [f"CONFLICT {pid} error={_token(self.error or 'patch does not apply')}"]
-            return [f"CONFLICT {pid} path={_token(p)} with={w}" for p, w in self.conflicts]
+            return [f"CONFLICT {pid} path={_token(p)} with={w}"
+                    + (f" link={_token(self.links[p])}" if p in self.links else "")
+                    for p, w in self.conflicts]
         added = sum(f.added or 0 for f in self.files)
         deleted = sum(f.deleted or 0 for f in self.files)
         out = [f"APPLIED {pid} files={len(self.files)} +{added} -{deleted}"
@@ -70,9 +92,12 @@ class UnitResult:
     def as_dict(self) -> dict[str, Any]:
         return {"packet": self.packet_id, "verdict": self.verdict, "action": self.action,
                 "files": [f.as_dict() for f in self.files],
-                "conflicts": [{"path": p, "with": w} for p, w in self.conflicts],
+                "conflicts": [{"path": p, "with": w,
+                               **({"link": self.links[p]} if p in self.links else {})}
+                              for p, w in self.conflicts],
                 "overlaps": [{"path": p, "with": w} for p, w in self.overlaps],
-                "patch": self.patch, "error": self.error, "decision": self.decision}
+                "patch": self.patch, "error": self.error, "decision": self.decision,
+                "reason": self.reason, "tree": self.tree, "after": self.after}
 
 
 @dataclass
@@ -114,6 +139,10 @@ class Integration:
     def applied(self) -> int:
         return sum(u.action in ("applied", "already") for u in self.units)
 
+    @property
+    def failed(self) -> int:
+        return sum(u.action == "failed" for u in self.units)
+
     def notes(self) -> list[str]:
         """The lines that come before the units'."""
         return [n for n in (self.interrupted_note, self.base_note) if n]
@@ -121,8 +150,10 @@ class Integration:
     def summary(self) -> str:
         check = "none" if self.check is None else "passed" if self.check.ok else "failed"
         skipped = sum(u.action == "skipped" for u in self.units)
+        failed = f" failed={self.failed}" if self.failed else ""
         return (f"INTEGRATE target={_token(self.target)} applied={self.applied} "
-                f"conflicts={self.conflicts} skipped={skipped} check={check} committed=no")
+                f"conflicts={self.conflicts} skipped={skipped}{failed} check={check} "
+                "committed=no")
 
     def lines(self) -> list[str]:
         out = self.notes()
@@ -134,7 +165,7 @@ class Integration:
 
     def as_dict(self) -> dict[str, Any]:
         return {"target": self.target, "applied": self.applied, "conflicts": self.conflicts,
-                "units": [u.as_dict() for u in self.units],
+                "failed": self.failed, "units": [u.as_dict() for u in self.units],
                 "check": self.check.as_dict() if self.check else None,
                 "base_note": self.base_note, "interrupted": self.interrupted_note,
                 "committed": False}
@@ -184,9 +215,11 @@ def integrate(report: Report, packets: Sequence[Packet], target: str, *,
 
     With a ``journal``, each patch is recorded before and after it is applied, and what an
     earlier integrate into the same target applied is not applied again (it is reported
-    ``already``, when the tree still holds it); one it may have applied in part is named and
-    not touched. ``on_notes`` hears the lines that come first, ``on_unit`` each unit's result
-    as it is known (to print it as it happens)."""
+    ``already``, when the tree still holds it); the one it was applying when it was killed is
+    put back as it was before (its saved pre-images) and applied again. A patch that fails to
+    apply (a full disk) is put back at once, and the units after it are not tried, nor the
+    check run. ``on_notes`` hears the lines that come first, ``on_unit`` each unit's result as
+    it is known (to print it as it happens)."""
     target = os.path.abspath(target)
     if gitcmd.toplevel(target) is None:
         raise UsageError(f"not a git work tree: {target}", hint="integrate into the repository")
@@ -201,7 +234,6 @@ def integrate(report: Report, packets: Sequence[Packet], target: str, *,
     verdicts = {v.packet_id: v for v in report.verdicts}
     ids = [pid for pid in order(packets) if pid in verdicts]
     ids += sorted(set(verdicts) - set(ids))
-    touched: dict[str, str] = {}       # path -> the unit whose applied patch touched it
     results: list[UnitResult] = []
     head = gitcmd.out(["rev-parse", "HEAD"], target, check=False)
     bases = {v.change.base for v in report.verdicts if v.change}
@@ -216,51 +248,125 @@ def integrate(report: Report, packets: Sequence[Packet], target: str, *,
             changes[pid] = (v.change if v.change.patch is not None
                             else read_change(v.change.clone, v.change.base, with_patch=True))
     prev = journal.previous(target) if journal else Previous()
+    restored = _restore_interrupted(prev, target, journal) if journal else None
     held = _held(prev, changes, target)
     every_path = sorted({p for pid, c in changes.items() if pid not in held for p in c.paths})
-    dirty = set() if allow_dirty else set(_dirty(target, every_path))
-    interrupted = _interrupted_note(prev, held) if prev.interrupted else None
+    into = _Target(target, set() if allow_dirty else set(_dirty(target, every_path)), journal,
+                   patch_dir)
+    interrupted = (_interrupted_note(prev, held, restored)
+                   if prev.interrupted or restored else None)
     if on_notes:
         on_notes([n for n in (interrupted, note) if n])
     if journal:
-        journal.write("begin", target)
-    for pid in ids:
-        v, change = verdicts[pid], changes.get(pid)
-        if pid in held:
-            res = UnitResult(pid, v.verdict, held[pid], change.files if change else ())
-            if held[pid] == "conflict":
-                res.error = "may be half-applied by an interrupted prun integrate"
-                res.conflicts = [(p, "interrupted-integrate") for p in
-                                 (change.paths if change else [])]
+        _begin(journal, target)
+    stopped: str | None = None        # the unit whose patch failed to apply
+    try:
+        for pid in ids:
+            v, change = verdicts[pid], changes.get(pid)
+            if pid in held:
+                res = _held_result(v, held[pid], change, into)
+            elif stopped and pid in changes and not changes[pid].empty:
+                res = UnitResult(pid, v.verdict, "failed", reason=NOT_TRIED, after=stopped)
             else:
-                for p in (change.paths if change else []):
-                    touched[p] = pid
-        else:
-            res = _one(v, change, target, include - rejected, touched, patch_dir, dirty,
-                       journal, rejected)
-        res.decision = decisions.get(pid)
-        results.append(res)
-        if on_unit:
-            on_unit(res)
-    ran = None
-    if check:
-        from .commands import run_bounded
-
-        fd, log = tempfile.mkstemp(prefix="prun-check-", suffix=".log",
-                                   dir=patch_dir if patch_dir else None)
-        os.close(fd)
-        r = run_bounded(check, target, env, check_timeout, log)
-        ran = CheckResult(check if isinstance(check, str) else list(check), r.exit_code,
-                          r.timed_out, r.duration_s, r.log)
+                res = _one(v, change, into, include - rejected, rejected)
+                if res.action == "failed":
+                    stopped = pid
+            res.decision = decisions.get(pid)
+            results.append(res)
+            if on_unit:
+                on_unit(res)
+    finally:
+        into.close()
+    ran = _check(check, target, env, check_timeout, patch_dir) if check and not stopped else None
     if journal:
-        journal.write("end", target)
+        try:
+            journal.write("end", target)
+        except OSError:      # a full disk: the next integrate says INTERRUPTED, nothing more
+            pass
     return Integration(target, results, ran, note, interrupted)
 
 
+def _begin(journal: Journal, target: str) -> None:
+    try:
+        journal.write("begin", target)
+    except OSError as e:
+        raise PrunError(f"cannot write the integrate journal {journal.path}: "
+                        f"{e.strerror or e}; nothing was applied",
+                        hint="free space, then run prun integrate again") from None
+
+
+def _held_result(v: Verdict, held: str, change: Change | None, into: _Target) -> UnitResult:
+    """A unit an earlier integrate applied (``already``), or may have applied in part."""
+    res = UnitResult(v.packet_id, v.verdict, held, change.files if change else ())
+    if held == "conflict":
+        res.error = "may be half-applied by an interrupted prun integrate"
+        res.conflicts = [(p, "interrupted-integrate") for p in (change.paths if change else [])]
+    else:
+        for p in (change.paths if change else []):
+            into.touched[p] = v.packet_id
+    return res
+
+
+def _check(check: str | Sequence[str], target: str, env: Mapping[str, str] | None,
+           timeout: float, patch_dir: str | None) -> CheckResult:
+    """The plan's combined check, run on the result."""
+    from .commands import run_bounded
+
+    fd, log = tempfile.mkstemp(prefix="prun-check-", suffix=".log",
+                               dir=patch_dir if patch_dir else None)
+    os.close(fd)
+    r = run_bounded(check, target, env, timeout, log)
+    return CheckResult(check if isinstance(check, str) else list(check), r.exit_code,
+                       r.timed_out, r.duration_s, r.log)
+
+
+@dataclass
+class _Target:
+    """The tree being integrated into, and what this integrate did to it so far."""
+
+    path: str
+    dirty: set[str]                    # paths with uncommitted changes there
+    journal: Journal | None
+    patch_dir: str | None
+    touched: dict[str, str] = field(default_factory=dict)  # path -> the unit whose patch did
+    _scratch: str | None = None        # pre-images' folder when there is no journal
+
+    def backup_dir(self, pid: str) -> str:
+        if self.journal:
+            return self.journal.backup_dir(self.path, pid)
+        if self._scratch is None:
+            self._scratch = tempfile.mkdtemp(prefix="prun-integrate-")
+        return os.path.join(self._scratch, pid)
+
+    def close(self) -> None:
+        if self._scratch:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+
+
+def _restore_interrupted(prev: Previous, target: str, journal: Journal) -> str | None:
+    """Put back the paths of the patch an earlier integrate was applying when it stopped (a
+    kill, or a restore that itself failed), from the pre-images it saved; its packet, or None
+    when there is nothing to put back (or no saved pre-images: then ``_held`` judges it)."""
+    if not prev.partial or not prev.backup or not backup.saved(prev.backup):
+        return None
+    pid = prev.partial
+    try:
+        backup.restore(target, prev.backup)
+        journal.write("restored", target, pid)
+    except OSError as e:
+        raise PrunError(f"cannot put back the files of {pid}, which an interrupted prun "
+                        f"integrate was applying: {_failure(e)} ({e.strerror or e})",
+                        hint="free space, then run prun integrate again") from None
+    backup.discard(prev.backup)
+    prev.partial = prev.backup = None
+    return pid
+
+
 def _held(prev: Previous, changes: Mapping[str, Change], target: str) -> dict[str, str]:
-    """Of the changes an earlier integrate applied here (or was applying when it was killed),
-    those the tree holds (``already``) and the one it holds in part (``conflict``). A change
-    the tree no longer holds (the person reverted it) is applied again."""
+    """Of the changes an earlier integrate applied here (or was applying when it was killed,
+    with no pre-images saved to put back), those the tree holds (``already``) and the one it
+    holds in part (``conflict``). A change the tree no longer holds (the person reverted it) is
+    applied again."""
     held: dict[str, str] = {}
     for pid in [*prev.applied, *([prev.partial] if prev.partial else [])]:
         change = changes.get(pid)
@@ -279,34 +385,52 @@ def _held(prev: Previous, changes: Mapping[str, Change], target: str) -> dict[st
     return held
 
 
-def _interrupted_note(prev: Previous, held: Mapping[str, str]) -> str:
+def _interrupted_note(prev: Previous, held: Mapping[str, str], restored: str | None) -> str:
     applied = [p for p in prev.applied if held.get(p) == "already"]
     partial = prev.partial if prev.partial and held.get(prev.partial) == "conflict" else None
+    if restored:
+        return (f"INTERRUPTED applied={','.join(applied) or 'none'} partial={restored} "
+                "restored=yes")
     return (f"INTERRUPTED applied={','.join(applied) or 'none'} "
             f"partial={partial or 'none'}")
 
 
-def _one(v: Verdict, change: Change | None, target: str, include: set[str],
-         touched: dict[str, str], patch_dir: str | None, dirty: set[str],
-         journal: Journal | None = None, rejected: set[str] | None = None) -> UnitResult:
+def _one(v: Verdict, change: Change | None, into: _Target, include: set[str],
+         rejected: set[str]) -> UnitResult:
     pid = v.packet_id
-    if (v.verdict != ACCEPTED and pid not in include) or pid in (rejected or ()):
+    if (v.verdict != ACCEPTED and pid not in include) or pid in rejected:
         return UnitResult(pid, v.verdict, "skipped")
     if change is None or change.empty:
         return UnitResult(pid, v.verdict, "empty")
     res = UnitResult(pid, v.verdict, "applied", change.files)
     patch = change.patch or b""
-    if patch_dir:
+    target, touched = into.path, into.touched
+    if into.patch_dir:
         from .._util.fsutil import atomic_write
 
-        os.makedirs(patch_dir, exist_ok=True)
-        res.patch = os.path.join(patch_dir, f"{pid}.patch")
-        atomic_write(res.patch, patch)
-    local = sorted(dirty & set(change.paths))
+        res.patch = os.path.join(into.patch_dir, f"{pid}.patch")
+        try:
+            os.makedirs(into.patch_dir, exist_ok=True)
+            atomic_write(res.patch, patch)
+        except OSError as e:
+            return _failed(res, _failure(e), "unchanged", e)
+    local = sorted(into.dirty & set(change.paths))
     if local:
         res.action = "conflict"
         res.error = "uncommitted changes in the target tree"
         res.conflicts = [(p, "working-tree") for p in local]
+        return res
+    parts = blocks(patch)
+    if {b.path for b in parts} != set(_listed(patch, target)):
+        res.action, res.error = "conflict", "its patch could not be read"
+        return res
+    through = links.through(links.Tree(target), parts)
+    if through:
+        made = {b.path for b in parts if b.makes_link}
+        res.action, res.error = "conflict", "it would write through a symbolic link"
+        res.conflicts = [(p, pid if link in made else touched.get(link, links.WORKING_TREE))
+                         for p, link in through]
+        res.links = dict(through)
         return res
     checked = gitcmd.git(["apply", "--check", "--binary", "-"], target, input=patch,
                          check=False)
@@ -316,16 +440,98 @@ def _one(v: Verdict, change: Change | None, target: str, include: set[str],
         paths = _failed_paths(checked.stderr) or change.paths
         res.conflicts = [(p, touched.get(p, "working-tree")) for p in paths]
         return res
-    if journal:
-        journal.write("applying", target, pid)
-    gitcmd.git(["apply", "--binary", "-"], target, input=patch)
-    if journal:
-        journal.write("applied", target, pid)
+    if not _apply_whole(res, patch, [p for b in parts for p in b.paths], into):
+        return res
     for p in change.paths:
         if p in touched:
             res.overlaps.append((p, touched[p]))
         touched[p] = pid
     return res
+
+
+def _apply_whole(res: UnitResult, patch: bytes, paths: list[str], into: _Target) -> bool:
+    """Apply ``patch`` whole or not at all: save the pre-images of ``paths``, journal it, apply
+    it; when the apply fails, put the pre-images back at once. False (``res`` failed) when the
+    patch is not applied."""
+    pid, target, journal = res.packet_id, into.path, into.journal
+    folder = into.backup_dir(pid)
+    try:
+        backup.save(target, paths, folder)
+        if journal:
+            journal.write("applying", target, pid, backup=folder)
+    except OSError as e:
+        backup.discard(folder)
+        _failed(res, _failure(e), "unchanged", e)
+        return False
+    try:
+        ran = gitcmd.git(["apply", "--binary", "-"], target, input=patch, check=False)
+        if ran.returncode != 0:
+            why = ran.stderr.strip().splitlines()
+            raise _ApplyFailed(_failure_of(ran.stderr), why[-1] if why else "git apply failed")
+        if journal:
+            journal.write("applied", target, pid)
+    except (_ApplyFailed, OSError, PrunError) as e:
+        reason = (e.reason if isinstance(e, _ApplyFailed) else
+                  _failure(e) if isinstance(e, OSError) else "write-failed")
+        _failed(res, reason, _put_back(pid, target, folder, journal), e)
+        return False
+    backup.discard(folder)
+    return True
+
+
+class _ApplyFailed(Exception):
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+def _put_back(pid: str, target: str, folder: str, journal: Journal | None) -> str:
+    """Restore a failed patch's pre-images: ``restored``, or ``partial`` when that failed too
+    (the pre-images stay, and the next integrate restores them first)."""
+    try:
+        backup.restore(target, folder)
+    except OSError:
+        return "partial"
+    try:
+        if journal:
+            journal.write("restored", target, pid)
+    except OSError:
+        return "restored"             # the next integrate restores the same pre-images again
+    backup.discard(folder)
+    return "restored"
+
+
+def _failed(res: UnitResult, reason: str, tree: str, error: BaseException) -> UnitResult:
+    res.action, res.reason, res.tree, res.error = "failed", reason, tree, str(error)
+    return res
+
+
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _failure(e: OSError) -> str:
+    """Why a write failed, as a reason word."""
+    if e.errno in _DISK_FULL:
+        return "disk-full"
+    return "io-error" if e.errno == errno.EIO else "write-failed"
+
+
+def _failure_of(stderr: str) -> str:
+    """Why ``git apply`` failed, from the system's error text it printed (prun runs git in
+    the C locale, and its messages end with ``strerror``)."""
+    for code in (*_DISK_FULL, errno.EIO):
+        if os.strerror(code) in stderr:
+            return _failure(OSError(code, os.strerror(code)))
+    return "write-failed"
+
+
+def _listed(patch: bytes, target: str) -> list[str]:
+    """The paths ``git apply`` reads in ``patch`` (each file's new path, its old one for a
+    deletion): what the patch's own reading (``patchfile.blocks``) must agree with."""
+    out = gitcmd.git(["apply", "--numstat", "-z", "-"], target, input=patch, check=False)
+    if out.returncode != 0:
+        return []
+    return [entry.split("\t", 2)[2] for entry in out.stdout.split("\0") if entry.count("\t") >= 2]
 
 
 def _dirty(target: str, paths: Sequence[str]) -> list[str]:

@@ -5,18 +5,25 @@ One JSON object per line, appended and flushed to disk before the step it announ
 on (``<run>/integrate/journal.jsonl``):
 
     {"op": "begin", "target": T}           an integrate of the run into T started
-    {"op": "applying", "target": T, "packet": P}   P's patch is about to be applied
+    {"op": "applying", "target": T, "packet": P, "backup": B}
+                                           P's patch is about to be applied; the pre-image of
+                                           every path it touches is saved in folder B
     {"op": "applied", "target": T, "packet": P}    it was
+    {"op": "restored", "target": T, "packet": P}   it was not: its paths were put back
     {"op": "end", "target": T}             that integrate finished
 
 ``previous(target)`` reads what earlier integrates left in that target: the packets applied
-there, the one that may have been applied in part (``applying`` with no ``applied``), and
-whether the last one was interrupted (a ``begin`` with no ``end``). A torn last line (a kill
-while writing it) is ignored.
+there, the one that may have been applied in part (``applying`` with neither ``applied`` nor
+``restored``) with the folder of its pre-images, and whether the last one was interrupted (a
+``begin`` with no ``end``). A torn last line (a kill while writing it) is ignored.
+
+Each patch's pre-images go in ``backup_dir(target, packet)``: ``<journal's folder>/backup/
+<target's key>/<packet>/`` (``prun.git.backup``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -26,6 +33,7 @@ from dataclasses import dataclass, field
 class Previous:
     applied: list[str] = field(default_factory=list)   # in the order they were applied
     partial: str | None = None                         # applying, never applied
+    backup: str | None = None                          # where the partial one's pre-images are
     interrupted: bool = False
 
 
@@ -53,21 +61,36 @@ class Journal:
             elif op == "end":
                 prev.interrupted = False
             elif op == "applying" and isinstance(pid, str):
-                prev.partial = pid
+                backup = entry.get("backup")
+                prev.partial, prev.backup = pid, backup if isinstance(backup, str) else None
             elif op == "applied" and isinstance(pid, str):
-                prev.partial = None
+                prev.partial = prev.backup = None
                 if pid not in prev.applied:
                     prev.applied.append(pid)
+            elif op == "restored" and isinstance(pid, str):
+                prev.partial = prev.backup = None
         return prev
 
-    def write(self, op: str, target: str, packet: str | None = None) -> None:
+    def backup_dir(self, target: str, packet: str) -> str:
+        key = hashlib.sha256(target.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        return os.path.join(os.path.dirname(os.path.abspath(self.path)), "backup", key, packet)
+
+    def write(self, op: str, target: str, packet: str | None = None, *,
+              backup: str | None = None) -> None:
         entry: dict[str, str] = {"op": op, "target": target}
         if packet is not None:
             entry["packet"] = packet
+        if backup is not None:
+            entry["backup"] = backup
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, (json.dumps(entry) + "\n").encode())
-            os.fsync(fd)
+            size = os.fstat(fd).st_size
+            try:
+                os.write(fd, (json.dumps(entry) + "\n").encode())
+                os.fsync(fd)
+            except OSError:   # a full disk: no torn line for the next entry to be glued to
+                os.ftruncate(fd, size)
+                raise
         finally:
             os.close(fd)

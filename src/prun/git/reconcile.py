@@ -272,21 +272,32 @@ def _snapshot_reasons(state_dir: str | None,
 
 
 def reconcile(units: Iterable[UnitInput], run_id: str | None = None, *,
-              with_patch: bool = False) -> Report:
+              with_patch: bool = False, tree: str | None = None) -> Report:
     """Verdicts for every packet, in packet id order (units are judged concurrently; a
-    snapshot the run's read-only units share is checked once)."""
+    snapshot the run's read-only units share is checked once). Then the checks across
+    packets: a change that writes through a symbolic link another packet's change makes, or
+    one ``tree`` (the work tree the changes go to) already holds, is rejected, and so is the
+    change that makes that link (``link-through``, ``prun.git.links``)."""
     ordered = sorted(units, key=lambda u: u.packet.id)
     shared = {path for u in ordered for path in _snapshots(u.state_dir)}
     snapshots = {path: _snapshot_changes(path) for path in sorted(shared)}
     if len(ordered) < 2:
-        return Report([judge(u, with_patch=with_patch, snapshots=snapshots) for u in ordered],
-                      run_id)
-    from concurrent.futures import ThreadPoolExecutor
+        verdicts = [judge(u, with_patch=with_patch, snapshots=snapshots) for u in ordered]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
 
-    # Each verdict is mostly waiting on git; units are independent, so judge them at once.
-    with ThreadPoolExecutor(max_workers=min(len(ordered), 2 * (os.cpu_count() or 2), 16)) as ex:
-        verdicts = list(ex.map(lambda u: judge(u, with_patch=with_patch, snapshots=snapshots),
-                               ordered))
+        # Each verdict is mostly waiting on git; units are independent, so judge them at once.
+        with ThreadPoolExecutor(max_workers=min(len(ordered), 2 * (os.cpu_count() or 2),
+                                                16)) as ex:
+            verdicts = list(ex.map(lambda u: judge(u, with_patch=with_patch,
+                                                   snapshots=snapshots), ordered))
+    from .links import reasons as link_reasons
+
+    across = link_reasons({v.packet_id: v.change for v in verdicts if v.change}, tree)
+    for v in verdicts:
+        if v.packet_id in across:
+            v.reasons = [*across[v.packet_id], *v.reasons]
+            v.verdict = REJECTED
     return Report(verdicts, run_id)
 
 

@@ -11,12 +11,18 @@ from html import escape
 
 from ..git.changes import FileChange
 
+DIFF_FILES = 100          # files of a packet whose diffs are read and shown (first in path order)
+DIFF_LIMIT = 200_000      # bytes of one file's diff read
+_NOT_SHOWN = ('<table class="diff"><tr class="meta"><td colspan="3">diff not shown: the page '
+              f'shows the diffs of the first {DIFF_FILES} files of a packet</td></tr></table>')
 _HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 MAX_LINES = 5000          # diff lines shown per file
 
 
-def render_diff(f: FileChange, text: str) -> str:
-    """The table of ``text``, the diff of ``f``."""
+def render_diff(f: FileChange, text: str | None) -> str:
+    """The table of ``text``, the diff of ``f`` (None: not read, past the page's bound)."""
+    if text is None:
+        return _NOT_SHOWN
     lines = text.splitlines()
     first = next((i for i, line in enumerate(lines) if line.startswith("@@")), len(lines))
     head, body = lines[:first], lines[first:]

@@ -15,12 +15,14 @@ from typing import Any
 from .._util.fsutil import tail_bytes
 from ..errors import PrunError
 from ..executors.records import Usage
-from ..git.changes import FileChange, file_diffs
+from ..git.changes import FileChange
+from ..git.diffs import text_diffs
 from ..git.reconcile import LINE_WORD, Verdict, reconcile
 from ..git.sections import section_reasons
 from ..plan import Packet
 from ..run.view import RunView, view
 from .cost import as_dict, cost_of, spent
+from .diffview import DIFF_FILES, DIFF_LIMIT
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -64,7 +66,7 @@ class PacketPage:
     result: str | None
     sections: list[Section]
     files: list[FileChange]
-    diffs: dict[str, str]
+    diffs: dict[str, str]          # the shown files' diffs (at most DIFF_FILES), by path
     cost: Usage
     decisions: list[Decision] = field(default_factory=list)   # oldest first
 
@@ -79,7 +81,9 @@ class PacketPage:
                 "reasons": self.reasons, "attempt": self.attempt_id, "attempts": self.attempts,
                 "result_file": self.result_path,
                 "sections": {s.name: s.state for s in self.sections},
-                "files": [f.as_dict() for f in self.files], "cost": as_dict(self.cost),
+                "files": [f.as_dict() for f in self.files], "diffs": self.diffs,
+                "diffs_not_shown": len(self.files) - len(self.diffs),
+                "cost": as_dict(self.cost),
                 "decision": self.decision.as_dict() if self.decision else None,
                 "decisions": [d.as_dict() for d in self.decisions]}
 
@@ -128,7 +132,7 @@ def build(ledger: Ledger, run_id: str) -> RunPage:
     """The review page of run ``run_id`` as things are now."""
     seq = version(ledger, run_id)
     rv = view(ledger, run_id)
-    report = reconcile(rv.unit_inputs(), run_id=rv.id)
+    report = reconcile(rv.unit_inputs(), run_id=rv.id, tree=rv.repo_root)
     rows = ledger.decisions(rv.id)
     packets = []
     for p in rv.packets:
@@ -152,7 +156,8 @@ def _packet(rv: RunView, p: Packet, v: Verdict, decisions: list[Decision]) -> Pa
     diffs: dict[str, str] = {}
     if v.change and files:
         try:
-            diffs = file_diffs(v.change.clone, v.change.base, files)
+            diffs = text_diffs(v.change.clone, v.change.base, files[:DIFF_FILES],
+                               limit=DIFF_LIMIT)
         except PrunError:  # the clone went away since reconcile read it: files named only
             diffs = {}
     return PacketPage(

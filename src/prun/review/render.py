@@ -152,7 +152,7 @@ def _change(p: PacketPage) -> str:
         frm = f" from <code>{escape(f.old_path)}</code>" if f.old_path else ""
         parts.append(f'<details open class="file"><summary>{escape(f.status)} '
                      f"<code>{escape(f.path)}</code>{frm} ({size})</summary>"
-                     f"{render_diff(f, p.diffs.get(f.path, ''))}</details>")
+                     f"{render_diff(f, p.diffs.get(f.path))}</details>")
     count = f"{len(p.files)} file{'s' if len(p.files) > 1 else ''}"
     return f"<h3>Change ({count})</h3>" + "".join(parts)
 
