@@ -17,6 +17,10 @@ skip every port the registry holds (fixed ones included) and every port a ``bind
 
 The registry file and its lock are ``port_registry``; finding free ports (the registry's gaps,
 probed with ``bind()``) is ``port_probe``; a run's block of own ranges is ``run_ranges``.
+
+A unit of a cluster run gets its ports on the machine that runs it: ``PortsThere`` travels
+with its task, which reserves them in that machine's registry before the unit starts (held
+by the Dask worker process) and gives them back when it ends.
 """
 
 from __future__ import annotations
@@ -124,6 +128,29 @@ class Reservation:
         return {**self.range.env(), **{env_name(n): str(p) for n, p in self.named.items()}}
 
 
+@dataclass(frozen=True)
+class PortsThere:
+    """A unit's ports as its task reserves them on the machine that runs it (a Dask
+    worker's): in that machine's registry, held by the worker process, before the unit
+    starts (``take`` gives the unit's variables); given back when it ends. It travels with
+    the task, by reference (prun is installed on the worker)."""
+
+    request: PortRequest
+    run_id: str
+    packet_id: str
+
+    def take(self, attempt_id: str, env: Mapping[str, str]) -> dict[str, str]:
+        """Reserve here; raises ``PortBusy`` while a fixed port is held by another unit
+        here, ``PortsExhausted`` when there is no room."""
+        return reserve(self._holder(attempt_id), self.request, env).env()
+
+    def give_back(self, attempt_id: str, env: Mapping[str, str]) -> None:
+        release(attempt_id, env, self._holder(attempt_id))
+
+    def _holder(self, attempt_id: str) -> Holder:
+        return Holder.of_process(attempt_id, self.run_id, self.packet_id)
+
+
 # Reserving and releasing ---------------------------------------------------------------------
 
 def reserve(holder: Holder, request: PortRequest, env: Mapping[str, str] | None = None,
@@ -188,6 +215,6 @@ def held(env: Mapping[str, str] | None = None) -> list[Entry]:
         return sorted(registry.entries, key=lambda e: (e.ports.base, e.holder.attempt_id))
 
 
-__all__ = ["Entry", "Holder", "PortBusy", "PortRange", "PortRequest",
-           "PortsExhausted", "PortsUnavailable", "Reservation", "env_name", "held", "in_use",
+__all__ = ["Entry", "Holder", "PortBusy", "PortRange", "PortRequest", "PortsExhausted",
+           "PortsThere", "PortsUnavailable", "Reservation", "env_name", "held", "in_use",
            "port_request", "registry_path", "release", "reserve"]
