@@ -33,7 +33,8 @@ class TestCluster:
         self.threads = threads
         folder.mkdir(parents=True, exist_ok=True)
         fake = make_fake_cli(folder / "bin", "claude", FAKES / "fake_claude.py")
-        self.env = {**os.environ, "PRUN_KILL_GRACE_SECONDS": "1", "PRUN_CLAUDE_BIN": str(fake), "IS_SANDBOX": "1",
+        self.env = {**os.environ, "PRUN_KILL_GRACE_SECONDS": "1",
+                    "PRUN_CLAUDE_BIN": str(fake), "IS_SANDBOX": "1",
                     "FAKE_CLAUDE_SCENARIO": "bash",
                     "FAKE_CLAUDE_BASH": "echo from-claude > claude.txt",
                     "FAKE_CLAUDE_HOME": str(folder / "claude-home")}

@@ -99,9 +99,13 @@ def test_cluster_local_binds_loopback_and_ends_what_it_started(tmp_path):
             assert time.monotonic() < deadline, "a cluster process outlived the command"
             time.sleep(0.05)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        if proc.poll() is None:   # ends what it started
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def _status_field(pid: int, name: str) -> str:

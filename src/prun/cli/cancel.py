@@ -16,10 +16,6 @@ from __future__ import annotations
 
 import argparse
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from ..ledger import Ledger
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("target", metavar="RUN|ATTEMPT|STATE_DIR",
@@ -60,7 +56,6 @@ def run(args: argparse.Namespace) -> int:
         if not wake_supervisor(run):
             from pathlib import Path
 
-            _stop_remote_units(ledger, run_id, target)
             spawn_supervisor(run_id, ledger.path, RunPaths(Path(run["run_dir"])).log)
 
         def settled() -> str | None:
@@ -84,38 +79,6 @@ def run(args: argparse.Namespace) -> int:
         status = wait_for(settled, args.wait)
         print(f"CANCEL {target or run_id} status={status or 'cancel-requested'}")
         return 0 if status and status != "unknown-packet" else 1
-
-
-def _stop_remote_units(ledger: Ledger, run_id: str, target: str | None) -> None:
-    """With the run's supervisor gone, its live units on a Dask cluster are stopped through
-    the scheduler here (their worker ends each one's group: SIGTERM, the grace, SIGKILL, and
-    confirms it), and marked cancel-requested: the supervisor started next records them
-    cancelled. One that cannot be reached, or not confirmed, is said in one line; that
-    supervisor tries again."""
-    import sys
-
-    from ..cluster.reach import remote_of, stop
-    from ..errors import PrunError
-    from ..ledger import Status
-    from ..settings import current
-
-    live = {s.value for s in Status if s.live}
-    for a in ledger.attempts(run_id):
-        if a["status"] not in live or remote_of(a["state_dir"]) is None:
-            continue
-        if target and target not in (a["id"], a["packet_id"]):
-            continue
-        try:
-            found = stop(a["state_dir"], a["id"], current().kill_grace_s,
-                         workspace=a["workspace"])
-        except PrunError as e:
-            print(f"prun: {a['id']}: {e.line()}", file=sys.stderr)
-            continue
-        if found.found and not found.gone:
-            print(f"prun: {a['id']}: its process group on the worker {found.worker} did not "
-                  "end", file=sys.stderr)
-        ledger.update_attempt(a["id"], "stopped on its worker through the scheduler",
-                              status=Status.CANCEL_REQUESTED)
 
 
 def _standalone(args: argparse.Namespace) -> int:

@@ -33,6 +33,7 @@ STDERR_BYTES = 64 * 1024    # the end of stderr that comes back
 DEADLINE_MARGIN_S = 30.0    # the worker's own backstop past the coordinator's deadline
 CLAIM_S = 60.0              # for the scheduler to answer a claim
 EVENT_PAYLOAD_BYTES = 16 * 1024   # a payload up to this comes back as an event
+GROUP_GONE_S = 5.0          # for what is left of an ended unit's group to be reaped
 PORT_RETRY_S = 1.0          # a fixed port another unit of this machine holds: looked at again
 _CLEANER = ThreadPoolExecutor(1, thread_name_prefix="prun-cleaner")   # finished units' dirs
 
@@ -368,14 +369,22 @@ def _push(worker: Any, topic: str, aid: str, tail: str, sent: int) -> int:
 
 
 def _group_gone(pgid: int) -> bool:
-    """No process is left in the unit's group (its leader is reaped: nothing signals it)."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+    """No process is left in the unit's group, within GROUP_GONE_S: every member was sent
+    SIGKILL already (the sweep), so what is left is a zombie its new parent has still to
+    reap (its leader is reaped: nothing more is signalled)."""
+    end = time.monotonic() + GROUP_GONE_S
+    delay = 0.005
+    while True:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        if time.monotonic() >= end:
+            return False
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
 
 
 def _read_from(path: str, offset: int) -> bytes:
