@@ -55,3 +55,18 @@ def workers(claims: Any) -> list[str]:
     if not isinstance(claims, dict):
         return []
     return [str(v) for k, v in claims.items() if k != COORDINATOR]
+
+
+def claimed(client: Any, attempt_id: str) -> list[str]:
+    """The workers that claimed the attempt, first first, read through ``client`` (a
+    ``distributed.Client``)."""
+    return workers(client.get_metadata(keys(attempt_id), None))
+
+
+def give_up(client: Any, attempt_id: str, why: str) -> list[str]:
+    """The coordinator's entry written into the attempt's claims through ``client`` (a
+    ``distributed.Client``), then the record read back: from now on no worker launches it.
+    Returns the workers that claimed it before, first first; any of them may have
+    launched it."""
+    client.set_metadata(keys(attempt_id, COORDINATOR), why)
+    return claimed(client, attempt_id)

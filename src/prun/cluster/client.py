@@ -128,15 +128,6 @@ class Cluster:
         except Exception as e:
             print(f"prun: could not signal {attempt_id} on {worker}: {e}", file=sys.stderr)
 
-    def give_up(self, attempt_id: str, why: str) -> list[str]:
-        """Put the coordinator's entry into the attempt's claims (``claim``): from now on no
-        worker launches it. Returns the workers that claimed it before, any of which may
-        have launched it."""
-        from . import claim
-
-        self.client.set_metadata(claim.keys(attempt_id, claim.COORDINATOR), why)
-        return claim.workers(self.client.get_metadata(claim.keys(attempt_id), None))
-
     def end_orphan(self, attempt_id: str, state_dir: str, workspace: str | None,
                    grace: float) -> bool:
         """A unit whose supervisor died (a resumed supervisor's): given up, ended on its
@@ -150,20 +141,21 @@ class Cluster:
             land_patch(state_dir, workspace, found.patch)
         return found.gone
 
-    def processing(self, key: str) -> str | None:
-        """The worker that runs task ``key`` now, if one does (after its first worker died,
-        the scheduler may have sent it to another)."""
-        return next((w for w, keys in self.client.processing().items() if key in keys), None)
+    def claimed(self, attempt_id: str) -> list[str]:
+        """The workers that claimed the attempt, first first (``claim.claimed``)."""
+        from .claim import claimed
+
+        return claimed(self.client, attempt_id)
 
     def cancel_unstarted(self, attempt_id: str, sig: int) -> None:
         """An attempt not known to have started is cancelled: its task refuses to launch it,
         and a worker that claimed it already is sent ``sig``."""
         import sys
 
-        from .claim import CANCEL
+        from .claim import CANCEL, give_up
 
         try:
-            claimed = self.give_up(attempt_id, CANCEL)
+            claimed = give_up(self.client, attempt_id, CANCEL)
         except Exception as e:
             print(f"prun: could not mark {attempt_id} cancelled on the cluster: {e}",
                   file=sys.stderr)

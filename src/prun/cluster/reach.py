@@ -77,8 +77,7 @@ def end_on_workers(client: Any, attempt_id: str, grace: float, why: str) -> Stop
     (``claim.CANCEL`` or ``claim.LOST``)."""
     from .running import stop_unit
 
-    client.set_metadata(claim.keys(attempt_id, claim.COORDINATOR), why)
-    for where in claim.workers(client.get_metadata(claim.keys(attempt_id), None)):
+    for where in claim.give_up(client, attempt_id, why):
         try:
             answer = client.run(stop_unit, attempt_id, grace, workers=[where],
                                 on_error="raise")[where]

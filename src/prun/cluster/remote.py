@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from ..attempt import statedir
-from .claim import CANCEL, LOST
+from .claim import CANCEL
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -130,26 +130,23 @@ class RemoteWorker:
                 self.cluster.landing.submit(self.cluster.cancel_unstarted, self.attempt_id, sig)
 
     def worker_died(self, address: str) -> None:
-        """The scheduler removed ``address`` while it ran this attempt's task (a landing
-        thread). The attempt is given up (``Cluster.give_up``: no worker launches it from
-        now on) and ends as ``worker-lost`` now, unless its task goes on elsewhere: a live
-        worker claimed it first (it runs there), or the scheduler runs the task again on
-        another worker now (that run finds the claim, launches nothing, and its end lands
-        as ``worker-lost``). Its task is not cancelled: the scheduler drops it with the
-        run's client."""
+        """The scheduler removed ``address`` while this attempt's task was on it (a landing
+        thread). If a worker that is gone now claimed the attempt, the unit was launched
+        there and is lost: the attempt ends as ``worker-lost`` now (the scheduler may run
+        its task again elsewhere; that run finds the claim and launches nothing). If no
+        worker claimed it, it never started there: the scheduler runs its task again, as its
+        first launch. If a live worker claimed it, it runs there."""
         if self._done.is_set():
             return
-        self.lost_on = address
         try:
-            claimed = self.cluster.give_up(self.attempt_id, LOST)
-            elsewhere = self.cluster.processing(self.key)
+            claimed = self.cluster.claimed(self.attempt_id)
         except Exception:   # the scheduler is gone too: nothing runs it any more
-            claimed, elsewhere = [], None
-        gone = self.cluster.gone
-        if any(w not in gone for w in claimed) or (elsewhere and elsewhere not in gone):
+            claimed = [address]
+        if not claimed or any(w not in self.cluster.gone for w in claimed):
             return
-        self.d.lost = ("worker-lost", f"the Dask worker {address} died while it ran; it is "
-                       "not run again")
+        self.lost_on = claimed[0]
+        self.d.lost = ("worker-lost", f"the Dask worker {claimed[0]} died while it ran; it "
+                       "is not run again")
         self._finish(None, None)
 
     def exited(self) -> bool:

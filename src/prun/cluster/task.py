@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from ..attempt.core import Dispatch
 from . import claim as claims
+from .place import place
 from .running import LOCK, RUNNING, Running
 
 PUSH_S = 0.1                # the tail's growth is pushed this often while the unit runs
@@ -34,7 +35,7 @@ DEADLINE_MARGIN_S = 30.0    # the worker's own backstop past the coordinator's d
 CLAIM_S = 60.0              # for the scheduler to answer a claim
 EVENT_PAYLOAD_BYTES = 16 * 1024   # a payload up to this comes back as an event
 GROUP_GONE_S = 5.0          # for what is left of an ended unit's group to be reaped
-PORT_RETRY_S = 1.0          # a fixed port another unit of this machine holds: looked at again
+PORT_RETRY_S = 1.0          # ports another unit of this machine holds: looked at again
 _CLEANER = ThreadPoolExecutor(1, thread_name_prefix="prun-cleaner")   # finished units' dirs
 
 
@@ -136,7 +137,7 @@ def _run(spec: dict[str, Any], bundle: bytes | None, root: str, unit_dir: str,
          entry: Running, worker: Any, out: dict[str, Any],
          claim: Future[claims.Refusal | None]) -> None:
     """Workspace, ports, dispatch, watch, and what comes back (into ``out``)."""
-    ws, snapshot, start = _place(spec, bundle, root, unit_dir)
+    ws, snapshot, start = place(spec, bundle, root, unit_dir, _env())
     out["placed_at"] = time.time()
     ports: WorkerPorts | None = spec.get("ports")
     held = _take_ports(ports, spec["attempt_id"], entry)
@@ -153,16 +154,16 @@ def _run(spec: dict[str, Any], bundle: bytes | None, root: str, unit_dir: str,
 
 def _take_ports(ports: WorkerPorts | None, aid: str, entry: Running) -> dict[str, str] | None:
     """The unit's ports, reserved in this machine's registry before it starts: their
-    variables. A fixed port another unit here holds is waited for; None if the unit is
-    stopped meanwhile."""
-    from ..errors import PortBusy
+    variables. A fixed port another unit here holds, or no room left, is waited for; None if
+    the unit is stopped meanwhile."""
+    from ..errors import PortsUnavailable
 
     if ports is None:
         return {}
     while True:
         try:
             return ports.take(aid, _env())
-        except PortBusy:
+        except PortsUnavailable:
             if entry.stopping.wait(PORT_RETRY_S):
                 return None
 
@@ -231,51 +232,6 @@ class WorkerDispatch(Dispatch):
 
     def _gate(self) -> None:
         return None
-
-
-def _place(spec: dict[str, Any], bundle: bytes | None, root: str, unit_dir: str
-           ) -> tuple[str, str | None, str | None]:
-    """The unit's workspace on this worker: (its path, its read-only snapshot, the tree its
-    diff is taken against). A code unit gets a clone at the base (with the coordinator's
-    clone's uncommitted start, then the plan's setup); a read-only unit a scratch dir and
-    the snapshot of the base."""
-    from ..git import workspace as ws
-    from ..git.snapshot import ensure_snapshot
-    from .bundle import apply_start, ensure_repo, tree_of
-
-    base = spec.get("base")
-    repo = ensure_repo(root, base, bundle) if base and bundle is not None else None
-    os.makedirs(unit_dir, exist_ok=True)
-    env = {**_env(), **spec["extra_env"]}
-    if spec["kind"] == "clone":
-        if repo is None or not base:
-            raise RuntimeError("a code unit came without its base")
-        path = ws.make_clone(repo, base, os.path.join(unit_dir, "work"))
-        apply_start(path, spec.get("start_patch") or b"")
-        if spec.get("setup"):
-            ws.run_setup(path, spec["setup"], env)
-        return path, None, tree_of(path)
-    path = ws.make_scratch(unit_dir, "work", parent_checked=_outside_git(root))
-    if spec.get("setup"):
-        ws.run_setup(path, spec["setup"], env)
-    snapshot = None
-    if repo is not None and base and spec.get("snapshot"):
-        snapshot = ensure_snapshot(os.path.join(root, "snapshots"), repo, base).path
-    return path, snapshot, None
-
-
-_CHECKED: set[str] = set()
-
-
-def _outside_git(root: str) -> bool:
-    """Whether ``root`` (every unit's folder lies in it) was found outside any git work tree,
-    checked once per worker process (``make_scratch`` checks it itself otherwise)."""
-    if root not in _CHECKED:
-        from ..git.workspace import scratch_parent
-
-        scratch_parent(os.path.join(root, "units"))
-        _CHECKED.add(root)
-    return True
 
 
 def _env() -> dict[str, str]:
