@@ -119,3 +119,32 @@ def test_a_lost_worker_with_none_to_run_it_again_fails_the_attempt(own_cluster, 
     assert rows[0]["status"] == "failed" and rows[0]["reason"] == "worker-lost"
     assert "died while it ran" in rows[0]["error"]
     poll(lambda: not alive(unit) and not alive(child))
+
+
+def test_a_unit_its_dead_worker_had_not_started_runs_elsewhere_once(own_cluster, repo,
+                                                                      tmp_path):
+    own_cluster.threads = 1        # the second unit waits behind the first on its worker
+    first = own_cluster.add_worker()
+    quick = ("import os, sys; aid = os.environ['PRUN_ATTEMPT_ID']; "
+             "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND | os.O_CREAT); "
+             "os.write(fd, (aid + '\\n').encode()); print('a quick unit ran once: ' + aid)")
+    plan = write_plan(repo / "plan.json", [
+        {"id": "hang", "executor": "command", "sandbox": "off", "prompt": "hang",
+         "command": [sys.executable, "-c", HANG, str(tmp_path / "ran.log"),
+                     str(tmp_path / "pids")]},
+        {"id": "later", "executor": "command", "sandbox": "off", "prompt": "later",
+         "command": [sys.executable, "-c", quick, str(tmp_path / "ran.log")]}], parallel=2)
+    run = subprocess.Popen([sys.executable, "-m", "prun", "run", str(plan), "--cluster",
+                            own_cluster.address, "--plain"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    poll(lambda: pids(tmp_path / "pids.1"))
+    own_cluster.add_worker()
+    own_cluster.kill_worker(first)
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 1, out + err
+    rows = {a["packet_id"]: a for a in attempts(repo)}
+    assert rows["hang"]["status"] == "failed" and rows["hang"]["reason"] == "worker-lost"
+    assert rows["later"]["status"] == "succeeded"          # not lost: it never started there
+    assert len(attempts(repo)) == 2
+    assert sorted((tmp_path / "ran.log").read_text().split()) == sorted(
+        a["id"] for a in rows.values())                     # each launched once

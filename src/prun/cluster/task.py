@@ -40,12 +40,13 @@ _CLEANER = ThreadPoolExecutor(1, thread_name_prefix="prun-cleaner")   # finished
 
 
 class WorkerPorts(Protocol):
-    """A unit's ports as its task reserves them in this machine's registry (the run's side
-    makes it: ``prun.run.ports.PortsThere``)."""
+    """A unit's ports as its task reserves them on this machine (the run's side makes it:
+    ``prun.run.ports.PortsThere``): ``take`` gives what is held, whose ``env()`` are the
+    unit's variables, and ``give_back`` returns it."""
 
-    def take(self, attempt_id: str, env: Mapping[str, str]) -> dict[str, str]: ...
+    def take(self, attempt_id: str, env: Mapping[str, str]) -> Any: ...
 
-    def give_back(self, attempt_id: str, env: Mapping[str, str]) -> None: ...
+    def give_back(self, held: Any, env: Mapping[str, str]) -> None: ...
 
 
 def run_unit(spec: dict[str, Any], bundle: bytes | None) -> dict[str, Any]:
@@ -140,26 +141,25 @@ def _run(spec: dict[str, Any], bundle: bytes | None, root: str, unit_dir: str,
     ws, snapshot, start = place(spec, bundle, root, unit_dir, _env())
     out["placed_at"] = time.time()
     ports: WorkerPorts | None = spec.get("ports")
-    held = _take_ports(ports, spec["attempt_id"], entry)
-    if held is None:
+    held = _take_ports(ports, spec["attempt_id"], entry) if ports is not None else None
+    if ports is not None and held is None:
         out.update(refused=f"attempt {spec['attempt_id']} was cancelled while it waited for "
                            "its ports", refused_by=claims.CANCEL)
         return
     try:
-        _dispatch(spec, root, unit_dir, ws, snapshot, start, held, entry, worker, out, claim)
+        _dispatch(spec, root, unit_dir, ws, snapshot, start, held.env() if held else {},
+                  entry, worker, out, claim)
     finally:
         if ports is not None:
-            ports.give_back(spec["attempt_id"], _env())
+            ports.give_back(held, _env())
 
 
-def _take_ports(ports: WorkerPorts | None, aid: str, entry: Running) -> dict[str, str] | None:
-    """The unit's ports, reserved in this machine's registry before it starts: their
-    variables. A fixed port another unit here holds, or no room left, is waited for; None if
-    the unit is stopped meanwhile."""
+def _take_ports(ports: WorkerPorts, aid: str, entry: Running) -> Any:
+    """The unit's ports, reserved on this machine before it starts. A fixed port another
+    unit here holds, or no room left, is waited for; None if the unit is stopped
+    meanwhile."""
     from ..errors import PortsUnavailable
 
-    if ports is None:
-        return {}
     while True:
         try:
             return ports.take(aid, _env())

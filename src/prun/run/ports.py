@@ -131,24 +131,43 @@ class Reservation:
 @dataclass(frozen=True)
 class PortsThere:
     """A unit's ports as its task reserves them on the machine that runs it (a Dask
-    worker's): in that machine's registry, held by the worker process, before the unit
-    starts (``take`` gives the unit's variables); given back when it ends. It travels with
-    the task, by reference (prun is installed on the worker)."""
+    worker's), before the unit starts, and gives back when it ends. It travels with the task,
+    by reference (prun is installed on the worker). Its own range comes from the worker
+    process's block of the run's ranges (``run_ranges.worker_block``: leased from that
+    machine's registry a few at a time, handed out in memory); what it names or fixes is
+    reserved in that registry for the attempt. The worker process holds them all: if it
+    dies, they are free again."""
 
     request: PortRequest
     run_id: str
     packet_id: str
 
-    def take(self, attempt_id: str, env: Mapping[str, str]) -> dict[str, str]:
+    def take(self, attempt_id: str, env: Mapping[str, str]) -> Reservation:
         """Reserve here; raises ``PortBusy`` while a fixed port is held by another unit
-        here, ``PortsExhausted`` when there is no room."""
-        return reserve(self._holder(attempt_id), self.request, env).env()
+        here, ``PortsExhausted`` when there is no room (nothing is kept then)."""
+        from .run_ranges import worker_block
 
-    def give_back(self, attempt_id: str, env: Mapping[str, str]) -> None:
-        release(attempt_id, env, self._holder(attempt_id))
+        holder = Holder.of_process(attempt_id, self.run_id, self.packet_id)
+        with worker_block(self.run_id, self.request.count, env) as block:
+            own = block.take()
+        if not self.request.fixed and not self.request.names:
+            return Reservation(holder, own)
+        try:
+            return reserve(holder, self.request, env, own=own)
+        except BaseException:
+            self._give_back_range(own, env)
+            raise
 
-    def _holder(self, attempt_id: str) -> Holder:
-        return Holder.of_process(attempt_id, self.run_id, self.packet_id)
+    def give_back(self, held: Reservation, env: Mapping[str, str]) -> None:
+        if held.fixed or held.named:
+            release(held.holder.attempt_id, env, held.holder)
+        self._give_back_range(held.range, env)
+
+    def _give_back_range(self, own: PortRange, env: Mapping[str, str]) -> None:
+        from .run_ranges import worker_block
+
+        with worker_block(self.run_id, self.request.count, env) as block:
+            block.give_back(own)
 
 
 # Reserving and releasing ---------------------------------------------------------------------
