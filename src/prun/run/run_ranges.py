@@ -66,7 +66,6 @@ class RunRanges:
             self._free, self._leased = [], 0
 
 
-
 WORKER_BLOCK = 4   # ranges a worker process leases at a time for one run
 _BLOCKS: dict[tuple[str, int], RunRanges] = {}   # (run, range size) -> this process's block
 _BLOCKS_LOCK = threading.Lock()
@@ -78,15 +77,13 @@ def worker_block(run_id: str, size: int, env: Mapping[str, str] | None) -> Itera
     process holds it: its units' own ranges cost the registry no write each), made when a
     unit of the run first asks; while the caller holds it, no other thread takes from or
     gives back to it. Once every range is back, it is given back to the registry."""
-    from .port_registry import _this_process
-
     with _BLOCKS_LOCK:
         block = _BLOCKS.get((run_id, size))
         if block is None:
-            pid, started = _this_process()
+            me = Holder.of_process(f"{run_id}/ranges", run_id)
             block = _BLOCKS[(run_id, size)] = RunRanges(
-                run_id, pid, started, size, env, block=WORKER_BLOCK,
-                name=f"{run_id}/ranges/{pid}")   # a machine may have several workers
+                run_id, me.pid, me.started, size, env, block=WORKER_BLOCK,
+                name=f"{run_id}/ranges/{me.pid}")   # a machine may have several workers
         try:
             yield block
         finally:
