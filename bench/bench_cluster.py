@@ -4,7 +4,8 @@
 
 The cluster is the set-up a person would use to try it: `prun cluster local --workers 2`
 (a scheduler and two workers, each with its nanny, on 127.0.0.1, Dask's defaults otherwise),
-started here through the same code. Two plans, each run locally and on the cluster, alternating, `--rounds` times:
+started here through the same code. Two plans, each run locally and on the cluster,
+alternating, `--rounds` times:
 
 1. `--units` short read-only command units (`echo`), sandbox off, parallel = workers x threads;
 2. `--code` short code units, each writing one file, so a clone and a diff travel both ways.
