@@ -3,8 +3,9 @@
     python bench/bench_cluster.py [--units 200] [--code 50] [--rounds 2] [--threads 4] [--dir D]
 
 The cluster is the set-up a person would use to try it: `prun cluster local --workers 2`
-(a scheduler and two workers on 127.0.0.1, no nanny, allowed-failures 0), started here through
-the same code. Two plans, each run locally and on the cluster, alternating, `--rounds` times:
+(a scheduler and two workers, each with its nanny, on 127.0.0.1, Dask's defaults otherwise),
+started here through the same code. Two plans, each run locally and on the cluster,
+alternating, `--rounds` times:
 
 1. `--units` short read-only command units (`echo`), sandbox off, parallel = workers x threads;
 2. `--code` short code units, each writing one file, so a clone and a diff travel both ways.
@@ -53,13 +54,19 @@ def write_plan(repo: Path, name: str, n: int, parallel: int, code: bool) -> Path
 
 
 def cpu_of(pids: list[int]) -> float:
-    """CPU seconds the cluster's processes (and the units they reaped) used so far."""
+    """CPU seconds the cluster's processes used so far: each of them and its live descendants
+    (a nanny's worker process), with the children each reaped (the units, their guards)."""
     import psutil
 
     total = 0.0
     for pid in pids:
-        t = psutil.Process(pid).cpu_times()
-        total += t.user + t.system + t.children_user + t.children_system
+        top = psutil.Process(pid)
+        for p in (top, *top.children(recursive=True)):
+            try:
+                t = p.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            total += t.user + t.system + t.children_user + t.children_system
     return total
 
 

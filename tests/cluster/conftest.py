@@ -1,6 +1,10 @@
-"""A real Dask cluster on loopback for cluster-run tests: a scheduler and workers started as
-processes of this interpreter (``distributed.cli``), waited for through a client, ended at the
-end. Tests that need Dask skip where it is not installed, and fail instead on CI (CI=true)."""
+"""A real Dask cluster on loopback for cluster-run tests, started with Dask's own commands
+(``dask scheduler``, ``dask worker``) and its defaults: every worker has its nanny, and the
+scheduler runs a task again when its worker dies (``allowed-failures`` 3). Only the addresses
+are set (all bound to 127.0.0.1). Each worker has a state folder of its own
+(``XDG_STATE_HOME``: its markers, bases and port registry), as a worker on another machine
+would. Waited for through a client, ended at the end. Tests that need Dask skip where it is
+not installed, and fail instead on CI (CI=true)."""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from clusterkit import need_dask
 from helpers import FAKES, make_fake_cli, working_repo
 
 START_S = 60.0
+DASK = [sys.executable, "-m", "dask"]   # the `dask` command of this environment
 
 
 class TestCluster:
@@ -28,9 +33,8 @@ class TestCluster:
         self.threads = threads
         folder.mkdir(parents=True, exist_ok=True)
         fake = make_fake_cli(folder / "bin", "claude", FAKES / "fake_claude.py")
-        self.env = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0",
-                    "XDG_STATE_HOME": str(folder / "worker-state"),
-                    "PRUN_KILL_GRACE_SECONDS": "1", "PRUN_CLAUDE_BIN": str(fake), "IS_SANDBOX": "1",
+        self.env = {**os.environ, "PRUN_KILL_GRACE_SECONDS": "1",
+                    "PRUN_CLAUDE_BIN": str(fake), "IS_SANDBOX": "1",
                     "FAKE_CLAUDE_SCENARIO": "bash",
                     "FAKE_CLAUDE_BASH": "echo from-claude > claude.txt",
                     "FAKE_CLAUDE_HOME": str(folder / "claude-home")}
@@ -40,18 +44,18 @@ class TestCluster:
         self.workers: list[subprocess.Popen] = []
         self.address = ""
 
-    def _start(self, argv: list[str], name: str) -> subprocess.Popen:
+    def _start(self, argv: list[str], name: str, env: dict | None = None) -> subprocess.Popen:
         log = open(self.folder / f"{name}.log", "ab")
         try:
-            return subprocess.Popen(argv, env=self.env, stdout=log, stderr=log,
-                                    start_new_session=True)
+            return subprocess.Popen(argv, env={**self.env, **(env or {})}, stdout=log,
+                                    stderr=log, start_new_session=True)
         finally:
             log.close()
 
     def start(self, workers: int) -> TestCluster:
         sfile = self.folder / "scheduler.json"
         self.scheduler = self._start(
-            [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+            [*DASK, "scheduler", "--host", "127.0.0.1",
              "--port", "0", "--dashboard-address", "127.0.0.1:0",
              "--scheduler-file", str(sfile)], "scheduler")
         deadline = time.monotonic() + START_S
@@ -66,14 +70,19 @@ class TestCluster:
             self.add_worker()
         return self
 
+    def state(self, n: int) -> Path:
+        """The state folder of worker ``n`` (from 1)."""
+        return self.folder / f"worker-state-{n}"
+
     def add_worker(self) -> subprocess.Popen:
+        """One more worker (``dask worker``, with its nanny); returns the nanny's process."""
         from distributed import Client
 
         n = len(self.workers) + 1
-        w = self._start([sys.executable, "-m", "distributed.cli.dask_worker", self.address,
-                         "--host", "127.0.0.1", "--no-nanny",
+        w = self._start([*DASK, "worker", self.address, "--host", "127.0.0.1",
                          "--dashboard-address", "127.0.0.1:0", "--nthreads", str(self.threads),
-                         "--name", f"w{n}"], f"worker-{n}")
+                         "--name", f"w{n}"], f"worker-{n}",
+                        env={"XDG_STATE_HOME": str(self.state(n))})
         self.workers.append(w)
         alive = sum(1 for p in self.workers if p.poll() is None)
         with Client(self.address, timeout=START_S, set_as_default=False) as c:
@@ -81,8 +90,15 @@ class TestCluster:
         return w
 
     def kill_worker(self, w: subprocess.Popen) -> None:
+        """kill -9 of the worker process and of its nanny together (their process group;
+        the units the worker started are in sessions of their own)."""
+        import psutil
+
+        procs = [psutil.Process(w.pid), *psutil.Process(w.pid).children()]
         os.killpg(w.pid, signal.SIGKILL)
         w.wait(10)
+        _, alive = psutil.wait_procs(procs, timeout=10)
+        assert not alive, alive
 
     def stop(self) -> None:
         for p in [*self.workers, self.scheduler]:

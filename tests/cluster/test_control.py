@@ -1,5 +1,6 @@
-"""Control of remote units: a cancel ends the unit's processes on the worker; a worker killed
-mid-unit fails the attempt as worker-lost, with a linked successor only where the plan allows."""
+"""Control of remote units: a cancel ends the unit's processes on the worker; with the run's
+supervisor gone (kill -9), `prun resume`, `prun pause` and `prun cancel` reach the unit through
+the scheduler: its process group ends on its worker, and pause saves its diff."""
 
 from __future__ import annotations
 
@@ -52,54 +53,6 @@ def test_cancel_ends_the_units_processes_on_the_worker(cluster, repo, tmp_path):
     assert remote["signalled"] is not None and remote["pid"] == unit
 
 
-def test_a_worker_killed_mid_unit_fails_it_as_worker_lost(own_cluster, repo, tmp_path):
-    pidfile = tmp_path / "pids"
-    first = own_cluster.add_worker()
-    plan = write_plan(repo / "plan.json", [
-        {"id": "hang", "executor": "command", "sandbox": "off", "prompt": "hang",
-         "command": [sys.executable, "-c", HANG, str(pidfile)]}])
-    run = subprocess.Popen([sys.executable, "-m", "prun", "run", str(plan), "--cluster",
-                            own_cluster.address, "--plain"], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
-    unit, child = poll(lambda: pids(pidfile))
-    own_cluster.kill_worker(first)
-    out, err = run.communicate(timeout=90)
-    assert run.returncode == 1, out + err
-    rows = attempts(repo)
-    assert len(rows) == 1                       # never re-run silently
-    assert rows[0]["status"] == "failed" and rows[0]["reason"] == "worker-lost"
-    assert "died while it ran" in rows[0]["error"]
-    poll(lambda: not alive(unit))   # its leader ends with the worker (parent-death signal)
-    if alive(child):   # unsandboxed, what the leader started outlives it: this test's to end
-        os.kill(child, 9)
-
-
-def test_the_plan_may_allow_a_successor_after_a_lost_worker(own_cluster, repo, tmp_path):
-    pidfile, mark = tmp_path / "pids", tmp_path / "first-ran"
-    code = (f"import os, pathlib, sys; m = pathlib.Path({str(mark)!r})\n"
-            "if m.exists():\n"
-            "    pathlib.Path(os.environ['PRUN_RESULT_FILE']).write_text('# Result\\nsecond')\n"
-            "    sys.exit(0)\n"
-            f"m.write_text('x')\nexec({HANG!r})")
-    first = own_cluster.add_worker()
-    plan = write_plan(repo / "plan.json", [
-        {"id": "flaky", "executor": "command", "sandbox": "off", "prompt": "flaky",
-         "command": [sys.executable, "-c", code, str(pidfile)]}],
-        cluster={"address": own_cluster.address, "worker_lost": "retry"})
-    run = subprocess.Popen([sys.executable, "-m", "prun", "run", str(plan), "--plain"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    poll(lambda: pids(pidfile))
-    own_cluster.kill_worker(first)
-    own_cluster.add_worker()
-    out, err = run.communicate(timeout=120)
-    assert run.returncode == 0, out + err
-    rows = attempts(repo)
-    assert [r["status"] for r in rows] == ["failed", "succeeded"]
-    assert rows[0]["reason"] == "worker-lost"
-    assert rows[1]["predecessor"] == rows[0]["id"]          # linked, never silent
-    assert os.path.exists(rows[1]["result_path"])
-
-
 def test_a_resumed_run_ends_a_remote_unit_whose_supervisor_died(cluster, repo, tmp_path):
     pidfile = tmp_path / "pids"
     plan = write_plan(repo / "plan.json", [
@@ -122,3 +75,73 @@ def test_a_resumed_run_ends_a_remote_unit_whose_supervisor_died(cluster, repo, t
     poll(lambda: not alive(unit))                      # ended on its worker
     if alive(child):   # unsandboxed, what the leader started outlives it: this test's to end
         os.kill(child, 9)
+
+
+# a code unit: it writes a file in its clone, starts a child, records both pids, and waits
+EDIT_HANG = ("import os, pathlib, subprocess, sys, time; "
+             "pathlib.Path('paused.txt').write_text('written before the pause\\n'); "
+             "child = subprocess.Popen(['sleep', '300']); "
+             "open(sys.argv[1], 'w').write(f'{os.getpid()} {child.pid}'); time.sleep(300)")
+
+
+def orphaned_unit(cluster, repo, pidfile: Path) -> tuple[str, dict, list[int]]:
+    """A code unit running on the cluster whose supervisor was killed (kill -9): the run's id,
+    its attempt's row, and the unit's pids."""
+    plan = write_plan(repo / "plan.json", [
+        {"id": "edit", "kind": "code", "executor": "command", "sandbox": "off",
+         "owns": ["paused.txt"], "prompt": "edit, then hang",
+         "command": [sys.executable, "-c", EDIT_HANG, str(pidfile)]}])
+    sup = subprocess.Popen([sys.executable, "-m", "prun", "run", str(plan), "--cluster",
+                            cluster.address, "--plain"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    run_id = sup.stdout.readline().split()[1]
+    unit = poll(lambda: pids(pidfile))
+    row = poll(lambda: attempts(repo) and attempts(repo)[-1]["state_dir"]
+               and (Path(attempts(repo)[-1]["state_dir"]) / "remote.json").exists()
+               and attempts(repo)[-1])
+    sup.kill()
+    sup.wait(30)
+    return run_id, row, unit
+
+
+def test_pause_reaches_a_remote_unit_whose_supervisor_died(cluster, repo, tmp_path):
+    run_id, row, unit = orphaned_unit(cluster, repo, tmp_path / "pids")
+    r = prun("pause", "edit", "--run", run_id, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith(f"PAUSED edit attempt={row['id']} stopped=stopped files=1 ")
+    assert not any(alive(p) for p in unit)      # its group ended on its worker, confirmed
+    patch = Path(r.stdout.split("patch=")[1].strip()).read_text()
+    assert "paused.txt" in patch and "+written before the pause" in patch
+    assert (Path(row["workspace"]) / "paused.txt").exists()   # landed in the local clone
+    after = attempts(repo)[-1]
+    assert after["status"] == "cancelled" and after["reason"] == "paused"
+
+
+def test_cancel_reaches_a_remote_unit_whose_supervisor_died(cluster, repo, tmp_path):
+    run_id, _, unit = orphaned_unit(cluster, repo, tmp_path / "pids")
+    r = prun("cancel", run_id, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip() == f"CANCEL {run_id} status=cancelled"
+    assert not any(alive(p) for p in unit)
+    assert attempts(repo)[-1]["status"] == "cancelled"
+    assert len(attempts(repo)) == 1                 # nothing launched again
+
+
+def test_pause_of_a_remote_unit_goes_through_its_live_supervisor(cluster, repo, tmp_path):
+    pidfile = tmp_path / "pids"
+    plan = write_plan(repo / "plan.json", [
+        {"id": "edit", "kind": "code", "executor": "command", "sandbox": "off",
+         "owns": ["paused.txt"], "prompt": "edit, then hang",
+         "command": [sys.executable, "-c", EDIT_HANG, str(pidfile)]}])
+    r = prun("run", str(plan), "--cluster", cluster.address, "--detach", timeout=60)
+    assert r.returncode == 0, r.stderr
+    run_id = r.stdout.split()[1]
+    unit = poll(lambda: pids(pidfile))
+    p = prun("pause", "edit", "--run", run_id, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert " stopped=stopped files=1 " in p.stdout
+    assert "+written before the pause" in Path(p.stdout.split("patch=")[1].strip()).read_text()
+    assert not any(alive(pid) for pid in unit)
+    w = prun("wait", run_id, "--timeout", "60", timeout=90)
+    assert w.returncode != 2, w.stderr
+    assert attempts(repo)[-1]["status"] == "cancelled"

@@ -84,8 +84,8 @@ def test_cluster_local_binds_loopback_and_ends_what_it_started(tmp_path):
         line = proc.stdout.readline()
         assert line.startswith("CLUSTER tcp://127.0.0.1:"), line + proc.stderr.read()
         assert "workers=2" in line
-        kids = psutil.Process(proc.pid).children(recursive=True)
-        assert len(kids) == 3
+        assert len(psutil.Process(proc.pid).children()) == 3   # a scheduler, two nannies
+        kids = psutil.Process(proc.pid).children(recursive=True)   # and the nannies' workers
         listening = [c.laddr for k in kids for c in k.net_connections("inet")
                      if c.status == psutil.CONN_LISTEN]
         assert listening and {a.ip for a in listening} == {"127.0.0.1"}
@@ -99,9 +99,13 @@ def test_cluster_local_binds_loopback_and_ends_what_it_started(tmp_path):
             assert time.monotonic() < deadline, "a cluster process outlived the command"
             time.sleep(0.05)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        if proc.poll() is None:   # ends what it started
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def _status_field(pid: int, name: str) -> str:

@@ -20,10 +20,11 @@ from prun.run.run_ranges import RunRanges
 # A process that holds ports, as a supervisor or dispatcher would: it reserves and releases
 # what its stdin asks for and answers each line with one line of JSON.
 HOLDER = r"""
-import json, sys
+import json, os, sys
 from prun import settings
 from prun.run import ports
 
+kept = {}
 print("ready", flush=True)
 for line in sys.stdin:
     cmd, attempt, *state = line.split()
@@ -37,6 +38,14 @@ for line in sys.stdin:
             out = {"busy": e.port, "attempt": e.holder.attempt_id}
     elif cmd == "release":
         out = {"released": len(ports.release(attempt))}
+    elif cmd == "there":          # as a cluster's worker process, for a unit it runs
+        there = ports.PortsThere(ports.port_request(state), run, "p-" + attempt)
+        kept[attempt] = (there, there.take(attempt, os.environ))
+        out = {"env": kept[attempt][1].env()}
+    elif cmd == "back":
+        there, held = kept.pop(attempt)
+        there.give_back(held, os.environ)
+        out = {"back": attempt}
     elif cmd == "churn":          # reserve and release until killed
         request = ports.port_request(state)
         ports.reserve(holder, request)
@@ -334,6 +343,29 @@ def test_a_run_range_with_a_port_in_use_waits_its_turn(monkeypatch):
         assert ranges.take() == b
     assert ranges.take() == a
     ranges.close()
+
+
+def test_worker_processes_of_one_machine_take_a_runs_ranges_each_in_its_own_block(holders,
+                                                                                  monkeypatch):
+    monkeypatch.setenv("PRUN_PORT_START", "47000")
+    other = holders()                     # another worker process of this machine
+    theirs = int(other.ask("there r7.a1")["env"]["PRUN_PORT_BASE"])
+    there = ports.PortsThere(ports.port_request([]), "r7", "p")
+    env = dict(os.environ)
+    a, b = there.take("r7.b1", env), there.take("r7.b2", env)
+    mine = f"r7/ranges/{os.getpid()}"
+    held = ports.held()
+    assert attempts(held) == {mine, f"r7/ranges/{other.proc.pid}"}  # one block each
+    assert len({a.range, b.range}) == 2 and theirs not in (a.range.base, b.range.base)
+    assert len([e for e in held if e.holder.attempt_id == mine]) == 4   # leased once, 4 ranges
+    there.give_back(a, env)
+    assert attempts(ports.held()) == attempts(held)     # b is still out: the block stays
+    there.give_back(b, env)
+    # every range of this process's block is back: given back to the registry; the other
+    # process's block is its own, and stays
+    assert attempts(ports.held()) == {f"r7/ranges/{other.proc.pid}"}
+    other.ask("back r7.a1")
+    assert ports.held() == []
 
 
 # Releasing ----------------------------------------------------------------------------------

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable, Mapping
+from typing import Any
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -56,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
             return wake_supervisor(view.run)
 
         result = pause(attempt["state_dir"], attempt.get("workspace"), base,
-                       ask_supervisor=ask_supervisor if live else None)
+                       ask_supervisor=ask_supervisor if live else None,
+                       stop=_remote_stop(attempt, live, ask_supervisor))
         ledger.record_event("pause", run_id=view.id, packet_id=args.packet_id,
                             attempt_id=attempt["id"], status=attempt["status"],
                             cause="prun pause", data={"patch": result.patch,
@@ -74,3 +77,55 @@ def run(args: argparse.Namespace) -> int:
         print(f"PAUSED {args.packet_id} attempt={attempt['id']} stopped={result.stopped} "
               f"files={len(result.files)} patch={result.patch or 'none'}")
     return 0
+
+
+def _remote_stop(attempt: Mapping[str, Any], live: bool,
+                 ask_supervisor: Callable[[], bool]) -> Callable[[], str] | None:
+    """How to stop the unit of a cluster run (None for one that ran here): through its live
+    supervisor, which lands its diff in the clone; else, or when the supervisor has not
+    judged it within the bound, through the cluster's scheduler, whose worker ends the
+    unit's group (SIGTERM, the grace, SIGKILL) and sends its diff back, landed here."""
+    from ..cluster.reach import remote_of
+
+    state_dir = attempt["state_dir"]
+    if remote_of(state_dir) is None:
+        return None
+    if not live:
+        return lambda: "gone"
+
+    def stop() -> str:
+        from ..cluster.reach import stop as stop_there
+        from ..errors import StateError
+        from ..settings import current
+
+        grace = current().kill_grace_s
+        if ask_supervisor() and _judged(state_dir, 2 * grace + 5):
+            return "stopped"
+        found = stop_there(state_dir, attempt["id"], grace, workspace=attempt["workspace"])
+        if found.found and not found.gone:
+            raise StateError(f"the unit's process group on the worker {found.worker} did "
+                             "not end", hint="stop it there by hand; its diff is not saved")
+        if found.applied:
+            import sys
+
+            print(f"prun: warning: the unit's diff did not apply to its clone ({found.applied});"
+                  f" it is kept in {state_dir}", file=sys.stderr)
+        return "stopped" if found.found else "gone"
+
+    return stop
+
+
+def _judged(state_dir: str, within: float) -> bool:
+    """Whether the attempt's ``outcome.json`` appears within ``within`` seconds (its
+    supervisor has stopped it, landed its diff and judged it)."""
+    import os
+    import time
+
+    from ..attempt.statedir import OUTCOME
+
+    end = time.monotonic() + within
+    while not os.path.exists(os.path.join(state_dir, OUTCOME)):
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.05)
+    return True

@@ -7,10 +7,13 @@ bundle (``bundle``), runs the unit with the dispatcher's own code in a worker-lo
 streams the tail back, and returns what the unit left; ``remote.RemoteWorker`` is the
 supervisor's handle on it and writes what comes back into the local state dir and workspace.
 
-What Dask does not give is added here: no task is ever run twice (the scheduler's
-``allowed-failures`` must be 0, every task has ``retries=0``, and a worker refuses a second
-launch of an attempt id); a running unit is stopped by ending its process group on the worker;
-a worker that dies mid-unit fails the attempt as ``worker-lost``.
+What Dask does not give is added here: no unit is ever launched twice, on any scheduler,
+Dask's defaults included (every task has ``retries=0``, and prun's claim in the scheduler's
+metadata, ``claim``, lets one worker at most launch an attempt, also when the scheduler runs
+its task again after its worker died); a running unit is stopped by ending its process group
+on the worker (``running``), also with its supervisor gone (``reach``); a worker that dies
+mid-unit fails the attempt as ``worker-lost``, and its unit's group is ended (``guard``); a
+unit's ports are reserved on the worker that runs it.
 
 Dask is an extra (``pip install 'prun-agents[dask]'``): nothing here imports it at module
 level, so importing prun and every local command stay free of it. See docs/cluster.md.

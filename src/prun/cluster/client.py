@@ -1,13 +1,16 @@
 """The coordinator's side: ``Cluster``, the supervisor's connection to a Dask scheduler.
 
 One ``distributed.Client`` per supervisor (its own event-loop thread, so Dask's work never
-runs in the supervisor's loop). ``connect`` refuses a scheduler that would re-run a task
-(``allowed-failures`` above 0); ``unit`` gives the launcher of one attempt, whose ``launch``
-submits it (``retries=0``, its own key) with the base's bundle as a task argument: the bundle
-is a task of its own, one per base, so Dask sends it to each worker once and can make it
-again if the worker holding it dies (a scattered bundle would be lost). Progress comes back
-on one topic per run (``Worker.log_event`` → ``Client.subscribe_topic``): the scheduler relays
-each event at once and in order with the task's completion, no polling on either side.
+runs in the supervisor's loop). Any scheduler will do, Dask's defaults included: one that runs
+a task again after its worker died (``allowed-failures`` above 0) runs nothing twice, because
+each attempt is claimed before it launches (``claim``). ``unit`` gives the launcher of one
+attempt, whose ``launch`` submits it (``retries=0``, its own key) with the base's bundle as a
+task argument: the bundle is a task of its own, one per base, so Dask sends it to each worker
+once and can make it again if the worker holding it dies (a scattered bundle would be lost).
+Progress comes back on one topic per run (``Worker.log_event`` → ``Client.subscribe_topic``):
+the scheduler relays each event at once and in order with the task's completion, no polling
+on either side. The scheduler's own ``remove-worker`` events (topic ``all``) say when a
+worker running a unit died.
 """
 
 from __future__ import annotations
@@ -21,19 +24,22 @@ from typing import Any
 from ..errors import UsageError
 from . import EXTRA_HINT, require
 from .config import ClusterConfig
+from .remote import KEY_PREFIX
 
 CONNECT_S = 10.0      # to reach the scheduler
+SCHEDULER_TOPIC = "all"   # where the scheduler logs its own events (a worker removed ...)
 LANDING_THREADS = 4   # what comes back is written into the local state dirs here
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..attempt.core import Dispatch
     from .remote import RemoteWorker
+    from .task import WorkerPorts
 
 
 def connect_client(address: str, timeout: float = CONNECT_S) -> Any:
     """A ``distributed.Client`` connected to ``address``, or ``UsageError`` (exit 2) in one
-    line: Dask missing, the scheduler unreachable, or one that re-runs failed tasks."""
+    line: Dask missing, or the scheduler unreachable."""
     require()
     from distributed import Client
 
@@ -43,23 +49,7 @@ def connect_client(address: str, timeout: float = CONNECT_S) -> Any:
         raise UsageError(f"cannot reach the Dask scheduler at {address}: {str(e) or type(e).__name__}",
                          hint="start it (`prun cluster local`, or `dask scheduler`) or fix "
                               "--cluster / PRUN_CLUSTER")
-    try:
-        allowed = client.run_on_scheduler(_allowed_failures)
-    except Exception as e:
-        client.close()
-        raise UsageError(f"the Dask scheduler at {address} did not answer: {e}",
-                         hint="check that it runs a compatible distributed version")
-    if allowed != 0:
-        client.close()
-        raise UsageError(f"the Dask scheduler at {address} re-runs a task whose worker died "
-                         f"(allowed-failures is {allowed}); prun runs a unit at most once",
-                         hint="start the scheduler with DASK_DISTRIBUTED__SCHEDULER__"
-                              "ALLOWED_FAILURES=0 (`prun cluster local` does)")
     return client
-
-
-def _allowed_failures(dask_scheduler: Any) -> int:
-    return int(dask_scheduler.allowed_failures)
 
 
 def probe(address: str) -> None:
@@ -81,7 +71,9 @@ class Cluster:
         self.lock = threading.Lock()
         self.bundles: dict[str, tuple[Any, int]] = {}   # base commit -> (future, bytes)
         self.landing = ThreadPoolExecutor(LANDING_THREADS, thread_name_prefix="prun-landing")
+        self.gone: set[str] = set()   # workers the scheduler removed while this run was driven
         client.subscribe_topic(self.topic, self._event)
+        client.subscribe_topic(SCHEDULER_TOPIC, self._scheduler_event)
 
     @classmethod
     def connect(cls, config: ClusterConfig, run_id: str,
@@ -96,14 +88,17 @@ class Cluster:
         self.landing.shutdown(wait=True)
         try:
             self.client.unsubscribe_topic(self.topic)
+            self.client.unsubscribe_topic(SCHEDULER_TOPIC)
         finally:
             self.client.close()
 
     # one attempt ---------------------------------------------------------------------------
     def unit(self, *, kind: str, workspace: str, base: str | None, snapshot: str | None,
-             repo_root: str | None, setup: str | None, fresh: bool) -> Launcher:
+             repo_root: str | None, setup: str | None, fresh: bool,
+             ports: WorkerPorts | None = None) -> Launcher:
+        """The launcher of one attempt; ``ports``: what its task reserves on its worker."""
         return Launcher(self, kind=kind, workspace=workspace, base=base, snapshot=snapshot,
-                        repo_root=repo_root, setup=setup, fresh=fresh)
+                        repo_root=repo_root, setup=setup, fresh=fresh, ports=ports)
 
     def bundle(self, commit: str, source: str) -> tuple[Any, int, bool]:
         """The task holding the bundle of ``commit`` (made from ``source``), its size, and
@@ -126,24 +121,48 @@ class Cluster:
         the client's own thread). A worker that is gone has nothing left to signal."""
         import sys
 
-        from .task import signal_unit
+        from .running import signal_unit
 
         try:
             self.client.run(signal_unit, attempt_id, int(sig), workers=[worker], wait=False)
         except Exception as e:
             print(f"prun: could not signal {attempt_id} on {worker}: {e}", file=sys.stderr)
 
-    def cancel_unstarted(self, attempt_id: str) -> None:
-        """Mark an attempt that has not started yet as cancelled: its task refuses to run."""
+    def end_orphan(self, attempt_id: str, state_dir: str, workspace: str | None,
+                   grace: float) -> bool:
+        """A unit whose supervisor died (a resumed supervisor's): given up, ended on its
+        worker (SIGTERM, ``grace``, SIGKILL) and its diff landed here. Whether its group was
+        confirmed gone (or it ran nowhere any more)."""
+        from .claim import LOST
+        from .reach import end_on_workers, land_patch
+
+        found = end_on_workers(self.client, attempt_id, grace, LOST)
+        if found.patch:
+            land_patch(state_dir, workspace, found.patch)
+        return found.gone
+
+    def claimed(self, attempt_id: str) -> list[str]:
+        """The workers that claimed the attempt, first first (``claim.claimed``)."""
+        from .claim import claimed
+
+        return claimed(self.client, attempt_id)
+
+    def cancel_unstarted(self, attempt_id: str, sig: int) -> None:
+        """An attempt not known to have started is cancelled: its task refuses to launch it,
+        and a worker that claimed it already is sent ``sig``."""
         import sys
 
-        from .task import META
+        from .claim import CANCEL, give_up
 
         try:
-            self.client.set_metadata([META, attempt_id, "cancel"], True)
+            claimed = give_up(self.client, attempt_id, CANCEL)
         except Exception as e:
             print(f"prun: could not mark {attempt_id} cancelled on the cluster: {e}",
                   file=sys.stderr)
+            return
+        for where in claimed:
+            if where not in self.gone:
+                self.signal(attempt_id, where, sig)
 
     def _event(self, event: tuple[float, Any]) -> None:
         """A progress event (in the client's thread): to the remote worker it names."""
@@ -154,15 +173,33 @@ class Cluster:
         if w is not None:
             w.on_event(msg)
 
+    def _scheduler_event(self, event: tuple[float, Any]) -> None:
+        """The scheduler's own events (in the client's thread): a worker it removed (dead,
+        or closed) while it ran units of this run."""
+        msg = event[1]
+        if not isinstance(msg, dict) or msg.get("action") != "remove-worker":
+            return
+        address = str(msg.get("worker"))
+        self.gone.add(address)
+        for key in msg.get("processing-tasks") or ():
+            w = self.workers.get(str(key).removeprefix(KEY_PREFIX))
+            if w is not None and w.key == key:
+                try:
+                    self.landing.submit(w.worker_died, address)
+                except RuntimeError:   # the cluster was closed: the run is over
+                    return
+
 
 class Launcher:
     """What ``Dispatch.launch`` calls for one attempt of a cluster run."""
 
     def __init__(self, cluster: Cluster, *, kind: str, workspace: str, base: str | None,
-                 snapshot: str | None, repo_root: str | None, setup: str | None, fresh: bool):
+                 snapshot: str | None, repo_root: str | None, setup: str | None, fresh: bool,
+                 ports: WorkerPorts | None = None):
         self.cluster = cluster
         self.kind, self.workspace, self.base, self.snapshot = kind, workspace, base, snapshot
         self.repo_root, self.setup, self.fresh = repo_root, setup, fresh
+        self.ports = ports
 
     @property
     def address(self) -> str:
@@ -215,6 +252,7 @@ class Launcher:
                       [self.snapshot or "", "snapshot"], [req.prompt_file, "prompt"]],
             "conversation_id": d.p.resume_id,
             "result_name": os.path.basename(d.p.result_file), "topic": self.cluster.topic,
+            "ports": self.ports,
         }
 
 

@@ -2,8 +2,9 @@
 cluster run. Every address is bound to the host given (loopback by default): Dask has no
 authentication unless TLS is set up, and its CLI listens on every interface unless told
 otherwise (its dashboard included), so each process gets ``--host`` and a dashboard address
-on that host. The scheduler re-runs nothing (``allowed-failures`` 0); workers run without a
-nanny, so a worker that dies stays dead and its unit fails as ``worker-lost``."""
+on that host. Everything else is left at Dask's defaults, as on a cluster someone else runs:
+each worker has its nanny (a worker that dies is started again), and the scheduler runs a
+task again when its worker died, which prun's claim makes harmless (``claim``)."""
 
 from __future__ import annotations
 
@@ -46,13 +47,7 @@ def scheduler_argv(host: str, port: int, scheduler_file: str) -> list[str]:
 
 def worker_argv(address: str, host: str, name: str, threads: int) -> list[str]:
     return [sys.executable, "-m", "distributed.cli.dask_worker", address, "--host", host,
-            "--no-nanny", "--dashboard-address", f"{host}:0", "--nthreads", str(threads),
-            "--name", name]
-
-
-def environment(env: dict[str, str]) -> dict[str, str]:
-    """The processes' environment: no task is ever re-run by the scheduler."""
-    return {**env, "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}
+            "--dashboard-address", f"{host}:0", "--nthreads", str(threads), "--name", name]
 
 
 class LocalCluster:
@@ -62,7 +57,7 @@ class LocalCluster:
                  threads: int = WORKER_THREADS, env: dict[str, str] | None = None):
         self.folder, self.host, self.port = folder, host, port
         self.n, self.threads = workers, threads
-        self.env = environment(dict(os.environ if env is None else env))
+        self.env = dict(os.environ if env is None else env)
         self.procs: list[Worker] = []   # the process helper's Workers
         self.address = ""
 

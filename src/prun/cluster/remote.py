@@ -9,7 +9,8 @@ grow); ``signal`` sends a signal to its process group on the worker. When the ta
 stderr, the result the unit wrote, ``remote.json``) and applies its diff to the local clone;
 only then is the worker seen to have exited, so the dispatcher's own ``finish`` judges it and
 writes ``outcome.json`` last, as for a local unit. A task whose worker died fails the attempt
-with reason ``worker-lost``.
+with reason ``worker-lost``: when the scheduler removes that worker (``worker_died``), or when
+it ran the task again elsewhere and that run found the attempt claimed and launched nothing.
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ import time
 from typing import Any
 
 from ..attempt import statedir
+from .claim import CANCEL
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..attempt.core import Dispatch
     from .client import Cluster
 
+KEY_PREFIX = "prun-unit-"     # a unit's task key: this and its attempt id
 REMOTE_FILE = "remote.json"   # in the local state dir: where and how it ran, the wire's bytes
 PATCH_FILE = "remote.patch"   # the diff the unit's task returned
 EVENT_WAIT_S = 30.0           # for a payload sent as an event, once its task has ended
@@ -44,13 +47,14 @@ class RemoteWorker:
                  workspace: str, bundle_bytes: int):
         self.cluster, self.d, self.kind, self.workspace = cluster, d, kind, workspace
         self.attempt_id: str = spec["attempt_id"]
-        self.key = f"prun-unit-{self.attempt_id}"
+        self.key = KEY_PREFIX + self.attempt_id
         self.pid = 0                       # no local process: never signalled here
         self.create_time: float | None = None
         self.escaped: list[dict[str, Any]] = []
         self.code: int | None = None
         self.group_gone = True
         self.worker_address: str | None = None
+        self.lost_on: str | None = None    # the worker the scheduler removed while it ran
         self.signalled: int | None = None
         self.future: Any = None
         self._lock = threading.Lock()
@@ -94,7 +98,8 @@ class RemoteWorker:
         elif msg.get("k") == "start":
             self.worker_address = str(msg.get("w"))
             self.record.update(worker=self.worker_address, pid=msg.get("pid"),
-                               started_at=msg.get("t"), sandboxed=msg.get("sandboxed"))
+                               started_at=msg.get("t"), sandboxed=msg.get("sandboxed"),
+                               ports=msg.get("ports") or {})
             self._save()
             with self._lock:
                 sig = self.signalled
@@ -111,16 +116,38 @@ class RemoteWorker:
 
     # the worker protocol -----------------------------------------------------------------------
     def signal(self, sig: int) -> None:
-        """Signal its process group on the worker; before it runs, mark it cancelled."""
+        """Signal its process group on the worker; before it is known to run, cancel it
+        (sent from a landing thread: the caller does not wait for the scheduler)."""
         if self._done.is_set():
             return
         with self._lock:
             self.signalled = sig
             where = self.worker_address
-        if where is not None:
-            self.cluster.signal(self.attempt_id, where, sig)
-        elif sig in (signals.SIGTERM, signals.SIGKILL):
-            self.cluster.cancel_unstarted(self.attempt_id)
+        with contextlib.suppress(RuntimeError):   # the cluster was closed: the run is over
+            if where is not None:
+                self.cluster.landing.submit(self.cluster.signal, self.attempt_id, where, sig)
+            elif sig in (signals.SIGTERM, signals.SIGKILL):
+                self.cluster.landing.submit(self.cluster.cancel_unstarted, self.attempt_id, sig)
+
+    def worker_died(self, address: str) -> None:
+        """The scheduler removed ``address`` while this attempt's task was on it (a landing
+        thread). If a worker that is gone now claimed the attempt, the unit was launched
+        there and is lost: the attempt ends as ``worker-lost`` now (the scheduler may run
+        its task again elsewhere; that run finds the claim and launches nothing). If no
+        worker claimed it, it never started there: the scheduler runs its task again, as its
+        first launch. If a live worker claimed it, it runs there."""
+        if self._done.is_set():
+            return
+        try:
+            claimed = self.cluster.claimed(self.attempt_id)
+        except Exception:   # the scheduler is gone too: nothing runs it any more
+            claimed = [address]
+        if not claimed or any(w not in self.cluster.gone for w in claimed):
+            return
+        self.lost_on = claimed[0]
+        self.d.lost = ("worker-lost", f"the Dask worker {claimed[0]} died while it ran; it "
+                       "is not run again")
+        self._finish(None, None)
 
     def exited(self) -> bool:
         return self._done.is_set()
@@ -168,7 +195,7 @@ class RemoteWorker:
     def land(self, future: Any) -> None:
         """The task ended: land what it returned (or, when its payload came as an event,
         wait for that to land), then let the supervisor see the exit."""
-        if self._end_event.is_set():   # its payload came as an event: landed from there
+        if self._end_event.is_set() or self._landed:   # landed from its event, or given up
             future.release()
             return
         try:
@@ -243,8 +270,11 @@ class RemoteWorker:
             if k in p})
         self.record["landing_at"] = time.time()
         if p.get("refused"):
-            if not (self.signalled and "cancelled" in p["refused"]):
-                d.lost = ("not-run-twice", p["refused"])
+            if not (self.signalled and p.get("refused_by") == CANCEL):
+                where = self.lost_on or self.worker_address or "that ran it first"
+                d.lost = ("worker-lost", f"the Dask worker {where} died while it ran, and the "
+                          f"scheduler ran its task again on {p.get('worker')}, which launched "
+                          f"nothing: {p['refused']}")
             return
         if p.get("launch_error"):
             d.launch_error = str(p["launch_error"])

@@ -1,66 +1,52 @@
 """The worker's side: one unit as one Dask task (``run_unit``), run in a thread of a Dask
 worker process that has prun installed.
 
-The task claims its attempt id (a marker file on the worker, made with O_EXCL, and a record
-in the scheduler's metadata: a second launch of the same attempt is refused, wherever it
-lands), makes the unit's workspace from the base's bundle (a clone, or a scratch dir and a
-read-only snapshot), runs the unit through the dispatcher's own ``Dispatch`` (the same
-executors, argv and sandbox as a local unit; no quota gate: that stays with the coordinator)
-in a worker-local state dir, pushes the tail's growth to the coordinator while it runs
-(``Worker.log_event``), and returns what the coordinator needs to judge it: the exit code, the
-rest of the tail, the end of stderr, the result the unit wrote, and its binary diff.
+The task claims its attempt id (a marker file on the worker, made with O_EXCL, and prun's
+claim in the scheduler's metadata, ``claim``: a second launch of the same attempt is refused
+wherever it lands, also when the scheduler runs the task again after its worker died), makes
+the unit's workspace from the base's bundle (a clone, or a scratch dir and a read-only
+snapshot), reserves the unit's ports in this machine's registry, runs the unit through the
+dispatcher's own ``Dispatch`` (the same executors, argv and sandbox as a local unit; no quota
+gate: that stays with the coordinator) in a worker-local state dir, guards its process group
+against the worker's own death (``guard``), pushes the tail's growth to the coordinator while
+it runs (``Worker.log_event``), and returns what the coordinator needs to judge it: the exit
+code, the rest of the tail, the end of stderr, the result the unit wrote, and its binary diff.
 
-``signal_unit`` is what ``Client.run`` calls on the worker to signal a running unit's process
-group (a cancel, a deadline): Dask's own cancel does not stop a running task.
+What the coordinator calls on a running unit (a signal, a stop) is in ``running``.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 from ..attempt.core import Dispatch
+from . import claim as claims
+from .place import place
+from .running import LOCK, RUNNING, Running
 
 PUSH_S = 0.1                # the tail's growth is pushed this often while the unit runs
 CHUNK_BYTES = 256 * 1024    # at most this much of the tail in one event
 STDERR_BYTES = 64 * 1024    # the end of stderr that comes back
 DEADLINE_MARGIN_S = 30.0    # the worker's own backstop past the coordinator's deadline
-META = "prun-attempts"      # the scheduler's metadata: attempt id -> {worker, cancel}
 CLAIM_S = 60.0              # for the scheduler to answer a claim
 EVENT_PAYLOAD_BYTES = 16 * 1024   # a payload up to this comes back as an event
-
-
-class _Running:
-    """A unit this worker process runs, for ``signal_unit``."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.worker: Any = None       # the process helper's Worker, once launched
-        self.signalled: int | None = None
-        self.reaped = False
-
-
-RUNNING: dict[str, _Running] = {}
-_RUNNING_LOCK = threading.Lock()
+GROUP_GONE_S = 5.0          # for what is left of an ended unit's group to be reaped
+PORT_RETRY_S = 1.0          # ports another unit of this machine holds: looked at again
 _CLEANER = ThreadPoolExecutor(1, thread_name_prefix="prun-cleaner")   # finished units' dirs
 
 
-async def signal_unit(attempt_id: str, sig: int) -> bool:
-    """Signal the process group of the unit running ``attempt_id`` here (called by
-    ``Client.run`` in the worker's event loop: it only sends the signal). True if it runs
-    here (a unit not yet launched is signalled as soon as it is)."""
-    with _RUNNING_LOCK:
-        entry = RUNNING.get(attempt_id)
-    if entry is None:
-        return False
-    with entry.lock:
-        entry.signalled = sig
-        if entry.worker is not None and not entry.reaped:
-            entry.worker.signal(sig)
-    return True
+class WorkerPorts(Protocol):
+    """A unit's ports as its task reserves them on this machine (the run's side makes it:
+    ``prun.run.ports.PortsThere``): ``take`` gives what is held, whose ``env()`` are the
+    unit's variables, and ``give_back`` returns it."""
+
+    def take(self, attempt_id: str, env: Mapping[str, str]) -> Any: ...
+
+    def give_back(self, held: Any, env: Mapping[str, str]) -> None: ...
 
 
 def run_unit(spec: dict[str, Any], bundle: bytes | None) -> dict[str, Any]:
@@ -80,11 +66,11 @@ def run_unit(spec: dict[str, Any], bundle: bytes | None) -> dict[str, Any]:
                            "received_at": time.time()}
     refused = _mark(worker, root, aid)
     if refused:
-        out["refused"] = refused
+        out.update(refused=refused, refused_by="claimed")
         return out
     claim = _claim(worker, aid)   # answered while the workspace is made
-    entry = _Running()
-    with _RUNNING_LOCK:
+    entry = Running()
+    with LOCK:
         RUNNING[aid] = entry
     unit_dir = os.path.join(root, "units", _safe(aid))
     try:
@@ -94,10 +80,13 @@ def run_unit(spec: dict[str, Any], bundle: bytes | None) -> dict[str, Any]:
 
         out["launch_error"] = e.line() if isinstance(e, PrunError) else f"{type(e).__name__}: {e}"
     finally:
-        with _RUNNING_LOCK:
+        entry.ended.set()
+        with LOCK:
             RUNNING.pop(aid, None)
         _CLEANER.submit(shutil.rmtree, unit_dir, ignore_errors=True)   # off the unit's path
     out["returned_at"] = time.time()
+    entry.out = out
+    entry.returned.set()
     return _send(worker, spec["topic"], aid, out)
 
 
@@ -126,22 +115,19 @@ def _mark(worker: Any, root: str, aid: str) -> str | None:
     return None
 
 
-def _claim(worker: Any, aid: str) -> Future[str | None]:
-    """Claim ``aid`` in the scheduler's record, in the worker's event loop: the answer is
-    None, or why it must not run (launched already on another worker, cancelled before it
-    started)."""
+def _claim(worker: Any, aid: str) -> Future[claims.Refusal | None]:
+    """Claim ``aid`` in the scheduler's record (``claim``), in the worker's event loop: this
+    worker's entry first, then the record read back. The answer is None, or why it must not
+    run (launched already on another worker, cancelled before it started, given up)."""
     import asyncio
 
-    async def claim() -> str | None:
-        known = await worker.scheduler.get_metadata(keys=[META, aid], default=None) or {}
-        if known.get("worker"):
-            return f"attempt {aid} was launched already (on {known['worker']}); not run twice"
-        await worker.scheduler.set_metadata(keys=[META, aid, "worker"], value=worker.address)
-        if known.get("cancel"):
-            return f"attempt {aid} was cancelled before it started"
-        return None
+    async def ask() -> claims.Refusal | None:
+        await worker.scheduler.set_metadata(keys=claims.keys(aid, worker.id),
+                                            value=worker.address)
+        record = await worker.scheduler.get_metadata(keys=claims.keys(aid), default=None)
+        return claims.verdict(record, worker.id, aid)
 
-    return asyncio.run_coroutine_threadsafe(claim(), worker.loop.asyncio_loop)
+    return asyncio.run_coroutine_threadsafe(ask(), worker.loop.asyncio_loop)
 
 
 def _safe(aid: str) -> str:
@@ -149,22 +135,58 @@ def _safe(aid: str) -> str:
 
 
 def _run(spec: dict[str, Any], bundle: bytes | None, root: str, unit_dir: str,
-         entry: _Running, worker: Any, out: dict[str, Any], claim: Future[str | None]) -> None:
-    """Workspace, dispatch, watch, and what comes back (into ``out``)."""
+         entry: Running, worker: Any, out: dict[str, Any],
+         claim: Future[claims.Refusal | None]) -> None:
+    """Workspace, ports, dispatch, watch, and what comes back (into ``out``)."""
+    ws, snapshot, start = place(spec, bundle, root, unit_dir, _env())
+    out["placed_at"] = time.time()
+    ports: WorkerPorts | None = spec.get("ports")
+    held = _take_ports(ports, spec["attempt_id"], entry) if ports is not None else None
+    if ports is not None and held is None:
+        out.update(refused=f"attempt {spec['attempt_id']} was cancelled while it waited for "
+                           "its ports", refused_by=claims.CANCEL)
+        return
+    try:
+        _dispatch(spec, root, unit_dir, ws, snapshot, start, held.env() if held else {},
+                  entry, worker, out, claim)
+    finally:
+        if ports is not None:
+            ports.give_back(held, _env())
+
+
+def _take_ports(ports: WorkerPorts, aid: str, entry: Running) -> Any:
+    """The unit's ports, reserved on this machine before it starts. A fixed port another
+    unit here holds, or no room left, is waited for; None if the unit is stopped
+    meanwhile."""
+    from ..errors import PortsUnavailable
+
+    while True:
+        try:
+            return ports.take(aid, _env())
+        except PortsUnavailable:
+            if entry.stopping.wait(PORT_RETRY_S):
+                return None
+
+
+def _dispatch(spec: dict[str, Any], root: str, unit_dir: str, ws: str, snapshot: str | None,
+              start: str | None, held: dict[str, str], entry: Running, worker: Any,
+              out: dict[str, Any], claim: Future[claims.Refusal | None]) -> None:
+    """The unit through the dispatcher's ``Dispatch``, once the claim says it may run."""
     from ..attempt import statedir
     from ..attempt.request import prepare
 
-    ws, snapshot, start = _place(spec, bundle, root, unit_dir)
-    out["placed_at"] = time.time()
     state = statedir.create(spec["unit_id"], os.path.join(unit_dir, "state"))
-    request = _request(spec, unit_dir, state.path, ws, snapshot, root)
+    request = _request(spec, unit_dir, state.path, ws, snapshot, root, held)
     d = WorkerDispatch(prepare(request), state, record=False, in_run=True)
     d.begin()   # all on this worker's own files: nothing runs before the claim is answered
     out["begun_at"] = time.time()
     refused = claim.result(CLAIM_S)
     out["claimed_at"] = time.time()
-    if refused:
-        out["refused"] = refused
+    if refused is None and entry.signalled is not None:
+        refused = claims.Refusal(claims.CANCEL, f"attempt {spec['attempt_id']} was "
+                                                "cancelled before it started")
+    if refused is not None:
+        out.update(refused=refused.text, refused_by=refused.by)
         return
     launched = d.launch()
     out["sandboxed"] = d.sandboxed
@@ -172,25 +194,37 @@ def _run(spec: dict[str, Any], bundle: bytes | None, root: str, unit_dir: str,
         out["launch_error"] = d.launch_error
         return
     w = d.running()
+    guard = None if d.sandboxed else _guard(w.pid, d.p.config.kill_grace_s)
     with entry.lock:
         entry.worker = w
         if entry.signalled is not None:   # cancelled while it was being launched
             w.signal(entry.signalled)
     out.update(pid=w.pid, create_time=(d.state.worker or {}).get("create_time"),
-               launched_at=d.launched_at)
+               launched_at=d.launched_at, ports=held)
     topic = spec["topic"]
     worker.log_event(topic, {"a": spec["attempt_id"], "k": "start", "pid": w.pid,
                              "w": worker.address, "t": d.launched_at,
-                             "sandboxed": d.sandboxed})
-    code, timed_out, sent = _watch(d, w, entry, worker, topic, spec)
-    out.update(exit_code=code, worker_timeout=timed_out, signalled=entry.signalled,
-               group_gone=_group_gone(w.pid), exited_at=time.time())
+                             "sandboxed": d.sandboxed, "ports": held})
+    try:
+        code, timed_out, sent = _watch(d, w, entry, worker, topic, spec)
+        out.update(exit_code=code, worker_timeout=timed_out, signalled=entry.signalled,
+                   group_gone=_group_gone(w.pid), exited_at=time.time())
+    finally:
+        if guard is not None:
+            guard.stand_down()
+        entry.ended.set()
     out["tail_from"] = sent
     out["tail"] = _read_from(d.state.file(statedir.TAIL), sent)
     out["stderr"] = _read_end(d.state.file(statedir.STDERR), STDERR_BYTES)
     outbox = d.write_path
     out["outbox"] = _read_from(outbox, 0) if os.path.exists(outbox) else None
     out["patch"] = _diff(ws, start) if start else b""
+
+
+def _guard(pgid: int, grace: float) -> Any:
+    from .guard import guard
+
+    return guard(pgid, grace)
 
 
 class WorkerDispatch(Dispatch):
@@ -200,51 +234,6 @@ class WorkerDispatch(Dispatch):
         return None
 
 
-def _place(spec: dict[str, Any], bundle: bytes | None, root: str, unit_dir: str
-           ) -> tuple[str, str | None, str | None]:
-    """The unit's workspace on this worker: (its path, its read-only snapshot, the tree its
-    diff is taken against). A code unit gets a clone at the base (with the coordinator's
-    clone's uncommitted start, then the plan's setup); a read-only unit a scratch dir and
-    the snapshot of the base."""
-    from ..git import workspace as ws
-    from ..git.snapshot import ensure_snapshot
-    from .bundle import apply_start, ensure_repo, tree_of
-
-    base = spec.get("base")
-    repo = ensure_repo(root, base, bundle) if base and bundle is not None else None
-    os.makedirs(unit_dir, exist_ok=True)
-    env = {**_env(), **spec["extra_env"]}
-    if spec["kind"] == "clone":
-        if repo is None or not base:
-            raise RuntimeError("a code unit came without its base")
-        path = ws.make_clone(repo, base, os.path.join(unit_dir, "work"))
-        apply_start(path, spec.get("start_patch") or b"")
-        if spec.get("setup"):
-            ws.run_setup(path, spec["setup"], env)
-        return path, None, tree_of(path)
-    path = ws.make_scratch(unit_dir, "work", parent_checked=_outside_git(root))
-    if spec.get("setup"):
-        ws.run_setup(path, spec["setup"], env)
-    snapshot = None
-    if repo is not None and base and spec.get("snapshot"):
-        snapshot = ensure_snapshot(os.path.join(root, "snapshots"), repo, base).path
-    return path, snapshot, None
-
-
-_CHECKED: set[str] = set()
-
-
-def _outside_git(root: str) -> bool:
-    """Whether ``root`` (every unit's folder lies in it) was found outside any git work tree,
-    checked once per worker process (``make_scratch`` checks it itself otherwise)."""
-    if root not in _CHECKED:
-        from ..git.workspace import scratch_parent
-
-        scratch_parent(os.path.join(root, "units"))
-        _CHECKED.add(root)
-    return True
-
-
 def _env() -> dict[str, str]:
     from .. import settings
 
@@ -252,9 +241,10 @@ def _env() -> dict[str, str]:
 
 
 def _request(spec: dict[str, Any], unit_dir: str, state_dir: str, ws: str,
-             snapshot: str | None, root: str) -> Any:
+             snapshot: str | None, root: str, ports: dict[str, str]) -> Any:
     """The dispatcher's request on this worker: the coordinator's, its paths made this
-    worker's (the brief names the coordinator's state dir, workspace and snapshot)."""
+    worker's (the brief names the coordinator's state dir, workspace and snapshot), with the
+    variables of the ports reserved here."""
     from .. import settings
     from ..attempt import statedir
     from ..attempt.request import Request
@@ -287,12 +277,12 @@ def _request(spec: dict[str, Any], unit_dir: str, state_dir: str, ws: str,
         command=spec["command"], model=spec["model"], effort=spec["effort"],
         timeout_s=spec["timeout_s"], workspace=ws, state_root=os.path.dirname(state_dir),
         env=_env(), attempt_id=spec["attempt_id"],
-        extra_env={k: here(v) for k, v in spec["extra_env"].items()}, briefed=True,
+        extra_env={**{k: here(v) for k, v in spec["extra_env"].items()}, **ports}, briefed=True,
         sandbox=spec["sandbox"], outbox=True, read_only=read_only,
         add_dirs=(snapshot,) if snapshot else (), config=settings.current())
 
 
-def _watch(d: Dispatch, w: Any, entry: _Running, worker: Any, topic: str,
+def _watch(d: Dispatch, w: Any, entry: Running, worker: Any, topic: str,
            spec: dict[str, Any]) -> tuple[int | None, bool, int]:
     """Until the unit exits (or the worker's backstop deadline passes), pushing the tail's
     growth every PUSH_S. Returns (exit code, timed out here, tail bytes pushed)."""
@@ -335,14 +325,22 @@ def _push(worker: Any, topic: str, aid: str, tail: str, sent: int) -> int:
 
 
 def _group_gone(pgid: int) -> bool:
-    """No process is left in the unit's group (its leader is reaped: nothing signals it)."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+    """No process is left in the unit's group, within GROUP_GONE_S: every member was sent
+    SIGKILL already (the sweep), so what is left is a zombie its new parent has still to
+    reap (its leader is reaped: nothing more is signalled)."""
+    end = time.monotonic() + GROUP_GONE_S
+    delay = 0.005
+    while True:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        if time.monotonic() >= end:
+            return False
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
 
 
 def _read_from(path: str, offset: int) -> bytes:

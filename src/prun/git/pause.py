@@ -142,7 +142,7 @@ def _save_patch(result: PauseResult, workspace: str | None, base: str | None) ->
 
 def pause(state_dir: str, workspace: str | None, base: str | None, *,
           ask_supervisor: Callable[[], bool] | None = None,
-          grace: float | None = None) -> PauseResult:
+          grace: float | None = None, stop: Callable[[], str] | None = None) -> PauseResult:
     """Pause the unit of ``state_dir``: save its clone's change against ``base`` as
     ``<state dir>/paused.patch`` (binary, untracked files included), stop it, save the
     change again once it has stopped, and write ``paused.json``.
@@ -150,14 +150,17 @@ def pause(state_dir: str, workspace: str | None, base: str | None, *,
     ``ask_supervisor`` asks a live supervisor to cancel the attempt (so it records a
     cancellation and quarantines partial output); it returns False when none will. prun then
     stops the recorded process group itself, and also when the supervisor has not within a
-    bound."""
+    bound. ``stop``: how to stop a unit that has no local process (a cluster's unit; it
+    returns ``stopped``, ``gone`` or ``not-started``)."""
     if not os.path.isdir(state_dir):
         raise StateError(f"state dir not found: {state_dir}")
     result = PauseResult(state_dir, "not-started")
     _save_patch(result, workspace, base)            # a first copy while it still runs
     try:
         worker = _worker(state_dir)
-        if worker is None:
+        if stop is not None:
+            result.stopped = stop()
+        elif worker is None:
             result.stopped = "gone" if StateDir(state_dir).worker else "not-started"
         elif ask_supervisor is not None and ask_supervisor() \
                 and not _wait_gone([worker], 2 * (_kill_grace() if grace is None else grace) + 5):

@@ -123,6 +123,11 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX decisions_run ON decisions(run_id, packet_id, id);
     """,
+    # 5: the successors a packet was given after a cluster worker died mid-unit (the plan's
+    # `worker_lost: retry` budget), kept here so that a resumed supervisor allows no more
+    """
+    ALTER TABLE packets ADD COLUMN lost_retries INTEGER NOT NULL DEFAULT 0;
+    """,
 ]
 
 

@@ -109,6 +109,16 @@ class RunLog(EventLog):
                     self._event("packet", run_id=run_id, packet_id=packet_id, status=status,
                                 cause=cause, data=data))
 
+    def spend_lost_retry(self, run_id: str, packet_id: str, attempt_id: str,
+                         cause: str) -> None:
+        """Count a successor given to ``packet_id`` after the cluster worker running
+        ``attempt_id`` died, with its ``worker-lost`` event (one write)."""
+        self._write(("UPDATE packets SET lost_retries = lost_retries + 1"
+                     " WHERE run_id = ? AND id = ?", (run_id, packet_id),
+                     f"no packet {packet_id} in run {run_id}"),
+                    self._event("worker-lost", run_id=run_id, packet_id=packet_id,
+                                attempt_id=attempt_id, status="worker-lost", cause=cause))
+
     def add_request(self, run_id: str, kind: str, target: str | None = None,
                     executor: str | None = None, cause: str = "",
                     data: str | None = None) -> int:

@@ -50,6 +50,28 @@ class Ports:
 
 
 @dataclass(frozen=True)
+class PortsByName:
+    """The ports of a unit that gets them on the machine that runs it (a cluster's worker):
+    they are reserved there as it starts, so the brief names their variables, whose values
+    the unit finds in its environment."""
+
+    count: int = 0                       # its own range: PRUN_PORT_BASE, PRUN_PORT_COUNT
+    variables: tuple[str, ...] = ()      # PRUN_PORT_<NAME> of each port assigned by name
+    fixed: tuple[str, ...] = ()          # "8000", "8000-8010"
+
+    def words(self) -> list[str]:
+        out = []
+        if self.count:
+            out.append(f"the {self.count} ports from $PRUN_PORT_BASE (PRUN_PORT_BASE, "
+                       "PRUN_PORT_COUNT)")
+        out += [f"port ${v}" for v in self.variables]
+        if out:
+            out[-1] += (", reserved for you on the machine you run on (read their numbers "
+                        "from your environment)")
+        return out + [f"port {p}" for p in self.fixed]
+
+
+@dataclass(frozen=True)
 class Context:
     """What the contract says beyond the packet: decided by the run for one attempt."""
 
@@ -60,14 +82,14 @@ class Context:
     snapshot: str | None = None          # the read-only view of the code (read-only units)
     may_write: tuple[str, ...] = ()      # owns, generates, and shared paths it owns
     shared: Mapping[str, str] = field(default_factory=dict)   # plan-wide path -> owner
-    ports: Ports = field(default_factory=Ports)
+    ports: Ports | PortsByName = field(default_factory=Ports)
     predecessors: Mapping[str, str] = field(default_factory=dict)  # packet id -> result path
     mode: str = "accept-edits"
 
 
 def context(plan: Plan, packet: Packet, *, workspace: str, result_file: str,
             base: str | None = None, applied: Sequence[str] = (), snapshot: str | None = None,
-            ports: Ports | None = None, predecessors: Mapping[str, str] | None = None
+            ports: Ports | PortsByName | None = None, predecessors: Mapping[str, str] | None = None
             ) -> Context:
     """The context of one attempt of ``packet`` in ``plan``: what the plan decides (the paths
     it may write, the shared paths and their owners) plus what the run decided."""

@@ -63,9 +63,11 @@ async def attempt(sup: Supervisor, u: UnitState, pools: QuotaPools) -> None:
         return schedule.park(sup, u, reset, f"the {ex.quota_group(settings.model)} quota pool "
                              "is empty")
     aid = f"{sup.run_id}:{p.id}:{u.seq + 1}"
+    held = None   # a cluster's unit: reserved on the worker that runs it (ports.PortsThere)
     try:
-        held = (schedule.reserve_ports(sup, u, aid) if schedule.ports_at_hand(sup, u)
-                else await asyncio.to_thread(schedule.reserve_ports, sup, u, aid))
+        if sup.cluster is None:
+            held = (schedule.reserve_ports(sup, u, aid) if schedule.ports_at_hand(sup, u)
+                    else await asyncio.to_thread(schedule.reserve_ports, sup, u, aid))
     except PortsUnavailable as e:
         return schedule.wait_for_ports(sup, u, e)
     u.seq += 1
@@ -191,11 +193,12 @@ def quick_finish(ex: Executor) -> bool:
     return not ex.metered()
 
 
-def open_attempt(sup: Supervisor, u: UnitState, held: Reservation, executor_name: str,
+def open_attempt(sup: Supervisor, u: UnitState, held: Reservation | None, executor_name: str,
                  result: str, latest: dict[str, UnitInput]) -> Opened:
     """Workspace, brief, validation, state dir, the launch's argv: the file and process work
-    of starting an attempt (with the ports ``held`` for it), in a worker thread unless
-    ``quick_start``. Raises ``Blocked`` when a packet it comes after was rejected."""
+    of starting an attempt (with the ports ``held`` for it here; None: a cluster's unit,
+    whose task reserves them on its worker), in a worker thread unless ``quick_start``.
+    Raises ``Blocked`` when a packet it comes after was rejected."""
     from ..attempt.dispatch import prepare
     from . import prepare as unitprep
     from .dependents import start
@@ -203,7 +206,7 @@ def open_attempt(sup: Supervisor, u: UnitState, held: Reservation, executor_name
     p = u.packet
     begin = start(sup.plan, p, latest, sup.ancestors) if p.after else None
     ids = {"PRUN_RUN_ID": sup.run_id, "PRUN_ATTEMPT_ID": u.attempt_id or "",
-           "PRUN_UNIT_ID": p.id, "PRUN_PACKET_ID": p.id, **held.env()}
+           "PRUN_UNIT_ID": p.id, "PRUN_PACKET_ID": p.id, **(held.env() if held else {})}
     reuse, u.reuse_workspace = u.reuse_workspace, None  # a follow-up's, used once
     place = unitprep.workspace(
         p, root=sup.workspaces, seq=u.seq, repo_root=sup.run["repo_root"], base=u.base,
@@ -216,8 +219,7 @@ def open_attempt(sup: Supervisor, u: UnitState, held: Reservation, executor_name
         sup.plan, p, workspace=place.kind, result_file=statedir.outbox(state, result),
         base=place.base,
         applied=place.applied, snapshot=place.snapshot,
-        ports=brief.Ports(held.range.base, held.range.count, dict(held.named),
-                          tuple(str(r) for r in held.fixed)),
+        ports=schedule.brief_ports(sup, u, held),
         predecessors=begin.predecessors if begin else {})
     text = prompt(u, ctx)
     prompt_file = os.path.join(sup.paths.prompts, f"{p.id}.{u.seq}.md")
@@ -242,7 +244,8 @@ def open_attempt(sup: Supervisor, u: UnitState, held: Reservation, executor_name
     if sup.cluster is not None:   # a cluster run: the attempt is launched on a Dask worker
         remote = sup.cluster.unit(kind=place.kind, workspace=place.path, base=place.base,
                                   snapshot=place.snapshot, repo_root=sup.run["repo_root"],
-                                  setup=sup.run["setup"], fresh=reuse is None)
+                                  setup=sup.run["setup"], fresh=reuse is None,
+                                  ports=schedule.ports_there(sup, u))
     d = Dispatch(prepared, state, dispatcher_pid=os.getpid(), record=False, in_run=True,
                  keeper=sup.keeper, dispatcher_started=sup.started, remote=remote)
     try:

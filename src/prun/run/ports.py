@@ -17,6 +17,10 @@ skip every port the registry holds (fixed ones included) and every port a ``bind
 
 The registry file and its lock are ``port_registry``; finding free ports (the registry's gaps,
 probed with ``bind()``) is ``port_probe``; a run's block of own ranges is ``run_ranges``.
+
+A unit of a cluster run gets its ports on the machine that runs it: ``PortsThere`` travels
+with its task, which reserves them in that machine's registry before the unit starts (held
+by the Dask worker process) and gives them back when it ends.
 """
 
 from __future__ import annotations
@@ -124,6 +128,48 @@ class Reservation:
         return {**self.range.env(), **{env_name(n): str(p) for n, p in self.named.items()}}
 
 
+@dataclass(frozen=True)
+class PortsThere:
+    """A unit's ports as its task reserves them on the machine that runs it (a Dask
+    worker's), before the unit starts, and gives back when it ends. It travels with the task,
+    by reference (prun is installed on the worker). Its own range comes from the worker
+    process's block of the run's ranges (``run_ranges.worker_block``: leased from that
+    machine's registry a few at a time, handed out in memory); what it names or fixes is
+    reserved in that registry for the attempt. The worker process holds them all: if it
+    dies, they are free again."""
+
+    request: PortRequest
+    run_id: str
+    packet_id: str
+
+    def take(self, attempt_id: str, env: Mapping[str, str]) -> Reservation:
+        """Reserve here; raises ``PortBusy`` while a fixed port is held by another unit
+        here, ``PortsExhausted`` when there is no room (nothing is kept then)."""
+        from .run_ranges import worker_block
+
+        holder = Holder.of_process(attempt_id, self.run_id, self.packet_id)
+        with worker_block(self.run_id, self.request.count, env) as block:
+            own = block.take()
+        if not self.request.fixed and not self.request.names:
+            return Reservation(holder, own)
+        try:
+            return reserve(holder, self.request, env, own=own)
+        except BaseException:
+            self._give_back_range(own, env)
+            raise
+
+    def give_back(self, held: Reservation, env: Mapping[str, str]) -> None:
+        if held.fixed or held.named:
+            release(held.holder.attempt_id, env, held.holder)
+        self._give_back_range(held.range, env)
+
+    def _give_back_range(self, own: PortRange, env: Mapping[str, str]) -> None:
+        from .run_ranges import worker_block
+
+        with worker_block(self.run_id, self.request.count, env) as block:
+            block.give_back(own)
+
+
 # Reserving and releasing ---------------------------------------------------------------------
 
 def reserve(holder: Holder, request: PortRequest, env: Mapping[str, str] | None = None,
@@ -188,6 +234,6 @@ def held(env: Mapping[str, str] | None = None) -> list[Entry]:
         return sorted(registry.entries, key=lambda e: (e.ports.base, e.holder.attempt_id))
 
 
-__all__ = ["Entry", "Holder", "PortBusy", "PortRange", "PortRequest",
-           "PortsExhausted", "PortsUnavailable", "Reservation", "env_name", "held", "in_use",
+__all__ = ["Entry", "Holder", "PortBusy", "PortRange", "PortRequest", "PortsExhausted",
+           "PortsThere", "PortsUnavailable", "Reservation", "env_name", "held", "in_use",
            "port_request", "registry_path", "release", "reserve"]

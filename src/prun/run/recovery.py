@@ -211,24 +211,21 @@ async def adopt(sup: Supervisor, u: UnitState, row: dict[str, Any]) -> None:
 
 async def orphaned(sup: Supervisor, u: UnitState, d: Any) -> None:
     """A cluster attempt whose supervisor died: its result cannot be collected any more, so
-    it is ended on its worker (when the cluster is reachable) and fails as ``worker-lost``;
-    it is never launched again unless the plan allows a successor."""
-    import signal
-
-    from .._util.fsutil import read_json
-
-    record = read_json(d.state.file("remote.json")) or {}
-    where = record.get("worker")
-    if sup.cluster is not None and where and d.p.request.attempt_id:
+    it is ended on its worker (when the cluster is reachable; its diff is landed) and fails
+    as ``worker-lost`` (cancelled, when a cancel was asked for); it is never launched again
+    unless the plan allows a successor."""
+    quiet = True
+    if sup.cluster is not None and d.p.request.attempt_id:
         try:
-            await asyncio.to_thread(sup.cluster.signal, d.p.request.attempt_id, where,
-                                    signal.SIGKILL)
-        except Exception:  # the worker is gone too: nothing left to end
+            quiet = await asyncio.to_thread(sup.cluster.end_orphan, d.p.request.attempt_id,
+                                            d.state.path, d.workspace, sup.settings.kill_grace_s)
+        except Exception:  # the scheduler is gone too: nothing left to end there
             pass
     d.lost = ("worker-lost", "the supervisor that sent it to the cluster died; its result "
               "could not be collected")
-    settle(sup, u, await asyncio.to_thread(d.finish, None), None, executor=d.p.executor,
-           workspace=d.workspace)
+    why = "cancelled" if u.cancel_requested else None
+    settle(sup, u, await asyncio.to_thread(d.finish, None, cancelled=why is not None), why,
+           executor=d.p.executor, workspace=d.workspace, quiet=quiet)
 
 
 def request(sup: Supervisor, u: UnitState, row: dict[str, Any],

@@ -1,9 +1,12 @@
-"""A run's block of its units' own port ranges (``RunRanges``), leased from the registry."""
+"""A run's block of its units' own port ranges (``RunRanges``), leased from the registry;
+and the blocks a cluster's worker process holds for the runs whose units it runs
+(``worker_block``)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from .port_probe import in_use
 from .port_registry import Holder, PortRange
@@ -12,16 +15,18 @@ from .ports import lease, release
 
 class RunRanges:
     """A run's units' own ranges: leased from the registry a block at a time, in the run's
-    name (``<run>/ranges``, held by its keeper), and handed to its units and taken back in
-    memory, so that a unit costs the registry no write unless it names or fixes ports.
+    name (``<run>/ranges``, held by its keeper; or ``name``), and handed to its units and
+    taken back in memory, so that a unit costs the registry no write unless it names or
+    fixes ports.
 
     A range is handed out least recently used first, and only when a ``bind()`` finds none
     of its ports in use (a server of the unit before may have left one in TIME_WAIT); one in
     use waits its turn again. ``close`` gives the whole block back."""
 
     def __init__(self, run_id: str, pid: int, started: float | None, size: int,
-                 env: Mapping[str, str] | None = None, block: int = 16):
-        self.holder = Holder(f"{run_id}/ranges", run_id, None, pid, started)
+                 env: Mapping[str, str] | None = None, block: int = 16,
+                 name: str | None = None):
+        self.holder = Holder(name or f"{run_id}/ranges", run_id, None, pid, started)
         self.size, self.env, self.block = size, env, max(1, block)
         self._free: list[PortRange] = []
         self._leased = 0
@@ -48,6 +53,11 @@ class RunRanges:
         with self._lock:
             self._free.append(r)
 
+    def idle(self) -> bool:
+        """Whether every range it leased is back."""
+        with self._lock:
+            return len(self._free) == self._leased
+
     def close(self) -> None:
         """Give every leased range back to the registry (the run has ended)."""
         with self._lock:
@@ -55,3 +65,28 @@ class RunRanges:
                 release(self.holder.attempt_id, self.env, self.holder)
             self._free, self._leased = [], 0
 
+
+WORKER_BLOCK = 4   # ranges a worker process leases at a time for one run
+_BLOCKS: dict[tuple[str, int], RunRanges] = {}   # (run, range size) -> this process's block
+_BLOCKS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def worker_block(run_id: str, size: int, env: Mapping[str, str] | None) -> Iterator[RunRanges]:
+    """This process's block of ``run_id``'s ranges on this machine (a cluster's worker
+    process holds it: its units' own ranges cost the registry no write each), made when a
+    unit of the run first asks; while the caller holds it, no other thread takes from or
+    gives back to it. Once every range is back, it is given back to the registry."""
+    with _BLOCKS_LOCK:
+        block = _BLOCKS.get((run_id, size))
+        if block is None:
+            me = Holder.of_process(f"{run_id}/ranges", run_id)
+            block = _BLOCKS[(run_id, size)] = RunRanges(
+                run_id, me.pid, me.started, size, env, block=WORKER_BLOCK,
+                name=f"{run_id}/ranges/{me.pid}")   # a machine may have several workers
+        try:
+            yield block
+        finally:
+            if block.idle():
+                block.close()
+                del _BLOCKS[(run_id, size)]

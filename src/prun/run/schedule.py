@@ -19,7 +19,8 @@ from .unit import UnitState
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .ports import Reservation
+    from . import brief
+    from .ports import PortsThere, Reservation
     from .run_ranges import RunRanges
     from .supervisor import Supervisor
 
@@ -87,6 +88,28 @@ def reserve_ports(sup: Supervisor, u: UnitState, aid: str) -> Reservation:
     except BaseException:
         block.give_back(own)
         raise
+
+
+def ports_there(sup: Supervisor, u: UnitState) -> PortsThere:
+    """The ports of a cluster's unit, reserved by its task on the worker that runs it."""
+    from . import ports
+
+    request = ports.port_request(u.packet.state, sup.env, where=u.packet.where("state"))
+    return ports.PortsThere(request, sup.run_id, u.packet.id)
+
+
+def brief_ports(sup: Supervisor, u: UnitState,
+                held: Reservation | None) -> brief.Ports | brief.PortsByName:
+    """What the brief says of the unit's ports: the numbers ``held`` for it here, or, for a
+    cluster's unit (None), the variables its worker fills in."""
+    from . import brief, ports
+
+    if held is not None:
+        return brief.Ports(held.range.base, held.range.count, dict(held.named),
+                           tuple(str(r) for r in held.fixed))
+    request = ports.port_request(u.packet.state, sup.env, where=u.packet.where("state"))
+    return brief.PortsByName(request.count, tuple(ports.env_name(n) for n in request.names),
+                             tuple(str(r) for r in request.fixed))
 
 
 def ports_at_hand(sup: Supervisor, u: UnitState) -> bool:

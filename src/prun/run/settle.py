@@ -96,24 +96,28 @@ def fresh_start(sup: Supervisor, u: UnitState, executor: Executor, error: str | 
                    "partial result")
 
 
+LOST_RETRIES = 1   # successors a packet may get after lost workers (``worker_lost: retry``)
+
+
 def may_retry_lost(sup: Supervisor, u: UnitState) -> bool:
     """Whether the plan allows a successor after a cluster worker died mid-unit
-    (``cluster: {worker_lost: retry}``): once per packet, never silently."""
+    (``cluster: {worker_lost: retry}``): once per packet, counted in the ledger (so a
+    resumed supervisor allows no more), never silently."""
     conf = sup.cluster_config
     if conf is None or conf.worker_lost != "retry":
         return False
-    return u.packet.id not in sup.lost_retried
+    return u.lost_retries < LOST_RETRIES
 
 
 def lost_successor(sup: Supervisor, u: UnitState, executor: Executor,
                    error: str | None) -> None:
     """A linked successor of an attempt whose cluster worker died: a fresh start in the same
-    workspace, recorded as a ``worker-lost`` event."""
+    workspace, counted in the ledger with a ``worker-lost`` event (committed before the
+    successor's own row, which waits behind the ledger's queue)."""
     aid = u.current_attempt
-    sup.lost_retried.add(u.packet.id)
+    u.lost_retries += 1
     why = f"The cluster worker running {aid} died ({error or 'worker lost'})."
-    sup.ledger.record_event("worker-lost", run_id=sup.run_id, packet_id=u.packet.id,
-                            attempt_id=aid, status="worker-lost", cause=why)
+    sup.ledger.spend_lost_retry(sup.run_id, u.packet.id, aid, why)
     u.carry_on(executor, None, because=why + " This attempt starts again.", fresh=True)
     sup.set_packet(u, PacketStatus.PENDING, "worker lost: the plan allows one successor")
 

@@ -93,7 +93,6 @@ class Supervisor:
 
         self.cluster_config = cluster_config(str(self.paths.root))
         self.cluster: Cluster | None = None
-        self.lost_retried: set[str] = set()     # packets given a successor after a lost worker
         # the frozen packets, each as a unit, in plan order
         rows = ledger.packets(run_id)
         specs = {row["id"]: json.loads(row["spec"]) for row in rows}
@@ -101,7 +100,7 @@ class Supervisor:
             row["id"]: UnitState(packet=packet_from_spec(specs[row["id"]]),
                                  status=PacketStatus(row["status"]), executor=row["executor"],
                                  reason=specs[row["id"]].get("routing_reason") or "",
-                                 base=row["base"])
+                                 base=row["base"], lost_retries=row["lost_retries"])
             for row in rows}
         self.order = list(self.units.values())
         self.sandbox = {pid: spec.get("sandbox") for pid, spec in specs.items()}

@@ -61,6 +61,7 @@ class UnitState:
     asked: str | None = None
     resumed_result: str | None = None
     port_note: str | None = None           # why it waits for its ports, said once
+    lost_retries: int = 0                  # successors given after lost cluster workers
 
     @property
     def current_attempt(self) -> str:
