@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._util import gitcmd
+from .._util.quoting import quote
 from ..errors import UsageError
 from ..plan import Packet
 from .changes import Change, FileChange, read_change
@@ -358,6 +359,5 @@ def _failed_paths(stderr: str) -> list[str]:
 
 
 def _token(value: str) -> str:
-    if not value or any(c.isspace() for c in value) or '"' in value:
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return value
+    """A value as one token: quoted as ``prun._util.quoting`` says when it is not plain."""
+    return quote(value)
