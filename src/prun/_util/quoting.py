@@ -56,12 +56,13 @@ def needs_quoting(name: str, special: str = "") -> bool:
                             for c in name))
 
 
-def quote(value: object, special: str = "") -> str:
+def quote(value: object, special: str = "", *, always: bool = False) -> str:
     """``value`` (a name: ``str()`` of anything else) as one token of a terse line: as it is
     when plain, else in double quotes with C-style escapes (see the module). ``special``:
-    more characters that make a name be quoted (kept as they are inside the quotes)."""
+    more characters that make a name be quoted (kept as they are inside the quotes);
+    ``always``: quoted even when plain (a field documented as always quoted)."""
     name = value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
-    if not needs_quoting(name, special):
+    if not always and not needs_quoting(name, special):
         return name
     return '"' + "".join(c if _plain_char(c) else _escape(c) for c in name) + '"'
 

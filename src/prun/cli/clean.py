@@ -37,6 +37,8 @@ import json
 import os
 import shutil
 
+from . import options
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -51,7 +53,8 @@ if TYPE_CHECKING:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_id", nargs="?", metavar="RUN", help="a run id or prefix (default: latest)")
+    p.add_argument("run_id", nargs="?", metavar="RUN", type=options.run_id,
+                   help="a run id or prefix (default: latest)")
     p.add_argument("--dry-run", action="store_true", help="say what would be removed")
     p.add_argument("--json", action="store_true", help="the result as JSON")
 

@@ -22,18 +22,20 @@ from __future__ import annotations
 
 import argparse
 
+from . import options
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlite3
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("packet", metavar="PACKET", help="the packet id")
-    p.add_argument("--prompt-file", required=True, metavar="F",
+    p.add_argument("packet", metavar="PACKET", type=options.packet_id, help="the packet id")
+    p.add_argument("--prompt-file", required=True, metavar="F", type=options.path,
                    help="the follow-up request (Markdown text)")
-    p.add_argument("--run", dest="run_id", metavar="RUN",
+    p.add_argument("--run", dest="run_id", metavar="RUN", type=options.run_id,
                    help="a run id or prefix (default: the latest run of this repository)")
-    p.add_argument("--wait", type=float, default=60.0,
+    p.add_argument("--wait", type=options.seconds, default=60.0,
                    help="seconds to wait for the follow-up attempt to start (default 60)")
 
 

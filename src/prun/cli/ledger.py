@@ -17,16 +17,22 @@ import argparse
 import json
 import sys
 
+from . import options
+
+LIMIT_MAX = 10000  # --limit: runs listed at most
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_id", nargs="?", metavar="RUN", help="a run id (or a unique prefix)")
+    p.add_argument("run_id", nargs="?", metavar="RUN", type=options.run_id,
+                   help="a run id (or a unique prefix)")
     p.add_argument("--events", action="store_true", help="the run's event log")
     p.add_argument("--dispatches", action="store_true", help="standalone dispatch attempts")
-    p.add_argument("--limit", type=int, default=20, help="how many runs (default 20)")
+    p.add_argument("--limit", type=options.int_in(1, LIMIT_MAX), default=20,
+                   help=f"how many runs (default 20, at most {LIMIT_MAX})")
     p.add_argument("--json", action="store_true", help="rows as JSON")
     p.add_argument("--path", action="store_true", help="print the ledger's path and exit")
 

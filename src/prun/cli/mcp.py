@@ -34,6 +34,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from . import options
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION")
@@ -44,7 +46,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        help="the CLI: claude (Claude Code) or gemini (Gemini CLI)")
         where = a.add_mutually_exclusive_group()
         where.add_argument("--user", action="store_true", help="the user's configuration")
-        where.add_argument("--project", metavar="DIR",
+        where.add_argument("--project", metavar="DIR", type=options.path,
                            help="the project's configuration (default: the repository root)")
         if name == "install":
             a.add_argument("--command", metavar="CMD",

@@ -21,10 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 
+from . import options
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("packet_id", metavar="PACKET", help="the packet to pause")
-    p.add_argument("--run", dest="run_id", metavar="RUN", help="a run id or prefix "
+    p.add_argument("packet_id", metavar="PACKET", type=options.packet_id, help="the packet to pause")
+    p.add_argument("--run", dest="run_id", metavar="RUN", type=options.run_id, help="a run id or prefix "
                    "(default: the latest run of this repository)")
     p.add_argument("--json", action="store_true", help="the result as JSON")
 

@@ -21,6 +21,8 @@ import argparse
 import json
 import sys
 
+from . import options
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -35,6 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--refresh", action="store_true",
                    help="re-read every group that has a probe now, whatever its age")
     p.add_argument("--group", action="append", default=[], metavar="GROUP",
+                   type=options.name("quota group", "`prun quota` lists them"),
                    help="show only this group (repeatable)")
 
 

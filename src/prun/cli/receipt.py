@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import argparse
 
+from . import options
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("state_dir", metavar="STATE_DIR", help="the STATE-DIR of a session unit")
-    p.add_argument("--attempt-id", required=True,
+    p.add_argument("state_dir", metavar="STATE_DIR", type=options.path,
+                   help="the STATE-DIR of a session unit")
+    p.add_argument("--attempt-id", required=True, type=options.name("subagent identifier"),
                    help="the identifier the runtime returned for the subagent")
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .options import positive_int
+from . import options
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -45,16 +45,18 @@ if TYPE_CHECKING:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("plan", metavar="PLAN", help="the plan file (YAML)")
-    p.add_argument("--parallel", "-j", type=positive_int, help="units at once (default: the plan's, else 8)")
-    p.add_argument("--deadline", help="the run's terminal deadline: a duration (90m) or ISO time")
+    p.add_argument("plan", metavar="PLAN", type=options.path, help="the plan file (YAML)")
+    p.add_argument("--parallel", "-j", type=options.positive_int,
+                   help="units at once (default: the plan's, else 8)")
+    p.add_argument("--deadline", type=options.when,
+                   help="the run's terminal deadline: a duration (90m) or ISO time")
     p.add_argument("--detach", action="store_true",
                    help="run the supervisor in the background; print the run id and return")
     p.add_argument("--verbose", "-v", action="store_true", help="a line for every unit event")
     p.add_argument("--plain", action="store_true", help="lines even on a terminal")
     p.add_argument("--allow-overlap", action="store_true",
                    help="run a plan that fails the independence test (recorded in the ledger)")
-    p.add_argument("--cluster", metavar="ADDRESS",
+    p.add_argument("--cluster", metavar="ADDRESS", type=options.name("cluster address"),
                    help="run the units on the Dask cluster at ADDRESS (tcp://host:port or "
                         "tls://host:port; default: the plan's cluster:, else $PRUN_CLUSTER); "
                         "needs prun-agents[dask], see docs/cluster.md")

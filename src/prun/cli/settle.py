@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import argparse
 
+from . import options
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("state_dir", metavar="STATE_DIR", help="the path printed as STATE-DIR")
+    p.add_argument("state_dir", metavar="STATE_DIR", type=options.path, help="the path printed as STATE-DIR")
 
 
 def run(args: argparse.Namespace) -> int:
