@@ -85,13 +85,14 @@ def shell_word(arg: str) -> str:
                           for c in arg) + "'"
 
 
-def printable(text: object) -> str:
+def printable(text: object, keep: str = "") -> str:
     """``text`` for a person's eyes: every character ``quote`` escapes written as its escape,
-    except the plain space, double quotes and backslashes, which are kept; nothing added."""
+    except the plain space, double quotes and backslashes, which are kept, and the characters
+    of ``keep`` (``"\\n\\t"`` for a document of several lines); nothing added."""
     s = str(text)
     if s.isprintable():
         return s
-    return "".join(c if c.isprintable() else _escape(c) for c in s)
+    return "".join(c if c.isprintable() or c in keep else _escape(c) for c in s)
 
 
 def unquote(token: str) -> str:

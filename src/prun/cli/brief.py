@@ -128,7 +128,9 @@ def _print(args: argparse.Namespace, packet_id: str, attempt_id: str | None, tex
                           "contract_bytes": len(head.encode()) + 1,
                           "bytes": len(text.encode()), "brief": text}, indent=1))
     else:
-        sys.stdout.write(text)
+        from .._util.quoting import printable
+
+        sys.stdout.write(printable(text, keep="\n\t"))
     if preview:
         print("prun: a preview: values shown as <...> are fixed when the unit starts",
               file=sys.stderr)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 
+from .._util.quoting import quote
 from . import options
 
 
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         assert run is not None  # the run of a recorded attempt, or the one just found
         cause = "cancelled by " + (args.reason or "prun cancel")
         if run["status"] != "running" and not target:
-            print(f"CANCEL {run_id} status={run['status']}")
+            print(f"CANCEL {quote(run_id)} status={run['status']}")
             return 0
         ledger.add_request(run_id, "cancel", target, cause=cause)
         if not wake_supervisor(run):
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
             return s if s != "running" else None
 
         status = wait_for(settled, args.wait)
-        print(f"CANCEL {target or run_id} status={status or 'cancel-requested'}")
+        print(f"CANCEL {quote(target or run_id)} status={status or 'cancel-requested'}")
         return 0 if status and status != "unknown-packet" else 1
 
 
@@ -92,5 +93,5 @@ def _standalone(args: argparse.Namespace) -> int:
 
     sd = standalone(args.target)
     kind = cancel(sd, current().kill_grace_s, args.wait)
-    print(f"CANCEL {sd.path} status={kind}")
+    print(f"CANCEL {quote(sd.path)} status={kind}")
     return 0

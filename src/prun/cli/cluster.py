@@ -48,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     from .. import settings
+    from .._util.quoting import printable, quote, word
     from ..cluster import require
     from ..cluster.local import LocalCluster, check_host
 
@@ -68,11 +69,13 @@ def run(args: argparse.Namespace) -> int:
                 for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         address = cluster.start()
-        print(f"CLUSTER {address} workers={args.workers} logs={folder}", flush=True)
+        print(f"CLUSTER {quote(address)} workers={args.workers} {word('logs', folder)}",
+              flush=True)
         while not got:
             gone = cluster.gone()
             if gone:
-                print(f"prun: the cluster's {gone} exited (see {folder})", file=sys.stderr)
+                print(f"prun: the cluster's {gone} exited (see {printable(folder)})",
+                      file=sys.stderr)
                 return 1
             time.sleep(0.5)     # a signal is seen within half a second
         return 0

@@ -48,6 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .._util.quoting import printable, quote
     from .._util.timeparse import parse_duration
     from ..attempt.dispatch import Request, run_sync
 
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
                   route_reason=args.route_reason, sandbox=args.sandbox)
 
     def announce(path: str) -> None:
-        sys.stdout.write(f"STATE-DIR {path}\n")
+        sys.stdout.write(f"STATE-DIR {quote(path)}\n")
         sys.stdout.flush()
 
     outcome = run_sync(req, on_state_dir=announce)
@@ -68,5 +69,6 @@ def run(args: argparse.Namespace) -> int:
     if outcome.exit_code != 0:
         what = f"unit {req.unit_id} {outcome.kind} ({outcome.reason})"
         detail = (outcome.error or "").strip().splitlines()
-        print(f"prun: {what}: {detail[0] if detail else 'see the state dir'}", file=sys.stderr)
+        print(printable(f"prun: {what}: {detail[0] if detail else 'see the state dir'}"),
+              file=sys.stderr)
     return outcome.exit_code

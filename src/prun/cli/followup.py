@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 
+from .._util.quoting import quote
 from . import options
 
 TYPE_CHECKING = False
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
 
         new = wait_for(successor, args.wait)
         resume = "yes" if new and new["continue_from"] else "no"
-        print(f"FOLLOWUP {args.packet} run={view.id} predecessor={old} "
+        print(f"FOLLOWUP {quote(args.packet)} run={view.id} predecessor={quote(old)} "
               f"attempt={new['id'] if new else 'pending'}"
               + (f" resume={resume}" if new else ""))
         return 0 if new else 1

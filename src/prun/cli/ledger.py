@@ -5,7 +5,8 @@
     prun ledger RUN --events    the run's append-only event log
     prun ledger --dispatches    standalone `prun dispatch` attempts
 
-Lines are `key=value` words; `--json` prints the rows as JSON. `--path` prints where the
+Lines are `key=value` words (a value that is not plain is quoted, docs/reconcile.md#quoting);
+`--json` prints the rows as JSON. `--path` prints where the
 ledger is. The tables can also be read with any SQLite tool (see docs/ledger.md).
 
 exit codes: 0 shown; 2 bad usage (no such run).
@@ -77,13 +78,12 @@ _COLUMNS = {
 
 
 def _line(kind: str, row: Mapping[str, object]) -> str:
+    from .._util.quoting import word
+
     words = [kind]
     for k in _COLUMNS[kind]:
         value = row.get(k)
         if value is None or value == "":
             continue
-        v = str(value)
-        if " " in v or '"' in v:
-            v = json.dumps(v)
-        words.append(f"{k}={v}")
+        words.append(word(k, value))
     return " ".join(words)

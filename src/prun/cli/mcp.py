@@ -32,7 +32,6 @@ is not a JSON object, or another `prun` entry without --force (nothing is writte
 from __future__ import annotations
 
 import argparse
-import json
 
 from . import options
 
@@ -57,10 +56,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _word(key: str, value: object) -> str:
-    v = str(value)
-    if v == "" or any(c in v for c in ' "=\n'):
-        v = json.dumps(v)
-    return f"{key}={v}"
+    """``key=value``, the value quoted when it is not plain (``prun._util.quoting``)."""
+    from .._util.quoting import word
+
+    return word(key, value)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -47,8 +47,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import json
-    import shlex
 
+    from .._util.quoting import shell_word
     from .._util.timeparse import parse_duration
     from ..errors import UsageError
     from ..settings import current
@@ -68,15 +68,15 @@ def run(args: argparse.Namespace) -> int:
     report = monitor.run(timeout)
     exit_quickly()
 
-    options = []
+    flags = []
     for flag, value in (("--stall-threshold", args.stall_threshold),
                         ("--stable-window", args.stable_window)):
         if value is not None:
-            options += [flag, value]
+            flags += [flag, value]
     if args.poll:
-        options.append("--poll")
+        flags.append("--poll")
     prefix = s.monitor_command
-    relaunch = (f"{prefix} {shlex.join(relaunch_argv(report, options))}"
+    relaunch = (f"{prefix} {' '.join(shell_word(a) for a in relaunch_argv(report, flags))}"
                 if report.still_running else None)
     if args.json:
         obj = report.as_dict()

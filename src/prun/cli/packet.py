@@ -56,5 +56,7 @@ def run(args: argparse.Namespace) -> int:
     if not written:
         raise UsageError(f"{path} exists; not overwriting it",
                          hint="give another -o PATH, or move the old file away")
-    sys.stdout.write(f"PACKET {path}\n")
+    from .._util.quoting import quote
+
+    sys.stdout.write(f"PACKET {quote(path)}\n")
     return 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from .._util.quoting import quote, word
 from . import options
 
 
@@ -73,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"packet": args.packet_id, "attempt": attempt["id"],
                           **result.as_dict()}, indent=2, sort_keys=True))
     else:
-        print(f"PAUSED {args.packet_id} attempt={attempt['id']} stopped={result.stopped} "
-              f"files={len(result.files)} patch={result.patch or 'none'}")
+        print(f"PAUSED {quote(args.packet_id)} {word('attempt', attempt['id'])} "
+              f"stopped={result.stopped} files={len(result.files)} "
+              f"{word('patch', result.patch or 'none')}")
     return 0

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 
+from .._util.quoting import quote, word
 from . import options
 
 TYPE_CHECKING = False
@@ -73,8 +74,9 @@ def run(args: argparse.Namespace) -> int:
 
         new = wait_for(successor, args.wait)
         executor = new["executor"] if new else (args.executor or "same")
-        print(f"REASSIGN {args.packet} run={run_id} executor={executor} "
-              f"predecessor={old or 'none'} attempt={new['id'] if new else 'pending'}")
+        print(f"REASSIGN {quote(args.packet)} run={run_id} {word('executor', executor)} "
+              f"{word('predecessor', old or 'none')} "
+              f"{word('attempt', new['id'] if new else 'pending')}")
         return 0 if new else 1
 
 

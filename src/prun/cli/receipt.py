@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 
+from .._util.quoting import quote, word
 from . import options
 
 
@@ -53,5 +54,5 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"{sd.path} already has receipt {held}",
                              hint="a reassignment is a new attempt: dispatch the unit again")
     record_receipt(sd.path, unit, attempt)  # the ledger (never fails the command)
-    print(f"RECEIPT {sd.path} attempt-id={attempt}")
+    print(f"RECEIPT {quote(sd.path)} {word('attempt-id', attempt)}")
     return 0

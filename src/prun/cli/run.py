@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .._util.quoting import word
 from . import options
 
 TYPE_CHECKING = False
@@ -91,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"RUN {r['id']}")
             return 0
         print(f"RUN {r['id']} packets={len(plan.packets)} parallel={r['parallel']} "
-              f"base={r['base'] or 'none'} deadline={r['deadline'] or 'none'}", flush=True)
+              f"{word('base', r['base'] or 'none')} {word('deadline', r['deadline'] or 'none')}",
+              flush=True)
         from .foreground import supervise
 
         return supervise(ledger, r["id"], verbose=args.verbose, plain=args.plain)

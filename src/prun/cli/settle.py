@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 
+from .._util.quoting import quote, word
 from . import options
 
 
@@ -30,6 +31,6 @@ def run(args: argparse.Namespace) -> int:
 
     sd = standalone(args.state_dir)
     outcome = settle(sd)
-    print(f"SETTLED {sd.path} outcome={outcome.kind.value} reason={outcome.reason} "
-          f"result={outcome.result_file}")
+    print(f"SETTLED {quote(sd.path)} outcome={outcome.kind.value} "
+          f"{word('reason', outcome.reason)} {word('result', outcome.result_file)}")
     return 0

@@ -135,7 +135,8 @@ def frame(view: RunView, notices: Sequence[str], *, width: int, height: int,
                      width=widths[c], no_wrap=c != "unit",
                      overflow="fold" if c == "unit" else "ellipsis")
     for r, name in zip(shown, names, strict=True):
-        t.add_row(name, *(r.cells[c] for c in cols[1:]), style=_style(r.state))
+        # Text, not str: a name is shown as written, never read as rich markup
+        t.add_row(Text(name), *(Text(r.cells[c]) for c in cols[1:]), style=_style(r.state))
     more = [Text(_cut(more_line(hidden), width), style="dim")] if hidden else []
     return Group(*head, *notes, t, *more)
 
