@@ -26,11 +26,13 @@ from .fields import (
     Where,
     check_executor,
     check_runs_on,
+    command_words,
     data_boundary,
     deadline,
     executor_of,
     join_argv,
     sandbox,
+    shell_line,
     timeout,
 )
 from .model import Packet, Plan
@@ -94,6 +96,7 @@ def _packet(doc: yamldoc.Doc, where: Where, raw: PacketFields, *, body: str | No
     if executor != "auto":
         check_runs_on(doc, where, fields, executor)
     command = fields.get("command")
+    command_words(doc, where, raw.get("command"))   # the defaults' is checked with the plan
     return Packet(
         id=fields["id"],
         prompt=prompt,
@@ -167,6 +170,7 @@ def load_plan(path: str | os.PathLike[str]) -> Plan:
     data = cast(PlanFields, doc.data)   # the shape the schema has just checked
     defaults: PacketFields = data.get("defaults") or {}
     if defaults:
+        command_words(doc, ("defaults",), defaults.get("command"))
         if defaults.get("executor"):
             check_executor(doc, ("defaults",), defaults["executor"])
         data_boundary(doc, ("defaults",), defaults, defaults, "defaults")
@@ -178,6 +182,8 @@ def load_plan(path: str | os.PathLike[str]) -> Plan:
         else:
             packets.append(_packet(doc, ("packets", i), entry, body=None, base_dir=p.parent,
                                    defaults=defaults))
+    for key in ("check", "setup", "on_event"):
+        shell_line(doc, key, data.get(key))
     written = data.get("deadline")
     plan = Plan(
         packets=tuple(packets),

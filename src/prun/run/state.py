@@ -143,6 +143,7 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
     """Record the run in the ledger (one transaction) and make its run dir. Returns the run."""
     from .._util import gitcmd
     from . import prepare as unitprep
+    from .ports import port_request
 
     env = os.environ if env is None else env
     root = repo_root(plan.root)
@@ -167,14 +168,15 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
     packets: list[PacketRecord] = []
     routes = unitprep.route_all(plan.packets, env)  # may refuse a unit: nothing made yet
     sandboxes = _sandboxes(plan, env, routes)        # may refuse sandbox: on: nothing made yet
+    bases = {p.id: _packet_base(root, plan, p, base) for p in plan.packets}  # nor a bad base
+    for p in plan.packets:   # nor a port entry that names no port
+        port_request(p.state, env, where=p.where("state"))
     paths.make()
     if cluster is not None:   # every supervisor of the run sends its units there
         cluster.write(str(paths.root))
     for p in plan.packets:
         r = routes[p.id]
-        pbase, own = base, plan.base_of(p)
-        if root is not None and own and own != (plan.base or "HEAD"):
-            pbase = gitcmd.rev(root, own)
+        pbase = bases[p.id]
         spec = packet_spec(p)
         spec.update({"routed_executor": r.executor, "routing_reason": r.reason,
                      "base_commit": pbase, "sandbox": sandboxes[p.id]})
@@ -194,6 +196,22 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
                             data={"address": cluster.address,
                                   "worker_lost": cluster.worker_lost})
     return run
+
+
+def _packet_base(root: Path | None, plan: Plan, p: Packet, run_base: str | None) -> str | None:
+    """The commit packet ``p`` starts from: its own base resolved, else the run's; a base that
+    names no commit is refused (UsageError at its line) before anything is made."""
+    from .._util import gitcmd
+
+    own = plan.base_of(p)
+    if root is None or not own or own == (plan.base or "HEAD"):
+        return run_base
+    try:
+        return gitcmd.rev(root, own)
+    except GitError as e:
+        raise UsageError(f"{p.where('base')}: base {own!r} of packet {p.id!r} is not a commit "
+                         f"in {root}: {e.message}", hint="give a commit id, tag or branch that "
+                         "exists (git log --oneline shows them)") from None
 
 
 def _sandboxes(plan: Plan, env: Mapping[str, str],
