@@ -64,9 +64,10 @@ def classify(ev: sqlite3.Row, any_done: bool) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .._util.quoting import word
     from .._util.timeparse import parse_duration
     from ..ledger import Ledger
-    from ..run.render import run_line, word
+    from ..run.render import run_line
     from ..run.state import supervisor_alive
     from ..run.view import find_run, view
 

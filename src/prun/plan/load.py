@@ -182,8 +182,9 @@ def load_plan(path: str | os.PathLike[str]) -> Plan:
         else:
             packets.append(_packet(doc, ("packets", i), entry, body=None, base_dir=p.parent,
                                    defaults=defaults))
-    for key in ("check", "setup", "on_event"):
-        shell_line(doc, key, data.get(key))
+    shell_line(doc, "check", data.get("check"))
+    shell_line(doc, "setup", data.get("setup"))
+    shell_line(doc, "on_event", data.get("on_event"))
     written = data.get("deadline")
     plan = Plan(
         packets=tuple(packets),
