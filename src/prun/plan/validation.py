@@ -76,7 +76,7 @@ NAME_FIELDS = frozenset({
     "id", "kind", "executor", "model", "effort", "mode", "owns", "generates", "reads",
     "shared", "state", "after", "base", "timeout", "requires", "reachable", "may_go_to",
     "prohibited", "retention", "sandbox", "prompt_file", "name", "deadline", "cancel_owner",
-    "cancel_action", "cluster", "address", "worker_lost", "packets"})
+    "cancel_action", "cluster", "address", "worker_lost"})
 
 
 def check_text(doc: yamldoc.Doc) -> None:
@@ -92,7 +92,9 @@ def check_text(doc: yamldoc.Doc) -> None:
                 _check_string(doc, [*where, key], key, True, key=True)
                 stack.append(([*where, key], v, named or key in NAME_FIELDS))
         elif isinstance(value, list):
-            stack.extend(([*where, i], v, named) for i, v in enumerate(value))
+            packet_files = where == ["packets"]   # a plan's packet files: paths and globs
+            stack.extend(([*where, i], v, named or (packet_files and isinstance(v, str)))
+                         for i, v in enumerate(value))
         elif isinstance(value, str):
             _check_string(doc, where, value, named)
 
