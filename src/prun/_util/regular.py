@@ -27,19 +27,20 @@ def read_regular(path: str | os.PathLike[str], limit: int, what: str = "file",
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        raise error(f"{shown}: no such {what}", hint="check the path") from None
+        raise error(f"{shown}: no such file", hint=f"check the path of the {what}") from None
     except IsADirectoryError:
         raise error(f"{shown}: is a directory, not a {what}", hint=fix) from None
     except OSError as e:
         raise error(f"{shown}: cannot read the {what} ({e.strerror})",
                     hint="check the path and its permissions") from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
         if stat.S_ISDIR(st.st_mode):
             raise error(f"{shown}: is a directory, not a {what}", hint=fix)
-        if not stat.S_ISREG(st.st_mode):
-            kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a file")
-            raise error(f"{shown}: is {kind}, not a regular file", hint=fix)
+        kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a file")
+        raise error(f"{shown}: is {kind}, not a regular file", hint=fix)
+    with os.fdopen(fd, "rb") as f:
         data = f.read(limit + 1) if st.st_size <= limit else b""
         if st.st_size > limit or len(data) > limit:
             size = max(st.st_size, len(data))
