@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     from ..ledger import Ledger
     from ..plan import load_plan
     from ..plan.independence import check
-    from ..run.state import RunPaths, deadline_of, freeze, spawn_supervisor
+    from ..run.state import RunPaths, deadline_of, freeze, preflight, spawn_supervisor
 
     plan = load_plan(args.plan)
     deadline_of(plan, args.deadline)  # refused before the ledger is made
@@ -77,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
         print("prun: the plan fails the independence test; nothing was run (fix the packets, "
               "or pass --allow-overlap to run it anyway)", file=sys.stderr)
         return 1
+    preflight(plan)                          # bases and ports, before the ledger is opened
     cluster = _cluster(args.cluster, plan)   # reached (or refused) before anything is made
     with Ledger.open() as ledger:
         r = freeze(plan, ledger, parallel=args.parallel, deadline=args.deadline,

@@ -141,24 +141,10 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
            deadline: str | None = None, env: Mapping[str, str] | None = None,
            cluster: ClusterConfig | None = None) -> RunRecord:
     """Record the run in the ledger (one transaction) and make its run dir. Returns the run."""
-    from .._util import gitcmd
     from . import prepare as unitprep
-    from .ports import port_request
 
     env = os.environ if env is None else env
-    root = repo_root(plan.root)
-    base = None
-    if root is not None:
-        try:
-            base = gitcmd.rev(root, plan.base or "HEAD")
-        except GitError as e:
-            if plan.base or any(p.writes_code for p in plan.packets):
-                raise UsageError(f"cannot resolve the base revision {plan.base or 'HEAD'!r} "
-                                 f"in {root}: {e.message}",
-                                 hint="commit something first, or name an existing base")
-    elif any(p.writes_code for p in plan.packets):
-        raise UsageError("the plan has code units but is not inside a git repository",
-                         hint="run plans with code units from a git repository")
+    root, base, bases = preflight(plan, env)    # a bad base or port entry: nothing made yet
     run_id = new_run_id()
     paths = RunPaths(prun_dir(root or Path.cwd()) / "runs" / run_id)
     when = deadline_of(plan, deadline)
@@ -168,9 +154,6 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
     packets: list[PacketRecord] = []
     routes = unitprep.route_all(plan.packets, env)  # may refuse a unit: nothing made yet
     sandboxes = _sandboxes(plan, env, routes)        # may refuse sandbox: on: nothing made yet
-    bases = {p.id: _packet_base(root, plan, p, base) for p in plan.packets}  # nor a bad base
-    for p in plan.packets:   # nor a port entry that names no port
-        port_request(p.state, env, where=p.where("state"))
     paths.make()
     if cluster is not None:   # every supervisor of the run sends its units there
         cluster.write(str(paths.root))
@@ -198,6 +181,39 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
     return run
 
 
+def preflight(plan: Plan, env: Mapping[str, str] | None = None
+              ) -> tuple[Path | None, str | None, dict[str, str | None]]:
+    """What ``freeze`` checks before anything is made, callable before the ledger is even
+    opened: the plan's repository and base commit, each packet's base commit (its own, else
+    the run's) and its ``port:`` entries. Returns (root, run base, packet id -> base);
+    UsageError (at the field) for a base that names no commit or a port entry that names no
+    port."""
+    from .._util import gitcmd
+    from .ports import port_request
+
+    root = repo_root(plan.root)
+    base = None
+    if root is not None:
+        try:
+            base = gitcmd.rev(root, plan.base or "HEAD")
+        except GitError as e:
+            if plan.base:
+                raise UsageError(f"{plan.where('base')}: base {plan.base!r} is not a commit in "
+                                 f"{root}", hint="give a commit id, tag or branch that exists "
+                                 "(git log --oneline shows them)") from None
+            if any(p.writes_code for p in plan.packets):
+                raise UsageError(f"cannot resolve the base revision 'HEAD' in {root}: "
+                                 f"{e.message}", hint="commit something first, or name an "
+                                 "existing base") from None
+    elif any(p.writes_code for p in plan.packets):
+        raise UsageError("the plan has code units but is not inside a git repository",
+                         hint="run plans with code units from a git repository")
+    bases = {p.id: _packet_base(root, plan, p, base) for p in plan.packets}
+    for p in plan.packets:
+        port_request(p.state, env, where=p.where("state"))
+    return root, base, bases
+
+
 def _packet_base(root: Path | None, plan: Plan, p: Packet, run_base: str | None) -> str | None:
     """The commit packet ``p`` starts from: its own base resolved, else the run's; a base that
     names no commit is refused (UsageError at its line) before anything is made."""
@@ -208,10 +224,10 @@ def _packet_base(root: Path | None, plan: Plan, p: Packet, run_base: str | None)
         return run_base
     try:
         return gitcmd.rev(root, own)
-    except GitError as e:
+    except GitError:
         raise UsageError(f"{p.where('base')}: base {own!r} of packet {p.id!r} is not a commit "
-                         f"in {root}: {e.message}", hint="give a commit id, tag or branch that "
-                         "exists (git log --oneline shows them)") from None
+                         f"in {root}", hint="give a commit id, tag or branch that exists "
+                         "(git log --oneline shows them)") from None
 
 
 def _sandboxes(plan: Plan, env: Mapping[str, str],
