@@ -10,7 +10,7 @@ argparse ``type``, before the command does anything. A refused value is one line
     counts           whole numbers in a documented range (``int_in(lo, hi)``)
     seconds          (--wait) a finite number from 0 to WAIT_MAX_S
     durations        (--timeout, --deadline, ...) ``prun._util.timeparse.parse_duration``'s
-                     rule: not negative, finite, at most a year and a day
+                     rule: not negative, finite, at most 3650d (ten years)
 """
 
 from __future__ import annotations
