@@ -78,15 +78,18 @@ def run(args: argparse.Namespace) -> int:
         return 0 if new else 1
 
 
+PROMPT_MAX_BYTES = 8 * 1024 * 1024   # as a dispatched unit's prompt (docs/dispatch.md)
+
+
 def _read_prompt(path: str) -> str:
+    """The follow-up request: a regular file of at most PROMPT_MAX_BYTES, UTF-8 text."""
+    from .._util.regular import read_regular
     from ..errors import UsageError
 
+    data = read_regular(path, PROMPT_MAX_BYTES, "prompt file")
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
-        raise UsageError(f"prompt file not found: {path}", hint="write the follow-up there first")
-    except (OSError, UnicodeDecodeError) as e:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
         raise UsageError(f"cannot read prompt file {path}: {e}", hint="give a UTF-8 text file")
     if not text.strip():
         raise UsageError(f"prompt file is empty: {path}", hint="write the follow-up request there")
