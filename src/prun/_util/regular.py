@@ -27,7 +27,7 @@ def read_regular(path: str | os.PathLike[str], limit: int, what: str = "file",
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        raise error(f"{shown}: no such file", hint=f"check the path of the {what}") from None
+        raise error(f"{shown}: no such file", hint="check the path") from None
     except IsADirectoryError:
         raise error(f"{shown}: is a directory, not a {what}", hint=fix) from None
     except OSError as e:

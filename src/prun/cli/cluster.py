@@ -35,7 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        help=f"units at once per worker (default 4, at most {THREADS_MAX})")
     local.add_argument("--host", default="127.0.0.1", type=options.name("host"),
                        help="the address every process binds to (default 127.0.0.1)")
-    local.add_argument("--port", type=options.int_in(0, options.PORT_MAX, "port"), default=0,
+    local.add_argument("--port", type=options.port, default=0,
                        help="the scheduler's port (default: a free one)")
     local.add_argument("--allow-all-interfaces", action="store_true",
                        help="allow a --host that is not loopback (anyone who reaches it can "

@@ -125,6 +125,16 @@ def int_in(lo: int, hi: int, what: str = "") -> Callable[[str], int]:
 positive_int = int_in(1, PARALLEL_MAX, "units at once")   # --parallel, -j
 
 
+def port(text: str) -> int:
+    """An argparse ``type`` for a port to listen on: 0 (a free one) to PORT_MAX."""
+    try:
+        return int_in(0, PORT_MAX)(text)
+    except argparse.ArgumentTypeError:
+        shown = text if len(text) <= 30 else text[:30] + "..."
+        raise argparse.ArgumentTypeError(f"{shown!r} is not a port: give 0 (a free one) or "
+                                         f"a port from 1 to {PORT_MAX}") from None
+
+
 def duration(text: str) -> str:
     """An argparse ``type`` for a duration flag (``--timeout``, ``--stall-threshold``, ...):
     the text as given, once ``parse_duration`` reads it (see ``prun._util.timeparse``)."""

@@ -22,7 +22,7 @@ from . import options
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("state_dir", metavar="STATE_DIR", type=options.path,
                    help="the STATE-DIR of a session unit")
-    p.add_argument("--attempt-id", required=True, type=options.name("subagent identifier"),
+    p.add_argument("--attempt-id", required=True,
                    help="the identifier the runtime returned for the subagent")
 
 
@@ -33,8 +33,9 @@ def run(args: argparse.Namespace) -> int:
     from ..ledger import record_receipt
 
     attempt = (args.attempt_id or "").strip()
-    if not attempt or any(c in attempt for c in "\r\n"):
-        raise UsageError("empty or multi-line --attempt-id",
+    if not attempt or not attempt.isprintable() or len(attempt) > options.NAME_MAX:
+        raise UsageError("empty, multi-line or unprintable --attempt-id (or over "
+                         f"{options.NAME_MAX} characters)",
                          hint="pass the non-empty identifier the runtime returned; "
                               "no identifier means the unit was not dispatched")
     sd = statedir.open_existing(args.state_dir)

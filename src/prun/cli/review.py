@@ -38,7 +38,7 @@ from . import options
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_id", nargs="?", metavar="RUN", type=options.run_id,
                    help="a run id or prefix (default: latest)")
-    p.add_argument("--port", type=options.int_in(0, options.PORT_MAX), default=0, metavar="N",
+    p.add_argument("--port", type=options.port, default=0, metavar="N",
                    help="listen on this port of 127.0.0.1 (default: a free one)")
     p.add_argument("--open", action="store_true", help="open the page in a browser")
     p.add_argument("--as", dest="who", metavar="NAME", type=options.name("name"),
