@@ -38,7 +38,7 @@ exists.
 
 Places are checked too, before anything is made: no path holds a control character; the
 ledger, the state root and the workspace root are not under /proc, /sys or /dev (/dev/shm
-is allowed), each root is a folder prun can write in (or can be made in one); an explicit
+is allowed), each root given is a folder prun can write in (or can be made in one); an explicit
 PRUN_WORKSPACE_ROOT is outside any git work tree (the run's repository included); an existing
 PRUN_CONFIG or PRUN_LEDGER is a regular file, the config file at most 1 MiB (PRUN_CONFIG=/dev/null
 means no config file).
@@ -146,7 +146,7 @@ def _read(env: Mapping[str, str]) -> Settings:
     s = Settings()
     s.env = env
     home = env.get("HOME") or os.path.expanduser("~")
-    s.user_state = os.path.join(_text(env, "XDG_STATE_HOME")
+    s.user_state = os.path.join(_line(env, "XDG_STATE_HOME")
                                 or os.path.join(home, ".local", "state"), "prun")
     raw = _text(env, "PRUN_LEDGER")
     s.ledger_off = raw.lower() == "off"
@@ -247,9 +247,9 @@ CONFIG_MAX_BYTES = 1024 * 1024   # the config file (settings/config.py reads at 
 
 def _usable_folder(path: str, name: str, given: str, outside_git: bool = False) -> None:
     """Refuse (UsageError) a folder prun would make its own files in that it cannot use:
-    under /proc, /sys or /dev, not a folder (or no folder can be made there), not writable;
-    with ``outside_git``, inside a git work tree (a ``.git`` at it or above it). ``given``:
-    the variable's text ("" when ``path`` is its default)."""
+    under /proc, /sys or /dev; given explicitly, not a folder (or no folder can be made
+    there) or not writable; with ``outside_git``, inside a git work tree (a ``.git`` at it or
+    above it). ``given``: the variable's text ("" when ``path`` is its default)."""
     real = os.path.realpath(path)
     shown = f"{name}={given!r}" if given else f"{name} (default {path})"
     fix = f"point {name} at a writable folder of your own"
@@ -259,6 +259,8 @@ def _usable_folder(path: str, name: str, given: str, outside_git: bool = False) 
         if tree is not None:
             raise UsageError(f"{shown} is inside the git work tree {tree}",
                              hint=f"point {name} at a folder outside any repository")
+    if not given:
+        return  # a default is checked where it is made (a read-only command makes nothing)
     existing = real
     while not os.path.lexists(existing):
         existing = os.path.dirname(existing)
