@@ -198,7 +198,7 @@ def test_a_setting_prun_cannot_use_is_refused_before_anything(place, env, args):
 
 def test_an_unset_run_never_cancels_the_latest_run(place):
     """`prun cancel "$RUN"` with RUN unset: the run in the ledger is left alone."""
-    root, repo, env, run_id = place
+    root, _repo, _env, run_id = place
     line = refused(place, ["cancel", ""])
     assert "run id" in line
     with sqlite3.connect(root / "ledger.sqlite") as c:

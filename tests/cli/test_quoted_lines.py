@@ -36,6 +36,8 @@ WORDS = {
     "status": {"RUN", "UNIT", "COST", "RESULTS"},
     "ledger": {"EVENT"},
     "gather": {"GATHER-START", "DONE", "CHANGED", "TIMEOUT"},
+    "dispatch": {"STATE-DIR"},
+    "monitor": {"ALL-DONE", "STALLED", "FAILED", "TIMEOUT", "UNIT"},
 }
 
 # the hostile unit: creates each name (hex of its bytes, so argv carries any of them)
@@ -149,3 +151,21 @@ def test_gather_and_error_lines_quote_every_name(tmp_path):
                              cwd=tmp_path)
     assert code == 2 and lines == [] and len(err.splitlines()) == 1
     assert err.startswith("prun: ") and "\\033]52" in err
+
+
+def test_dispatch_and_monitor_lines_quote_a_result_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("PRUN_SANDBOX", "off")
+    result = str(tmp_path / "r\x1b]0;pwned\x07 x\nDONE other.md")
+    (tmp_path / "p.md").write_text("say something long enough to count as a result\n")
+    code, lines, err = _prun("dispatch", "--executor", "command", "--command",
+                             f"{sys.executable} -c \"print('a result long enough to count')\"",
+                             "--prompt-file", "p.md", "--result-file", result, "--unit-id", "u",
+                             cwd=tmp_path)
+    assert code == 0, (lines, err)
+    [(_word, state_dir)] = _words_ok("dispatch", lines)
+    assert Path(state_dir).is_dir()
+    code, lines, err = _prun("monitor", state_dir, "--timeout", "60", cwd=tmp_path)
+    assert code == 0, (lines, err)
+    tokens = _words_ok("monitor", lines)
+    assert [_values(t, "result") for t in tokens if t[0] == "UNIT"] == [[result]]
+    assert [_values(t, "dir") for t in tokens if t[0] == "UNIT"] == [[state_dir]]

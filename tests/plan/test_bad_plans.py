@@ -147,7 +147,7 @@ def test_a_bad_field_is_refused_before_the_run_is_frozen(place, case):
 def test_a_good_plan_still_runs(place):
     """The rules refuse what they name, not a plan that uses anchors, argv with dashes and
     multi-line commands."""
-    root, repo, env = place
+    _root, repo, env = place
     (repo / "plan.yaml").write_text(
         "defaults: &d\n  executor: command\n  timeout: 45m\n"
         f"packets:\n  - id: a\n    <<: *d\n    prompt: x\n"
