@@ -153,3 +153,22 @@ def test_notices_from_the_ledger(big):
     led, run_id, ids = big
     got = ledger_notices(led, run_id)
     assert len(got) == 5 and got[-1] == f"{ids[294]}: failed: {ids[294]} ended: failed"
+
+
+def test_names_in_the_view_never_drive_the_terminal(repo):
+    """A model name or a notice holding escape sequences (a title change, a screen clear, an
+    OSC 52 clipboard write) or rich markup is shown as text, its control characters escaped."""
+    from rich.console import Console
+
+    led, run_id = make_run(repo, ["a", "b"])
+    evil = "m\x1b]0;pwned\x07\x1b[2J\x1b]52;c;eA==\x07[link=file:///etc]x[/link]"
+    start(led, run_id, "a", model=evil)
+    finish(led, run_id, "b", "failed")
+    out = io.StringIO()
+    console = Console(width=200, height=20, file=out, force_terminal=True,
+                      color_system="truecolor", legacy_windows=False)
+    console.print(frame(view(led, run_id), [f"b: failed: {evil}\nsecond line"],
+                        width=200, height=20))
+    text = out.getvalue()
+    assert "\x1b]" not in text and "\x07" not in text and "\x1b[2J" not in text
+    assert "\\033]0;pwned\\a" in text and "[link=file:///etc]" in text

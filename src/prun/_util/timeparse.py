@@ -9,15 +9,24 @@ from ..errors import UsageError
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?", re.IGNORECASE)
 _SCALE = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+MAX_DURATION_S = 3650 * 86400.0  # the longest duration prun takes anywhere: ten years
+MAX_TEXT = 64                    # characters in a written duration
 
 
 def parse_duration(text: str | int | float, *, what: str = "duration") -> float:
-    """Seconds in ``text``; raises UsageError naming ``what`` when it is not a duration."""
+    """Seconds in ``text``; raises UsageError naming ``what`` when it is not a duration: a
+    number of seconds or parts such as ``1h30m``, not negative, finite and at most
+    ``MAX_DURATION_S`` (3650d, ten years)."""
     if isinstance(text, int | float) and not isinstance(text, bool):
-        if text < 0:
-            raise UsageError(f"{what} must not be negative: {text}")
+        if not 0 <= text <= MAX_DURATION_S:   # also refuses nan
+            raise UsageError(f"{what} {text!r} is not from 0 to {MAX_DURATION_S:.0f} seconds",
+                             hint="give seconds or a duration such as 90, 45m, 2h or 1h30m, "
+                             "at most 3650d")
         return float(text)
     raw = str(text).strip()
+    if len(raw) > MAX_TEXT:
+        raise UsageError(f"bad {what}: {len(raw)} characters",
+                         hint="give seconds or a duration such as 90, 45m, 2h or 1h30m")
     pos, total, parts = 0, 0.0, 0
     while pos < len(raw):
         m = _PART.match(raw, pos)
@@ -32,6 +41,9 @@ def parse_duration(text: str | int | float, *, what: str = "duration") -> float:
     if not raw or parts == 0 or pos != len(raw):
         raise UsageError(f"bad {what}: {text!r}",
                          hint="give seconds or a duration such as 90, 45m, 2h or 1h30m")
+    if total > MAX_DURATION_S:
+        raise UsageError(f"{what} {text!r} is longer than ten years",
+                         hint="give at most 3650d")
     return total
 
 

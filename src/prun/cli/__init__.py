@@ -7,7 +7,8 @@ library) is used instead of click because it imports in a quarter of the time, a
 dispatcher must print its STATE-DIR line within a few interpreter start-ups.
 
 This is the single error boundary: a ``PrunError`` becomes one stderr line
-``prun: <message> (<hint>)`` and its exit code; anything else is a bug and keeps its traceback
+``prun: <message> (<hint>)`` and its exit code (any control character a name brought into it
+escaped, ``prun._util.quoting.printable``); anything else is a bug and keeps its traceback
 (exit 70).
 """
 
@@ -63,7 +64,9 @@ def _parser(name: str | None = None) -> argparse.ArgumentParser:
         """argparse, with a usage error as one line naming the argument (exit 2)."""
 
         def error(self, message: str) -> NoReturn:
-            self.exit(2, f"prun: {message} (see `{self.prog} --help`)\n")
+            from .._util.quoting import printable
+
+            self.exit(2, f"prun: {printable(message)} (see `{self.prog} --help`)\n")
 
     parser = Parser(
         prog="prun", description="prun (parallel run): fan work out to AI agent processes.",
@@ -97,7 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     _survive_a_closed_stdout()
     name = next((a for a in argv if not a.startswith("-")), None)
     if name is not None and name not in COMMANDS:
-        print(f"prun: unknown command {name!r} (run `prun --help` for the list)", file=sys.stderr)
+        from .._util.quoting import quote
+
+        print(f"prun: unknown command {quote(name[:100])} (run `prun --help` for the list)",
+              file=sys.stderr)
         return ExitCode.USAGE
     parser = _parser(name)
     try:
@@ -113,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         current()  # every setting checked before any command makes anything (exit 2)
         return int(_module(name).run(args) or 0)
     except PrunError as e:
-        print(f"prun: {e.line()}", file=sys.stderr)
+        from .._util.quoting import printable
+
+        print(f"prun: {printable(e.line())}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("prun: interrupted", file=sys.stderr)

@@ -17,18 +17,20 @@ import argparse
 import json
 import sys
 
+from . import options
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..plan import Packet, Plan
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("packet", metavar="PACKET", help="the packet id")
+    p.add_argument("packet", metavar="PACKET", type=options.packet_id, help="the packet id")
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--run", dest="run_id", metavar="RUN",
+    where.add_argument("--run", dest="run_id", metavar="RUN", type=options.run_id,
                        help="a run id or prefix (default: the latest run of this repository)")
-    where.add_argument("--plan", metavar="PLAN", help="preview the brief from a plan file")
-    p.add_argument("--attempt", metavar="ATTEMPT", help="the brief of this attempt")
+    where.add_argument("--plan", metavar="PLAN", type=options.path, help="preview the brief from a plan file")
+    p.add_argument("--attempt", metavar="ATTEMPT", type=options.attempt_id, help="the brief of this attempt")
     p.add_argument("--json", action="store_true",
                    help="JSON: packet, attempt, preview, contract and task sizes, brief")
 
@@ -126,7 +128,9 @@ def _print(args: argparse.Namespace, packet_id: str, attempt_id: str | None, tex
                           "contract_bytes": len(head.encode()) + 1,
                           "bytes": len(text.encode()), "brief": text}, indent=1))
     else:
-        sys.stdout.write(text)
+        from .._util.quoting import printable
+
+        sys.stdout.write(printable(text, keep="\n\t"))
     if preview:
         print("prun: a preview: values shown as <...> are fixed when the unit starts",
               file=sys.stderr)

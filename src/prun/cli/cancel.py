@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import argparse
 
+from .._util.quoting import quote
+from . import options
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("target", metavar="RUN|ATTEMPT|STATE_DIR",
+    p.add_argument("target", metavar="RUN|ATTEMPT|STATE_DIR", type=options.target,
                    help="a run id, an attempt id, or a standalone unit's state dir")
-    p.add_argument("--packet", help="cancel only this packet of the run")
+    p.add_argument("--packet", type=options.packet_id, help="cancel only this packet of the run")
     p.add_argument("--reason", default="", help="why (recorded in the ledger)")
-    p.add_argument("--wait", type=float, default=60.0,
+    p.add_argument("--wait", type=options.seconds, default=60.0,
                    help="seconds to wait for confirmation (default 60)")
 
 
@@ -46,11 +49,14 @@ def run(args: argparse.Namespace) -> int:
                                  hint="see `prun ledger` for run ids, `prun ledger RUN` "
                                  "for attempt ids")
             run_id, target = row["id"], args.packet
+            if target and all(p["id"] != target for p in ledger.packets(run_id)):
+                raise UsageError(f"no packet {target} in run {run_id}",
+                                 hint=f"`prun status {run_id} --all` lists its packets")
         run = ledger.run(run_id)
         assert run is not None  # the run of a recorded attempt, or the one just found
         cause = "cancelled by " + (args.reason or "prun cancel")
         if run["status"] != "running" and not target:
-            print(f"CANCEL {run_id} status={run['status']}")
+            print(f"CANCEL {quote(run_id)} status={run['status']}")
             return 0
         ledger.add_request(run_id, "cancel", target, cause=cause)
         if not wake_supervisor(run):
@@ -77,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
             return s if s != "running" else None
 
         status = wait_for(settled, args.wait)
-        print(f"CANCEL {target or run_id} status={status or 'cancel-requested'}")
+        print(f"CANCEL {quote(target or run_id)} status={status or 'cancel-requested'}")
         return 0 if status and status != "unknown-packet" else 1
 
 
@@ -87,5 +93,5 @@ def _standalone(args: argparse.Namespace) -> int:
 
     sd = standalone(args.target)
     kind = cancel(sd, current().kill_grace_s, args.wait)
-    print(f"CANCEL {sd.path} status={kind}")
+    print(f"CANCEL {quote(sd.path)} status={kind}")
     return 0

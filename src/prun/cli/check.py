@@ -22,11 +22,13 @@ import argparse
 import json
 import sys
 
+from . import options
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("plan", metavar="PLAN", help="the plan file (YAML)")
+    p.add_argument("plan", metavar="PLAN", type=options.path, help="the plan file (YAML)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of lines")
-    p.add_argument("--repo", metavar="DIR",
+    p.add_argument("--repo", metavar="DIR", type=options.path,
                    help="the repository that bases are resolved in (default: the plan's)")
     p.add_argument("--no-git", action="store_true",
                    help="compare bases as written, without resolving them with git")

@@ -37,6 +37,9 @@ import json
 import os
 import shutil
 
+from .._util.quoting import quote, word
+from . import options
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -51,7 +54,8 @@ if TYPE_CHECKING:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_id", nargs="?", metavar="RUN", help="a run id or prefix (default: latest)")
+    p.add_argument("run_id", nargs="?", metavar="RUN", type=options.run_id,
+                   help="a run id or prefix (default: latest)")
     p.add_argument("--dry-run", action="store_true", help="say what would be removed")
     p.add_argument("--json", action="store_true", help="the result as JSON")
 
@@ -258,9 +262,9 @@ def run(args: argparse.Namespace) -> int:
             "kept": [{"packet": r[1], "path": r[2], "reason": r[3], "until": r[4]}
                      for r in rows if r[0] == "KEPT"]}, indent=2, sort_keys=True))
         return 0
-    for word, pid, path, reason, until in rows:
-        print(f"{word} {pid} {path}" + (f" reason={reason}" if reason else "")
-              + (f" until={until}" if until else ""))
+    for first, pid, path, reason, until in rows:
+        print(f"{first} {quote(pid)} {quote(path)}" + (f" reason={reason}" if reason else "")
+              + (f" {word('until', until)}" if until else ""))
     print(f"CLEAN run={view.id} removed={removed} kept={kept}"
           + (" dry-run=yes" if args.dry_run else ""))
     return 0

@@ -18,7 +18,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .options import positive_int
+from . import options
+
+WORKERS_MAX = 64   # --workers
+THREADS_MAX = 64   # --threads
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -26,13 +29,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     local = sub.add_parser("local", help="start a scheduler and workers on this machine",
                            description=__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    local.add_argument("--workers", "-n", type=positive_int, default=2,
-                       help="worker processes (default 2)")
-    local.add_argument("--threads", type=positive_int, default=4,
-                       help="units at once per worker (default 4)")
-    local.add_argument("--host", default="127.0.0.1",
+    local.add_argument("--workers", "-n", type=options.int_in(1, WORKERS_MAX, "workers"),
+                       default=2, help=f"worker processes (default 2, at most {WORKERS_MAX})")
+    local.add_argument("--threads", type=options.int_in(1, THREADS_MAX, "threads"), default=4,
+                       help=f"units at once per worker (default 4, at most {THREADS_MAX})")
+    local.add_argument("--host", default="127.0.0.1", type=options.name("host"),
                        help="the address every process binds to (default 127.0.0.1)")
-    local.add_argument("--port", type=int, default=0,
+    local.add_argument("--port", type=options.port, default=0,
                        help="the scheduler's port (default: a free one)")
     local.add_argument("--allow-all-interfaces", action="store_true",
                        help="allow a --host that is not loopback (anyone who reaches it can "
@@ -45,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     from .. import settings
+    from .._util.quoting import printable, quote, word
     from ..cluster import require
     from ..cluster.local import LocalCluster, check_host
 
@@ -65,11 +69,13 @@ def run(args: argparse.Namespace) -> int:
                 for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         address = cluster.start()
-        print(f"CLUSTER {address} workers={args.workers} logs={folder}", flush=True)
+        print(f"CLUSTER {quote(address)} workers={args.workers} {word('logs', folder)}",
+              flush=True)
         while not got:
             gone = cluster.gone()
             if gone:
-                print(f"prun: the cluster's {gone} exited (see {folder})", file=sys.stderr)
+                print(f"prun: the cluster's {gone} exited (see {printable(folder)})",
+                      file=sys.stderr)
                 return 1
             time.sleep(0.5)     # a signal is seen within half a second
         return 0

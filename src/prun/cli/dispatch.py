@@ -17,34 +17,38 @@ import sys
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from . import options
     from .options import ExecutorName
 
     p.add_argument("--executor", default="agy", action=ExecutorName,
                    help="agy (default), claude, gemini, session, command, or an installed "
                    "plug-in (codex is refused)")
-    p.add_argument("--prompt-file", required=True, help="the unit's prompt")
-    p.add_argument("--result-file", required=True, help="a fresh path for the unit's result")
+    p.add_argument("--prompt-file", required=True, type=options.path, help="the unit's prompt")
+    p.add_argument("--result-file", required=True, type=options.path,
+                   help="a fresh path for the unit's result")
     p.add_argument("--unit-id", required=True, help="letters, digits, '.', '_', '-'")
     p.add_argument("--mode", choices=["accept-edits", "plan"],
                    help="required with a caller-supplied workspace (PRUN_SCRATCH_CWD, --add-dir)")
-    p.add_argument("--add-dir", action="append", default=[], metavar="DIR",
+    p.add_argument("--add-dir", action="append", default=[], metavar="DIR", type=options.path,
                    help="an extra directory the unit may use (repeatable; needs --mode)")
-    p.add_argument("--continue-from", metavar="STATE_DIR",
+    p.add_argument("--continue-from", metavar="STATE_DIR", type=options.path,
                    help="resume the conversation recorded in STATE_DIR/conversation-id")
     p.add_argument("--command", help="the command executor's program, as shell words; "
                    "{prompt_file} is replaced by the prompt's path, else the prompt is on stdin")
-    p.add_argument("--model", help="the model (agy: else $ANTIGRAVITY_DISPATCH_MODEL; claude: "
+    p.add_argument("--model", type=options.name("model"),
+                   help="the model (agy: else $ANTIGRAVITY_DISPATCH_MODEL; claude: "
                    "else $PRUN_CLAUDE_MODEL or sonnet; gemini: else $PRUN_GEMINI_MODEL)")
-    p.add_argument("--effort", help="the effort (agy Gemini models; claude)")
+    p.add_argument("--effort", type=options.name("effort"), help="the effort (agy Gemini models; claude)")
     p.add_argument("--route-reason", help="why this executor was chosen (kept in unit.json)")
     p.add_argument("--sandbox", choices=["auto", "on", "off"],
                    help="run the unit in a bubblewrap sandbox: auto (default, where one can be "
                    "made; else $PRUN_SANDBOX), on (refuse without one), off")
-    p.add_argument("--timeout", help="seconds or a duration such as 45m "
+    p.add_argument("--timeout", type=options.duration, help="seconds or a duration such as 45m "
                    "(agy: else $ANTIGRAVITY_DISPATCH_TIMEOUT_SECONDS, default 2700)")
 
 
 def run(args: argparse.Namespace) -> int:
+    from .._util.quoting import printable, quote
     from .._util.timeparse import parse_duration
     from ..attempt.dispatch import Request, run_sync
 
@@ -56,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
                   route_reason=args.route_reason, sandbox=args.sandbox)
 
     def announce(path: str) -> None:
-        sys.stdout.write(f"STATE-DIR {path}\n")
+        sys.stdout.write(f"STATE-DIR {quote(path)}\n")
         sys.stdout.flush()
 
     outcome = run_sync(req, on_state_dir=announce)
@@ -65,5 +69,6 @@ def run(args: argparse.Namespace) -> int:
     if outcome.exit_code != 0:
         what = f"unit {req.unit_id} {outcome.kind} ({outcome.reason})"
         detail = (outcome.error or "").strip().splitlines()
-        print(f"prun: {what}: {detail[0] if detail else 'see the state dir'}", file=sys.stderr)
+        print(printable(f"prun: {what}: {detail[0] if detail else 'see the state dir'}"),
+              file=sys.stderr)
     return outcome.exit_code

@@ -22,18 +22,21 @@ from __future__ import annotations
 
 import argparse
 
+from .._util.quoting import quote
+from . import options
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlite3
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("packet", metavar="PACKET", help="the packet id")
-    p.add_argument("--prompt-file", required=True, metavar="F",
+    p.add_argument("packet", metavar="PACKET", type=options.packet_id, help="the packet id")
+    p.add_argument("--prompt-file", required=True, metavar="F", type=options.path,
                    help="the follow-up request (Markdown text)")
-    p.add_argument("--run", dest="run_id", metavar="RUN",
+    p.add_argument("--run", dest="run_id", metavar="RUN", type=options.run_id,
                    help="a run id or prefix (default: the latest run of this repository)")
-    p.add_argument("--wait", type=float, default=60.0,
+    p.add_argument("--wait", type=options.seconds, default=60.0,
                    help="seconds to wait for the follow-up attempt to start (default 60)")
 
 
@@ -69,21 +72,24 @@ def run(args: argparse.Namespace) -> int:
 
         new = wait_for(successor, args.wait)
         resume = "yes" if new and new["continue_from"] else "no"
-        print(f"FOLLOWUP {args.packet} run={view.id} predecessor={old} "
+        print(f"FOLLOWUP {quote(args.packet)} run={view.id} predecessor={quote(old)} "
               f"attempt={new['id'] if new else 'pending'}"
               + (f" resume={resume}" if new else ""))
         return 0 if new else 1
 
 
+PROMPT_MAX_BYTES = 8 * 1024 * 1024   # as a dispatched unit's prompt (docs/dispatch.md)
+
+
 def _read_prompt(path: str) -> str:
+    """The follow-up request: a regular file of at most PROMPT_MAX_BYTES, UTF-8 text."""
+    from .._util.regular import read_regular
     from ..errors import UsageError
 
+    data = read_regular(path, PROMPT_MAX_BYTES, "prompt file")
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
-        raise UsageError(f"prompt file not found: {path}", hint="write the follow-up there first")
-    except (OSError, UnicodeDecodeError) as e:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
         raise UsageError(f"cannot read prompt file {path}: {e}", hint="give a UTF-8 text file")
     if not text.strip():
         raise UsageError(f"prompt file is empty: {path}", hint="write the follow-up request there")

@@ -19,12 +19,16 @@ from __future__ import annotations
 import argparse
 import sys
 
+from . import options
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("results", nargs="+", metavar="RESULT", help="result files to wait for")
-    p.add_argument("--timeout", help="give up after this long (seconds or 45m; default "
+    p.add_argument("results", nargs="+", metavar="RESULT", type=options.path, help="result files to wait for")
+    p.add_argument("--timeout", type=options.duration,
+                   help="give up after this long (seconds or 45m; default "
                    "$PRUN_GATHER_TIMEOUT, else 3600)")
-    p.add_argument("--stable-window", help="how long a file not published by a prun dispatcher "
+    p.add_argument("--stable-window", type=options.duration,
+                   help="how long a file not published by a prun dispatcher "
                    "must stay unchanged (default $PRUN_STABLE_WINDOW, else 10s)")
     p.add_argument("--poll", action="store_true",
                    help="poll folders instead of file-system notifications (as PRUN_WATCH=poll)")

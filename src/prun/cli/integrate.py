@@ -41,17 +41,20 @@ import json
 import os
 
 from ..errors import ExitCode
+from . import options
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_id", nargs="?", metavar="RUN", help="a run id or prefix (default: latest)")
+    p.add_argument("run_id", nargs="?", metavar="RUN", type=options.run_id,
+                   help="a run id or prefix (default: latest)")
     p.add_argument("--include", action="append", default=[], metavar="PACKET",
+                   type=options.packet_id,
                    help="also apply this rejected or needs-review packet's change (repeatable)")
-    p.add_argument("--worktree", metavar="PATH",
+    p.add_argument("--worktree", metavar="PATH", type=options.path,
                    help="apply in a new integration worktree at PATH (detached at the run's "
                    "base) instead of the repository's working tree")
     p.add_argument("--no-check", action="store_true", help="do not run the combined check")
-    p.add_argument("--check-timeout", default="1h", metavar="DURATION",
+    p.add_argument("--check-timeout", default="1h", metavar="DURATION", type=options.duration,
                    help="bound on the combined check (default 1h)")
     p.add_argument("--allow-dirty", action="store_true",
                    help="apply even over uncommitted local changes to the same files")
@@ -75,10 +78,17 @@ def run(args: argparse.Namespace) -> int:
         if not root:
             raise UsageError("the run records no repository and this is not one",
                              hint="run prun integrate inside the repository")
+        if args.worktree:
+            check_worktree_path(root, args.worktree)
         report = reconcile(view.unit_inputs(), run_id=view.id, with_patch=True, tree=root)
         decided = ledger.current_decisions(view.id, {v.packet_id: v.attempt_id
                                                      for v in report.verdicts})
         decisions = {pid: row["decision"] for pid, row in decided.items()}
+        unknown = sorted(set(args.include) - {p.id for p in view.packets})
+        if unknown:
+            raise UsageError(f"no packet {', '.join(unknown)} in run {view.id}",
+                             hint=f"--include names packets of the run; `prun status {view.id} "
+                             "--all` lists them")
         target = root
         if args.worktree:
             target = add_worktree(root, args.worktree, view.run.get("base") or "HEAD")
@@ -117,3 +127,44 @@ def run(args: argparse.Namespace) -> int:
     if result.failed or (result.check is not None and not result.check.ok):
         return ExitCode.FAILED
     return ExitCode.OK
+
+
+def check_worktree_path(repo_root: str, path: str) -> None:
+    """Refuse (exit 2) an integration worktree at ``path`` inside any ``.git`` folder, or
+    inside the repository's own work tree (symbolic links resolved, also of the parts of
+    ``path`` that do not exist yet)."""
+    from pathlib import Path
+
+    from ..errors import UsageError
+
+    where = Path(os.path.realpath(os.path.abspath(path)))
+    root = Path(os.path.realpath(repo_root))
+    git_dirs = [Path(os.path.realpath(d)) for d in _git_dirs(str(root))]
+    if any(part.lower() == ".git" for part in where.parts) or \
+            any(where == d or d in where.parents for d in git_dirs):
+        raise UsageError(f"--worktree {path} is inside a .git folder",
+                         hint="give a new folder outside the repository, such as ../integration")
+    if where == root or root in where.parents:
+        raise UsageError(f"--worktree {path} is inside the repository's work tree {root}",
+                         hint="give a new folder outside the repository, such as ../integration")
+
+
+def _git_dirs(root: str) -> list[str]:
+    """The repository's git folders: ``.git``, and the folder a ``.git`` file (a worktree's,
+    a submodule's) points at with its ``gitdir:`` line, and that folder's common dir."""
+    dot = os.path.join(root, ".git")
+    found = [dot]
+    try:
+        with open(dot, encoding="utf-8", errors="replace") as f:
+            first = f.read(4096).splitlines()[:1]
+    except OSError:
+        return found
+    if first and first[0].startswith("gitdir:"):
+        gitdir = os.path.join(root, first[0][len("gitdir:"):].strip())
+        found.append(gitdir)
+        try:
+            with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as f:
+                found.append(os.path.join(gitdir, f.read(4096).strip()))
+        except OSError:
+            pass
+    return found

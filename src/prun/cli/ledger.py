@@ -5,7 +5,8 @@
     prun ledger RUN --events    the run's append-only event log
     prun ledger --dispatches    standalone `prun dispatch` attempts
 
-Lines are `key=value` words; `--json` prints the rows as JSON. `--path` prints where the
+Lines are `key=value` words (a value that is not plain is quoted, docs/reconcile.md#quoting);
+`--json` prints the rows as JSON. `--path` prints where the
 ledger is. The tables can also be read with any SQLite tool (see docs/ledger.md).
 
 exit codes: 0 shown; 2 bad usage (no such run).
@@ -17,16 +18,22 @@ import argparse
 import json
 import sys
 
+from . import options
+
+LIMIT_MAX = 10000  # --limit: runs listed at most
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_id", nargs="?", metavar="RUN", help="a run id (or a unique prefix)")
+    p.add_argument("run_id", nargs="?", metavar="RUN", type=options.run_id,
+                   help="a run id (or a unique prefix)")
     p.add_argument("--events", action="store_true", help="the run's event log")
     p.add_argument("--dispatches", action="store_true", help="standalone dispatch attempts")
-    p.add_argument("--limit", type=int, default=20, help="how many runs (default 20)")
+    p.add_argument("--limit", type=options.int_in(1, LIMIT_MAX), default=20,
+                   help=f"how many runs (default 20, at most {LIMIT_MAX})")
     p.add_argument("--json", action="store_true", help="rows as JSON")
     p.add_argument("--path", action="store_true", help="print the ledger's path and exit")
 
@@ -71,13 +78,12 @@ _COLUMNS = {
 
 
 def _line(kind: str, row: Mapping[str, object]) -> str:
+    from .._util.quoting import word
+
     words = [kind]
     for k in _COLUMNS[kind]:
         value = row.get(k)
         if value is None or value == "":
             continue
-        v = str(value)
-        if " " in v or '"' in v:
-            v = json.dumps(v)
-        words.append(f"{k}={v}")
+        words.append(word(k, value))
     return " ".join(words)

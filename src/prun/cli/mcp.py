@@ -32,7 +32,8 @@ is not a JSON object, or another `prun` entry without --force (nothing is writte
 from __future__ import annotations
 
 import argparse
-import json
+
+from . import options
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -44,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        help="the CLI: claude (Claude Code) or gemini (Gemini CLI)")
         where = a.add_mutually_exclusive_group()
         where.add_argument("--user", action="store_true", help="the user's configuration")
-        where.add_argument("--project", metavar="DIR",
+        where.add_argument("--project", metavar="DIR", type=options.path,
                            help="the project's configuration (default: the repository root)")
         if name == "install":
             a.add_argument("--command", metavar="CMD",
@@ -55,10 +56,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _word(key: str, value: object) -> str:
-    v = str(value)
-    if v == "" or any(c in v for c in ' "=\n'):
-        v = json.dumps(v)
-    return f"{key}={v}"
+    """``key=value``, the value quoted when it is not plain (``prun._util.quoting``)."""
+    from .._util.quoting import word
+
+    return word(key, value)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -24,16 +24,22 @@ from __future__ import annotations
 import argparse
 import sys
 
+from . import options
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("state_dirs", nargs="*", metavar="STATE_DIR", help="state dirs to watch")
-    p.add_argument("--stall-threshold", help="tail idle time that counts as a stall "
+    p.add_argument("state_dirs", nargs="*", metavar="STATE_DIR", type=options.path,
+                   help="state dirs to watch")
+    p.add_argument("--stall-threshold", type=options.duration, help="tail idle time that counts as a stall "
                    "(default $PRUN_STALL_THRESHOLD, else 10m)")
-    p.add_argument("--stable-window", help="how long a worker-written result must stay "
+    p.add_argument("--stable-window", type=options.duration,
+                   help="how long a worker-written result must stay "
                    "unchanged to count as done (default $PRUN_STABLE_WINDOW, else 10s)")
     p.add_argument("--seen-stalled", action="append", default=[], metavar="STATE_DIR",
+                   type=options.path,
                    help="a unit already reported stalled: its stall clock restarts now")
-    p.add_argument("--timeout", help="return TIMEOUT (124) after this long (default: never)")
+    p.add_argument("--timeout", type=options.duration,
+                   help="return TIMEOUT (124) after this long (default: never)")
     p.add_argument("--poll", action="store_true",
                    help="poll folders instead of file-system notifications (as PRUN_WATCH=poll)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of lines")
@@ -41,8 +47,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import json
-    import shlex
 
+    from .._util.quoting import shell_word
     from .._util.timeparse import parse_duration
     from ..errors import UsageError
     from ..settings import current
@@ -62,15 +68,15 @@ def run(args: argparse.Namespace) -> int:
     report = monitor.run(timeout)
     exit_quickly()
 
-    options = []
+    flags = []
     for flag, value in (("--stall-threshold", args.stall_threshold),
                         ("--stable-window", args.stable_window)):
         if value is not None:
-            options += [flag, value]
+            flags += [flag, value]
     if args.poll:
-        options.append("--poll")
+        flags.append("--poll")
     prefix = s.monitor_command
-    relaunch = (f"{prefix} {shlex.join(relaunch_argv(report, options))}"
+    relaunch = (f"{prefix} {' '.join(shell_word(a) for a in relaunch_argv(report, flags))}"
                 if report.still_running else None)
     if args.json:
         obj = report.as_dict()

@@ -12,13 +12,15 @@ from __future__ import annotations
 import argparse
 import sys
 
+from . import options
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     new = sub.add_parser("new", help="write a packet template",
                          description="Write a packet template for ID (to ID.md, or -o PATH).")
     new.add_argument("id", metavar="ID", help="the packet id (letters, digits, '.', '_', '-')")
-    new.add_argument("-o", "--output", metavar="PATH",
+    new.add_argument("-o", "--output", metavar="PATH", type=options.path,
                      help="where to write it (default: ./ID.md); '-' prints it")
     new.add_argument("--kind", choices=["read-only", "code"], help="preset the kind")
 
@@ -54,5 +56,7 @@ def run(args: argparse.Namespace) -> int:
     if not written:
         raise UsageError(f"{path} exists; not overwriting it",
                          hint="give another -o PATH, or move the old file away")
-    sys.stdout.write(f"PACKET {path}\n")
+    from .._util.quoting import quote
+
+    sys.stdout.write(f"PACKET {quote(path)}\n")
     return 0

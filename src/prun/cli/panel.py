@@ -35,7 +35,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .options import positive_int
+from . import options
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -46,33 +46,29 @@ if TYPE_CHECKING:
     from ..run.events import Event
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 0 or more")
-    return value
+PANELISTS_MAX = 16  # of each family
+_count = options.int_in(0, PANELISTS_MAX, "panelists")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("question", metavar="QUESTION_FILE", nargs="?",
+    p.add_argument("question", metavar="QUESTION_FILE", nargs="?", type=options.path,
                    help="the question (Markdown text), the same for every panelist")
-    p.add_argument("--schema", metavar="SCHEMA",
+    p.add_argument("--schema", metavar="SCHEMA", type=options.path,
                    help="the JSON Schema every answer must pass (a .schema.json file)")
     p.add_argument("--claude", type=_count, metavar="N", help="Claude panelists")
     p.add_argument("--gemini", type=_count, metavar="M", help="Gemini CLI panelists")
     p.add_argument("--agy", type=_count, metavar="K", help="Antigravity panelists "
                    "(default without any count: --claude 1 --gemini 1)")
-    p.add_argument("--timeout", metavar="DURATION", help="each panelist's timeout (45m, 600)")
-    p.add_argument("--deadline", help="the run's terminal deadline: a duration (90m) or ISO time")
-    p.add_argument("--parallel", "-j", type=positive_int,
+    p.add_argument("--timeout", metavar="DURATION", type=options.duration,
+                   help="each panelist's timeout (45m, 600)")
+    p.add_argument("--deadline", type=options.when,
+                   help="the run's terminal deadline: a duration (90m) or ISO time")
+    p.add_argument("--parallel", "-j", type=options.positive_int,
                    help="panelists at once (default: all of them)")
     p.add_argument("--detach", action="store_true",
                    help="run the panel in the background; print the run id and return "
                    "(then `prun wait RUN` and `prun panel --run RUN`)")
-    p.add_argument("--run", dest="run_id", metavar="RUN",
+    p.add_argument("--run", dest="run_id", metavar="RUN", type=options.run_id,
                    help="print the cross-check of an earlier panel run instead")
     p.add_argument("--json", action="store_true", help="one JSON document instead of lines")
     p.add_argument("--verbose", "-v", action="store_true", help="a line for every unit event")

@@ -23,10 +23,13 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .._util.quoting import quote, word
+from . import options
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("packet_id", metavar="PACKET", help="the packet to pause")
-    p.add_argument("--run", dest="run_id", metavar="RUN", help="a run id or prefix "
+    p.add_argument("packet_id", metavar="PACKET", type=options.packet_id, help="the packet to pause")
+    p.add_argument("--run", dest="run_id", metavar="RUN", type=options.run_id, help="a run id or prefix "
                    "(default: the latest run of this repository)")
     p.add_argument("--json", action="store_true", help="the result as JSON")
 
@@ -74,8 +77,9 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"packet": args.packet_id, "attempt": attempt["id"],
                           **result.as_dict()}, indent=2, sort_keys=True))
     else:
-        print(f"PAUSED {args.packet_id} attempt={attempt['id']} stopped={result.stopped} "
-              f"files={len(result.files)} patch={result.patch or 'none'}")
+        print(f"PAUSED {quote(args.packet_id)} {word('attempt', attempt['id'])} "
+              f"stopped={result.stopped} files={len(result.files)} "
+              f"{word('patch', result.patch or 'none')}")
     return 0
 
 

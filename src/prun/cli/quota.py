@@ -21,6 +21,9 @@ import argparse
 import json
 import sys
 
+from .._util.quoting import word
+from . import options
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -35,6 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--refresh", action="store_true",
                    help="re-read every group that has a probe now, whatever its age")
     p.add_argument("--group", action="append", default=[], metavar="GROUP",
+                   type=options.name("quota group", "`prun quota` lists them"),
                    help="show only this group (repeatable)")
 
 
@@ -80,17 +84,12 @@ def _fmt_age(age: float | None) -> str:
 
 def _line(s: GroupState, cfg: QuotaConfig, now: float) -> str:
     age = s.age_s(now)
-    line = (f"QUOTA group={s.group} state={s.state} left={_fmt_left(s.left)} "
-            f"resets={s.resets_at or 'unknown'} age={_fmt_age(age)} "
-            f"source={_word(s.source or 'none')}")
+    line = (f"QUOTA {word('group', s.group)} state={s.state} left={_fmt_left(s.left)} "
+            f"{word('resets', s.resets_at or 'unknown')} age={_fmt_age(age)} "
+            f"{word('source', s.source or 'none')}")
     if s.error:
-        line += " error=" + json.dumps(s.error)
+        line += " " + word("error", s.error)
     return line
-
-
-def _word(text: str) -> str:
-    """A value as one token: as it is when it has no blanks or quotes, else JSON-quoted."""
-    return text if text and not any(c.isspace() or c == '"' for c in text) else json.dumps(text)
 
 
 def _snapshot_age(snap: Snapshot, now: float) -> float | None:
@@ -108,8 +107,8 @@ def _snapshot_line(snap: Snapshot, cfg: QuotaConfig, now: float) -> str:
     line = (f"SNAPSHOT age={_fmt_age(_snapshot_age(snap, now))} "
             f"ttl={format_duration(cfg.ttl_s)}")
     if snap.problem:
-        line += " problem=" + json.dumps(snap.problem)
-    return line + f" path={snap.path}"
+        line += " " + word("problem", snap.problem)
+    return line + " " + word("path", snap.path)
 
 
 def _as_json(snap: Snapshot, states: Mapping[str, GroupState], cfg: QuotaConfig,
@@ -132,16 +131,22 @@ def _table(snap: Snapshot, states: Mapping[str, GroupState], cfg: QuotaConfig,
            now: float) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=f"quota snapshot: {snap.path}")
+    from .._util.quoting import printable
+
+    table = Table(title=Text(f"quota snapshot: {printable(snap.path)}"))
     for col in ("group", "state", "left", "resets", "age", "source", "error"):
         table.add_column(col)
     style = {"ok": "green", "empty": "red", "unknown": "yellow"}
     for s in states.values():
         left = "?" if s.left is None else f"{s.left:.0%}"
         resets = (s.resets_at or "-") + (" (est.)" if s.reset_estimated else "")
-        table.add_row(s.group, f"[{style[s.state]}]{s.state}[/]", left, resets,
-                      _fmt_age(s.age_s(now)), s.source or "-", s.error or "")
+        cells = [Text(printable(x)) for x in (s.group, s.state, left, resets,
+                                               _fmt_age(s.age_s(now)), s.source or "-",
+                                               s.error or "")]
+        cells[1].stylize(style[s.state])
+        table.add_row(*cells)
     console = Console()
     console.print(table)
     console.print(_snapshot_line(snap, cfg, now), markup=False, highlight=False)

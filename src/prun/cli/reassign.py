@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import argparse
 
+from .._util.quoting import quote, word
+from . import options
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlite3
@@ -28,11 +31,13 @@ if TYPE_CHECKING:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("packet", metavar="PACKET", help="the packet id")
-    p.add_argument("--run", dest="run_id", help="the run (default: the latest)")
-    p.add_argument("--executor", help="the successor's executor (default: the same)")
+    p.add_argument("packet", metavar="PACKET", type=options.packet_id, help="the packet id")
+    p.add_argument("--run", dest="run_id", metavar="RUN", type=options.run_id,
+                   help="the run (default: the latest)")
+    p.add_argument("--executor", type=options.name("executor"),
+                   help="the successor's executor (default: the same)")
     p.add_argument("--reason", default="", help="why (recorded in the ledger)")
-    p.add_argument("--wait", type=float, default=60.0,
+    p.add_argument("--wait", type=options.seconds, default=60.0,
                    help="seconds to wait for the successor attempt (default 60)")
 
 
@@ -69,8 +74,9 @@ def run(args: argparse.Namespace) -> int:
 
         new = wait_for(successor, args.wait)
         executor = new["executor"] if new else (args.executor or "same")
-        print(f"REASSIGN {args.packet} run={run_id} executor={executor} "
-              f"predecessor={old or 'none'} attempt={new['id'] if new else 'pending'}")
+        print(f"REASSIGN {quote(args.packet)} run={run_id} {word('executor', executor)} "
+              f"{word('predecessor', old or 'none')} "
+              f"{word('attempt', new['id'] if new else 'pending')}")
         return 0 if new else 1
 
 

@@ -15,9 +15,13 @@ from __future__ import annotations
 
 import argparse
 
+from .._util.quoting import quote, word
+from . import options
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("state_dir", metavar="STATE_DIR", help="the STATE-DIR of a session unit")
+    p.add_argument("state_dir", metavar="STATE_DIR", type=options.path,
+                   help="the STATE-DIR of a session unit")
     p.add_argument("--attempt-id", required=True,
                    help="the identifier the runtime returned for the subagent")
 
@@ -29,8 +33,9 @@ def run(args: argparse.Namespace) -> int:
     from ..ledger import record_receipt
 
     attempt = (args.attempt_id or "").strip()
-    if not attempt or any(c in attempt for c in "\r\n"):
-        raise UsageError("empty or multi-line --attempt-id",
+    if not attempt or not attempt.isprintable() or len(attempt) > options.NAME_MAX:
+        raise UsageError("empty, multi-line or unprintable --attempt-id (or over "
+                         f"{options.NAME_MAX} characters)",
                          hint="pass the non-empty identifier the runtime returned; "
                               "no identifier means the unit was not dispatched")
     sd = statedir.open_existing(args.state_dir)
@@ -50,5 +55,5 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"{sd.path} already has receipt {held}",
                              hint="a reassignment is a new attempt: dispatch the unit again")
     record_receipt(sd.path, unit, attempt)  # the ledger (never fails the command)
-    print(f"RECEIPT {sd.path} attempt-id={attempt}")
+    print(f"RECEIPT {quote(sd.path)} {word('attempt-id', attempt)}")
     return 0

@@ -28,6 +28,7 @@ import argparse
 import json
 
 from ..errors import ExitCode
+from . import options
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -35,10 +36,20 @@ if TYPE_CHECKING:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_id", nargs="?", metavar="RUN", help="a run id or prefix (default: latest)")
+    p.add_argument("run_id", nargs="?", metavar="RUN", type=options.run_id,
+                   help="a run id or prefix (default: latest)")
     p.add_argument("--json", action="store_true", help="the verdicts as JSON")
     p.add_argument("--rescoped", action="append", default=[], metavar="PACKET[=WHY]",
+                   type=_rescoped,
                    help="a packet whose change of scope was approved (repeatable)")
+
+
+def _rescoped(text: str) -> str:
+    """An argparse ``type`` for ``--rescoped PACKET[=WHY]``: PACKET an id (see
+    ``options.name``), WHY free text."""
+    pid, _, _why = text.partition("=")
+    options.packet_id(pid.strip() if pid.strip() else pid)
+    return text
 
 
 def rescoped_map(values: list[str]) -> dict[str, str]:

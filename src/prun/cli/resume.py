@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 
+from . import options
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_id", metavar="RUN", help="run id or unique prefix")
+    p.add_argument("run_id", metavar="RUN", type=options.run_id, help="run id or unique prefix")
     p.add_argument("--detach", action="store_true", help="supervise in the background")
     p.add_argument("--verbose", "-v", action="store_true", help="a line for every unit event")
     p.add_argument("--plain", action="store_true", help="lines even on a terminal")

@@ -32,16 +32,20 @@ from __future__ import annotations
 import argparse
 import json
 
+from . import options
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_id", nargs="?", metavar="RUN", help="a run id or prefix (default: latest)")
-    p.add_argument("--port", type=int, default=0, metavar="N",
+    p.add_argument("run_id", nargs="?", metavar="RUN", type=options.run_id,
+                   help="a run id or prefix (default: latest)")
+    p.add_argument("--port", type=options.port, default=0, metavar="N",
                    help="listen on this port of 127.0.0.1 (default: a free one)")
     p.add_argument("--open", action="store_true",
                    help="open the page in a browser (given an address good once)")
-    p.add_argument("--as", dest="who", metavar="NAME",
+    p.add_argument("--as", dest="who", metavar="NAME", type=options.name("name"),
                    help="who decides (default: the user's name)")
     p.add_argument("--decide", nargs=2, metavar=("PACKET", "DECISION"),
+                   type=options.name("packet id and a decision"),
                    help="record a decision (accept, reject or include) and exit")
     p.add_argument("--note", metavar="TEXT", help="why (with --decide)")
     p.add_argument("--json", action="store_true",

@@ -35,9 +35,10 @@ if TYPE_CHECKING:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from . import options
     from .options import ExecutorName
 
-    p.add_argument("packets", nargs="*", metavar="PACKET_FILE",
+    p.add_argument("packets", nargs="*", metavar="PACKET_FILE", type=options.path,
                    help="packet files (.md with front matter) or plan files (.yaml)")
     p.add_argument("--executor", action=ExecutorName, default=None,
                    help="one unit: the executor it names (default: auto)")
@@ -45,9 +46,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="one unit: it needs the coordinator's session tools (MCP, connectors)")
     p.add_argument("--kind", choices=["read-only", "code"], default="read-only",
                    help="one unit: read-only (default) or code-writing")
-    p.add_argument("--model", help="one unit: the model it asks for")
-    p.add_argument("--id", default="unit", help="one unit: its id (default: unit)")
-    p.add_argument("--policy", metavar="FILE", help="the routing policy file to use")
+    p.add_argument("--model", type=options.name("model"), help="one unit: the model it asks for")
+    p.add_argument("--id", default="unit", type=options.packet_id,
+                   help="one unit: its id (default: unit)")
+    p.add_argument("--policy", metavar="FILE", type=options.path,
+                   help="the routing policy file to use")
     p.add_argument("--no-quota", action="store_true",
                    help="do not read quota: every pool counts as unknown (healthy)")
     p.add_argument("--json", action="store_true", help="print JSON instead of lines")

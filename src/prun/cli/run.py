@@ -34,7 +34,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .options import positive_int
+from .._util.quoting import word
+from . import options
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -45,16 +46,18 @@ if TYPE_CHECKING:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("plan", metavar="PLAN", help="the plan file (YAML)")
-    p.add_argument("--parallel", "-j", type=positive_int, help="units at once (default: the plan's, else 8)")
-    p.add_argument("--deadline", help="the run's terminal deadline: a duration (90m) or ISO time")
+    p.add_argument("plan", metavar="PLAN", type=options.path, help="the plan file (YAML)")
+    p.add_argument("--parallel", "-j", type=options.positive_int,
+                   help="units at once (default: the plan's, else 8)")
+    p.add_argument("--deadline", type=options.when,
+                   help="the run's terminal deadline: a duration (90m) or ISO time")
     p.add_argument("--detach", action="store_true",
                    help="run the supervisor in the background; print the run id and return")
     p.add_argument("--verbose", "-v", action="store_true", help="a line for every unit event")
     p.add_argument("--plain", action="store_true", help="lines even on a terminal")
     p.add_argument("--allow-overlap", action="store_true",
                    help="run a plan that fails the independence test (recorded in the ledger)")
-    p.add_argument("--cluster", metavar="ADDRESS",
+    p.add_argument("--cluster", metavar="ADDRESS", type=options.name("cluster address"),
                    help="run the units on the Dask cluster at ADDRESS (tcp://host:port or "
                         "tls://host:port; default: the plan's cluster:, else $PRUN_CLUSTER); "
                         "needs prun-agents[dask], see docs/cluster.md")
@@ -64,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     from ..ledger import Ledger
     from ..plan import load_plan
     from ..plan.independence import check
-    from ..run.state import RunPaths, deadline_of, freeze, spawn_supervisor
+    from ..run.state import RunPaths, deadline_of, freeze, preflight, spawn_supervisor
 
     plan = load_plan(args.plan)
     deadline_of(plan, args.deadline)  # refused before the ledger is made
@@ -74,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
         print("prun: the plan fails the independence test; nothing was run (fix the packets, "
               "or pass --allow-overlap to run it anyway)", file=sys.stderr)
         return 1
+    preflight(plan)                          # bases and ports, before the ledger is opened
     cluster = _cluster(args.cluster, plan)   # reached (or refused) before anything is made
     with Ledger.open() as ledger:
         r = freeze(plan, ledger, parallel=args.parallel, deadline=args.deadline,
@@ -89,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"RUN {r['id']}")
             return 0
         print(f"RUN {r['id']} packets={len(plan.packets)} parallel={r['parallel']} "
-              f"base={r['base'] or 'none'} deadline={r['deadline'] or 'none'}", flush=True)
+              f"{word('base', r['base'] or 'none')} {word('deadline', r['deadline'] or 'none')}",
+              flush=True)
         from .foreground import supervise
 
         return supervise(ledger, r["id"], verbose=args.verbose, plain=args.plain)

@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import argparse
 
+from .._util.quoting import quote, word
+from . import options
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("state_dir", metavar="STATE_DIR", help="the path printed as STATE-DIR")
+    p.add_argument("state_dir", metavar="STATE_DIR", type=options.path, help="the path printed as STATE-DIR")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -28,6 +31,6 @@ def run(args: argparse.Namespace) -> int:
 
     sd = standalone(args.state_dir)
     outcome = settle(sd)
-    print(f"SETTLED {sd.path} outcome={outcome.kind.value} reason={outcome.reason} "
-          f"result={outcome.result_file}")
+    print(f"SETTLED {quote(sd.path)} outcome={outcome.kind.value} "
+          f"{word('reason', outcome.reason)} {word('result', outcome.result_file)}")
     return 0

@@ -29,6 +29,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from . import options
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -39,7 +41,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        help="the CLI: claude (Claude Code), gemini (Gemini CLI), agy (Antigravity)")
         where = a.add_mutually_exclusive_group()
         where.add_argument("--user", action="store_true", help="the user's skills folder")
-        where.add_argument("--project", metavar="DIR",
+        where.add_argument("--project", metavar="DIR", type=options.path,
                            help="the project's skills folder (default: the repository root)")
         a.add_argument("--force", action="store_true",
                        help="overwrite (or remove) a copy that was edited or not written by prun")
@@ -47,16 +49,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        description="the installed copies and whether each is current")
     s.add_argument("--for", dest="target", action="append", choices=("claude", "gemini", "agy"),
                    help="only this CLI (repeatable)")
-    s.add_argument("--project", metavar="DIR",
+    s.add_argument("--project", metavar="DIR", type=options.path,
                    help="the project to look in (default: the repository root, if any)")
     s.add_argument("--json", action="store_true", help="one JSON object")
 
 
 def _word(key: str, value: object) -> str:
-    v = str(value)
-    if v == "" or any(c in v for c in ' "=\n'):
-        v = json.dumps(v)
-    return f"{key}={v}"
+    """``key=value``, the value quoted when it is not plain (``prun._util.quoting``)."""
+    from .._util.quoting import word
+
+    return word(key, value)
 
 
 def run(args: argparse.Namespace) -> int:

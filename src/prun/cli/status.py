@@ -26,6 +26,8 @@ import argparse
 import json
 import sys
 
+from . import options
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..ledger import Ledger
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_id", nargs="?", metavar="RUN", help="run id or unique prefix")
+    p.add_argument("run_id", nargs="?", metavar="RUN", type=options.run_id, help="run id or unique prefix")
     p.add_argument("--all", action="store_true", help="a line for every packet")
     p.add_argument("--json", action="store_true", help="the whole state as JSON")
     p.add_argument("--watch", "-w", action="store_true",

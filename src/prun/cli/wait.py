@@ -26,6 +26,7 @@ import json
 import time
 
 from ..errors import ExitCode
+from . import options
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,10 +40,12 @@ CODES = {"stopped": ExitCode.STOPPED, "failed": ExitCode.UNIT_FAILED,
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_id", nargs="?", metavar="RUN", help="run id (default: the latest)")
-    p.add_argument("--since", type=int, default=0, metavar="CURSOR",
+    p.add_argument("run_id", nargs="?", metavar="RUN", type=options.run_id,
+                   help="run id (default: the latest)")
+    p.add_argument("--since", type=options.int_in(0, options.CURSOR_MAX), default=0,
+                   metavar="CURSOR",
                    help="only events after this cursor (printed by the last wait)")
-    p.add_argument("--timeout", help="give up after this long (exit 124)")
+    p.add_argument("--timeout", type=options.duration, help="give up after this long (exit 124)")
     p.add_argument("--any", action="store_true", help="also wake when a unit succeeds")
 
 
@@ -61,9 +64,10 @@ def classify(ev: sqlite3.Row, any_done: bool) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .._util.quoting import word
     from .._util.timeparse import parse_duration
     from ..ledger import Ledger
-    from ..run.render import run_line, word
+    from ..run.render import run_line
     from ..run.state import supervisor_alive
     from ..run.view import find_run, view
 

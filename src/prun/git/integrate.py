@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._util import gitcmd
+from .._util.quoting import quote
 from ..errors import PrunError, UsageError
 from ..plan import Packet
 from . import backup, links
@@ -564,6 +565,5 @@ def _failed_paths(stderr: str) -> list[str]:
 
 
 def _token(value: str) -> str:
-    if not value or any(c.isspace() for c in value) or '"' in value:
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return value
+    """A value as one token: quoted as ``prun._util.quoting`` says when it is not plain."""
+    return quote(value)

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._util.quoting import quote
 from ..plan import Packet
 from .changes import Change
 
@@ -110,8 +111,5 @@ class Report:
 
 
 def _word(value: object) -> str:
-    """A value as one whitespace-free token (paths with spaces are quoted)."""
-    s = str(value)
-    if not s or any(c.isspace() for c in s) or '"' in s:
-        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return s
+    """A value as one token: quoted as ``prun._util.quoting`` says when it is not plain."""
+    return quote(value)

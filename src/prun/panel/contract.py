@@ -67,17 +67,20 @@ def load_schema(path: str) -> dict[str, Any]:
     return schema
 
 
+FILE_MAX_BYTES = 8 * 1024 * 1024   # a question or a schema file
+
+
 def _read(path: str, what: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
+    """A question or schema file: a regular file of at most FILE_MAX_BYTES, UTF-8 text."""
+    from .._util.regular import read_regular
+
+    if not Path(path).exists():
         raise UsageError(f"{path}: no such {what}", hint="check the path")
-    except IsADirectoryError:
-        raise UsageError(f"{path}: is a directory", hint=f"give the {what} itself")
+    data = read_regular(path, FILE_MAX_BYTES, what)
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise UsageError(f"{path}: not UTF-8 text ({e.reason})", hint="save it as UTF-8")
-    except OSError as e:
-        raise UsageError(f"{path}: cannot read ({e.strerror})", hint="check its permissions")
 
 
 def prompt(contract: Contract) -> str:

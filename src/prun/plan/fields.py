@@ -8,6 +8,7 @@ against the registry and what it can run, the data boundary, ``timeout``, ``sand
 from __future__ import annotations
 
 import difflib
+import os
 import shlex
 from collections.abc import Sequence
 from typing import TypedDict
@@ -76,6 +77,42 @@ class PlanFields(TypedDict, total=False):
     cluster: str | dict[str, str]
     defaults: PacketFields
     packets: list[str | PacketFields]
+
+
+def command_words(doc: yamldoc.Doc, where: Where, value: str | list[str] | None) -> None:
+    """Refuse a packet's ``command:`` given as shell words that do not parse (an unbalanced
+    quote), at its line: the command executor splits it with shell quoting rules."""
+    if isinstance(value, str):
+        try:
+            words = shlex.split(value)
+        except ValueError as e:
+            raise UsageError(f"{doc.where([*where, 'command'])}: {dotted([*where, 'command'])}: "
+                             f"{value!r} is not shell words ({e})",
+                             hint="close the quote, or give the command as a list of words")
+        if not words:
+            raise UsageError(f"{doc.where([*where, 'command'])}: {dotted([*where, 'command'])}: "
+                             "names no program", hint="give the program and its arguments")
+
+
+def shell_line(doc: yamldoc.Doc, key: str, value: str | list[str] | None) -> None:
+    """Refuse a plan's ``check``, ``setup`` or ``on_event`` given as a shell line that
+    ``/bin/sh`` cannot parse (``sh -n``: read, nothing run), at its line."""
+    if not isinstance(value, str) or not os.path.exists(SH):
+        return
+    from .._util.bounded import run
+
+    try:
+        done = run([SH, "-n", "-c", value], timeout=10)
+    except OSError:
+        return
+    if done.returncode not in (0, None):
+        why = (done.stderr.decode("utf-8", "replace").strip().splitlines() or ["bad syntax"])[-1]
+        raise UsageError(f"{doc.where([key])}: {key}: {value!r} is not a shell line /bin/sh "
+                         f"can read ({why})", hint="fix the quoting, or give it as a list of "
+                         "words (an argv)")
+
+
+SH = "/bin/sh"
 
 
 def join_argv(value: str | list[str] | None) -> str | None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import cast
 
 from .._util import yamldoc
+from .._util.regular import MiB, read_regular
 from ..errors import UsageError
 from .fields import (
     PacketFields,
@@ -25,11 +26,13 @@ from .fields import (
     Where,
     check_executor,
     check_runs_on,
+    command_words,
     data_boundary,
     deadline,
     executor_of,
     join_argv,
     sandbox,
+    shell_line,
     timeout,
 )
 from .model import Packet, Plan
@@ -38,17 +41,17 @@ from .validation import validate
 FRONT = "---"
 
 
-def _read(path: Path) -> str:
+MAX_FILE_BYTES = 16 * MiB    # a plan, a packet file or a prompt file (docs/plans.md)
+
+
+def _read(path: Path, what: str = "file") -> str:
+    """The text of a plan, packet or prompt file: a regular file of at most MAX_FILE_BYTES,
+    UTF-8 (``prun._util.regular``)."""
+    data = read_regular(path, MAX_FILE_BYTES, what)
     try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such file", hint="check the path")
-    except IsADirectoryError:
-        raise UsageError(f"{path}: is a directory", hint="give a file")
+        return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise UsageError(f"{path}: not UTF-8 text ({e.reason})", hint="save it as UTF-8")
-    except OSError as e:
-        raise UsageError(f"{path}: cannot read ({e.strerror})", hint="check its permissions")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -71,7 +74,7 @@ def split_front_matter(text: str, source: str) -> tuple[str, str]:
 def load_packet(path: str | os.PathLike[str], *, defaults: PacketFields | None = None) -> Packet:
     """Read one packet file (YAML front matter + Markdown prompt)."""
     p = Path(path)
-    text = _read(p)
+    text = _read(p, "packet file")
     front, body = split_front_matter(text, str(p))
     doc = yamldoc.load(front, str(p), offset=1)
     if not isinstance(doc.data, dict):
@@ -93,6 +96,7 @@ def _packet(doc: yamldoc.Doc, where: Where, raw: PacketFields, *, body: str | No
     if executor != "auto":
         check_runs_on(doc, where, fields, executor)
     command = fields.get("command")
+    command_words(doc, where, raw.get("command"))   # the defaults' is checked with the plan
     return Packet(
         id=fields["id"],
         prompt=prompt,
@@ -136,11 +140,11 @@ def _prompt(doc: yamldoc.Doc, where: Where, fields: PacketFields, body: str | No
                          f"{given[0][0]} and {given[1][0]}", hint="keep one of them")
     if pfile:
         target = base_dir / pfile
-        if not target.is_file():
+        if not target.exists():
             raise UsageError(f"{doc.source}:{doc.line_of([*where, 'prompt_file'])}: "
                              f"prompt_file {pfile!r} not found (looked at {target})",
                              hint="give a path relative to the file that names it")
-        return _read(target)
+        return _read(target, "prompt file")
     text = body or inline
     if not text or not text.strip():
         raise UsageError(f"{doc.where(where)}: packet {fields['id']!r} has no prompt",
@@ -158,7 +162,7 @@ _GLOB_CHARS = set("*?[")
 def load_plan(path: str | os.PathLike[str]) -> Plan:
     """Read a plan file and every packet it names; check ids, ``after`` and ``shared``."""
     p = Path(path)
-    doc = yamldoc.load(_read(p), str(p))
+    doc = yamldoc.load(_read(p, "plan"), str(p))
     if not isinstance(doc.data, dict):
         raise UsageError(f"{p}:1: a plan is a YAML mapping with a 'packets' list",
                          hint="see docs/plans.md for an example")
@@ -166,6 +170,7 @@ def load_plan(path: str | os.PathLike[str]) -> Plan:
     data = cast(PlanFields, doc.data)   # the shape the schema has just checked
     defaults: PacketFields = data.get("defaults") or {}
     if defaults:
+        command_words(doc, ("defaults",), defaults.get("command"))
         if defaults.get("executor"):
             check_executor(doc, ("defaults",), defaults["executor"])
         data_boundary(doc, ("defaults",), defaults, defaults, "defaults")
@@ -177,6 +182,9 @@ def load_plan(path: str | os.PathLike[str]) -> Plan:
         else:
             packets.append(_packet(doc, ("packets", i), entry, body=None, base_dir=p.parent,
                                    defaults=defaults))
+    shell_line(doc, "check", data.get("check"))
+    shell_line(doc, "setup", data.get("setup"))
+    shell_line(doc, "on_event", data.get("on_event"))
     written = data.get("deadline")
     plan = Plan(
         packets=tuple(packets),

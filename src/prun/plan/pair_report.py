@@ -4,8 +4,9 @@ rule and path or resource, and the ``Report`` of a plan, as lines or JSON.
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field
+
+from .._util.quoting import quote
 
 RULES = ("base", "files", "state", "order")
 
@@ -23,7 +24,7 @@ class Failure:
     where_b: str = ""
 
     def line(self) -> str:
-        return (f"FAIL {self.rule} {self.a} {self.b} {self.key}={_q(self.value)} "
+        return (f"FAIL {self.rule} {quote(self.a)} {quote(self.b)} {self.key}={_q(self.value)} "
                 f"why={_q(self.why, force=True)} fix={_q(self.fix, force=True)}")
 
 
@@ -52,6 +53,5 @@ class Report:
 
 
 def _q(value: str, *, force: bool = False) -> str:
-    if not force and value and not re.search(r'[\s"\\=]', value):
-        return value
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A value as one token (``prun._util.quoting``; also quoted when it holds ``=``)."""
+    return quote(value, "=", always=force)

@@ -114,11 +114,12 @@ class Decision:
         return self.action == "wait"
 
     def line(self) -> str:
-        import json
+        from .._util.quoting import quote, word
 
         kind = "WAIT" if self.waits else "ROUTE"
-        return (f"{kind} {self.packet} executor={self.executor} model={self.model or '-'} "
-                f"action={self.action} reason={json.dumps(self.reason, ensure_ascii=False)}")
+        return (f"{kind} {quote(self.packet)} {word('executor', self.executor)} "
+                f"{word('model', self.model or '-')} action={self.action} "
+                f"reason={quote(self.reason, always=True)}")
 
     def as_dict(self) -> dict[str, str | None]:
         return {"packet": self.packet, "executor": self.executor, "model": self.model,

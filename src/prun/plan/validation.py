@@ -36,6 +36,7 @@ def validate(doc: yamldoc.Doc, schema_name: str) -> None:
     only a document it refuses goes through jsonschema, whose errors carry what the message
     needs (the path, the failing keyword and subschema)."""
     if _compiled(schema_name)(doc.data):
+        check_text(doc)
         return
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import best_match
@@ -44,6 +45,7 @@ def validate(doc: yamldoc.Doc, schema_name: str) -> None:
     validator = Draft202012Validator(root, format_checker=Draft202012Validator.FORMAT_CHECKER)
     error = best_match(validator.iter_errors(doc.data))
     if error is None:
+        check_text(doc)
         return  # the compiled validator is stricter on a format jsonschema does not check
     message, hint, line = _explain(error, doc, list(error.absolute_path))
     raise UsageError(f"{doc.source}:{line}: {message}", hint=hint)
@@ -65,6 +67,55 @@ def _compiled(name: str) -> Callable[[object], bool]:
         return True
 
     return valid
+
+
+# Fields whose values are names, paths, globs or revisions (their items and, for ``shared``,
+# their keys too): no control character. Elsewhere (a prompt, a command, a scope) only NUL is
+# refused, which no file, argument or environment can hold.
+NAME_FIELDS = frozenset({
+    "id", "kind", "executor", "model", "effort", "mode", "owns", "generates", "reads",
+    "shared", "state", "after", "base", "timeout", "requires", "reachable", "may_go_to",
+    "prohibited", "retention", "sandbox", "prompt_file", "name", "deadline", "cancel_owner",
+    "cancel_action", "cluster", "address", "worker_lost"})
+
+
+def check_text(doc: yamldoc.Doc) -> None:
+    """Refuse (UsageError at its line) a NUL anywhere in ``doc``'s values, and a control
+    character in a name field (``NAME_FIELDS``) or in a key; a name field's value must not
+    start with ``-`` either (a revision or a name, never an option)."""
+    stack: list[tuple[list[str | int], object, bool]] = [([], doc.data, False)]
+    while stack:
+        where, value, named = stack.pop()
+        if isinstance(value, dict):
+            for k, v in value.items():
+                key = str(k)
+                _check_string(doc, [*where, key], key, True, key=True)
+                stack.append(([*where, key], v, named or key in NAME_FIELDS))
+        elif isinstance(value, list):
+            packet_files = where == ["packets"]   # a plan's packet files: paths and globs
+            stack.extend(([*where, i], v, named or (packet_files and isinstance(v, str)))
+                         for i, v in enumerate(value))
+        elif isinstance(value, str):
+            _check_string(doc, where, value, named)
+
+
+def _check_string(doc: yamldoc.Doc, where: list[str | int], text: str, named: bool,
+                  key: bool = False) -> None:
+    from .._util.quoting import quote
+
+    what = "key" if key else "value"
+    if "\x00" in text:
+        raise UsageError(f"{doc.where(where)}: {dotted(where)}: a NUL character in a {what}",
+                         hint="remove it: no file name, argument or variable can hold one")
+    if named and not key and not text.strip():
+        raise UsageError(f"{doc.where(where)}: {dotted(where)}: is blank",
+                         hint="give a value or remove the field")
+    if named and not text.isprintable():
+        raise UsageError(f"{doc.where(where)}: {dotted(where)}: {quote(text)} holds a control "
+                         "character", hint="names, paths and revisions are plain text")
+    if named and not key and text.startswith("-") and where[-1:] != ["deadline"]:
+        raise UsageError(f"{doc.where(where)}: {dotted(where)}: {text!r} starts with '-'",
+                         hint="a name, a path or a revision never starts with '-'")
 
 
 def dotted(where: Sequence[str | int]) -> str:
@@ -144,6 +195,10 @@ def _plain(field: str, message: str, v: object, instance: object,
         return f"{field}: lists an item twice", "remove the repeated item"
     if v == "minimum":
         return f"{field}: {instance!r} is below {value}", "give a larger value"
+    if v == "exclusiveMinimum":
+        return f"{field}: {instance!r} is not more than {value}", "give a larger value"
+    if v in ("maximum", "exclusiveMaximum"):
+        return f"{field}: {instance!r} is more than {value} allows", f"give at most {value}"
     return f"{field}: {message}", "see the schema in prun/schemas"
 
 

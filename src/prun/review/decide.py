@@ -73,6 +73,7 @@ def decide(ledger: Ledger, run_id: str, packet_id: str, decision: str, *,
 
 
 def _word(value: str) -> str:
-    if not value or any(c.isspace() for c in value) or '"' in value:
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return value
+    """A value as one token (``prun._util.quoting``)."""
+    from .._util.quoting import quote
+
+    return quote(value)

@@ -9,6 +9,8 @@ rows do not fit, the last one says how many more there are and in which states. 
 for their column are shortened in the middle, never to two identical ones
 (``prun._util.shorten``); a column empty in every row shown is left out, and on a narrow
 terminal the least useful columns go first (model, cost, last activity, executor, elapsed).
+What a unit or a plan named reaches the terminal through ``prun._util.quoting.printable``: no
+control character from a name (rich passes escape sequences in plain strings through).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .._util.quoting import printable
 from .._util.shorten import MIN_WIDTH, shorten
 from .._util.timeparse import epoch, format_duration
 
@@ -72,10 +75,10 @@ def rows_of(view: RunView, now: float, stall_s: float) -> list[Row]:
             activity = "receipt"
         elif u.last_activity and state in ("running", "stalled"):
             activity = f"{format_duration(now - u.last_activity)} ago"
-        out.append(Row(u.packet_id, state, {
+        out.append(Row(printable(u.packet_id), state, {
             "state": state, "elapsed": format_duration(el) if el is not None else "",
-            "executor": u.executor or "", "activity": activity, "model": u.model or "",
-            "cost": _cost(u)}))
+            "executor": printable(u.executor or ""), "activity": activity,
+            "model": printable(u.model or ""), "cost": _cost(u)}))
     return sorted(out, key=lambda r: RANK.get(r.state, 0))
 
 
@@ -119,7 +122,7 @@ def frame(view: RunView, notices: Sequence[str], *, width: int, height: int,
     head = [Text(line, style="bold") for line in head_lines(view, now, width, driven_here)]
     shown_notices = list(notices)[-max(0, min(NOTICES, height - 3 - len(head))):] \
         if height > 3 + len(head) else []
-    notes = [Text(_cut(n.replace("\n", " "), width), style="yellow") for n in shown_notices]
+    notes = [Text(_cut(printable(n), width), style="yellow") for n in shown_notices]
     rows = rows_of(view, now, stall_s)
     room = max(1, height - 1 - len(head) - len(notes))   # and the table's header
     shown, hidden = (rows, []) if len(rows) <= room else (rows[:room - 1], rows[room - 1:])
@@ -132,7 +135,8 @@ def frame(view: RunView, notices: Sequence[str], *, width: int, height: int,
                      width=widths[c], no_wrap=c != "unit",
                      overflow="fold" if c == "unit" else "ellipsis")
     for r, name in zip(shown, names, strict=True):
-        t.add_row(name, *(r.cells[c] for c in cols[1:]), style=_style(r.state))
+        # Text, not str: a name is shown as written, never read as rich markup
+        t.add_row(Text(name), *(Text(r.cells[c]) for c in cols[1:]), style=_style(r.state))
     more = [Text(_cut(more_line(hidden), width), style="dim")] if hidden else []
     return Group(*head, *notes, t, *more)
 
@@ -145,7 +149,7 @@ def head_lines(view: RunView, now: float, width: int, driven_here: bool = False)
     run = view.run
     counts = view.counts()
     started, end = epoch(run["created_at"]), epoch(run["finished_at"]) or now
-    words = [f"prun {run['id']}", str(run["status"])]
+    words = [f"prun {printable(run['id'])}", printable(run["status"])]
     words += [f"{k}={counts[k]}" for k in sorted(counts, key=lambda k: (RANK.get(k, 0), k))]
     if started:
         words.append(format_duration(end - started))

@@ -1,6 +1,7 @@
 """Showing a run: terse stable lines (pipes, coordinators) or a live table (a terminal).
 
-Line formats (one record per line, ``key=value`` words; values with spaces are JSON-quoted):
+Line formats (one record per line, ``key=value`` words; a value or name that is not plain is
+quoted as ``prun._util.quoting`` says):
 
     RUN <run-id> status=<s> packets=<n> <status>=<count>... elapsed=<d> supervisor=<alive|gone>
     UNIT <packet> <event> attempt=<attempt-id> executor=<x> [cause="..."] [result=<path>]
@@ -18,11 +19,11 @@ cancellations, stalls, parking, a stopped run); successes show in the final coun
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from typing import TextIO
 
+from .._util.quoting import quote, word
 from .._util.timeparse import epoch, format_duration
 from .events import NON_SUCCESS, Event
 
@@ -31,15 +32,8 @@ if TYPE_CHECKING:
     from .view import RunView, Spend, UnitView
 
 
-def word(key: str, value: object) -> str:
-    v = str(value)
-    if v == "" or any(c in v for c in ' "=\n'):
-        v = json.dumps(v)
-    return f"{key}={v}"
-
-
 def event_line(ev: Event) -> str:
-    words = ["UNIT", ev.packet_id or "-", ev.kind]
+    words = ["UNIT", quote(ev.packet_id or "-"), ev.kind]
     if ev.attempt_id:
         words.append(word("attempt", ev.attempt_id))
     if ev.executor:
@@ -57,7 +51,7 @@ def event_line(ev: Event) -> str:
 def run_line(view: RunView) -> str:
     run = view.run
     counts = view.counts()
-    words = ["RUN", run["id"], word("status", run["status"]), word("packets", len(view.units))]
+    words = ["RUN", quote(run["id"]), word("status", run["status"]), word("packets", len(view.units))]
     words += [word(k, counts[k]) for k in sorted(counts)]
     started = epoch(run["created_at"])
     end = epoch(run["finished_at"]) or time.time()
@@ -68,7 +62,7 @@ def run_line(view: RunView) -> str:
 
 
 def unit_line(u: UnitView, now: float) -> str:
-    words = ["UNIT", u.packet_id, u.status]
+    words = ["UNIT", quote(u.packet_id), u.status]
     if u.attempt_id:
         words.append(word("attempt", u.attempt_id))
     if u.executor:
@@ -97,7 +91,7 @@ COST_WORDS = {"tokens_in": "tokens_in", "tokens_out": "tokens_out", "tokens_cach
 
 
 def cost_line(s: Spend) -> str:
-    words = ["COST", s.executor, word("attempts", s.attempts)]
+    words = ["COST", quote(s.executor), word("attempts", s.attempts)]
     for column, name in COST_WORDS.items():
         value = getattr(s, column)
         shown = "unknown" if value is None else f"{value:.4f}" if column == "cost_usd" \
@@ -123,7 +117,7 @@ def summary_lines(view: RunView, everything: bool = False) -> list[str]:
                 or (over and u.status != "succeeded")):
             lines.append(unit_line(u, now))
     lines += [cost_line(s) for s in view.spend()]
-    lines.append(f"RESULTS {view.run['run_dir']}/results")
+    lines.append(f"RESULTS {quote(view.run['run_dir'] + '/results')}")
     return lines
 
 
@@ -137,7 +131,7 @@ class LineRenderer:
     def handle(self, ev: Event) -> None:
         if ev.kind in ("run-started", "run-done"):
             if self.verbose:
-                self._print(f"{ev.kind.upper()} {ev.run_id} {word('cause', ev.cause)}")
+                self._print(f"{ev.kind.upper()} {quote(ev.run_id)} {word('cause', ev.cause)}")
             return
         if ev.kind == "stopped":
             self._print(" ".join(["STOPPED", word("packet", ev.packet_id),

@@ -141,23 +141,10 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
            deadline: str | None = None, env: Mapping[str, str] | None = None,
            cluster: ClusterConfig | None = None) -> RunRecord:
     """Record the run in the ledger (one transaction) and make its run dir. Returns the run."""
-    from .._util import gitcmd
     from . import prepare as unitprep
 
     env = os.environ if env is None else env
-    root = repo_root(plan.root)
-    base = None
-    if root is not None:
-        try:
-            base = gitcmd.rev(root, plan.base or "HEAD")
-        except GitError as e:
-            if plan.base or any(p.writes_code for p in plan.packets):
-                raise UsageError(f"cannot resolve the base revision {plan.base or 'HEAD'!r} "
-                                 f"in {root}: {e.message}",
-                                 hint="commit something first, or name an existing base")
-    elif any(p.writes_code for p in plan.packets):
-        raise UsageError("the plan has code units but is not inside a git repository",
-                         hint="run plans with code units from a git repository")
+    root, base, bases = preflight(plan, env)    # a bad base or port entry: nothing made yet
     run_id = new_run_id()
     paths = RunPaths(prun_dir(root or Path.cwd()) / "runs" / run_id)
     when = deadline_of(plan, deadline)
@@ -172,9 +159,7 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
         cluster.write(str(paths.root))
     for p in plan.packets:
         r = routes[p.id]
-        pbase, own = base, plan.base_of(p)
-        if root is not None and own and own != (plan.base or "HEAD"):
-            pbase = gitcmd.rev(root, own)
+        pbase = bases[p.id]
         spec = packet_spec(p)
         spec.update({"routed_executor": r.executor, "routing_reason": r.reason,
                      "base_commit": pbase, "sandbox": sandboxes[p.id]})
@@ -194,6 +179,55 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
                             data={"address": cluster.address,
                                   "worker_lost": cluster.worker_lost})
     return run
+
+
+def preflight(plan: Plan, env: Mapping[str, str] | None = None
+              ) -> tuple[Path | None, str | None, dict[str, str | None]]:
+    """What ``freeze`` checks before anything is made, callable before the ledger is even
+    opened: the plan's repository and base commit, each packet's base commit (its own, else
+    the run's) and its ``port:`` entries. Returns (root, run base, packet id -> base);
+    UsageError (at the field) for a base that names no commit or a port entry that names no
+    port."""
+    from .._util import gitcmd
+    from .ports import port_request
+
+    root = repo_root(plan.root)
+    base = None
+    if root is not None:
+        try:
+            base = gitcmd.rev(root, plan.base or "HEAD")
+        except GitError as e:
+            if plan.base:
+                raise UsageError(f"{plan.where('base')}: base {plan.base!r} is not a commit in "
+                                 f"{root}", hint="give a commit id, tag or branch that exists "
+                                 "(git log --oneline shows them)") from None
+            if any(p.writes_code for p in plan.packets):
+                raise UsageError(f"cannot resolve the base revision 'HEAD' in {root}: "
+                                 f"{e.message}", hint="commit something first, or name an "
+                                 "existing base") from None
+    elif any(p.writes_code for p in plan.packets):
+        raise UsageError("the plan has code units but is not inside a git repository",
+                         hint="run plans with code units from a git repository")
+    bases = {p.id: _packet_base(root, plan, p, base) for p in plan.packets}
+    for p in plan.packets:
+        port_request(p.state, env, where=p.where("state"))
+    return root, base, bases
+
+
+def _packet_base(root: Path | None, plan: Plan, p: Packet, run_base: str | None) -> str | None:
+    """The commit packet ``p`` starts from: its own base resolved, else the run's; a base that
+    names no commit is refused (UsageError at its line) before anything is made."""
+    from .._util import gitcmd
+
+    own = plan.base_of(p)
+    if root is None or not own or own == (plan.base or "HEAD"):
+        return run_base
+    try:
+        return gitcmd.rev(root, own)
+    except GitError:
+        raise UsageError(f"{p.where('base')}: base {own!r} of packet {p.id!r} is not a commit "
+                         f"in {root}", hint="give a commit id, tag or branch that exists "
+                         "(git log --oneline shows them)") from None
 
 
 def _sandboxes(plan: Plan, env: Mapping[str, str],

@@ -36,6 +36,13 @@ exists.
     PRUN_MCP_TIMEOUT              mcp_timeout_s         10m (the MCP server's bound on a
                                                         tool's command, past its own wait)
 
+Places are checked too, before anything is made: no path holds a control character; the
+ledger, the state root and the workspace root are not under /proc, /sys or /dev (/dev/shm
+is allowed), each root given is a folder prun can write in (or can be made in one); an explicit
+PRUN_WORKSPACE_ROOT is outside any git work tree (the run's repository included); an existing
+PRUN_CONFIG or PRUN_LEDGER is a regular file, the config file at most 1 MiB (PRUN_CONFIG=/dev/null
+means no config file).
+
 Durations take seconds or ``90s``, ``45m``, ``2h``, ``1h30m``. A plain class (no dataclass):
 settings are loaded on the dispatcher's way to its first line.
 """
@@ -139,17 +146,25 @@ def _read(env: Mapping[str, str]) -> Settings:
     s = Settings()
     s.env = env
     home = env.get("HOME") or os.path.expanduser("~")
-    s.user_state = os.path.join(_text(env, "XDG_STATE_HOME")
+    s.user_state = os.path.join(_line(env, "XDG_STATE_HOME")
                                 or os.path.join(home, ".local", "state"), "prun")
     raw = _text(env, "PRUN_LEDGER")
     s.ledger_off = raw.lower() == "off"
-    s.ledger = None if s.ledger_off or not raw else _path(raw, home)
+    s.ledger = None if s.ledger_off or not raw else _path(raw, home, "PRUN_LEDGER")
+    if s.ledger:
+        _usable_file(s.ledger, "PRUN_LEDGER", raw)
     given = _text(env, "PRUN_STATE_ROOT")
-    s.state_root = _path(given, home) if given else os.path.join(s.user_state, "units")
+    s.state_root = _path(given, home, "PRUN_STATE_ROOT") if given \
+        else os.path.join(s.user_state, "units")
+    _usable_folder(s.state_root, "PRUN_STATE_ROOT", given)
     given = _text(env, "PRUN_WORKSPACE_ROOT")
-    s.workspace_root = _path(given, home) if given else os.path.join(s.user_state, "workspaces")
+    s.workspace_root = _path(given, home, "PRUN_WORKSPACE_ROOT") if given \
+        else os.path.join(s.user_state, "workspaces")
+    _usable_folder(s.workspace_root, "PRUN_WORKSPACE_ROOT", given, outside_git=bool(given))
     given = _text(env, "PRUN_CONFIG")
-    s.config_given = _path(given, home) if given else None
+    s.config_given = _path(given, home, "PRUN_CONFIG") if given else None
+    if s.config_given and s.config_given != os.devnull:   # /dev/null: no config file
+        _usable_file(s.config_given, "PRUN_CONFIG", given, limit=CONFIG_MAX_BYTES)
     s.sandbox = _choice(env, "PRUN_SANDBOX", {c: c for c in SANDBOX_SETTINGS} | {"": "auto"},
                         "auto, on or off")
     s.scratch_cwd = _text(env, "PRUN_SCRATCH_CWD") or None
@@ -164,7 +179,7 @@ def _read(env: Mapping[str, str]) -> Settings:
     s.port_start = _whole(env, "PRUN_PORT_START", PORT_START_DEFAULT, 1024, PORT_LIMIT - 1)
     s.port_count = _whole(env, "PRUN_PORT_COUNT", PORT_COUNT_DEFAULT, 1,
                           PORT_LIMIT - s.port_start)
-    s.monitor_command = _text(env, "PRUN_MONITOR_COMMAND") or "prun monitor"
+    s.monitor_command = _line(env, "PRUN_MONITOR_COMMAND") or "prun monitor"
     given = _text(env, "PRUN_CLUSTER")
     s.cluster = parse_cluster_address(given, "PRUN_CLUSTER") if given else None
     s.mcp_timeout_s = _duration(env, "PRUN_MCP_TIMEOUT", 600.0)
@@ -205,10 +220,94 @@ def _text(env: Mapping[str, str], name: str) -> str:
     return (env.get(name) or "").strip()
 
 
-def _path(raw: str, home: str) -> str:
+def _line(env: Mapping[str, str], name: str) -> str:
+    """The variable's text, refused when it holds a control character."""
+    raw = _text(env, name)
+    if not raw.isprintable():
+        raise UsageError(f"{name} holds a control character",
+                         hint=f"set {name} to plain text, or unset it")
+    return raw
+
+
+def _path(raw: str, home: str, name: str) -> str:
+    if not raw.isprintable():
+        raise UsageError(f"{name} holds a control character",
+                         hint=f"set {name} to a plain path, or unset it")
     if raw == "~" or raw.startswith("~/"):
         raw = home + raw[1:]
     return os.path.abspath(raw)
+
+
+# Where prun never keeps a folder or a file of its own: kernel views and devices (a tmpfs
+# under /dev/shm is a folder like any other).
+SYSTEM_FOLDERS = ("/proc", "/sys", "/dev")
+ALLOWED_UNDER_SYSTEM = ("/dev/shm",)
+CONFIG_MAX_BYTES = 1024 * 1024   # the config file (settings/config.py reads at most this)
+
+
+def _usable_folder(path: str, name: str, given: str, outside_git: bool = False) -> None:
+    """Refuse (UsageError) a folder prun would make its own files in that it cannot use:
+    under /proc, /sys or /dev; given explicitly, not a folder (or no folder can be made
+    there) or not writable; with ``outside_git``, inside a git work tree (a ``.git`` at it or
+    above it). ``given``: the variable's text ("" when ``path`` is its default)."""
+    real = os.path.realpath(path)
+    shown = f"{name}={given!r}" if given else f"{name} (default {path})"
+    fix = f"point {name} at a writable folder of your own"
+    _outside_system(real, shown, fix)
+    if outside_git:
+        tree = _work_tree(real)
+        if tree is not None:
+            raise UsageError(f"{shown} is inside the git work tree {tree}",
+                             hint=f"point {name} at a folder outside any repository")
+    if not given:
+        return  # a default is checked where it is made (a read-only command makes nothing)
+    existing = real
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise UsageError(f"{shown} is not a folder ({existing} is a file)", hint=fix)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"{shown} is not writable ({existing})", hint=fix)
+
+
+def _usable_file(path: str, name: str, given: str, limit: int | None = None) -> None:
+    """Refuse (UsageError) a file prun reads or writes that it cannot use: under /proc, /sys
+    or /dev, an existing thing that is not a regular file, one over ``limit`` bytes."""
+    import stat
+
+    real = os.path.realpath(path)
+    shown = f"{name}={given!r}"
+    fix = f"point {name} at a regular file of your own, or unset it"
+    _outside_system(real, shown, fix)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return  # not there (yet): made or skipped where it is used
+    if not stat.S_ISREG(st.st_mode):
+        raise UsageError(f"{shown} is not a regular file", hint=fix)
+    if limit is not None and st.st_size > limit:
+        raise UsageError(f"{shown} is {st.st_size} bytes, more than the {limit} it may be",
+                         hint=fix)
+
+
+def _outside_system(real: str, shown: str, fix: str) -> None:
+    for top in SYSTEM_FOLDERS:
+        inside = real == top or real.startswith(top + "/")
+        if inside and not any(real == ok or real.startswith(ok + "/")
+                              for ok in ALLOWED_UNDER_SYSTEM):
+            raise UsageError(f"{shown} is under {top}", hint=fix)
+
+
+def _work_tree(path: str) -> str | None:
+    """The git work tree holding ``path`` (a ``.git`` at it or above it), or None."""
+    folder = path
+    while True:
+        if os.path.lexists(os.path.join(folder, ".git")):
+            return folder
+        up = os.path.dirname(folder)
+        if up == folder:
+            return None
+        folder = up
 
 
 def _choice(env: Mapping[str, str], name: str, allowed: Mapping[str, str], say: str) -> str:

@@ -3,7 +3,8 @@
 Location: ``$PRUN_CONFIG`` when set, else ``config.toml`` in the user's config folder for
 ``prun`` (platformdirs: ``~/.config/prun/config.toml`` on Linux,
 ``~/Library/Application Support/prun/config.toml`` on macOS). A missing file means defaults.
-A file that is not valid TOML, or holds a value of the wrong type, raises ``ConfigError``
+It is read as a regular file of at most 1 MiB (a FIFO or a device is refused unread). A file
+that is not valid TOML, or holds a value of the wrong type, raises ``ConfigError``
 (exit 2) naming the file and the key.
 
 Sections read so far (see docs/quota.md)::
@@ -20,6 +21,7 @@ Sections read so far (see docs/quota.md)::
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +31,7 @@ from ..errors import ConfigError, UsageError
 DEFAULT_TTL_S = 300.0
 DEFAULT_PROBE_TIMEOUT_S = 15.0
 DEFAULT_HIT_RESET_S = 900.0
+MAX_CONFIG_BYTES = 1024 * 1024   # the config file: a regular file of at most 1 MiB
 
 
 def config_path(env: Mapping[str, str] | None = None) -> str:
@@ -40,18 +43,12 @@ def config_path(env: Mapping[str, str] | None = None) -> str:
 
 def load(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The whole config file as a dict; ``{}`` when there is none."""
+    from .._util.regular import read_regular
+
     path = config_path(env)
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
+    if path == os.devnull or not os.path.exists(path):
         return {}
-    except IsADirectoryError:
-        raise ConfigError(f"config file is a directory: {path}",
-                          hint="point PRUN_CONFIG at a TOML file")
-    except OSError as e:
-        raise ConfigError(f"cannot read config file {path}: {e.strerror}",
-                          hint="check its permissions or point PRUN_CONFIG elsewhere")
+    data = read_regular(path, MAX_CONFIG_BYTES, "config file", ConfigError)
     import tomllib
 
     try:

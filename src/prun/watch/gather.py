@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .._util.quoting import quote
 from ..attempt import published
 from ..errors import ExitCode, UsageError
 
@@ -173,9 +174,9 @@ class _Waiting:
         self.ready_at.pop(state.path, None)
         if state.status == "changed":
             self.rewritten += 1
-            self.emit(f"CHANGED {state.path} reason=result-changed")
+            self.emit(f"CHANGED {quote(state.path)} reason=result-changed")
         else:
-            self.emit(f"DONE {state.path}")
+            self.emit(f"DONE {quote(state.path)}")
 
     def sleep(self, left: float, now: float) -> float:
         """How long to wait for events: until the timeout, the next full look, or the first

@@ -72,17 +72,18 @@ def summary_line(report: Report) -> str:
 
 
 def digest_line(u: UnitReport) -> str:
-    from shlex import quote
-
+    from .._util.quoting import quote, word
     from .._util.timeparse import format_duration
 
     def dur(v: float | None) -> str:
         return "-" if v is None else format_duration(v)
 
-    return (f"UNIT {u.unit_id} state={u.state} elapsed={dur(u.elapsed_s)} "
+    return (f"UNIT {quote(u.unit_id)} state={u.state} elapsed={dur(u.elapsed_s)} "
             f"tail={'-' if u.tail_bytes is None else f'{u.tail_bytes}B'} idle={dur(u.idle_s)} "
-            f"model={quote(u.model or '-')} exit={'-' if u.exit_code is None else u.exit_code} "
-            f"result={quote(u.result_file or '-')} dir={quote(u.state_dir)} note={u.note or '-'}")
+            f"{word('model', u.model or '-')} "
+            f"exit={'-' if u.exit_code is None else u.exit_code} "
+            f"{word('result', u.result_file or '-')} {word('dir', u.state_dir)} "
+            f"{word('note', u.note or '-')}")
 
 
 def relaunch_argv(report: Report, options: Sequence[str] = ()) -> list[str]:
