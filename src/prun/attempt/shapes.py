@@ -83,6 +83,7 @@ class UnitRecord(TypedDict):
     dispatcher: DispatcherRecord
     route_reason: str | None
     started_at: str
+    home: NotRequired[str]           # the worker's private home (HOME)
     argv: NotRequired[list[str]]
     sandbox: NotRequired[bool | None]
     worker: NotRequired[WorkerRecord]

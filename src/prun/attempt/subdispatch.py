@@ -1,0 +1,62 @@
+"""Subdispatch: whether a unit may start other agents (its packet's ``subdispatch``, off by
+default), and the refusal ``prun run`` and ``prun dispatch`` give inside a unit that may not.
+
+What decides, inside a sandboxed unit, is the file the sandbox mounts read-only at ``MARKER``
+(in the sandbox's own ``/dev``, which outside a sandbox only root can write): the unit can
+neither change nor remove it. Without the sandbox it is the unit's ``PRUN_SUBDISPATCH``
+variable (``on`` or ``off``), which a unit can unset: there it is a guard against accidents.
+The other halves of the rule are the agent CLIs masked in the sandbox (``prun.attempt.
+launching``) and each CLI's own sub-agent tool turned off (``Executor.build``).
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import UsageError
+
+MARKER = "/dev/prun-unit"       # where the sandbox mounts the unit's policy.json
+ENV = "PRUN_SUBDISPATCH"         # on | off, in every unit's environment
+
+
+def policy(unit_id: str, allowed: bool) -> str:
+    """The text of a unit's ``policy.json``."""
+    import json
+
+    return json.dumps({"unit_id": unit_id, "subdispatch": allowed}) + "\n"
+
+
+def refusal(env: os._Environ[str] | dict[str, str] | None = None) -> UsageError | None:
+    """The refusal for starting agents here: inside a unit that may not (the sandbox's
+    marker, else the environment, says so); None elsewhere."""
+    env = os.environ if env is None else env
+    unit, allowed = _from_marker()
+    if allowed is None:
+        value = env.get(ENV, "").strip().lower()
+        if value not in ("on", "off"):
+            return None                      # not inside a unit
+        unit, allowed = env.get("PRUN_UNIT_ID", ""), value == "on"
+    if allowed:
+        return None
+    return UsageError(f"subdispatch is off for unit {unit or '?'}: a unit starts no other "
+                      "agents unless its packet sets subdispatch: true",
+                      hint="report back to the coordinator instead")
+
+
+def _from_marker() -> tuple[str, bool | None]:
+    """(unit id, whether it may) from the sandbox's marker; (.., None) where there is none
+    (json is imported only then: this runs before the dispatcher's first line)."""
+    try:
+        with open(MARKER, encoding="utf-8") as f:
+            text = f.read(4096)
+    except OSError:
+        return "", None
+    import json
+
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return "", False                     # a marker that says nothing allows nothing
+    if not isinstance(data, dict):
+        return "", False                     # a marker that says nothing allows nothing
+    return str(data.get("unit_id") or ""), data.get("subdispatch") is True
