@@ -306,7 +306,7 @@ class Dispatch:
         argv = [program_path(launch, unit.workspace), *launch.argv[1:]]
         self.sandboxed = sandbox_here(self)
         if self.sandboxed:
-            argv = places.wrap(argv, unit.workspace, launch.env)
+            argv = places.wrap(argv, unit.workspace)
         return launch, argv
 
     def _spawn(self, launch: Launch, argv: list[str]) -> Worker:

@@ -86,7 +86,7 @@ class Places:
         if git:
             self.prun_dirs.append(git)
 
-    def wrap(self, argv: list[str], workspace: str, env: dict[str, str]) -> list[str]:
+    def wrap(self, argv: list[str], workspace: str) -> list[str]:
         """``argv`` (its program's path first) in the sandbox: the unit's places writable (and
         a standalone unit's result folder), the rest read-only; the real repository and what
         the caller names read-only; the state dirs beside its own and every workspace hidden
@@ -127,11 +127,11 @@ class Places:
                   if not any(_within(k, h) for k in keep)]
         # what a private /tmp or a hidden folder would take away
         read_only += [k for k in keep if _shadowed(k, hidden)]
-        covers = [(self.policy, MARKER), *self._masks(program, env)]
+        covers = [(self.policy, MARKER), *self._masks(program)]
         return wrap(argv, writable=writable, read_only=read_only, hidden=hidden, tmp=self.tmp,
                     covers=covers)
 
-    def _masks(self, program: str, env: dict[str, str]) -> list[tuple[str, str]]:
+    def _masks(self, program: str) -> list[tuple[str, str]]:
         """(stub, file) for each other agent CLI on the person's PATH (or named by its
         executor's variable) and the file its launcher links to: never the unit's own
         program, nor a shared launcher (a version manager's shim) whose path does not name
