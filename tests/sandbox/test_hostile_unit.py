@@ -55,6 +55,7 @@ attempt("agent_binary", lambda: append(os.path.join(home, ".local", "bin", "clau
 # outside the unit: the machine's /tmp, the test's own folder
 attempt("tmp_file", lambda: create("/tmp/" + token))
 attempt("beside_home", lambda: create(os.path.join(os.path.dirname(home), token)))
+attempt("interpreter", lambda: create(os.path.join(sys.prefix, token)))   # outside any /tmp
 # the sibling unit, whose paths its result names
 sibling = json.load(open(json.loads(os.environ["PRUN_PREDECESSOR_RESULTS"])["sibling"]))
 attempt("sibling_clone_read", lambda: open(os.path.join(sibling["workspace"], "secret.txt")).read())
@@ -83,6 +84,14 @@ for name, argv in (("prun_run", ["prun", "run", plan]), ("prun_dispatch", ["prun
                    ("python_prun_dispatch", [sys.executable, "-m", "prun", *dispatch])):
     p = subprocess.run(argv, capture_output=True, text=True, env=bare)
     runs[name] = [p.returncode, p.stderr.strip().splitlines()]
+lib = ("import sys\nfrom prun.attempt.dispatch import Request, run_sync\ntry:\n"
+       "    run_sync(Request(executor='command', prompt_file=sys.argv[1], unit_id='lib',\n"
+       "                     result_file=sys.argv[2], command='echo hi', sandbox='off'))\n"
+       "    print('a nested unit ran')\nexcept Exception as e:\n"
+       "    print(type(e).__name__, e)\n")
+p = subprocess.run([sys.executable, "-c", lib, prompt, os.path.join(os.environ["TMPDIR"], "l.md")],
+                   capture_output=True, text=True, env=bare)
+runs["library"] = [p.returncode, p.stdout.strip().splitlines()]
 # other agent CLIs: by name, by their full path, through an interpreter
 npm = os.path.join(home, ".npm-global")
 for name, argv in (
@@ -182,7 +191,12 @@ def test_a_hostile_unit_writes_only_its_own_places_and_starts_no_agent(bwrap, tm
     report, runs = got["report"], got["runs"]
 
     # every attempt outside its places failed ...
+    planted = Path(sys.prefix, token)
+    if planted.exists():                                       # (a broken sandbox let it in)
+        planted.unlink()
+        raise AssertionError(f"the unit wrote {planted}")
     for name in ("bashrc", "authorized_keys", "claude_settings", "claude_json", "agent_binary",
+                 "interpreter",
                  "sibling_clone_read", "sibling_clone_write", "sibling_clone_create",
                  "sibling_state_read", "sibling_state_write", "unit_json", "outcome_json",
                  "dispatch_pid", "policy", "state_new_file", "marker_write", "marker_remove"):
@@ -192,6 +206,8 @@ def test_a_hostile_unit_writes_only_its_own_places_and_starts_no_agent(bwrap, tm
     for name in ("prun_run", "prun_dispatch", "python_prun_run", "python_prun_dispatch"):
         code, err = runs[name]
         assert code == 2 and len(err) == 1 and "subdispatch" in err[0], (name, runs[name])
+    (said,) = runs["library"][1]                              # the library refuses too
+    assert said.startswith("UsageError subdispatch is off for unit hostile"), runs["library"]
     for name in ("claude", "gemini", "agy", "codex", "claude_path", "agy_path", "gemini_path",
                  "gemini_target", "claude_interpreted"):
         assert runs[name][0] != 0, (name, runs[name])

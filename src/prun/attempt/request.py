@@ -104,8 +104,11 @@ def prepare(req: Request, *, reopen: bool = False) -> Prepared:
 
     ``reopen``: the attempt was launched earlier (resume), so its result path may exist."""
     from .. import executors
+    from .subdispatch import refusal
 
     env = dict(os.environ if req.env is None else req.env)
+    if (refused := refusal(env)) is not None:   # inside a unit that may not start agents
+        raise refused
     executor = executors.get(req.executor)
     statedir.check_unit_id(req.unit_id)
     prompt = (_read_prompt(req.prompt_file) if req.prompt is None

@@ -1,5 +1,6 @@
 """Subdispatch: whether a unit may start other agents (its packet's ``subdispatch``, off by
-default), and the refusal ``prun run`` and ``prun dispatch`` give inside a unit that may not.
+default), and the refusal ``prun run`` and every dispatch (``prun dispatch``, a run's units,
+the library's ``prepare``) give inside a unit that may not.
 
 What decides, inside a sandboxed unit, is the file the sandbox mounts read-only at ``MARKER``
 (in the sandbox's own ``/dev``, which outside a sandbox only root can write): the unit can
@@ -15,6 +16,10 @@ import os
 
 from ..errors import UsageError
 
+TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 MARKER = "/dev/prun-unit"       # where the sandbox mounts the unit's policy.json
 ENV = "PRUN_SUBDISPATCH"         # on | off, in every unit's environment
 
@@ -26,7 +31,7 @@ def policy(unit_id: str, allowed: bool) -> str:
     return json.dumps({"unit_id": unit_id, "subdispatch": allowed}) + "\n"
 
 
-def refusal(env: os._Environ[str] | dict[str, str] | None = None) -> UsageError | None:
+def refusal(env: Mapping[str, str] | None = None) -> UsageError | None:
     """The refusal for starting agents here: inside a unit that may not (the sandbox's
     marker, else the environment, says so); None elsewhere."""
     env = os.environ if env is None else env

@@ -47,10 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from .._util.timeparse import parse_duration
     from ..attempt.dispatch import Request, run_sync
-    from ..attempt.subdispatch import refusal
 
-    if (refused := refusal()) is not None:   # inside a unit that may not start agents
-        raise refused
     timeout = parse_duration(args.timeout, what="--timeout") if args.timeout else None
     req = Request(executor=args.executor, prompt_file=args.prompt_file,
                   result_file=args.result_file, unit_id=args.unit_id, mode=args.mode,

@@ -67,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
     from ..plan.independence import check
     from ..run.state import RunPaths, deadline_of, freeze, spawn_supervisor
 
-    if (refused := refusal()) is not None:   # inside a unit that may not start agents
-        raise refused
+    if (refused := refusal()) is not None:   # inside a unit that may not start agents (its
+        raise refused                         # dispatches are refused again at prepare)
     plan = load_plan(args.plan)
     deadline_of(plan, args.deadline)  # refused before the ledger is made
     report = check(plan)
