@@ -10,6 +10,7 @@ stream-json (one object per line):
   {"event":"step_update","step_update":{"step_type":"tool","tool_name":...}}
   {"event":"result","result":{"conversation_id","status":"SUCCESS|ERROR","response","error",
                               "num_turns","duration_seconds","usage"}}
+
 Its home (``home_files``): ``~/.gemini/antigravity-cli`` without its conversations, brain,
 history, browser recordings and logs. No flag of agy is known to turn a sub-agent off: none is
 passed (the other agent CLIs are masked and ``prun`` refuses, as for every unit).
