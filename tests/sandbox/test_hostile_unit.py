@@ -68,7 +68,7 @@ report["workspaces_seen"] = sorted(os.listdir(os.path.dirname(os.getcwd())))
 attempt("unit_json", lambda: append(os.path.join(state, "unit.json")))
 attempt("outcome_json", lambda: create(os.path.join(state, "outcome.json")))
 attempt("dispatch_pid", lambda: append(os.path.join(state, "dispatch-pid")))
-attempt("policy", lambda: append(os.path.join(state, "policy.json")))
+attempt("prompt", lambda: append(os.path.join(state, "prompt")))
 attempt("state_new_file", lambda: create(os.path.join(state, "forged")))
 attempt("marker_write", lambda: append("/dev/prun-unit"))
 attempt("marker_remove", lambda: os.unlink("/dev/prun-unit"))
@@ -199,7 +199,7 @@ def test_a_hostile_unit_writes_only_its_own_places_and_starts_no_agent(bwrap, tm
                  "interpreter",
                  "sibling_clone_read", "sibling_clone_write", "sibling_clone_create",
                  "sibling_state_read", "sibling_state_write", "unit_json", "outcome_json",
-                 "dispatch_pid", "policy", "state_new_file", "marker_write", "marker_remove"):
+                 "dispatch_pid", "prompt", "state_new_file", "marker_write", "marker_remove"):
         assert report[name] != "done", (name, report)
     sibling_ws, hostile_ws = Path(att["sibling"]["workspace"]), Path(att["hostile"]["workspace"])
     assert report["workspaces_seen"] == [hostile_ws.name]    # no other workspace, not even named

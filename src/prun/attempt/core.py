@@ -180,7 +180,7 @@ class Dispatch:
             "timeout_s": self.settings.timeout_s, "result_file": p.result_file,
             "dispatcher": {"pid": self.dispatcher_pid, "create_time": self.dispatcher_started},
             "route_reason": p.request.route_reason, "started_at": iso(self.started),
-            "home": self.home,
+            "home": self.home, "subdispatch": p.request.subdispatch,
         }
 
     def _workspace(self) -> str:
@@ -291,7 +291,7 @@ class Dispatch:
 
     def _build(self, unit: Unit) -> tuple[Launch, list[str]]:
         """The executor's launch, with the unit's variables, its own places (``launching.
-        Places``: its tmp, private home, guard log and policy) and prun's git wrapper first on
+        Places``: its tmp, private home and guard log) and prun's git wrapper first on
         PATH, and the argv that runs it: its program's path found, in the sandbox when it
         runs in one."""
         from .launching import Places, program_path, sandbox_here
@@ -301,10 +301,10 @@ class Dispatch:
         env.update(p.request.extra_env)
         env.update({"PRUN_UNIT_ID": p.request.unit_id, "PRUN_STATE_DIR": sd.path,
                     "PRUN_RESULT_FILE": self.write_path})
-        places = Places(self, env)
+        self.sandboxed = sandbox_here(self)
+        places = Places(self, env, sandboxed=self.sandboxed)
         launch = p.executor.build(unit, env)
         argv = [program_path(launch, unit.workspace), *launch.argv[1:]]
-        self.sandboxed = sandbox_here(self)
         if self.sandboxed:
             argv = places.wrap(argv, unit.workspace)
         return launch, argv

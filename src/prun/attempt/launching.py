@@ -14,7 +14,9 @@ and variables are given, and nothing is enforced.
 
 from __future__ import annotations
 
+import functools
 import os
+import sys
 
 TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
 if TYPE_CHECKING:
@@ -41,13 +43,14 @@ def sandbox_here(d: Dispatch) -> bool:
 class Places:
     """The unit's own places, made for its launch, and what its environment says of them.
 
-    Making it writes the state dir's ``tmp/``, ``guard.log``, ``policy.json`` and (unless a
-    follow-up reuses the home it continues) ``home/`` with the executor's ``home_files``; and
-    sets in ``env``: ``HOME`` (and the CLI's config-folder variables, pointed into the copy),
-    ``TMPDIR``, ``PRUN_SUBDISPATCH``, the person's ``XDG_*_HOME`` folders removed (they follow
-    the unit's HOME), the agent stubs (subdispatch off) and the git wrapper first on PATH."""
+    Making it writes the state dir's ``tmp/`` and (unless a follow-up reuses the home it
+    continues) ``home/`` with the executor's ``home_files``, and, for a sandboxed unit, its
+    ``guard.log`` (a file is mounted only once it exists); and sets in ``env``: ``HOME`` (and
+    the CLI's config-folder variables, pointed into the copy), ``TMPDIR``,
+    ``PRUN_SUBDISPATCH``, the person's ``XDG_*_HOME`` folders removed (they follow the unit's
+    HOME), the agent stubs (subdispatch off) and the git wrapper first on PATH."""
 
-    def __init__(self, d: Dispatch, env: dict[str, str]):
+    def __init__(self, d: Dispatch, env: dict[str, str], *, sandboxed: bool):
         from . import home, statedir, subdispatch
 
         p, sd = d.p, d.state
@@ -55,11 +58,10 @@ class Places:
         self.tmp = sd.file(statedir.TMP)
         os.makedirs(self.tmp, exist_ok=True)
         self.guard_log = sd.file(statedir.GUARD_LOG)
-        open(self.guard_log, "ab").close()
-        self.policy = sd.file(statedir.POLICY)
+        if sandboxed:
+            open(self.guard_log, "ab").close()
         allowed = p.request.subdispatch
-        with open(self.policy, "w", encoding="utf-8") as f:
-            f.write(subdispatch.policy(p.request.unit_id, allowed))
+        self.policy = subdispatch.policy_file(allowed)
         files = p.executor.home_files()
         if not os.path.isdir(d.home):    # the earlier attempt's home is gone: a fresh one
             d.home = sd.file(statedir.HOME)
@@ -92,11 +94,9 @@ class Places:
         the caller names read-only; the state dirs beside its own and every workspace hidden
         but for what is bound back; extra directories writable only in accept-edits mode; its
         policy at ``/dev/prun-unit``; other agent CLIs masked when it may not start them."""
-        import sys
-
         from .._util.gitcmd import toplevel
         from .home import person_home
-        from .sandbox import wrap
+        from .sandbox import TMP_FOLDERS, wrap
         from .subdispatch import MARKER
 
         d = self.d
@@ -117,16 +117,15 @@ class Places:
         # what stays visible, read-only, wherever it is: prun and its interpreter, the
         # program, and the person's home (where tools are often installed)
         real_writable = [os.path.realpath(w) for w in writable]
-        keep = [k for k in (os.path.realpath(k) for k in (
-            sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
-            os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-            os.path.dirname(argv[0]), os.path.dirname(program), person_home(p.env),
-            *self.prun_dirs)) if not any(_within(k, w) for w in real_writable)]
+        keep = [k for k in (*_real(*_PRUN_ITSELF, person_home(p.env), *self.prun_dirs),
+                            os.path.realpath(os.path.dirname(argv[0])), os.path.dirname(program))
+                if not any(_within(k, w) for w in real_writable)]
         hidden = [h for h in (os.path.realpath(h) for h in (
                   os.path.dirname(sd.path), p.config.workspace_root, *req.hidden))
                   if not any(_within(k, h) for k in keep)]
         # what a private /tmp or a hidden folder would take away
-        read_only += [k for k in keep if _shadowed(k, hidden)]
+        gone = (*_real(*TMP_FOLDERS), *hidden)
+        read_only += [k for k in keep if any(_within(k, g) for g in gone)]
         covers = [(self.policy, MARKER), *self._masks(program)]
         return wrap(argv, writable=writable, read_only=read_only, hidden=hidden, tmp=self.tmp,
                     covers=covers)
@@ -142,23 +141,41 @@ class Places:
         from ..hooks.agent_stubs import STUB
 
         stub = os.path.join(self.prun_dirs[0], STUB)
-        found = [os.path.join(folder or ".", name) for folder in self.path.split(os.pathsep)
-                 for name in self.masked]
-        for ex in executors.all():
-            named = self.d.p.env.get(ex.bin_env or "", "").strip() if ex.bin_env else ""
-            if named and ex.program in self.masked:
-                found.append(named)
-        out: list[tuple[str, str]] = []
-        for path in found:
-            if not os.path.isfile(path):
-                continue
-            real = os.path.realpath(path)
-            name = os.path.basename(path)
-            if real == program or (real != os.path.abspath(path) and not (
-                    real.endswith(NODE_LAUNCHED) or name.lower() in real.lower())):
-                continue
-            out.append((stub, real))
-        return out
+        named = tuple(v for ex in executors.all() if ex.bin_env and ex.program in self.masked
+                      and (v := self.d.p.env.get(ex.bin_env, "").strip()))
+        return [(stub, real) for real in _agent_files(self.path, tuple(self.masked), named)
+                if real != program]
+
+
+@functools.lru_cache(maxsize=16)
+def _agent_files(path: str, names: tuple[str, ...], named: tuple[str, ...]) -> tuple[str, ...]:
+    """The real path of each agent CLI ``names`` finds on ``path`` (and of each file
+    ``named``): the file its launcher links to, unless that is a shared launcher (a version
+    manager's shim) whose path does not name the agent. Once per PATH in a process."""
+    found = [os.path.join(folder or ".", name) for folder in path.split(os.pathsep)
+             for name in names]
+    out: list[str] = []
+    for file in (*found, *named):
+        if not os.path.isfile(file):
+            continue
+        real = os.path.realpath(file)
+        name = os.path.basename(file)
+        if real != os.path.abspath(file) and not (
+                real.endswith(NODE_LAUNCHED) or name.lower() in real.lower()):
+            continue
+        out.append(real)
+    return tuple(dict.fromkeys(out))
+
+
+# prun and the interpreter it runs under: what a unit's sandbox must never take away
+_PRUN_ITSELF = (sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
+                os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@functools.lru_cache(maxsize=64)
+def _real(*paths: str) -> tuple[str, ...]:
+    """The real paths of folders that do not move while prun runs (cached)."""
+    return tuple(os.path.realpath(p) for p in paths)
 
 
 def masked_programs(d: Dispatch) -> list[str]:
@@ -179,15 +196,6 @@ def _within(path: str, folder: str) -> bool:
     """Whether ``path`` is ``folder`` or inside it (both real paths)."""
     folder = folder.rstrip("/")
     return not folder or path == folder or path.startswith(folder + "/")
-
-
-def _shadowed(path: str, hidden: list[str]) -> bool:
-    """Whether the sandbox would take ``path`` away: under its private /tmp or a hidden
-    folder."""
-    from .sandbox import TMP_FOLDERS
-
-    real = os.path.realpath(path)
-    return any(_within(real, os.path.realpath(f)) for f in (*TMP_FOLDERS, *hidden))
 
 
 def program_path(launch: Launch, workspace: str) -> str:

@@ -21,8 +21,6 @@ Files (all optional until written; ``outcome.json`` is written last and means "f
     tmp/             the worker's temporary folder (``TMPDIR``; its ``/tmp`` in the sandbox)
     home/            the worker's private home (``HOME``): its agent CLI's configuration,
                      copied (a follow-up reuses the home of the attempt it continues)
-    policy.json      what the unit may do (``subdispatch``); mounted read-only at
-                     ``/dev/prun-unit`` in the sandbox
     fallback.md      the FALLBACK, when the result path could not be written (a full disk, a
                      folder gone or read-only)
     handoff.md       session units only: the prompt plus the unit contract, for the subagent
@@ -75,7 +73,6 @@ RECEIPT = "receipt"
 GUARD_LOG = "guard.log"
 TMP = "tmp"
 HOME = "home"
-POLICY = "policy.json"
 
 DURABLE = frozenset({OUTCOME, CONVERSATION_ID})
 

@@ -4,8 +4,10 @@ the library's ``prepare``) give inside a unit that may not.
 
 What decides, inside a sandboxed unit, is the file the sandbox mounts read-only at ``MARKER``
 (in the sandbox's own ``/dev``, which outside a sandbox only root can write): the unit can
-neither change nor remove it. Without the sandbox it is the unit's ``PRUN_SUBDISPATCH``
-variable (``on`` or ``off``), which a unit can unset: there it is a guard against accidents.
+neither change nor remove it. Its source is one of two files shipped with prun
+(``prun/hooks/subdispatch-off.json``, ``-on.json``: ``policy_file``). Without the sandbox it is the
+unit's ``PRUN_SUBDISPATCH`` variable (``on`` or ``off``), which a unit can unset: there it is a
+guard against accidents.
 The other halves of the rule are the agent CLIs masked in the sandbox (``prun.attempt.
 launching``) and each CLI's own sub-agent tool turned off (``Executor.build``).
 """
@@ -20,48 +22,49 @@ TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-MARKER = "/dev/prun-unit"       # where the sandbox mounts the unit's policy.json
+MARKER = "/dev/prun-unit"       # where the sandbox mounts the policy file
 ENV = "PRUN_SUBDISPATCH"         # on | off, in every unit's environment
 
 
-def policy(unit_id: str, allowed: bool) -> str:
-    """The text of a unit's ``policy.json``."""
-    import json
+def policy_file(allowed: bool) -> str:
+    """The file the sandbox mounts at ``MARKER`` for a unit that may (or may not) start other
+    agents: shipped with prun, never written."""
+    from .. import hooks
 
-    return json.dumps({"unit_id": unit_id, "subdispatch": allowed}) + "\n"
+    return os.path.join(os.path.dirname(os.path.abspath(hooks.__file__)),
+                        f"subdispatch-{'on' if allowed else 'off'}.json")
 
 
 def refusal(env: Mapping[str, str] | None = None) -> UsageError | None:
     """The refusal for starting agents here: inside a unit that may not (the sandbox's
     marker, else the environment, says so); None elsewhere."""
     env = os.environ if env is None else env
-    unit, allowed = _from_marker()
+    allowed = _from_marker()
     if allowed is None:
         value = env.get(ENV, "").strip().lower()
         if value not in ("on", "off"):
             return None                      # not inside a unit
-        unit, allowed = env.get("PRUN_UNIT_ID", ""), value == "on"
+        allowed = value == "on"
     if allowed:
         return None
+    unit = env.get("PRUN_UNIT_ID", "").strip()
     return UsageError(f"subdispatch is off for unit {unit or '?'}: a unit starts no other "
                       "agents unless its packet sets subdispatch: true",
                       hint="report back to the coordinator instead")
 
 
-def _from_marker() -> tuple[str, bool | None]:
-    """(unit id, whether it may) from the sandbox's marker; (.., None) where there is none
-    (json is imported only then: this runs before the dispatcher's first line)."""
+def _from_marker() -> bool | None:
+    """Whether the sandbox's marker allows it; None where there is none (json is imported
+    only then: this runs before the dispatcher's first line)."""
     try:
         with open(MARKER, encoding="utf-8") as f:
             text = f.read(4096)
     except OSError:
-        return "", None
+        return None
     import json
 
     try:
         data = json.loads(text)
     except ValueError:
-        return "", False                     # a marker that says nothing allows nothing
-    if not isinstance(data, dict):
-        return "", False                     # a marker that says nothing allows nothing
-    return str(data.get("unit_id") or ""), data.get("subdispatch") is True
+        return False                         # a marker that says nothing allows nothing
+    return isinstance(data, dict) and data.get("subdispatch") is True
