@@ -70,6 +70,7 @@ attempt("outcome_json", lambda: create(os.path.join(state, "outcome.json")))
 attempt("dispatch_pid", lambda: append(os.path.join(state, "dispatch-pid")))
 attempt("prompt", lambda: append(os.path.join(state, "prompt")))
 attempt("state_new_file", lambda: create(os.path.join(state, "forged")))
+attempt("stdin_reopened", lambda: append("/proc/self/fd/0"))  # lands in its own copy
 attempt("marker_write", lambda: append("/dev/prun-unit"))
 attempt("marker_remove", lambda: os.unlink("/dev/prun-unit"))
 # other agents: prun, by name and through the interpreter (its subdispatch variable unset)
@@ -217,7 +218,7 @@ def test_a_hostile_unit_writes_only_its_own_places_and_starts_no_agent(bwrap, tm
     assert report["agents_ran"] == []
     # ... and its own places worked
     for name in ("own_workspace", "own_tmp", "own_tmpdir", "own_var_tmp", "own_home",
-                 "tmp_file", "beside_home"):    # the last two land in its own /tmp
+                 "tmp_file", "beside_home", "stdin_reopened"):   # the last three: its own tmp
         assert report[name] == "done", (name, report)
     state = Path(att["hostile"]["state_dir"])
     assert (hostile_ws / "hostile.txt").read_text() == token + "\n"

@@ -306,6 +306,7 @@ class Dispatch:
         launch = p.executor.build(unit, env)
         argv = [program_path(launch, unit.workspace), *launch.argv[1:]]
         if self.sandboxed:
+            launch = places.own_stdin(launch)
             argv = places.wrap(argv, unit.workspace)
         return launch, argv
 

@@ -88,6 +88,21 @@ class Places:
         if git:
             self.prun_dirs.append(git)
 
+    def own_stdin(self, launch: Launch) -> Launch:
+        """``launch`` reading its prompt from a copy in the unit's tmp, not from the state
+        dir's ``prompt``: a process can open its own stdin again for writing through
+        ``/proc/self/fd/0``, past any read-only mount."""
+        from . import statedir
+
+        if launch.stdin_path != self.d.state.file(statedir.PROMPT):
+            return launch
+        import dataclasses
+
+        copy = os.path.join(self.tmp, ".prun-prompt")
+        with open(copy, "w", encoding="utf-8") as f:
+            f.write(self.d.p.prompt)
+        return dataclasses.replace(launch, stdin_path=copy)
+
     def wrap(self, argv: list[str], workspace: str) -> list[str]:
         """``argv`` (its program's path first) in the sandbox: the unit's places writable (and
         a standalone unit's result folder), the rest read-only; the real repository and what
