@@ -26,6 +26,9 @@ def isolated_env(tmp_path, monkeypatch, cache_home):
     monkeypatch.setenv("PRUN_KILL_GRACE_SECONDS", "1")
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache_home))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))  # nothing in the home
+    # what a test hands its units (fake CLIs' logs and sessions) stays writable in the sandbox;
+    # a containment test removes it
+    monkeypatch.setenv("PRUN_SANDBOX_WRITABLE", str(tmp_path))
     for var in ("ANTIGRAVITY_DISPATCH_MODEL", "ANTIGRAVITY_DISPATCH_EFFORT",
                 "ANTIGRAVITY_DISPATCH_TIMEOUT_SECONDS", "PRUN_AGY_SANDBOX", "PRUN_SCRATCH_CWD",
                 "PRUN_AGY_QUOTA_GATE", "PRUN_AGY_BIN", "PRUN_CLAUDE_BIN", "PRUN_GEMINI_BIN"):

@@ -20,6 +20,7 @@ import psutil
 import pytest
 
 from helpers import FAKES, prun, working_repo, write_plan
+from prun.ledger import Ledger
 
 from .conftest import Unit
 
@@ -112,8 +113,15 @@ def test_a_unit_publishes_the_real_clis_answer(real_cli, tmp_path, model_api):
     assert model_api.requests(real_cli)
 
 
+def files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() if p.is_file() else b""
+            for p in sorted(root.rglob("*"))}
+
+
 def test_a_sandboxed_real_cli_reaches_its_api_and_works_in_its_workspace(
-        real_cli, tmp_path, model_api, bwrap):
+        real_cli, tmp_path, model_api, bwrap, monkeypatch):
+    monkeypatch.delenv("PRUN_SANDBOX_WRITABLE", raising=False)
+    person = files(tmp_path / "home")
     unit = Unit(tmp_path, real_cli)
     unit.prompt.write_text("MOCK-SHELL: echo in > inside.txt\n")
     p = unit.dispatch("--sandbox", "on", timeout=120)
@@ -121,20 +129,63 @@ def test_a_sandboxed_real_cli_reaches_its_api_and_works_in_its_workspace(
     assert unit.outcome["sandboxed"] is True
     assert (unit.state / "work" / "inside.txt").read_text() == "in\n"
     assert unit.result.read_text().strip() == ANSWER
+    # it found the person's settings (Gemini's auth type) as a copy, and wrote only its copies
+    own = unit.state / "home"
+    if real_cli == "gemini":
+        assert (own / ".gemini" / "settings.json").exists()
+    assert (own / (".claude.json" if real_cli == "claude" else ".gemini/tmp")).exists()
+    assert files(tmp_path / "home") == person
 
 
-def test_a_follow_up_resumes_the_real_clis_conversation(real_cli, tmp_path, model_api):
+@pytest.mark.parametrize("sandbox", ["off", "on"])
+def test_a_follow_up_resumes_the_real_clis_conversation(real_cli, tmp_path, model_api, sandbox,
+                                                        request, monkeypatch):
+    if sandbox == "on":
+        request.getfixturevalue("bwrap")
+        monkeypatch.delenv("PRUN_SANDBOX_WRITABLE", raising=False)
     unit = Unit(tmp_path, real_cli)
-    first = unit.dispatch("--sandbox", "off", timeout=120)
+    first = unit.dispatch("--sandbox", sandbox, timeout=120)
     assert first.returncode == 0, first.stdout + first.stderr
     state = unit.state
     session = (state / "conversation-id").read_text().strip()
     turns = max(r["turns"] for r in model_api.requests(real_cli))
-    p = unit.dispatch("--sandbox", "off", "--continue-from", str(state), timeout=120)
+    p = unit.dispatch("--sandbox", sandbox, "--continue-from", str(state), timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     assert unit.result.read_text().strip() == ANSWER
     assert (unit.state / "conversation-id").read_text().strip() == session
     assert model_api.requests(real_cli)[-1]["turns"] > turns   # the earlier turn was sent again
+
+
+SUBAGENT_TOOLS = {"claude": {"Agent", "Task", "Workflow"}, "gemini": {"invoke_agent"}}
+
+
+@pytest.mark.parametrize("name", ["claude", "gemini"])
+def test_a_sandboxed_unit_is_not_offered_its_clis_sub_agent_tool_unless_allotted(
+        name, tmp_path, monkeypatch, model_api, bwrap):
+    env = run_env(tmp_path, monkeypatch, model_api, "on")
+    monkeypatch.delenv("PRUN_SANDBOX_WRITABLE", raising=False)
+    repo = working_repo(tmp_path, monkeypatch, {"README.md": "a project\n"})
+    plan = write_plan(repo / "plan.yaml", [{"id": "alone", "executor": name, "mode": "plan",
+                                            "prompt": "Say what the project is."}])
+    p = prun("run", str(plan), "--plain", env=env, timeout=240, cwd=repo)
+    assert p.returncode == 0, p.stdout + p.stderr
+    with Ledger.open() as led:
+        (attempt,) = led.attempts(p.stdout.split()[1])
+    state = Path(attempt["state_dir"])
+    argv = json.loads((state / "unit.json").read_text())["argv"]
+    flag = "--disallowedTools" if name == "claude" else "--policy"
+    assert flag in argv, argv
+    offered = {t for r in model_api.requests(name) for t in r["tools"]}
+    assert offered and not offered & SUBAGENT_TOOLS[name], offered
+    # allotted, the same unit is offered it: what the request shows is the flag's doing
+    allowed = write_plan(repo / "fan.yaml", [{"id": "fan", "executor": name, "mode": "plan",
+                                              "subdispatch": True,
+                                              "prompt": "Say what the project is."}])
+    before = len(model_api.requests(name))
+    p = prun("run", str(allowed), "--plain", env=env, timeout=240, cwd=repo)
+    assert p.returncode == 0, p.stdout + p.stderr
+    offered = {t for r in model_api.requests(name)[before:] for t in r["tools"]}
+    assert offered & SUBAGENT_TOOLS[name], offered
 
 
 def test_a_hanging_real_cli_is_ended_at_the_timeout(real_cli, tmp_path, model_api):

@@ -4,8 +4,9 @@ Claude Code and Gemini CLIs can run offline in tests.
     python model_api.py LOG_FILE
 
 Listens on 127.0.0.1 on a free port, prints ``PORT <n>`` once it listens, and appends one JSON
-line per model request to LOG_FILE: ``{"api", "path", "turns", "hang"}``, ``turns`` being how
-many messages the request carried (a resumed conversation carries its earlier turns).
+line per model request to LOG_FILE: ``{"api", "path", "turns", "hang", "tool_result",
+"tools"}``, ``turns`` being how many messages the request carried (a resumed conversation
+carries its earlier turns), ``tools`` the names of the tools the request offered the model.
 
 Every model request gets a short streamed text answer, except:
 
@@ -66,10 +67,18 @@ def answer(conversation: object) -> str:
 
 
 def log(request: web.Request, api: str, turns: int, hang: bool,
-        tool_result: str | None = None) -> None:
+        tool_result: str | None = None, tools: list[str] | None = None) -> None:
     with open(request.app["log"], "a") as f:
         f.write(json.dumps({"api": api, "path": request.path, "turns": turns, "hang": hang,
-                            "tool_result": tool_result}) + "\n")
+                            "tool_result": tool_result, "tools": tools or []}) + "\n")
+
+
+def offered(api: str, body: dict) -> list[str]:
+    """The names of the tools a request offers the model."""
+    tools = [t for t in body.get("tools") or () if isinstance(t, dict)]
+    if api == "anthropic":
+        return [t.get("name") for t in tools]
+    return [f.get("name") for t in tools for f in t.get("functionDeclarations") or ()]
 
 
 def texts(value: object) -> str:
@@ -119,7 +128,7 @@ async def receive(request: web.Request, api: str,
         turns, done = len(body.get("messages", [])), anthropic_tool_result(body)
     else:
         turns, done = len(body.get("contents", [])), gemini_tool_result(body)
-    log(request, api, turns, HANG in raw, done)
+    log(request, api, turns, HANG in raw, done, offered(api, body))
     if HANG in raw:
         await held_open()
     return raw, body

@@ -65,7 +65,7 @@ def test_code_unit_is_told_its_whole_contract(repo, tmp_path):
     assert "reachable: the repository; prohibited: credentials; retention: results kept" \
         in contract
     att = _attempts(run_id)
-    outbox = str(Path(att["api"]["state_dir"]) / "result.md")  # published as a copy
+    outbox = str(Path(att["api"]["state_dir"]) / "outbox" / "result.md")  # published as a copy
     assert f"write it to {outbox} in one operation" in contract
     assert seen["api"]["env"]["PRUN_RESULT_FILE"] == outbox
     assert "with the sections Summary, Open items" in contract

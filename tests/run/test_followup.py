@@ -92,7 +92,7 @@ def test_followup_resumes_a_gemini_unit_in_the_same_folder(repo, tmp_path, monke
     assert two["cwd"] == one["cwd"] and "--resume" in two["argv"]
     prompt = two["argv"][two["argv"].index("-p") + 1]
     assert prompt.startswith("Check the error paths too.")
-    outbox = Path(second["state_dir"]) / "result.md"
+    outbox = Path(second["state_dir"]) / "outbox" / "result.md"
     assert f"Write the result of this turn to {outbox}" in prompt
     assert "Resumed" in Path(second["result_path"]).read_text()
     rec = json.loads(prun("reconcile", run_id, "--json").stdout)

@@ -3,6 +3,7 @@ outlive the unit, exit codes, and what the unit sees of the machine's processes.
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -18,10 +19,12 @@ from prun.errors import UsageError
 from prun.settings import parse_sandbox
 
 
-def run_in(code: str, *, writable=(), read_only=(), timeout: float = 60):
+def run_in(code: str, *, writable=(), read_only=(), timeout: float = 60, **more):
     """Run Python ``code`` in a sandbox; its output and exit code."""
     argv = sandbox.wrap([sys.executable, "-c", textwrap.dedent(code)],
-                        writable=[str(p) for p in writable], read_only=[str(p) for p in read_only])
+                        writable=[str(p) for p in writable], read_only=[str(p) for p in read_only],
+                        **{k: [str(p) for p in v] if k == "hidden" else v
+                           for k, v in more.items()})
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL)
 
@@ -133,13 +136,17 @@ def test_a_path_given_through_a_symbolic_link_is_read_only_by_its_real_path(bwra
     assert tree(repo) == before
 
 
-def test_missing_paths_are_skipped_and_the_rest_is_as_it_was(bwrap, tmp_path):
+def test_missing_paths_are_skipped_and_the_rest_is_read_only(bwrap, tmp_path):
     p = run_in(f"""
         import pathlib
-        pathlib.Path({str(tmp_path / "out")!r}).write_text("here")
+        try:
+            pathlib.Path({str(tmp_path / "out")!r}).write_text("here")
+        except OSError as e:
+            print("refused", e.errno)
     """, writable=[tmp_path / "not-yet"], read_only=[tmp_path / "nowhere"])
     assert p.returncode == 0, p.stderr
-    assert (tmp_path / "out").read_text() == "here"   # outside the lists: as the user has it
+    assert p.stdout.split() == ["refused", str(errno.EROFS)]   # outside the lists: read-only
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_path_in_both_lists_is_read_only(bwrap, tmp_path):
@@ -310,3 +317,100 @@ def test_other_settings_are_refused_naming_the_accepted_ones(value):
         parse_sandbox(value)
     assert e.value.exit_code == 2
     assert "auto" in e.value.hint and "on" in e.value.hint and "off" in e.value.hint
+
+
+# The unit's own places: a private /tmp, hidden folders, covers -------------------------------
+
+def test_tmp_is_the_units_own_and_the_machines_is_not_seen(bwrap, tmp_path):
+    own = tmp_path / "own-tmp"
+    own.mkdir()
+    (tmp_path / "beside.txt").write_text("the machine's /tmp\n")
+    name = f"prun-made-{os.getpid()}-{id(own)}"
+    p = run_in(f"""
+        import os
+        open("/tmp/{name}", "w").write("mine")
+        open("/var/tmp/{name}", "w").write("mine too")
+        print(os.path.exists({str(tmp_path / "beside.txt")!r}))
+    """, tmp=str(own))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["False"]                 # the machine's /tmp is not there
+    assert (own / name).read_text() == "mine too"        # /var/tmp is the same folder
+    assert not Path("/tmp", name).exists() and not Path("/var/tmp", name).exists()
+
+
+def test_a_hidden_folder_shows_only_what_is_bound_back_into_it(bwrap, tmp_path):
+    root = tmp_path / "workspaces"
+    for name in ("other", "mine", "snap"):
+        (root / "run" / name).mkdir(parents=True)
+        (root / "run" / name / "file.txt").write_text(f"{name}'s\n")
+    p = run_in(f"""
+        import errno, os
+        root = {str(root)!r}
+        print(sorted(os.listdir(root + "/run")))
+        for path in ("/run/other/file.txt", "/run/snap/file.txt", "/run/mine/file.txt"):
+            try:
+                print(open(root + path).read().strip())
+            except OSError as e:
+                print(errno.errorcode[e.errno])
+        for path in ("/run/new.txt", "/new.txt", "/run/snap/new.txt", "/run/mine/new.txt"):
+            try:
+                open(root + path, "w").write("x")
+                print("written")
+            except OSError as e:
+                print(errno.errorcode[e.errno])
+    """, hidden=[root], writable=[root / "run" / "mine"], read_only=[root / "run" / "snap"])
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == [
+        "['mine', 'snap']", "ENOENT", "snap's", "mine's",
+        "EROFS", "EROFS", "EROFS", "written"], p.stdout
+    assert sorted(os.listdir(root / "run")) == ["mine", "other", "snap"]   # as it was
+    assert not (root / "run" / "new.txt").exists() and (root / "run" / "mine" / "new.txt").exists()
+
+
+def test_covers_go_over_files_the_unit_sees_and_cannot_be_removed(bwrap, tmp_path):
+    tool = tmp_path / "bin" / "agent"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\necho the real agent\n")
+    tool.chmod(0o755)
+    hidden_tool = tmp_path / "hidden" / "agent"
+    hidden_tool.parent.mkdir()
+    hidden_tool.write_text("#!/bin/sh\necho hidden\n")
+    stub = tmp_path / "stub"
+    stub.write_text("#!/bin/sh\necho stubbed >&2\nexit 2\n")
+    stub.chmod(0o755)
+    marker = tmp_path / "marker.json"
+    marker.write_text('{"subdispatch": false}\n')
+    p = run_in(f"""
+        import errno, os, subprocess
+        r = subprocess.run([{str(tool)!r}], capture_output=True, text=True)
+        print(r.returncode, r.stdout.strip(), r.stderr.strip())
+        print(open("/dev/prun-test").read().strip())
+        for attempt in (lambda: os.unlink("/dev/prun-test"),
+                        lambda: open("/dev/prun-test", "w"), lambda: os.unlink({str(tool)!r})):
+            try:
+                attempt()
+                print("done")
+            except OSError as e:
+                print(errno.errorcode[e.errno])
+        print(os.path.exists({str(hidden_tool)!r}))
+    """, hidden=[hidden_tool.parent], covers=[(str(stub), str(tool)),
+                                              (str(marker), "/dev/prun-test"),
+                                              (str(stub), str(hidden_tool))])
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ['2  stubbed', '{"subdispatch": false}', "EBUSY", "EROFS",
+                                     "EROFS", "False"], p.stdout
+    assert tool.read_text() == "#!/bin/sh\necho the real agent\n"
+
+
+def test_the_sandbox_has_its_own_dev(bwrap):
+    p = run_in("""
+        import os
+        print(sorted(n for n in os.listdir("/dev") if not n.startswith(".")))
+        open("/dev/null", "w").write("x")
+        print(len(open("/dev/urandom", "rb").read(8)))
+    """)
+    assert p.returncode == 0, p.stderr
+    names, eight = p.stdout.splitlines()
+    assert eight == "8"
+    assert set(eval(names)) <= {"core", "fd", "full", "null", "ptmx", "pts", "random", "shm",
+                                "stderr", "stdin", "stdout", "tty", "urandom", "zero"}

@@ -53,6 +53,10 @@ class Dispatch:
         # the state dir, copied to the result path when it is published
         self.write_path = (statedir.outbox(self.state, prepared.result_file)
                            if prepared.request.outbox else prepared.result_file)
+        if prepared.request.outbox:
+            os.makedirs(os.path.dirname(self.write_path), exist_ok=True)
+        # the worker's private home: a follow-up's is the one its conversation ran in
+        self.home = prepared.home or self.state.file(statedir.HOME)
         self.sandboxed: bool | None = None  # decided at launch
         self.launch_error: str | None = None  # why the launch failed, kept for finish
         self.escaped: list[dict[str, Any]] = []  # processes that left its group, ended with it
@@ -176,6 +180,7 @@ class Dispatch:
             "timeout_s": self.settings.timeout_s, "result_file": p.result_file,
             "dispatcher": {"pid": self.dispatcher_pid, "create_time": self.dispatcher_started},
             "route_reason": p.request.route_reason, "started_at": iso(self.started),
+            "home": self.home, "subdispatch": p.request.subdispatch,
         }
 
     def _workspace(self) -> str:
@@ -194,7 +199,7 @@ class Dispatch:
                     prompt_file=sd.file(statedir.PROMPT), settings=self.settings, mode=p.mode,
                     workspace=self._workspace(), add_dirs=p.add_dirs, resume_id=p.resume_id,
                     command=p.command, state_dir=sd.path, result_file=self.write_path,
-                    briefed=p.request.briefed)
+                    briefed=p.request.briefed, subdispatch=p.request.subdispatch)
 
     # 2. launch, or hand off when the executor launches no process ----------------------------
     def hand_off(self) -> Outcome:
@@ -285,22 +290,24 @@ class Dispatch:
         return True
 
     def _build(self, unit: Unit) -> tuple[Launch, list[str]]:
-        """The executor's launch, with the unit's variables and prun's git wrapper first on
+        """The executor's launch, with the unit's variables, its own places (``launching.
+        Places``: its tmp, private home and guard log) and prun's git wrapper first on
         PATH, and the argv that runs it: its program's path found, in the sandbox when it
         runs in one."""
-        from .launching import git_wrapper_first, program_path, sandbox_here, sandboxed
+        from .launching import Places, program_path, sandbox_here
 
         p, sd = self.p, self.state
         env = dict(p.env)
         env.update(p.request.extra_env)
         env.update({"PRUN_UNIT_ID": p.request.unit_id, "PRUN_STATE_DIR": sd.path,
                     "PRUN_RESULT_FILE": self.write_path})
-        git_wrapper_first(env, p.request.git_wrapper, p.config.user_state)
+        self.sandboxed = sandbox_here(self)
+        places = Places(self, env, sandboxed=self.sandboxed)
         launch = p.executor.build(unit, env)
         argv = [program_path(launch, unit.workspace), *launch.argv[1:]]
-        self.sandboxed = sandbox_here(self)
         if self.sandboxed:
-            argv = sandboxed(self, argv, unit.workspace)
+            launch = places.own_stdin(launch)
+            argv = places.wrap(argv, unit.workspace)
         return launch, argv
 
     def _spawn(self, launch: Launch, argv: list[str]) -> Worker:

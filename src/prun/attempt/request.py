@@ -45,7 +45,8 @@ class Request:
                  sandbox: object = None, read_only: Sequence[str] = (),
                  writable: Sequence[str] = (), outbox: bool = False,
                  config: PrunSettings | None = None, git_wrapper: str | None = None,
-                 prompt: str | None = None):
+                 prompt: str | None = None, hidden: Sequence[str] = (),
+                 subdispatch: bool = False):
         self.executor = executor
         self.prompt_file = prompt_file
         self.prompt = prompt                # the prompt file's text, when the caller wrote it
@@ -68,6 +69,8 @@ class Request:
         self.sandbox = sandbox              # auto | on | off (None: $PRUN_SANDBOX, else auto)
         self.read_only = tuple(read_only)   # more paths the sandbox mounts read-only
         self.writable = tuple(writable)     # ... and writable
+        self.hidden = tuple(hidden)         # ... and hides (an empty folder, unless bound back)
+        self.subdispatch = subdispatch      # the unit may start other agents (packet allots it)
         self.outbox = outbox                # the worker writes its result in its state dir
         self.config = config                # prun's settings (None: read from env)
         self.git_wrapper = git_wrapper      # the folder of the git wrapper (None: made here)
@@ -79,7 +82,7 @@ class Prepared:
     def __init__(self, request: Request, executor: Executor, settings: Settings, prompt: str,
                  result_file: str, mode: str, workspace: str | None, add_dirs: tuple[str, ...],
                  resume_id: str | None, command: tuple[str, ...], env: dict[str, str], *,
-                 sandbox: str, config: PrunSettings):
+                 sandbox: str, config: PrunSettings, home: str | None = None):
         self.request = request
         self.executor = executor
         self.settings = settings
@@ -93,6 +96,7 @@ class Prepared:
         self.env = env
         self.sandbox = sandbox              # the setting, resolved: auto | on | off
         self.config = config                # prun's settings for this attempt
+        self.home = home                    # a follow-up: the home of the attempt it continues
 
 
 def prepare(req: Request, *, reopen: bool = False) -> Prepared:
@@ -100,8 +104,11 @@ def prepare(req: Request, *, reopen: bool = False) -> Prepared:
 
     ``reopen``: the attempt was launched earlier (resume), so its result path may exist."""
     from .. import executors
+    from .subdispatch import refusal
 
     env = dict(os.environ if req.env is None else req.env)
+    if (refused := refusal(env)) is not None:   # inside a unit that may not start agents
+        raise refused
     executor = executors.get(req.executor)
     statedir.check_unit_id(req.unit_id)
     prompt = (_read_prompt(req.prompt_file) if req.prompt is None
@@ -148,9 +155,11 @@ def prepare(req: Request, *, reopen: bool = False) -> Prepared:
                          f"one argument "
                          f"(at most {MAX_ARGV_PROMPT_BYTES})",
                          hint="paste what defines the task and point at files for the rest")
+    home = earlier.get("home") if isinstance(earlier.get("home"), str) else None
     return Prepared(req, executor, settings, prompt, result_file, mode, workspace, add_dirs,
                     resume_id, command, env,
-                    sandbox=_sandbox_setting(req, cfg.sandbox, executor), config=cfg)
+                    sandbox=_sandbox_setting(req, cfg.sandbox, executor), config=cfg,
+                    home=home if home and os.path.isabs(home) else None)
 
 
 def _sandbox_setting(req: Request, default: str, executor: Executor) -> str:
@@ -243,7 +252,8 @@ def _existing_dir(path: str, what: str) -> str:
 def _resumed(continue_from: str | None, executor: Executor) -> tuple[str | None, dict[str, Any]]:
     """The conversation id a follow-up resumes and its earlier attempt's ``unit.json`` (its
     working folder and mode: Gemini resumes a session only from the folder it ran in, and
-    any conversation's file paths point there); (None, {}) for a fresh unit."""
+    any conversation's file paths point there, and its private home, where its CLI kept the
+    conversation); (None, {}) for a fresh unit."""
     if continue_from is None:
         return None, {}
     if not continue_from.strip():

@@ -1,22 +1,33 @@
-"""The sandbox: a unit's whole process tree run by bubblewrap (``bwrap``) under a view of the file
-system in which what it must not change is mounted read-only, in a PID namespace of its own.
+"""The sandbox: a unit's whole process tree run by bubblewrap (``bwrap``) under a read-only view
+of the file system in which only the unit's own places are writable, in a PID namespace of its
+own.
 
-``wrap(argv, writable=..., read_only=...)`` returns the argv that does it; ``unavailable()`` says
-why it cannot be done here (None when it can).
+``wrap(argv, writable=..., read_only=..., hidden=..., tmp=..., covers=...)`` returns the argv
+that does it; ``unavailable()`` says why it cannot be done here (None when it can).
 
 Enforced (Linux, bwrap; as root too):
 
-- Every path in ``read_only`` is a read-only mount: writing, creating, deleting, renaming or
-  changing the mode of anything under it fails with EROFS. Root ignores file modes, so only a
-  mount stops root; as root the capabilities that could undo a mount or go around it are dropped
-  (``CAP_SYS_ADMIN``: mount, umount, remount, setns, unshare; ``CAP_DAC_READ_SEARCH``:
-  ``open_by_handle_at`` through a writable mount of the same file system; ``CAP_SYS_MODULE``,
-  ``CAP_SYS_RAWIO``, ``CAP_MKNOD``). bwrap also sets no-new-privileges: a setuid program gains
-  nothing inside.
-- Every path in ``writable`` is writable, even inside a read-only path: mounts are applied
-  shallow-to-deep, so a unit's workspace inside a read-only workspaces root, or a read-only
-  snapshot inside a writable folder, ends up as asked. Paths are resolved (symbolic links
-  followed) first; a path given in both lists is read-only.
+- The whole file system is a read-only mount (``--ro-bind / /``), with a fresh ``/dev`` (null,
+  zero, random, a tty and a private ``/dev/shm``; no disk or other device of the machine) and,
+  where one can be mounted, a fresh ``/proc``. Writing, creating, deleting, renaming or changing
+  the mode of anything fails with EROFS, except:
+- every path in ``writable``, and ``tmp``, mounted over ``/tmp`` and ``/var/tmp`` (the unit's
+  own temporary folder: the machine's ``/tmp`` is not seen at all);
+- every path in ``hidden`` is an empty, read-only folder (a tmpfs), so what it holds cannot be
+  read, except what a deeper path of the lists binds back into it (the unit's own workspace
+  inside the folder of every workspace);
+- every path in ``read_only`` is a read-only mount, also inside a writable or hidden one;
+- every ``(source, destination)`` of ``covers`` is ``source`` mounted read-only over
+  ``destination``, last (a refusing stub over a program, a marker file in ``/dev``); a
+  destination the unit could not see anyway is skipped.
+  Mounts are applied shallow-to-deep, so the deeper path decides; paths are resolved (symbolic
+  links followed) first; a path given in both lists is read-only; a path that does not exist is
+  skipped.
+- Root ignores file modes, so only a mount stops root; as root the capabilities that could undo
+  a mount or go around it are dropped (``CAP_SYS_ADMIN``: mount, umount, remount, setns,
+  unshare; ``CAP_DAC_READ_SEARCH``: ``open_by_handle_at`` through a writable mount of the same
+  file system; ``CAP_SYS_MODULE``, ``CAP_SYS_RAWIO``, ``CAP_MKNOD``). bwrap also sets
+  no-new-privileges: a setuid program gains nothing inside.
 - Every process inside ends when the unit's main process ends (``--unshare-pid``: bwrap's own
   init is PID 1 inside, the main process PID 2; when PID 2 exits, init exits with its code and
   the kernel kills whatever is left in the namespace: ``setsid`` children, double-forked
@@ -40,18 +51,19 @@ stderr.
 
 Not enforced, by design or by limit:
 
-- Everything else is as the user has it (``--dev-bind / /``): home, caches, ``/tmp``, devices,
-  the network, other users' processes through signals (outside the PID namespace they cannot be
-  named by PID). Nothing but the PID and mount namespaces is unshared.
-- A folder *above* a read-only path can be renamed, and the read-only tree moves with it on the
-  host too (the mount follows the folder); a raw block device in ``/dev`` is writable by root.
-- Where a fresh ``/proc`` cannot be mounted, ``/proc/<pid>/root`` of any process outside leads to
-  the file system without the read-only mounts, and ``ps`` sees every process of the machine.
+- Reading: whatever the user can read outside ``hidden`` stays readable (the home folder, where
+  interpreters and tools are often installed, included). The network is as the user has it;
+  other users' processes can be signalled where the user could (outside the PID namespace they
+  cannot be named by PID). Nothing but the PID and mount namespaces is unshared.
+- A folder *above* a writable path's mount can be renamed only where it is itself writable.
+- Where a fresh ``/proc`` cannot be mounted, ``/proc/<pid>/root`` of any process outside leads
+  to the machine's file system as that process sees it (read-only is the mount's, not the
+  path's), and ``ps`` sees every process of the machine.
 - A path that does not exist when the unit starts is skipped: it cannot be bind-mounted. For a
   file that is to be written later (a result file), pass its folder.
 
-It is a wall against accidents and sloppy workers, not a security boundary against a hostile
-program: that needs more namespaces, seccomp and no root, which agents could not work in.
+It is a wall that holds against a unit's own writes, not a security boundary against a program
+that attacks the kernel: that needs more namespaces and seccomp, which agents could not work in.
 """
 
 from __future__ import annotations
@@ -66,6 +78,12 @@ PROBE_TIMEOUT_S = 10.0
 # As root, the capabilities that could undo a read-only mount or go around it.
 ROOT_CAPS_DROPPED = ("CAP_SYS_ADMIN", "CAP_DAC_READ_SEARCH", "CAP_SYS_MODULE", "CAP_SYS_RAWIO",
                      "CAP_MKNOD")
+TMP_FOLDERS = ("/tmp", "/var/tmp")   # where a unit's own ``tmp`` is mounted
+
+# A mount: (destination, kind, source); kinds in the order they apply at one path
+_DEV, _PROC, _TMPFS, _RW, _RO = "dev", "proc", "tmpfs", "rw", "ro"
+_ORDER = {_DEV: 0, _PROC: 0, _TMPFS: 1, _RW: 2, _RO: 3}
+Mount = tuple[str, str, str]
 
 
 class Probe:
@@ -100,9 +118,13 @@ def fresh_proc() -> bool:
     return unavailable() is None and _probed().fresh_proc
 
 
-def wrap(argv: Sequence[str], *, writable: Sequence[str], read_only: Sequence[str]) -> list[str]:
-    """The argv that runs ``argv`` in a sandbox: the file system as it is, each path of
-    ``read_only`` read-only, each of ``writable`` writable (deeper paths over shallower ones),
+def wrap(argv: Sequence[str], *, writable: Sequence[str], read_only: Sequence[str],
+         hidden: Sequence[str] = (), tmp: str | None = None,
+         covers: Sequence[tuple[str, str]] = ()) -> list[str]:
+    """The argv that runs ``argv`` in a sandbox: the file system read-only, each path of
+    ``writable`` writable, each of ``hidden`` an empty read-only folder, each of ``read_only``
+    read-only (deeper paths over shallower ones); ``tmp`` (when given) writable at ``/tmp`` and
+    ``/var/tmp``; each ``(source, destination)`` of ``covers`` read-only over its destination;
     its own PID namespace, killed with its parent. Raises ``UsageError`` when no sandbox can be
     made here or the program's name has a ``=`` (``env`` would take it for a variable)."""
     why = unavailable()
@@ -114,28 +136,92 @@ def wrap(argv: Sequence[str], *, writable: Sequence[str], read_only: Sequence[st
                          "program name must not be empty or contain '='",
                          hint="rename the program or call it through its folder on PATH")
     probe = _probed()
-    return _argv(probe.bwrap, probe.env, probe.fresh_proc, list(argv),
-                 _mounts(writable, read_only))
+    mounts = _mounts(probe.fresh_proc, writable, read_only, hidden, tmp)
+    return _argv(probe.bwrap, probe.env, list(argv), mounts, _covers(covers, mounts))
 
 
-def _mounts(writable: Sequence[str], read_only: Sequence[str]) -> list[tuple[str, bool]]:
-    """(real path, read-only) for each existing path, shallow before deep; read-only wins."""
+def _mounts(fresh: bool, writable: Sequence[str], read_only: Sequence[str],
+            hidden: Sequence[str], tmp: str | None) -> list[Mount]:
+    """Every mount after the read-only root, shallow before deep (at one path: a tmpfs, then
+    a bind; read-only wins over writable)."""
+    out: dict[tuple[str, str], Mount] = {}
+    out[("/dev", _DEV)] = ("/dev", _DEV, "")
+    if fresh:
+        out[("/proc", _PROC)] = ("/proc", _PROC, "")
+    if tmp is not None and os.path.isdir(tmp):
+        real = os.path.realpath(tmp)
+        for folder in TMP_FOLDERS:
+            if os.path.isdir(folder) and not os.path.islink(folder):
+                out[(folder, _RW)] = (folder, _RW, real)
+    for path in hidden:
+        real = os.path.realpath(os.fspath(path))
+        if os.path.isdir(real) and real != "/":
+            out[(real, _TMPFS)] = (real, _TMPFS, "")
     modes: dict[str, bool] = {}
     for paths, ro in ((writable, False), (read_only, True)):
         for path in paths:
             real = os.path.realpath(os.fspath(path))
-            if os.path.exists(real):
+            if os.path.exists(real) and real != "/":
                 modes[real] = modes.get(real, False) or ro
-    return sorted(modes.items(), key=lambda m: (m[0].rstrip("/").count("/"), m[0]))
+    for real, ro in modes.items():
+        kind = _RO if ro else _RW
+        out.pop((real, _RW if ro else _RO), None)
+        out.pop((real, _TMPFS), None)   # a bind there covers it whole
+        out[(real, kind)] = (real, kind, real)
+    for dest in TMP_FOLDERS:
+        if (dest, _RW) in out:
+            out.pop((dest, _TMPFS), None)
+    return sorted(out.values(), key=lambda m: (_depth(m[0]), m[0], _ORDER[m[1]]))
 
 
-def _argv(bwrap: str, env: str, fresh: bool, argv: list[str],
-          mounts: list[tuple[str, bool]]) -> list[str]:
-    out = [env, "--ignore-signal=TERM", bwrap, "--dev-bind", "/", "/"]
-    if fresh:
-        out += ["--proc", "/proc"]
-    for path, ro in mounts:
-        out += ["--ro-bind" if ro else "--bind", path, path]
+def _depth(path: str) -> int:
+    return path.rstrip("/").count("/")
+
+
+def _covers(covers: Sequence[tuple[str, str]], mounts: list[Mount]) -> list[tuple[str, str]]:
+    """The covers whose source is a file and whose destination the unit would see (or can be
+    made in the fresh ``/dev``), each destination once."""
+    out: dict[str, str] = {}
+    for source, dest in covers:
+        src, real = os.path.realpath(source), os.path.realpath(dest)
+        if os.path.isfile(src) and real not in out and _visible(real, mounts):
+            out[real] = src
+    return [(src, dest) for dest, src in out.items()]
+
+
+def _visible(path: str, mounts: list[Mount]) -> bool:
+    """Whether ``path`` (real) exists in the sandbox's view, or is in its fresh ``/dev``."""
+    under = None
+    for m in mounts:   # the deepest mount at or above the path decides
+        if path == m[0] or path.startswith(m[0].rstrip("/") + "/"):
+            under = m
+    if under is None:
+        return os.path.isfile(path)
+    dest, kind, source = under
+    if kind == _DEV:
+        return True
+    if kind in (_TMPFS, _PROC):
+        return False
+    return os.path.isfile(source + path[len(dest):])
+
+
+def _argv(bwrap: str, env: str, argv: list[str], mounts: list[Mount],
+          covers: list[tuple[str, str]]) -> list[str]:
+    out = [env, "--ignore-signal=TERM", bwrap, "--ro-bind", "/", "/"]
+    for dest, kind, source in mounts:
+        if kind == _DEV:
+            out += ["--dev", dest]
+        elif kind == _PROC:
+            out += ["--proc", dest]
+        elif kind == _TMPFS:
+            out += ["--tmpfs", dest]
+        else:
+            out += ["--ro-bind" if kind == _RO else "--bind", source, dest]
+    for dest, kind, _source in mounts:     # once what they hold back is bound in them
+        if kind == _TMPFS:
+            out += ["--remount-ro", dest]
+    for source, dest in covers:
+        out += ["--ro-bind", source, dest]
     if os.geteuid() == 0:
         for cap in ROOT_CAPS_DROPPED:
             out += ["--cap-drop", cap]
@@ -170,7 +256,7 @@ def _run_probe() -> Probe:
     if code != 0:
         return Probe(f"env cannot reset signals (GNU coreutils 8.31+): {err}")
     for fresh in (True, False):
-        code, err = run(_argv(bwrap, env, fresh, ["true"], []))
+        code, err = run(_argv(bwrap, env, ["true"], _mounts(fresh, (), (), (), None), []))
         if code == 0:
             return Probe(None, bwrap, env, fresh)
     return Probe(f"bwrap refused: {err}")

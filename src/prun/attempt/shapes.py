@@ -83,6 +83,8 @@ class UnitRecord(TypedDict):
     dispatcher: DispatcherRecord
     route_reason: str | None
     started_at: str
+    home: NotRequired[str]           # the worker's private home (HOME)
+    subdispatch: NotRequired[bool]   # it may start other agents (its packet allots it)
     argv: NotRequired[list[str]]
     sandbox: NotRequired[bool | None]
     worker: NotRequired[WorkerRecord]

@@ -14,12 +14,21 @@ Files (all optional until written; ``outcome.json`` is written last and means "f
                      dispatcher pid and start time; once the worker runs, its pid, process
                      group and start time (``worker``)
     outcome.json     outcome, exit code, backend status, error, timestamps (written last)
-    result.md        units of a run: where the worker writes its own result (its outbox); prun
-                     publishes a copy at the result path (named in ``result-file``)
+    outbox/          units of a run: where the worker writes its own result
+                     (``outbox/result.md``); prun publishes a copy at the result path (named in
+                     ``result-file``)
+    guard.log        one JSON line per command prun's git wrapper or Claude guard refused
+    tmp/             the worker's temporary folder (``TMPDIR``; its ``/tmp`` in the sandbox)
+    home/            the worker's private home (``HOME``): its agent CLI's configuration,
+                     copied (a follow-up reuses the home of the attempt it continues)
     fallback.md      the FALLBACK, when the result path could not be written (a full disk, a
                      folder gone or read-only)
     handoff.md       session units only: the prompt plus the unit contract, for the subagent
     receipt          session units only: the subagent's identifier (``prun receipt``)
+
+A sandboxed worker can write only ``outbox/``, ``guard.log``, ``tmp/`` and ``home/`` here;
+everything else in the state dir (``unit.json``, ``outcome.json``, ``dispatch-pid``...) is
+read-only to it (``prun.attempt.launching``).
 
 Everything here is plain files so that any later prun command, and any person, can rebuild
 the attempt's state after the process that made it is gone.
@@ -58,8 +67,12 @@ UNIT = "unit.json"
 OUTCOME = "outcome.json"
 HANDOFF = "handoff.md"
 FALLBACK = "fallback.md"
-OUTBOX = "result"
+OUTBOX = "outbox"
+OUTBOX_RESULT = "result"
 RECEIPT = "receipt"
+GUARD_LOG = "guard.log"
+TMP = "tmp"
+HOME = "home"
 
 DURABLE = frozenset({OUTCOME, CONVERSATION_ID})
 
@@ -208,10 +221,12 @@ def iso(ts: float) -> str:
 
 
 def outbox(sd: StateDir, result_file: str) -> str:
-    """Where a run's worker writes its result: ``<state dir>/result<ext of result_file>``."""
+    """Where a run's worker writes its result: ``<state dir>/outbox/result<ext of
+    result_file>`` (a folder of its own: the only one of the state dir a sandboxed worker may
+    write, with ``tmp``, ``home`` and ``guard.log``)."""
     name = os.path.basename(result_file)
     stem, dot, ext = name.rpartition(".")
-    return sd.file(OUTBOX + (f".{ext}" if dot and stem else ""))
+    return sd.file(f"{OUTBOX}/{OUTBOX_RESULT}" + (f".{ext}" if dot and stem else ""))
 
 
 def open_existing(path: str) -> StateDir:

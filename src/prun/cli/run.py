@@ -64,11 +64,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..attempt.subdispatch import refusal
     from ..ledger import Ledger
     from ..plan import load_plan
     from ..plan.independence import check
     from ..run.state import RunPaths, deadline_of, freeze, preflight, spawn_supervisor
 
+    if (refused := refusal()) is not None:   # inside a unit that may not start agents (its
+        raise refused                         # dispatches are refused again at prepare)
     plan = load_plan(args.plan)
     deadline_of(plan, args.deadline)  # refused before the ledger is made
     report = check(plan)

@@ -10,6 +10,11 @@ stream-json (one object per line):
   {"event":"step_update","step_update":{"step_type":"tool","tool_name":...}}
   {"event":"result","result":{"conversation_id","status":"SUCCESS|ERROR","response","error",
                               "num_turns","duration_seconds","usage"}}
+
+Its home (``home_files``): ``~/.gemini/antigravity-cli`` without its conversations, brain,
+history, browser recordings and logs. No flag of agy is known to turn a sub-agent off: none is
+passed (the other agent CLIs are masked and ``prun`` refuses, as for every unit).
+
 agy exits 0 even when the final status is ERROR (a quota stop carries the opening narration in
 ``response``), so the final status is consulted after exit 0. ``--continue`` resumes the most
 recent conversation globally and is never used; ``--conversation <id>`` names one.
@@ -35,7 +40,7 @@ import re
 from collections.abc import Mapping
 
 from ..errors import UsageError
-from .base import ORDINARY, Executor, Settings, StreamReader
+from .base import ORDINARY, Executor, HomeFiles, Settings, StreamReader
 
 TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
 if TYPE_CHECKING:
@@ -50,6 +55,10 @@ DEFAULT_MODEL = "gemini-3.8-flash-high"
 DEFAULT_EFFORT = "high"
 # Agy Ultra's second quota group: metered apart from Gemini, and --effort is rejected for them.
 CLAUDE_GPT_MODELS = ("claude-sonnet-4-6", "claude-opus-4-6-thinking", "gpt-oss-120b-medium")
+
+HOME = HomeFiles(paths=(".gemini/antigravity-cli",),
+                 skip=("conversations", "brain", "implicit", "history.jsonl",
+                       "browser_recordings", "logs", "cache"))
 
 GROUP_GEMINI = "agy-gemini"
 GROUP_CLAUDE_GPT = "agy-claude-gpt"
@@ -253,6 +262,9 @@ class Agy(Executor):
         if unit.resume_id:
             argv += ["--conversation", unit.resume_id]
         return Launch(argv=argv, env=dict(env))
+
+    def home_files(self) -> HomeFiles:
+        return HOME
 
     def reader(self) -> StreamReader:
         return AgyReader()

@@ -12,7 +12,11 @@ An executor knows everything prun knows about one CLI and nothing else:
   ``google``, ``anthropic``, ``openai``, ``local``), which the data boundary is checked against
   (``prun.plan.boundary``);
 * ``quota_groups`` and ``gate``: the quota groups it draws on (what ``prun quota`` reports) and
-  its quota gate before launch (``prun.quota.gate``; by default there is none).
+  its quota gate before launch (``prun.quota.gate``; by default there is none);
+* ``home_files``: what the CLI needs from the person's home folder (its configuration and
+  credentials), copied into each unit's private home (``prun.attempt.home``); and, in
+  ``build``, the flags that turn its own sub-agent tool off when the unit may not start other
+  agents (``Unit.subdispatch`` false, the default).
 
 Capabilities are class flags so that routing, quota and the dispatcher ask instead of testing
 an executor's name: nothing outside ``prun.executors`` decides anything by a name.
@@ -80,6 +84,26 @@ class Settings:
 
     def __repr__(self) -> str:
         return "Settings(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__) + ")"
+
+
+class HomeFiles:
+    """What an agent CLI needs from the person's home folder in a unit's private home.
+
+    ``paths``: files or folders under HOME, copied when they exist. ``skip``: names never
+    copied inside a copied folder (caches, history, other projects' sessions). ``env_dirs``:
+    an environment variable that names the CLI's configuration folder, mapped to the path under
+    HOME it stands for (``CLAUDE_CONFIG_DIR`` -> ``.claude``; ``""`` for a variable that names
+    another home, as ``GEMINI_CLI_HOME``): when the person sets it, the paths under it are
+    copied from there and the variable points the unit at the copy. A plain class: executors
+    are imported on the dispatcher's fast path."""
+
+    __slots__ = ("env_dirs", "paths", "skip")
+
+    def __init__(self, paths: tuple[str, ...] = (), skip: tuple[str, ...] = (),
+                 env_dirs: Mapping[str, str] | None = None):
+        self.paths = paths
+        self.skip = frozenset(skip)
+        self.env_dirs = dict(env_dirs or {})
 
 
 def as_object(value: object) -> Event:
@@ -226,6 +250,12 @@ class Executor:
 
     def build(self, unit: Unit, env: Mapping[str, str]) -> Launch:
         raise NotImplementedError
+
+    def home_files(self) -> HomeFiles:
+        """What this CLI needs from the person's home, copied into each unit's private home
+        (its HOME), so that the CLI finds its configuration and credentials and writes only
+        its copies, never the person's files. By default nothing."""
+        return HomeFiles()
 
     # reading --------------------------------------------------------------------------------
     def reader(self) -> StreamReader:

@@ -3,7 +3,19 @@
 argv:  claude -p <prompt> --output-format stream-json --verbose --model <m> [--effort <e>]
               --permission-mode plan|bypassPermissions|acceptEdits
               --settings <json: prun's PreToolUse guard hook>
+              [--disallowedTools Agent,Task,Workflow,SendMessage,ListAgents]
               [--resume <session_id>] [--add-dir <d>]...
+
+``--disallowedTools`` (a unit whose packet does not allot subdispatch, the default): Claude
+Code's own sub-agent tool (``Agent``; ``Task`` in the init event's tool list and in older
+versions), its multi-agent ``Workflow`` and the tools that message other agents and sessions
+(``SendMessage``, ``ListAgents``) are not offered to the model (2.1.332: gone from the request's
+tools).
+
+Its home (``home_files``): ``~/.claude.json`` and ``~/.claude`` (or ``$CLAUDE_CONFIG_DIR``,
+then pointed at the copy), without its sessions (``projects``), history, todos, logs, caches,
+backups and installed versions; the OAuth credentials (``.credentials.json``) are copied with
+the rest, and a token Claude Code refreshes in a unit stays in that unit's home.
 
 ``--verbose`` is required with stream-json under ``-p`` (without it: no stdout, exit 1). Modes:
 ``plan`` -> ``--permission-mode plan`` (read-only); ``accept-edits`` -> ``bypassPermissions``,
@@ -45,7 +57,7 @@ import sys
 from collections.abc import Mapping
 
 from ..errors import UsageError
-from .base import SONNET, Executor, Settings, StreamReader, as_object
+from .base import SONNET, Executor, HomeFiles, Settings, StreamReader, as_object
 
 TYPE_CHECKING = False  # the records are imported where used (the dispatcher's fast path)
 if TYPE_CHECKING:
@@ -56,6 +68,14 @@ DEFAULT_MODEL = "sonnet"
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
 EDIT_PERMISSION_MODES = ("bypassPermissions", "acceptEdits")
 GROUP = "claude"
+# Claude Code's tools that start or message other agents: off unless the packet allots them
+SUBAGENT_TOOLS = ("Agent", "Task", "Workflow", "SendMessage", "ListAgents")
+HOME = HomeFiles(
+    paths=(".claude.json", ".claude"),
+    skip=("projects", "sessions", "session-env", "history.jsonl", "todos", "shell-snapshots",
+          "file-history", "paste-cache", "plans", "statsig", "telemetry", "logs", "debug",
+          "cache", "backups", "ide", "local", "downloads", "marketplaces"),
+    env_dirs={"CLAUDE_CONFIG_DIR": ".claude"})
 
 
 def guard_settings(python: str | None = None) -> str:
@@ -225,11 +245,16 @@ class Claude(Executor):
         perm = "plan" if unit.mode == "plan" else str(
             s.extra.get("edit_permission_mode") or "bypassPermissions")
         argv += ["--permission-mode", perm, "--settings", guard_settings()]
+        if not unit.subdispatch:
+            argv += ["--disallowedTools", ",".join(SUBAGENT_TOOLS)]
         if unit.resume_id:
             argv += ["--resume", unit.resume_id]
         for d in unit.add_dirs:  # variadic in claude: kept last, after every other option
             argv += ["--add-dir", d]
         return Launch(argv=argv, env=dict(env))
+
+    def home_files(self) -> HomeFiles:
+        return HOME
 
     def reader(self) -> StreamReader:
         return ClaudeReader()

@@ -1,8 +1,17 @@
 """Gemini CLI headless (``gemini -p``): Gemini on its own API key or Google account.
 
 argv:  gemini -p <prompt> --output-format stream-json -m <model>
-              --approval-mode plan | --yolo
+              --approval-mode plan | --yolo [--policy <prun's gemini-no-subagents.toml>]
               [--include-directories <d>]... [--resume <session_id>]
+
+``--policy`` (a unit whose packet does not allot subdispatch, the default): a policy file whose
+deny rule for ``invoke_agent`` (Gemini CLI 0.61.0's sub-agent tool) takes the tool out of what
+the model is offered.
+
+Its home (``home_files``): ``~/.gemini`` (or ``$GEMINI_CLI_HOME/.gemini``, the variable then
+pointed at the unit's home) without its sessions and per-project history (``tmp``,
+``history``), agy's folders and bulky downloads; its settings, OAuth credentials and accounts
+are copied, and a token it refreshes in a unit stays in that unit's home.
 
 ``-m`` is always passed: without it the CLI first makes a classifier call (one more request
 and one more source of 429s). Modes: ``plan`` -> ``--approval-mode plan`` (read-only);
@@ -36,7 +45,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from .base import ORDINARY, Executor, Settings, StreamReader, as_object
+from .base import ORDINARY, Executor, HomeFiles, Settings, StreamReader, as_object
 
 TYPE_CHECKING = False  # the records are imported where used (the dispatcher's fast path)
 if TYPE_CHECKING:
@@ -44,6 +53,11 @@ if TYPE_CHECKING:
     from .records import Judgement, Launch, QuotaHit, StreamResult, Unit, Usage
 
 DEFAULT_MODEL = "gemini-3.8-flash"
+HOME = HomeFiles(
+    paths=(".gemini",),
+    skip=("tmp", "history", "antigravity", "antigravity-cli", "whisper_models", "sandbox.venv",
+          "cli-browser-profile", "projects.json"),
+    env_dirs={"GEMINI_CLI_HOME": ""})
 GROUP = "gemini"
 EXIT_QUOTA = 173          # 429 & 0xFF
 EXIT_RESUME = 42          # the session could not be resumed
@@ -142,6 +156,8 @@ class Gemini(Executor):
         argv = [self.binary(env), "-p", unit.prompt, "--output-format", "stream-json",
                 "-m", unit.settings.model or DEFAULT_MODEL]
         argv += ["--approval-mode", "plan"] if unit.mode == "plan" else ["--yolo"]
+        if not unit.subdispatch:
+            argv += ["--policy", no_subagents_policy()]
         for d in unit.add_dirs:
             argv += ["--include-directories", d]
         if unit.resume_id:
@@ -150,6 +166,9 @@ class Gemini(Executor):
         child_env.setdefault("GEMINI_CLI_TRUST_WORKSPACE", "true")
         child_env.setdefault("GEMINI_CLI_NO_RELAUNCH", "true")
         return Launch(argv=argv, env=child_env)
+
+    def home_files(self) -> HomeFiles:
+        return HOME
 
     def reader(self) -> StreamReader:
         return GeminiReader()
@@ -189,6 +208,16 @@ class Gemini(Executor):
         resets = None if daily else reset_from_text(text) or reset_from_text(stderr)
         first = text.splitlines()[0] if text else "gemini: quota or rate limit (exit 173)"
         return QuotaHit(group=GROUP, resets_at=resets, message=first)
+
+
+def no_subagents_policy() -> str:
+    """The policy file that turns Gemini CLI's sub-agent tool off (shipped with prun)."""
+    import os
+
+    from .. import hooks
+
+    return os.path.join(os.path.dirname(os.path.abspath(hooks.__file__)),
+                        "gemini-no-subagents.toml")
 
 
 def _str(value: object) -> str | None:

@@ -27,6 +27,7 @@ class Unit:
     state_dir: str = ""
     result_file: str = ""
     briefed: bool = False           # the prompt is a run's brief, contract included
+    subdispatch: bool = False       # the unit may start other agents (its packet allots it)
 
 
 @dataclass(frozen=True)

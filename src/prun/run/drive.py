@@ -233,7 +233,8 @@ def open_attempt(sup: Supervisor, u: UnitState, held: Reservation | None, execut
         effort=p.effort, timeout_s=p.timeout_s, workspace=place.path,
         state_root=str(sup.paths.state), env=sup.env, attempt_id=u.attempt_id,
         extra_env=extra, briefed=True, sandbox=sup.sandbox.get(p.id), outbox=True,
-        read_only=read_only(sup, place), config=sup.settings, git_wrapper=sup.git_wrapper,
+        read_only=read_only(sup, place, prompt_file), hidden=hidden(sup),
+        subdispatch=p.subdispatch, config=sup.settings, git_wrapper=sup.git_wrapper,
         prompt=text)
     try:
         prepared = prepare(request)
@@ -258,12 +259,19 @@ def open_attempt(sup: Supervisor, u: UnitState, held: Reservation | None, execut
     return Opened(d, place, text, False, None, ready=True, planned=planned)
 
 
-def read_only(sup: Supervisor, place: Workspace) -> tuple[str, ...]:
-    """What a unit's sandbox mounts read-only: the real repository (its .git and the
-    run's results included), every other workspace of the run and its snapshot (the unit's
-    own workspace and state dir stay writable)."""
-    paths = [sup.run["repo_root"], sup.workspaces, place.snapshot]
+def read_only(sup: Supervisor, place: Workspace, brief_file: str) -> tuple[str, ...]:
+    """What a unit's sandbox mounts read-only: the real repository (its .git included), the
+    run's published results (a dependent is told its predecessors'), the unit's own brief
+    and the run's snapshot. (Its own places are writable: ``prun.attempt.launching``.)"""
+    paths = [sup.run["repo_root"], str(sup.paths.results), brief_file, place.snapshot]
     return tuple(p for p in paths if p)
+
+
+def hidden(sup: Supervisor) -> tuple[str, ...]:
+    """What a unit's sandbox hides (an empty folder but for what is bound back in it): every
+    run's folder, with its prompts and the state dirs of other units and runs (the dispatcher
+    hides every workspace but the unit's own and its snapshot)."""
+    return (str(sup.paths.root.parent),)
 
 
 def prompt(u: UnitState, ctx: brief.Context) -> str:

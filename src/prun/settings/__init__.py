@@ -19,6 +19,9 @@ exists.
     XDG_STATE_HOME                user_state            ~/.local/state, then /prun
     PRUN_CONFIG                   config                <user config folder>/prun/config.toml
     PRUN_SANDBOX                  sandbox               auto (auto | on | off)
+    PRUN_SANDBOX_WRITABLE         sandbox_writable      none (folders, separated by ':', every
+                                                        sandboxed unit may also write: a
+                                                        shared cache)
     PRUN_SCRATCH_CWD              scratch_cwd           none (a caller-made workspace)
     PRUN_STALL_THRESHOLD          stall_s               10m (no tail growth for this long)
     PRUN_KILL_GRACE_SECONDS       kill_grace_s          5s (SIGTERM to SIGKILL)
@@ -63,7 +66,8 @@ PORT_COUNT_DEFAULT = 10         # a unit's own range
 
 # every variable read here, in the order they are checked (the cache key, and the docs)
 VARIABLES = ("PRUN_LEDGER", "PRUN_STATE_ROOT", "PRUN_WORKSPACE_ROOT", "XDG_STATE_HOME",
-             "PRUN_CONFIG", "PRUN_SANDBOX", "PRUN_SCRATCH_CWD", "PRUN_STALL_THRESHOLD",
+             "PRUN_CONFIG", "PRUN_SANDBOX", "PRUN_SANDBOX_WRITABLE",
+             "PRUN_SCRATCH_CWD", "PRUN_STALL_THRESHOLD",
              "PRUN_KILL_GRACE_SECONDS", "PRUN_TIMEOUT_GRACE_SECONDS", "PRUN_HOOK_TIMEOUT",
              "PRUN_GATHER_TIMEOUT", "PRUN_STABLE_WINDOW", "PRUN_WATCH",
              "PRUN_WATCH_POLL_INTERVAL", "PRUN_PORT_START", "PRUN_PORT_COUNT",
@@ -76,7 +80,8 @@ class Settings:
     __slots__ = ("_config", "cluster", "config_given", "env", "gather_timeout_s", "hook_timeout_s",
                  "kill_grace_s", "ledger", "ledger_off", "mcp_timeout_s", "monitor_command",
                  "poll_interval_s",
-                 "port_count", "port_start", "sandbox", "scratch_cwd", "stable_window_s",
+                 "port_count", "port_start", "sandbox", "sandbox_writable", "scratch_cwd",
+                 "stable_window_s",
                  "stall_s", "state_root", "timeout_grace_s", "user_state", "watch_mode",
                  "workspace_root")
 
@@ -88,6 +93,7 @@ class Settings:
     workspace_root: str
     config_given: str | None
     sandbox: str
+    sandbox_writable: tuple[str, ...]   # folders every sandboxed unit may also write
     scratch_cwd: str | None
     stall_s: float
     kill_grace_s: float
@@ -167,6 +173,8 @@ def _read(env: Mapping[str, str]) -> Settings:
         _usable_file(s.config_given, "PRUN_CONFIG", given, limit=CONFIG_MAX_BYTES)
     s.sandbox = _choice(env, "PRUN_SANDBOX", {c: c for c in SANDBOX_SETTINGS} | {"": "auto"},
                         "auto, on or off")
+    s.sandbox_writable = tuple(_path(p.strip(), home) for p in
+                               _text(env, "PRUN_SANDBOX_WRITABLE").split(os.pathsep) if p.strip())
     s.scratch_cwd = _text(env, "PRUN_SCRATCH_CWD") or None
     s.stall_s = _duration(env, "PRUN_STALL_THRESHOLD", 600.0)
     s.kill_grace_s = _duration(env, "PRUN_KILL_GRACE_SECONDS", 5.0, zero=True)
