@@ -173,7 +173,7 @@ def _read(env: Mapping[str, str]) -> Settings:
         _usable_file(s.config_given, "PRUN_CONFIG", given, limit=CONFIG_MAX_BYTES)
     s.sandbox = _choice(env, "PRUN_SANDBOX", {c: c for c in SANDBOX_SETTINGS} | {"": "auto"},
                         "auto, on or off")
-    s.sandbox_writable = tuple(_path(p.strip(), home) for p in
+    s.sandbox_writable = tuple(_path(p.strip(), home, "PRUN_SANDBOX_WRITABLE") for p in
                                _text(env, "PRUN_SANDBOX_WRITABLE").split(os.pathsep) if p.strip())
     s.scratch_cwd = _text(env, "PRUN_SCRATCH_CWD") or None
     s.stall_s = _duration(env, "PRUN_STALL_THRESHOLD", 600.0)
