@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from helpers import working_repo, write_plan
-from prun._util.quoting import split
+from prun._util.quoting import split, unquote
 
 BAD_UTF8 = b"bad\xff\xfeutf8".decode("utf-8", "surrogateescape")
 HOSTILE = ["x\nACCEPTED other", "tab\there", "title\x1b]0;pwned\x07", "clear\x1b[2J\x1b[H",
@@ -62,10 +62,18 @@ def _prun(*args: str, cwd: Path) -> tuple[int, list[str], str]:
     return p.returncode, out.splitlines(), err
 
 
+REST_OF_LINE = ("DONE", "STATE-DIR")
+
+
 def _words_ok(command: str, lines: list[str]) -> list[list[str]]:
     """Every line starts with a word ``command`` documents; its tokens, names read back."""
     out = []
     for line in lines:
+        word, _, rest = line.partition(" ")
+        if word in REST_OF_LINE:  # the seed's lines: the path is the rest of the line
+            assert rest and not any(ord(c) < 0x20 or 0x7f <= ord(c) <= 0x9f for c in rest)
+            out.append([word, unquote(rest) if rest.startswith('"') else rest])
+            continue
         tokens = split(line)
         assert tokens and tokens[0] in WORDS[command], (command, line)
         out.append(tokens)

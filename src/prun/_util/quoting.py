@@ -67,6 +67,20 @@ def quote(value: object, special: str = "", *, always: bool = False) -> str:
     return '"' + "".join(c if _plain_char(c) else _escape(c) for c in name) + '"'
 
 
+def rest_of_line(value: object) -> str:
+    """A name that is the rest of its line (the seed's ``STATE-DIR <abs-path>`` and
+    ``DONE <abs-path>``): as it is unless it holds what would break the line or could be
+    read as quoted (a character ``quote`` escapes, a leading ``"``, a leading or trailing
+    space), exactly as git leaves a path with inner spaces unquoted under
+    ``core.quotePath``. A reader takes the text after the word, and unquotes it only when it
+    starts with ``"``."""
+    name = value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+    if name and name == name.strip(" ") and not name.startswith('"') and all(
+            c == " " or (c.isprintable() and c not in SHORT) for c in name):
+        return name
+    return quote(name, always=True)
+
+
 def word(key: str, value: object) -> str:
     """A ``key=value`` token: ``value`` quoted (see ``quote``), and quoted too when it holds
     an ``=``, so a value never reads as a second key."""

@@ -48,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .._util.quoting import printable, quote
+    from .._util.quoting import printable, rest_of_line
     from .._util.timeparse import parse_duration
     from ..attempt.dispatch import Request, run_sync
 
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
                   route_reason=args.route_reason, sandbox=args.sandbox)
 
     def announce(path: str) -> None:
-        sys.stdout.write(f"STATE-DIR {quote(path)}\n")
+        sys.stdout.write(f"STATE-DIR {rest_of_line(path)}\n")
         sys.stdout.flush()
 
     outcome = run_sync(req, on_state_dir=announce)

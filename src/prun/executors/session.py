@@ -65,13 +65,16 @@ class Session(Executor):
 
     def hand_off(self, unit: Unit) -> tuple[str, list[str]]:
         receipt = (f"prun receipt {shlex.quote(unit.state_dir)} --attempt-id <AGENT-ID>")
-        lines = [f"HANDOFF executor=session unit={unit.unit_id} model={unit.settings.model} "
-                 f"mode={unit.mode}",
-                 f"PROMPT-FILE {unit.prompt_file}",
-                 f"HANDOFF-FILE {unit.state_dir}/handoff.md",
-                 f"RESULT-FILE {unit.result_file}",
-                 f"WORKSPACE {unit.workspace}",
-                 *(f"ADD-DIR {d}" for d in unit.add_dirs),
+        from .._util.quoting import quote
+        from .._util.quoting import rest_of_line as path
+
+        lines = [f"HANDOFF executor=session unit={quote(unit.unit_id)} "
+                 f"model={quote(unit.settings.model)} mode={unit.mode}",
+                 f"PROMPT-FILE {path(unit.prompt_file)}",
+                 f"HANDOFF-FILE {path(unit.state_dir + '/handoff.md')}",
+                 f"RESULT-FILE {path(unit.result_file)}",
+                 f"WORKSPACE {path(unit.workspace)}",
+                 *(f"ADD-DIR {path(d)}" for d in unit.add_dirs),
                  f"RECEIPT-CMD {receipt}"]
         return handoff_text(unit), lines
 

@@ -29,6 +29,7 @@ from mcp_types import CallToolResult, ContentBlock, TextContent
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .. import __version__
+from .._util.quoting import unquote
 from . import args, child, tools
 from . import lines as terse
 
@@ -266,8 +267,11 @@ def _dispatch_fields(lines: list[str]) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     for line in lines:
         key, _, value = line.partition(" ")
-        if key in ("STATE-DIR", "RESULT-FILE", "HANDOFF-FILE", "RECEIPT-CMD", "WORKSPACE"):
-            fields[key.lower().replace("-", "_")] = value
+        if key in ("STATE-DIR", "RESULT-FILE", "HANDOFF-FILE", "WORKSPACE"):
+            fields[key.lower().replace("-", "_")] = (unquote(value) if value.startswith('"')
+                                                     else value)
+        elif key == "RECEIPT-CMD":
+            fields["receipt_cmd"] = value
     return fields
 
 

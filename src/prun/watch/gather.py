@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .._util.quoting import quote
+from .._util.quoting import quote, rest_of_line
 from ..attempt import published
 from ..errors import ExitCode, UsageError
 
@@ -176,7 +176,7 @@ class _Waiting:
             self.rewritten += 1
             self.emit(f"CHANGED {quote(state.path)} reason=result-changed")
         else:
-            self.emit(f"DONE {quote(state.path)}")
+            self.emit(f"DONE {rest_of_line(state.path)}")
 
     def sleep(self, left: float, now: float) -> float:
         """How long to wait for events: until the timeout, the next full look, or the first
