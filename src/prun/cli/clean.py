@@ -178,6 +178,7 @@ def sweep(view: RunView, *, dry_run: bool, now: float) -> list[Swept]:
                 _delete(path)
             rows.append(("REMOVED", pid, path, None, None))
     rows += _snapshots(view, rows, rules, finished, now, dry_run)
+    rows += _stores(view, rules, finished, now, dry_run)
     return rows
 
 
@@ -213,6 +214,27 @@ def _snapshots(view: RunView, rows: list[Swept], rules: Mapping[str, Retention],
             if not dry_run:
                 remove_snapshot(path)
             out.append(("REMOVED", "-", path, None, None))
+    return out
+
+
+def _stores(view: RunView, rules: Mapping[str, Retention], finished: float, now: float,
+            dry_run: bool) -> list[Swept]:
+    """The run's object stores (beside its clones, which borrow their objects from them):
+    kept while a code packet's retention keeps its workspace, else removed."""
+    from ..git.store import discard, stores_in
+
+    folders = {os.path.dirname(a["workspace"]) for attempts in view.attempts.values()
+               for a in attempts if a.get("workspace")}
+    kept = any(_keeps(rules[p.id], finished, now) for p in view.packets if p.writes_code)
+    out: list[Swept] = []
+    for folder in sorted(folders):
+        if os.path.basename(folder) != view.id:
+            continue
+        for path in stores_in(folder):
+            if not kept and not dry_run:
+                discard(path)
+            out.append(("KEPT", "-", path, "retention", None) if kept
+                       else ("REMOVED", "-", path, None, None))
     return out
 
 

@@ -24,6 +24,10 @@ from typing import Any
 
 from ..attempt.core import Dispatch
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .bundle import Start
+
 PUSH_S = 0.1                # the tail's growth is pushed this often while the unit runs
 CHUNK_BYTES = 256 * 1024    # at most this much of the tail in one event
 STDERR_BYTES = 64 * 1024    # the end of stderr that comes back
@@ -201,7 +205,7 @@ class WorkerDispatch(Dispatch):
 
 
 def _place(spec: dict[str, Any], bundle: bytes | None, root: str, unit_dir: str
-           ) -> tuple[str, str | None, str | None]:
+           ) -> tuple[str, str | None, Start | None]:
     """The unit's workspace on this worker: (its path, its read-only snapshot, the tree its
     diff is taken against). A code unit gets a clone at the base (with the coordinator's
     clone's uncommitted start, then the plan's setup); a read-only unit a scratch dir and
@@ -220,15 +224,23 @@ def _place(spec: dict[str, Any], bundle: bytes | None, root: str, unit_dir: str
         path = ws.make_clone(repo, base, os.path.join(unit_dir, "work"))
         apply_start(path, spec.get("start_patch") or b"")
         if spec.get("setup"):
-            ws.run_setup(path, spec["setup"], env)
-        return path, None, tree_of(path)
+            ws.run_setup(path, spec["setup"], env, base=base, **_setup_sandbox(spec, root))
+        return path, None, tree_of(path, repo, base)
     path = ws.make_scratch(unit_dir, "work", parent_checked=_outside_git(root))
     if spec.get("setup"):
-        ws.run_setup(path, spec["setup"], env)
+        ws.run_setup(path, spec["setup"], env, **_setup_sandbox(spec, root))
     snapshot = None
     if repo is not None and base and spec.get("snapshot"):
         snapshot = ensure_snapshot(os.path.join(root, "snapshots"), repo, base).path
     return path, snapshot, None
+
+
+def _setup_sandbox(spec: dict[str, Any], root: str) -> dict[str, Any]:
+    """The setup command runs in the sandbox where the unit will (the bases read-only)."""
+    from ..git.commands import sandboxed
+
+    return {"sandbox": sandboxed(spec.get("sandbox")),
+            "read_only": [os.path.join(root, "bases")]}
 
 
 _CHECKED: set[str] = set()
@@ -363,10 +375,10 @@ def _read_end(path: str, limit: int) -> bytes:
         return b""
 
 
-def _diff(ws: str, start: str) -> bytes:
+def _diff(ws: str, start: Start) -> bytes:
     from .bundle import diff_since
 
-    return diff_since(ws, start)
+    return diff_since(start)
 
 
 def carry(data: bytes) -> bytes:

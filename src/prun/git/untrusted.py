@@ -1,0 +1,559 @@
+"""Reading a unit's clone from the host, trusting nothing the unit could have written.
+
+Every host-side git call on a unit's tree goes through ``reading(clone, base)``: git runs with
+a private ``GIT_DIR`` made for that one read, the clone only as its work tree, so nothing in the
+clone's ``.git`` is read by git, and nothing of the person's or the system's configuration
+either:
+
+- the private ``GIT_DIR`` holds prun's own ``config`` (``core.fsmonitor=false``,
+  ``core.hooksPath`` an empty folder, ``core.attributesFile``/``core.excludesFile``
+  ``/dev/null``, no driver of any kind, commit graphs, multi-pack indexes, split and sparse
+  indexes and the untracked cache off), ``info/attributes`` that sets every attribute which
+  selects a driver or a conversion back to unspecified (it outranks every ``.gitattributes``),
+  ``info/exclude`` (a bounded copy of the clone's own, what the setup command left out, and
+  the paths the scan excluded), and ``objects/info/alternates`` naming the clone's store
+  (``prun.git.store``) and nothing the unit wrote;
+- the environment has no ``GIT_*`` variable but prun's: ``GIT_DIR``, ``GIT_WORK_TREE``,
+  ``GIT_INDEX_FILE`` (a private index: prun's stat cache from checkout time, or a fresh
+  ``read-tree`` of the base; never the unit's own index), ``GIT_CONFIG_NOSYSTEM=1``,
+  ``GIT_CONFIG_GLOBAL``/``GIT_CONFIG_SYSTEM=/dev/null``, ``GIT_ATTR_NOSYSTEM=1``, ``HOME`` and
+  ``XDG_CONFIG_HOME`` an empty folder, ``GIT_ALLOC_LIMIT``; ``-c core.fsmonitor=false -c
+  core.hooksPath=<empty>`` on every command line besides;
+- before git runs, ``prun.git.scan`` walks the tree (``lstat`` only): special files, nested
+  repositories, files too large or sparse, links outside the tree are left out (skip-worktree
+  in the private index when tracked, excluded when not), each a finding; a tree git would hang
+  on, or too big, is not read at all;
+- the clone's ``HEAD`` (and the ref it names) is read by prun as a bounded regular file, and
+  the unit's own ``.git/objects`` is borrowed only to list the commits the worker made, after a
+  walk found only regular files and folders there, within bounds, and an alternates file that
+  is exactly prun's.
+
+Anything else (a ``.git`` that is a file or a link, a ``HEAD`` that is a FIFO, git failing on
+what it found) is a ``broken-clone`` finding, never a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Literal, overload
+
+from .._util import gitcmd
+from ..errors import PrunError
+from .scan import Finding, Scan, scan
+from .store import stat_cache, store_of
+
+HEAD_MAX_BYTES = 4096
+PACKED_REFS_MAX_BYTES = 64 * 1024 * 1024
+EXCLUDE_MAX_BYTES = 1024 * 1024              # the clone's .git/info/exclude, copied
+OBJECTS_MAX_ENTRIES = 100_000                # the unit's own .git/objects, when borrowed
+OBJECTS_MAX_BYTES = 2 * 1024 * 1024 * 1024
+MAX_EXCLUDED = 200                           # findings left out of one change; past it: none
+ALLOC_LIMIT = "1g"                           # GIT_ALLOC_LIMIT: the largest single allocation
+_COMMIT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+_REF = re.compile(r"refs/(?:[A-Za-z0-9_+@-][A-Za-z0-9._+@-]*/)*[A-Za-z0-9_+@-][A-Za-z0-9._+@-]*")
+
+# Every attribute that selects a driver or changes bytes on the way in or out, unspecified.
+ATTRIBUTES = ("* !filter !diff !merge !text !eol !crlf !ident !working-tree-encoding "
+              "!export-subst !export-ignore !delta !encoding !whitespace\n")
+# No configuration but the repository's own, no system attributes (``gitcmd.git(...,
+# isolated=True)`` drops every other GIT_* variable).
+NEUTRAL_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
+               "GIT_CONFIG_SYSTEM": os.devnull, "GIT_ATTR_NOSYSTEM": "1"}
+CONFIG = """[core]
+\trepositoryformatversion = 0
+\tbare = false
+\tfilemode = true
+\tsymlinks = true
+\tignorecase = false
+\tprecomposeunicode = false
+\tlogallrefupdates = false
+\tfsmonitor = false
+\thooksPath = {hooks}
+\tattributesFile = /dev/null
+\texcludesFile = /dev/null
+\tuntrackedCache = false
+\tsplitIndex = false
+\tsparseCheckout = false
+\tcommitGraph = false
+\tmultiPackIndex = false
+\tautocrlf = false
+\tsafecrlf = false
+\ttrustctime = true
+\tcheckStat = default
+\tquotePath = true
+\tprotectNTFS = true
+\tprotectHFS = true
+[index]
+\tsparse = false
+[diff]
+\tnoprefix = false
+\tmnemonicPrefix = false
+\trenames = true
+[gc]
+\tauto = 0
+[maintenance]
+\tauto = false
+[protocol]
+\tallow = never
+"""
+
+
+class BrokenClone(Exception):
+    """A clone prun cannot read: ``why`` says what was found."""
+
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why = why
+
+    def finding(self) -> Finding:
+        return Finding("broken-clone", None, {"why": self.why})
+
+
+# Bounded reads of files in a clone ------------------------------------------------------------
+
+class NotRegular(Exception):
+    """A file that is not a regular file, or is larger than asked: ``what`` says which."""
+
+    def __init__(self, what: str):
+        super().__init__(what)
+        self.what = what
+
+
+_FOLDER = os.O_RDONLY | os.O_CLOEXEC | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0)
+_FILE = (os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+         | getattr(os, "O_NOCTTY", 0))
+
+
+def read_inside(root: str, rel: str, limit: int) -> bytes | None:
+    """The bytes of ``root/rel`` when it is a regular file of at most ``limit`` bytes, no link
+    anywhere on the way from ``root`` (each folder opened without following a link, the file
+    without waiting: a FIFO or a device is never read). None when it does not exist;
+    ``NotRegular`` when it is anything else."""
+    parts = [p for p in rel.split("/") if p]
+    try:
+        fd = os.open(root, _FOLDER)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise NotRegular(_what(root, e)) from None
+    try:
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            try:
+                nxt = os.open(part, _FILE if last else _FOLDER, dir_fd=fd)
+            except FileNotFoundError:
+                return None
+            except OSError as e:
+                raise NotRegular(_what("/".join(parts[:i + 1]), e)) from None
+            os.close(fd)
+            fd = nxt
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegular(f"{rel} is not a regular file")
+        if st.st_size > limit:
+            raise NotRegular(f"{rel} is larger than {limit} bytes")
+        data = bytearray()
+        while len(data) <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - len(data)))
+            if not chunk:
+                break
+            data += chunk
+        if len(data) > limit:
+            raise NotRegular(f"{rel} is larger than {limit} bytes")
+        return bytes(data)
+    finally:
+        os.close(fd)
+
+
+def append_inside(root: str, rel: str, text: str) -> None:
+    """Append ``text`` to ``root/rel`` (a file in a unit's clone: ``root`` its ``.git``),
+    creating it and its folders, never through a link and never to anything but a regular
+    file. ``NotRegular`` when the way there or the file is something else."""
+    parts = [p for p in rel.split("/") if p]
+    try:
+        fd = os.open(root, _FOLDER)
+    except OSError as e:
+        raise NotRegular(_what(root, e)) from None
+    try:
+        for i, part in enumerate(parts[:-1]):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, 0o777, dir_fd=fd)
+            try:
+                nxt = os.open(part, _FOLDER, dir_fd=fd)
+            except OSError as e:
+                raise NotRegular(_what("/".join(parts[:i + 1]), e)) from None
+            os.close(fd)
+            fd = nxt
+        try:
+            out = os.open(parts[-1], (_FILE & ~os.O_RDONLY) | os.O_WRONLY | os.O_APPEND
+                          | os.O_CREAT, 0o666, dir_fd=fd)
+        except OSError as e:
+            raise NotRegular(_what(rel, e)) from None
+        try:
+            if not stat.S_ISREG(os.fstat(out).st_mode):
+                raise NotRegular(f"{rel} is not a regular file")
+            data = text.encode("utf-8", "surrogateescape")
+            while data:
+                data = data[os.write(out, data):]
+        finally:
+            os.close(out)
+    finally:
+        os.close(fd)
+
+
+def _what(path: str, e: OSError) -> str:
+    if e.errno in (errno.ELOOP, errno.ENOTDIR):
+        return f"{path} is a link or not a folder"
+    return f"{path}: {os.strerror(e.errno or 0)}"
+
+
+def read_head(clone: str) -> str:
+    """The commit the clone's ``HEAD`` names, read by prun: ``HEAD`` and the ref it names as
+    bounded regular files (``packed-refs`` as one too); ``BrokenClone`` for anything else."""
+    git_dir = os.path.join(clone, ".git")
+    try:
+        text = read_inside(git_dir, "HEAD", HEAD_MAX_BYTES)
+        for _ in range(5):     # a symbolic ref may name another
+            value = (text or b"").decode("ascii", "replace").strip()
+            if _COMMIT_ID.fullmatch(value):
+                return value
+            if not value.startswith("ref:"):
+                break
+            ref = value[4:].strip()
+            if not _REF.fullmatch(ref) or ".." in ref or ref.endswith(".lock"):
+                raise BrokenClone(f"HEAD names {ref[:80]!r}")
+            text = read_inside(git_dir, ref, HEAD_MAX_BYTES)
+            if text is None:
+                packed = _packed(git_dir, ref)
+                if packed is None:
+                    raise BrokenClone(f"HEAD names {ref}, which does not exist")
+                return packed
+    except NotRegular as e:
+        raise BrokenClone(e.what) from None
+    raise BrokenClone("HEAD names no commit")
+
+
+def _packed(git_dir: str, ref: str) -> str | None:
+    data = read_inside(git_dir, "packed-refs", PACKED_REFS_MAX_BYTES) or b""
+    want = ref.encode()
+    for line in data.splitlines():
+        oid, _, name = line.partition(b" ")
+        if name == want and _COMMIT_ID.fullmatch(oid.decode("ascii", "replace")):
+            return oid.decode()
+    return None
+
+
+def _objects_ok(clone: str, store: str | None) -> str | None:
+    """None when the unit's ``.git/objects`` holds only regular files and folders, within
+    bounds, and an alternates file that is exactly prun's (none, without a store); else why
+    not."""
+    objects = os.path.join(clone, ".git", "objects")
+    expected = (_alternate(store) + "\n").encode() if store else None
+    try:
+        found = read_inside(os.path.join(clone, ".git"), "objects/info/alternates", 4096)
+    except NotRegular as e:
+        return e.what
+    if found != expected:
+        return "objects/info/alternates is not prun's"
+    count = size = 0
+    folders = [objects]
+    while folders:
+        folder = folders.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except OSError as e:
+            return _what(os.path.relpath(folder, clone), e)
+        for entry in entries:
+            count += 1
+            st = entry.stat(follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                folders.append(entry.path)
+            elif stat.S_ISREG(st.st_mode):
+                size += st.st_size
+            else:
+                return f"{os.path.relpath(entry.path, clone)} is not a regular file"
+            if count > OBJECTS_MAX_ENTRIES or size > OBJECTS_MAX_BYTES:
+                return "its objects are past prun's bounds"
+    if os.path.lexists(os.path.join(objects, "info", "http-alternates")):
+        return "objects/info/http-alternates exists"
+    return None
+
+
+def _alternate(store: str) -> str:
+    return os.path.join(os.path.realpath(store), "objects")
+
+
+# The private GIT_DIR ---------------------------------------------------------------------------
+
+class Reader:
+    """One read of a clone through a private ``GIT_DIR`` (made by ``reading``)."""
+
+    def __init__(self, clone: str, base: str, store: str | None, tmp: str, tree: Scan | None):
+        self.clone, self.base, self.store, self.tmp = clone, base, store, tmp
+        self.git_dir = os.path.join(tmp, "git")
+        self.hooks = os.path.join(tmp, "hooks")
+        self.scan = tree
+        self.findings: list[Finding] = list(tree.findings) if tree else []
+        self.env = {"GIT_DIR": self.git_dir, "GIT_WORK_TREE": clone,
+                    "GIT_INDEX_FILE": os.path.join(tmp, "index"), **NEUTRAL_ENV,
+                    "HOME": os.path.join(tmp, "home"),
+                    "XDG_CONFIG_HOME": os.path.join(tmp, "home"),
+                    "GIT_NO_REPLACE_OBJECTS": "1", "GIT_ALLOC_LIMIT": ALLOC_LIMIT,
+                    "GIT_PAGER": "cat", "GIT_EDITOR": "true", "GIT_ALLOW_PROTOCOL": "",
+                    "GIT_PROTOCOL_FROM_USER": "0"}
+
+    @overload
+    def git(self, args: Sequence[str], *, text: Literal[True] = True,
+            input: bytes | None = None, check: bool = True) -> gitcmd.Ran[str]: ...
+
+    @overload
+    def git(self, args: Sequence[str], *, text: Literal[False],
+            input: bytes | None = None, check: bool = True) -> gitcmd.Ran[bytes]: ...
+
+    def git(self, args: Sequence[str], *, text: bool = True, input: bytes | None = None,
+            check: bool = True) -> gitcmd.Ran[str] | gitcmd.Ran[bytes]:
+        """git on the clone through the private ``GIT_DIR``."""
+        argv = ["-c", "core.fsmonitor=false", "-c", f"core.hooksPath={self.hooks}", *args]
+        if text:
+            return gitcmd.git(argv, self.clone, env=self.env, input=input, check=check,
+                              isolated=True)
+        return gitcmd.git(argv, self.clone, env=self.env, input=input, check=check,
+                          isolated=True, text=False)
+
+    @property
+    def complete(self) -> bool:
+        """Whether the tree may be read (no finding says it must not be)."""
+        return not any(f.fatal for f in self.findings)
+
+    def stage(self, *, keep_links: bool = False) -> None:
+        """Put everything in the work tree that may be part of a change into the private index
+        (``git add -A``), leaving out what the scan found (``keep_links``: but links outside
+        the tree, which are only text). Raises ``BrokenClone``."""
+        excluded = self._relevant()
+        if keep_links:
+            excluded = [f for f in excluded if f.code != "link-outside"]
+        if not self.complete:
+            return
+        tracked = set(self.git(["ls-files", "-z"]).stdout.split("\0")) if excluded else set()
+        skip = [p for f in excluded if f.path for p in _under(f.path, f.folder, tracked)]
+        if skip:
+            self.git(["update-index", "-z", "--skip-worktree", "--stdin"],
+                     input=_nul(skip))
+        self.exclude_folders(excluded)
+        spec = [".", *(f":(exclude,literal){f.path}" for f in excluded if f.path)]
+        ran = self.git(["add", "-A", "--ignore-errors", "--pathspec-from-file=-",
+                        "--pathspec-file-nul"], input=_nul(spec), check=False)
+        if ran.returncode not in (0, 1):   # 1: some file could not be read (--ignore-errors)
+            raise BrokenClone("git add: " + _last(ran.stderr))
+
+    def exclude_folders(self, findings: Iterable[Finding] | None = None) -> None:
+        """Exclude the folders git must not go into (nested repositories, unreadable
+        folders) in the private ``info/exclude``: git then never looks inside them."""
+        folders = [f.path for f in (self.findings if findings is None else findings)
+                   if f.folder and f.path]
+        if folders:
+            with open(os.path.join(self.git_dir, "info", "exclude"), "a",
+                      encoding="utf-8", errors="surrogateescape") as out:
+                out.writelines("/" + pattern(p) + "/\n" for p in folders)
+
+    def _relevant(self) -> list[Finding]:
+        """The findings that matter: those on paths git would see (not ignored); past
+        ``MAX_EXCLUDED`` of them the tree is not read. Returns those with a path."""
+        if self.scan is None or self.scan.fatal:
+            return []
+        paths = [f.path for f in self.findings if f.path is not None]
+        ignored: set[str] = set()
+        if paths:
+            ran = self.git(["check-ignore", "-z", "--stdin"], input=_nul(paths), check=False)
+            if ran.returncode not in (0, 1):
+                raise BrokenClone("git check-ignore: " + _last(ran.stderr))
+            ignored = set(ran.stdout.split("\0"))
+        self.findings = [f for f in self.findings if f.path is None or f.path not in ignored]
+        excluded = [f for f in self.findings if f.path is not None]
+        if len(excluded) > MAX_EXCLUDED:
+            self.findings = [Finding("too-many-findings", None,
+                                     {"count": len(excluded), "limit": MAX_EXCLUDED}),
+                             *excluded[:MAX_EXCLUDED]]
+            return []
+        return excluded
+
+    def commits(self, head: str) -> tuple[tuple[str, ...], bool]:
+        """The commits the worker made (``base..head``) and whether ``head`` is not the base
+        nor a descendant of it, read with the unit's own objects borrowed (checked first)."""
+        if head == self.base:
+            return (), False
+        why = _objects_ok(self.clone, self.store)
+        if why is not None:
+            raise BrokenClone(why)
+        own = os.path.join(os.path.realpath(self.clone), ".git", "objects")
+        if "\n" in own:
+            raise BrokenClone("its path holds a newline")
+        with open(os.path.join(self.git_dir, "objects", "info", "alternates"), "a") as f:
+            f.write(own + "\n")
+        listed = self.git(["rev-list", "--reverse", f"{self.base}..{head}"], check=False)
+        if listed.returncode != 0:
+            raise BrokenClone("its commits cannot be read: " + _last(listed.stderr))
+        moved = self.git(["merge-base", "--is-ancestor", self.base, head],
+                         check=False).returncode != 0
+        return tuple(listed.stdout.split()), moved
+
+
+def _under(path: str, folder: bool, tracked: set[str]) -> Iterator[str]:
+    if path in tracked:
+        yield path
+    if folder:
+        prefix = path + "/"
+        yield from (t for t in tracked if t.startswith(prefix))
+
+
+def _nul(items: Iterable[str]) -> bytes:
+    return b"".join(i.encode("utf-8", "surrogateescape") + b"\0" for i in items)
+
+
+def pattern(path: str) -> str:
+    """``path`` as a gitignore pattern matching it literally (a control character, which a
+    pattern line cannot hold, matches any one character)."""
+    out = []
+    for c in path:
+        if c in "*?[]\\!# ":
+            out.append("\\" + c)
+        elif ord(c) < 32 or ord(c) == 127:
+            out.append("?")
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def _last(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    return lines[-1][:200] if lines else "failed"
+
+
+@contextlib.contextmanager
+def reading(clone: str | os.PathLike[str], base: str | None, *, store: str | None = None,
+            walk: bool = True, objects: str | None = None,
+            borrow: Sequence[str] = ()) -> Iterator[Reader]:
+    """A private ``GIT_DIR`` over ``clone`` for one read against ``base`` (a full commit or
+    tree id the store holds; None: no objects and no index, for ``git apply`` into the work
+    tree). ``store``: the store the clone borrows from (default: found beside it,
+    ``store.store_of``; a clone made before stores borrows its own objects, once checked).
+    ``walk``: scan the tree first. ``objects``: keep the objects git writes in this folder
+    (default: thrown away with the read). ``borrow``: more prun-owned object folders to read.
+    Raises ``BrokenClone`` when the clone is not one, or git fails on what it holds."""
+    clone = os.path.abspath(os.fspath(clone))
+    _check_clone(clone)
+    odd = _odd_git_files(clone)
+    if base is not None:
+        store = store or store_of(clone, base)
+    tmp = tempfile.mkdtemp(prefix="prun-read-")
+    try:
+        tree = scan(clone) if walk else None
+        reader = Reader(clone, base or "", store, tmp, tree)
+        reader.findings += odd
+        alternates = [_alternate(store)] if store else []
+        alternates += [os.path.realpath(b) for b in borrow]
+        if store is None and base is not None:   # a clone made before stores
+            why = _objects_ok(clone, None)
+            if why is not None:
+                raise BrokenClone(why)
+            alternates.append(os.path.join(os.path.realpath(clone), ".git", "objects"))
+        _make_git_dir(reader, alternates, objects)
+        if base is not None and (tree is None or not tree.fatal):
+            _start_index(reader)
+        yield reader
+    except PrunError as e:   # git failed or timed out on what the unit left
+        raise BrokenClone(e.message) from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _check_clone(clone: str) -> None:
+    for path, what in ((clone, "the clone"), (os.path.join(clone, ".git"), ".git")):
+        try:
+            st = os.lstat(path)
+        except OSError as e:
+            raise BrokenClone(f"{what}: {os.strerror(e.errno or 0)}") from None
+        if not stat.S_ISDIR(st.st_mode):
+            raise BrokenClone(f"{what} is not a folder")
+
+
+def _odd_git_files(clone: str) -> list[Finding]:
+    """The files git itself keeps in the clone's ``.git`` that are there but not regular files
+    (an index that is a link to ``/dev/zero`` or a FIFO): never read by prun, but the clone is
+    broken."""
+    found = []
+    for name in ("index", "config", "HEAD"):
+        try:
+            st = os.lstat(os.path.join(clone, ".git", name))
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            found.append(Finding("broken-clone", None,
+                                 {"why": f".git/{name} is not a regular file"}))
+    return found
+
+
+def _make_git_dir(reader: Reader, alternates: list[str], objects: str | None) -> None:
+    git_dir = reader.git_dir
+    for sub in ("refs/heads", "refs/tags", "info", "objects/info", "objects/pack"):
+        os.makedirs(os.path.join(git_dir, sub), exist_ok=True)
+    os.makedirs(reader.hooks)
+    os.makedirs(reader.env["HOME"])
+    if objects is not None:   # git's objects kept outside the read
+        os.makedirs(os.path.join(objects, "info"), exist_ok=True)
+        os.makedirs(os.path.join(objects, "pack"), exist_ok=True)
+        shutil.rmtree(os.path.join(git_dir, "objects"))
+        os.symlink(os.path.abspath(objects), os.path.join(git_dir, "objects"))
+    _write(os.path.join(git_dir, "HEAD"), "ref: refs/heads/prun-read\n")
+    _write(os.path.join(git_dir, "config"), CONFIG.format(hooks=reader.hooks))
+    _write(os.path.join(git_dir, "info", "attributes"), ATTRIBUTES)
+    _write(os.path.join(git_dir, "objects", "info", "alternates"),
+           "".join(a + "\n" for a in alternates if "\n" not in a))
+    try:
+        own = read_inside(os.path.join(reader.clone, ".git"), "info/exclude",
+                          EXCLUDE_MAX_BYTES) or b""
+    except NotRegular:
+        own = b""   # the unit's exclude file is its own affair: without it, nothing is hidden
+    with open(os.path.join(git_dir, "info", "exclude"), "wb") as f:
+        f.write(own + (b"\n" if own and not own.endswith(b"\n") else b""))
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def _start_index(reader: Reader) -> None:
+    """The private index: a copy of prun's stat cache when it was taken at the base (files
+    the unit left alone are not read again), else the base read fresh."""
+    index = reader.env["GIT_INDEX_FILE"]
+    if reader.store is not None:
+        cache, commit = stat_cache(reader.store, reader.clone)
+        if commit == reader.base:
+            with contextlib.suppress(OSError):
+                shutil.copy2(cache, index)   # its mtime too: git's racy-clean check
+                return
+    reader.git(["read-tree", reader.base])
+
+
+__all__ = [
+    "ALLOC_LIMIT",
+    "ATTRIBUTES",
+    "MAX_EXCLUDED",
+    "BrokenClone",
+    "NotRegular",
+    "Reader",
+    "append_inside",
+    "pattern",
+    "read_head",
+    "read_inside",
+    "reading",
+]
