@@ -162,7 +162,7 @@ def _untracked(clone: str, base: str) -> set[str]:
             if not r.complete:
                 return set()
             listing = r.git(["ls-files", "-z", "--others", "--exclude-standard",
-                             "--directory"]).stdout
+                             "--directory", "--no-empty-directory"]).stdout
     except BrokenClone:
         return set()
     return {p.rstrip("/") for p in listing.split("\0") if p} | nested
