@@ -161,16 +161,16 @@ def diff_since(start: Start) -> bytes:
         shutil.rmtree(start.objects, ignore_errors=True)
 
 
-def apply(clone: str, patch: bytes, base: str | None = None) -> str | None:
-    """Apply a unit's patch to the coordinator's clone (at ``base``, when known: then through a
-    private ``GIT_DIR``, so nothing in the clone's ``.git`` is read); None, or why it did not
-    apply."""
+def apply(clone: str, patch: bytes) -> str | None:
+    """Apply a unit's patch to a clone's work tree through a private ``GIT_DIR`` (nothing in
+    the clone's ``.git`` is read; no index, no objects: a binary patch carries its content);
+    None, or why it did not apply."""
     if not patch:
         return None
     from ..git.untrusted import BrokenClone, reading
 
     try:
-        with reading(clone, base or "", walk=False) as r:
+        with reading(clone, None, walk=False) as r:
             proc = r.git(["apply", "--binary", "--whitespace=nowarn", "-"], input=patch,
                          text=False, check=False)
     except BrokenClone as e:
