@@ -230,3 +230,42 @@ def test_setup_runs_in_the_sandbox_and_what_it_made_is_left_out(repo, clone, bwr
     write(path, {"src/app/new.py": "X = 1\n"})
     change = read_change(path, base)
     assert change.findings == () and [f.path for f in change.files] == ["src/app/new.py"]
+
+
+def test_a_dependent_starts_from_a_commit_prun_made_in_a_store_of_its_own(repo, tmp_path):
+    from prun.errors import Blocked
+    from prun.run.dependents import Start, start_commit
+
+    base = gout(repo, "rev-parse", "HEAD")
+    folder = str(tmp_path / "ws")
+    first = Path(workspace.make_clone(repo, base, tmp_path / "ws" / "a"))
+    write(first, {"src/app/main.py": "A\n",
+                  "src/app/.gitattributes": "* working-tree-encoding=UTF-16\n"})
+    patch = read_change(first, base, with_patch=True).patch or b""
+    commit = start_commit(folder, str(repo), base, Start({}, ("a",), (patch,)))
+    assert commit
+    dep = Path(workspace.make_clone(repo, commit, tmp_path / "ws" / "b",
+                                    store=store.store_path(folder, commit), neutral=True))
+    assert (dep / "src/app/main.py").read_text() == "A\n"      # no conversion on the way
+    assert store.borrowed(dep, commit) == [store.store_path(folder, commit),
+                                           store.store_path(folder, base)]
+    assert read_change(dep, commit).files == ()
+    with pytest.raises(Blocked, match="the accepted change of a does not apply"):
+        start_commit(folder, str(repo), base, Start({}, ("a",), (b"not a patch\n",)))
+    assert not [n for n in os.listdir(folder) if n.endswith(".making")]
+
+
+def test_a_clone_whose_marker_its_unit_broke_is_still_prun_s_to_remove(clone, tmp_path):
+    path, base = clone
+    kept = store.store_of(path, base)
+    assert kept and store.stat_cache(kept, str(path))[1] == base
+    marker = path / ".git" / workspace.CLONE_MARKER
+    marker.unlink()
+    os.mkfifo(marker)
+    assert workspace.marker(path) is None          # read without waiting on the FIFO
+    assert workspace.made_by_prun(path) and workspace.remove(path) and not path.exists()
+    assert store.stat_cache(kept, str(path))[1] is None
+    stranger = tmp_path / "ws" / "stranger"
+    stranger.mkdir()
+    with pytest.raises(workspace.WorkspaceError):
+        workspace.remove(stranger)

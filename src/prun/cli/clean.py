@@ -141,7 +141,7 @@ def _delete(path: str) -> None:
 def sweep(view: RunView, *, dry_run: bool, now: float) -> list[Swept]:
     """Remove (unless ``dry_run``) what each packet's retention lets go; one row per path:
     ``(word, packet, path, reason, until)``."""
-    from ..git.workspace import marker, remove
+    from ..git.workspace import made_by_prun, remove
     from ..plan.boundary import DELETE
 
     finished = finished_at(view)
@@ -160,7 +160,7 @@ def sweep(view: RunView, *, dry_run: bool, now: float) -> list[Swept]:
                 if not path or path in seen or not os.path.lexists(path):
                     continue
                 seen.add(path)
-                if marker(path) is None or os.path.islink(path):
+                if not made_by_prun(path):
                     rows.append(("KEPT", pid, path, "not-a-workspace", None))
                 elif keep:
                     rows.append(("KEPT", pid, path, "retention", until_iso))

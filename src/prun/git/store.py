@@ -81,6 +81,24 @@ def store_of(clone: str | os.PathLike[str], base: str) -> str | None:
     return path if is_store(path, base) else None
 
 
+def borrowed(clone: str | os.PathLike[str], base: str) -> list[str]:
+    """Every store a clone at ``base`` reads objects from: its own and those it borrows from
+    in turn (a dependent's start borrows from its base's). A sandbox mounts these read-only
+    for the clone's unit; none of them is the unit's to write."""
+    found: list[str] = []
+    path = store_of(clone, base)
+    while path and path not in found:
+        found.append(path)
+        try:
+            with open(os.path.join(path, "objects", "info", "alternates")) as f:
+                lines = [line.strip() for line in f if line.strip()]
+        except OSError:
+            break
+        nxt = [os.path.dirname(line) for line in lines if is_store(os.path.dirname(line))]
+        path = nxt[0] if nxt else None
+    return found
+
+
 def ensure_store(folder: str, repo_root: str, commit: str) -> str:
     """The store of ``commit`` (a full commit id of ``repo_root``) in ``folder``: made by the
     first caller, found by every other; a caller that comes while it is being made waits for
@@ -179,6 +197,16 @@ def stat_cache(store: str, clone: str) -> tuple[str, str | None]:
     commit = info.get("commit") if isinstance(info, dict) else None
     ok = isinstance(commit, str) and os.path.isfile(path)
     return path, commit if ok else None
+
+
+def keeper_of(clone: str | os.PathLike[str]) -> str | None:
+    """The store beside ``clone`` that holds prun's record of it (its stat cache): prun's own
+    proof that it made the clone, whatever the unit did to the clone's marker."""
+    clone = os.path.abspath(os.fspath(clone))
+    for path in stores_in(os.path.dirname(clone)):
+        if stat_cache(path, clone)[1] is not None:
+            return path
+    return None
 
 
 def keep_stat_cache(store: str, clone: str, commit: str) -> None:

@@ -339,7 +339,7 @@ def remove(path: str | os.PathLike[str]) -> bool:
     path = os.path.abspath(os.fspath(path))
     if not os.path.lexists(path):
         return False
-    if os.path.islink(path) or marker(path) is None:
+    if not made_by_prun(path):
         raise WorkspaceError(f"not a prun workspace, left alone: {path}",
                              hint="prun removes only the workspaces it made")
 
@@ -353,28 +353,39 @@ def remove(path: str | os.PathLike[str]) -> bool:
                 pass
         func(p)
 
-    info = marker(path) or {}
+    from .store import keeper_of
+
+    kept = keeper_of(path)   # before the clone goes: its record is found by its path
     os.chmod(path, stat.S_IMODE(os.stat(path).st_mode) | stat.S_IWUSR | stat.S_IXUSR)
     shutil.rmtree(path, onerror=_writable_then_retry)
-    _forget(path, info)
+    _forget(path, kept)
     return True
 
 
-def _forget(path: str, info: Marker) -> None:
-    """Drop what prun kept of a removed workspace beside it: a clone's stat cache in its
-    store, the setup command's log."""
+def made_by_prun(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a workspace prun made: a real folder with prun's marker, or a clone
+    its store keeps a record of (a unit may have broken its clone's marker)."""
     from . import store
 
-    base = info.get("base")
-    if info.get("kind") == "clone" and base:
-        found = store.store_of(path, base)
-        if found:
-            store.forget(found, path)
+    path = os.path.abspath(os.fspath(path))
+    if not os.path.isdir(path) or os.path.islink(path):
+        return False
+    return marker(path) is not None or store.keeper_of(path) is not None
+
+
+def _forget(path: str, kept: str | None) -> None:
+    """Drop what prun kept of a removed workspace beside it: a clone's record in its store,
+    the setup command's log."""
+    from . import store
+
+    if kept:
+        store.forget(kept, path)
     log = setup_log(path)
     if os.path.isfile(log) and not os.path.islink(log):
         os.unlink(log)
 
 
 __all__ = ["Marker", "SetupFailed", "SetupResult", "WorkspaceError", "clone_base", "default_root",
-           "drop_write", "make_clone", "make_readonly", "make_scratch", "marker", "push_config",
+           "drop_write", "made_by_prun", "make_clone", "make_readonly", "make_scratch", "marker",
+           "push_config",
            "remove", "run_setup", "set_clone_base", "snapshot_readonly", "strip_push_config"]
