@@ -192,11 +192,23 @@ def _key(clone: str) -> str:
 def stat_cache(store: str, clone: str) -> tuple[str, str | None]:
     """The path of the clone's stat cache in ``store``, and the commit it was taken at (None
     when there is none)."""
+    path, commit, _ = _cache(store, clone)
+    return path, commit
+
+
+def cache_is_fresh(store: str, clone: str) -> bool:
+    """Whether the clone's stat cache was refreshed by a read (``keep_stat_cache(...,
+    fresh=True)``): a later read need not refresh it again."""
+    return _cache(store, clone)[2]
+
+
+def _cache(store: str, clone: str) -> tuple[str, str | None, bool]:
     path = os.path.join(store, OWN, "clones", _key(clone) + ".index")
     info = read_json(path + ".json")
-    commit = info.get("commit") if isinstance(info, dict) else None
+    info = info if isinstance(info, dict) else {}
+    commit = info.get("commit")
     ok = isinstance(commit, str) and os.path.isfile(path)
-    return path, commit if ok else None
+    return path, commit if ok else None, ok and info.get("fresh") is True
 
 
 def keeper_of(clone: str | os.PathLike[str]) -> str | None:
@@ -209,16 +221,23 @@ def keeper_of(clone: str | os.PathLike[str]) -> str | None:
     return None
 
 
-def keep_stat_cache(store: str, clone: str, commit: str) -> None:
-    """Keep a copy of the index of ``clone`` (just checked out at ``commit`` by prun, before
-    any unit ran in it). ``copy2`` keeps its mtime, which git's racy-clean check compares file
-    times with. Best effort: a read without it reads every file."""
+def keep_stat_cache(store: str, clone: str, commit: str, index: str | None = None, *,
+                    fresh: bool = False) -> None:
+    """Keep ``index`` (default: the clone's own, just checked out at ``commit`` by prun, before
+    any unit ran in it; else a private index of a read, refreshed at ``commit``) as the
+    clone's stat cache. ``copy2`` keeps its mtime, which git's racy-clean check compares file
+    times with; the copy replaces the old one atomically. Best effort: a read without it
+    reads every file."""
     path, _ = stat_cache(store, clone)
+    tmp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        shutil.copy2(os.path.join(clone, ".git", "index"), path)
-        atomic_write_json(path + ".json", {"commit": commit}, durable=False)
+        shutil.copy2(index or os.path.join(clone, ".git", "index"), tmp)
+        os.replace(tmp, path)
+        atomic_write_json(path + ".json", {"commit": commit, "fresh": fresh}, durable=False)
     except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
         forget(store, clone)
 
 

@@ -6,7 +6,7 @@ clone's ``.git`` is read by git, and nothing of the person's or the system's con
 either:
 
 - the private ``GIT_DIR`` holds prun's own ``config`` (``core.fsmonitor=false``,
-  ``core.hooksPath`` an empty folder, ``core.attributesFile``/``core.excludesFile``
+  ``core.hooksPath=/dev/null``, ``core.attributesFile``/``core.excludesFile``
   ``/dev/null``, no driver of any kind, commit graphs, multi-pack indexes, split and sparse
   indexes and the untracked cache off), ``info/attributes`` that sets every attribute which
   selects a driver or a conversion back to unspecified (it outranks every ``.gitattributes``),
@@ -17,8 +17,8 @@ either:
   ``GIT_INDEX_FILE`` (a private index: prun's stat cache from checkout time, or a fresh
   ``read-tree`` of the base; never the unit's own index), ``GIT_CONFIG_NOSYSTEM=1``,
   ``GIT_CONFIG_GLOBAL``/``GIT_CONFIG_SYSTEM=/dev/null``, ``GIT_ATTR_NOSYSTEM=1``, ``HOME`` and
-  ``XDG_CONFIG_HOME`` an empty folder, ``GIT_ALLOC_LIMIT``; ``-c core.fsmonitor=false -c
-  core.hooksPath=<empty>`` on every command line besides;
+  ``XDG_CONFIG_HOME`` the read's own folder (no configuration there), ``GIT_ALLOC_LIMIT``;
+  ``-c core.fsmonitor=false -c core.hooksPath=/dev/null`` on every command line besides;
 - before git runs, ``prun.git.scan`` walks the tree (``lstat`` only): special files, nested
   repositories, files too large or sparse, links outside the tree are left out (skip-worktree
   in the private index when tracked, excluded when not), each a finding; a tree git would hang
@@ -47,7 +47,7 @@ from typing import Literal, overload
 from .._util import gitcmd
 from ..errors import PrunError
 from .scan import Finding, Scan, scan
-from .store import stat_cache, store_of
+from .store import cache_is_fresh, keep_stat_cache, stat_cache, store_of
 
 HEAD_MAX_BYTES = 4096
 PACKED_REFS_MAX_BYTES = 64 * 1024 * 1024
@@ -299,13 +299,12 @@ class Reader:
     def __init__(self, clone: str, base: str, store: str | None, tmp: str, tree: Scan | None):
         self.clone, self.base, self.store, self.tmp = clone, base, store, tmp
         self.git_dir = os.path.join(tmp, "git")
-        self.hooks = os.path.join(tmp, "hooks")
+        self.hooks = os.devnull            # core.hooksPath: no hook is found under it
         self.scan = tree
         self.findings: list[Finding] = list(tree.findings) if tree else []
         self.env = {"GIT_DIR": self.git_dir, "GIT_WORK_TREE": clone,
                     "GIT_INDEX_FILE": os.path.join(tmp, "index"), **NEUTRAL_ENV,
-                    "HOME": os.path.join(tmp, "home"),
-                    "XDG_CONFIG_HOME": os.path.join(tmp, "home"),
+                    "HOME": tmp, "XDG_CONFIG_HOME": tmp,   # holding no configuration
                     "GIT_NO_REPLACE_OBJECTS": "1", "GIT_ALLOC_LIMIT": ALLOC_LIMIT,
                     "GIT_PAGER": "cat", "GIT_EDITOR": "true", "GIT_ALLOW_PROTOCOL": "",
                     "GIT_PROTOCOL_FROM_USER": "0"}
@@ -348,11 +347,28 @@ class Reader:
             self.git(["update-index", "-z", "--skip-worktree", "--stdin"],
                      input=_nul(skip))
         self.exclude_folders(excluded)
+        if not excluded:
+            self._refresh_stat_cache()
         spec = [".", *(f":(exclude,literal){f.path}" for f in excluded if f.path)]
         ran = self.git(["add", "-A", "--ignore-errors", "--pathspec-from-file=-",
                         "--pathspec-file-nul"], input=_nul(spec), check=False)
         if ran.returncode not in (0, 1):   # 1: some file could not be read (--ignore-errors)
             raise BrokenClone("git add: " + _last(ran.stderr))
+
+    def _refresh_stat_cache(self) -> None:
+        """Refresh the private index (still the base, with stat data) against the work tree
+        and keep it as the clone's stat cache in its store: the next read reads again only
+        what changed since. (Right after a checkout every entry is "racily clean", written in
+        the same second as the index, so git would read every file on every read; git keeps
+        that rule when it writes this index.) Only after a read that left nothing out, whose
+        index holds no skip-worktree entry."""
+        if self.store is None or not self.base or cache_is_fresh(self.store, self.clone):
+            return
+        ran = self.git(["update-index", "-q", "--refresh"], check=False)
+        if ran.returncode not in (0, 1):   # 1: some entries need updating (the change)
+            return
+        keep_stat_cache(self.store, self.clone, self.base, self.env["GIT_INDEX_FILE"],
+                        fresh=True)
 
     def exclude_folders(self, findings: Iterable[Finding] | None = None) -> None:
         """Exclude the folders git must not go into (nested repositories, unreadable
@@ -502,15 +518,13 @@ def _odd_git_files(clone: str) -> list[Finding]:
 
 
 def _make_git_dir(reader: Reader, alternates: list[str], objects: str | None) -> None:
-    git_dir = reader.git_dir
-    for sub in ("refs/heads", "refs/tags", "info", "objects/info", "objects/pack"):
-        os.makedirs(os.path.join(git_dir, sub), exist_ok=True)
-    os.makedirs(reader.hooks)
-    os.makedirs(reader.env["HOME"])
-    if objects is not None:   # git's objects kept outside the read
+    git_dir = reader.git_dir   # as few folders as git needs: each costs on a busy disk
+    for sub in ("refs", "info"):
+        os.makedirs(os.path.join(git_dir, sub))
+    if objects is None:
+        os.makedirs(os.path.join(git_dir, "objects", "info"))
+    else:   # git's objects kept outside the read
         os.makedirs(os.path.join(objects, "info"), exist_ok=True)
-        os.makedirs(os.path.join(objects, "pack"), exist_ok=True)
-        shutil.rmtree(os.path.join(git_dir, "objects"))
         os.symlink(os.path.abspath(objects), os.path.join(git_dir, "objects"))
     _write(os.path.join(git_dir, "HEAD"), "ref: refs/heads/prun-read\n")
     _write(os.path.join(git_dir, "config"), CONFIG.format(hooks=reader.hooks))
