@@ -125,7 +125,11 @@ def _read(r: Reader, head: str, with_patch: bool) -> Change:
                                 deleted=deleted,
                                 link_target=links.get(path) if mode == LINK_MODE else None))
     files.sort(key=lambda f: f.path)
-    commits, moved = r.commits(head)
+    try:
+        commits, moved = r.commits(head)
+    except BrokenClone as e:   # its commits cannot be listed: the change itself still counts
+        commits, moved = (), False
+        r.findings.append(e.finding())
     return Change(r.clone, r.base, head, tuple(files), commits, moved, patch,
                   tuple(r.findings))
 

@@ -397,6 +397,7 @@ class Reader:
         if len(excluded) > MAX_EXCLUDED:
             self.findings = [Finding("too-many-findings", None,
                                      {"count": len(excluded), "limit": MAX_EXCLUDED}),
+                             *(f for f in self.findings if f.path is None),
                              *excluded[:MAX_EXCLUDED]]
             return []
         return excluded
