@@ -48,6 +48,8 @@ def ensure_repo(root: str, commit: str, bundle: bytes) -> str:
     the worker processes of a machine wait for the first; a half-made one is never found)."""
     path = os.path.join(root, "bases", commit)
     if os.path.isdir(path):
+        if not store.is_store(path):   # unpacked by an earlier prun: a store all the same
+            store.mark(path, commit)
         return path
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with _lock(path), _flocked(os.path.dirname(path)):   # threads, then worker processes
@@ -117,7 +119,8 @@ class Start:
 def tree_of(clone: str, store_dir: str, base: str) -> Start:
     """The tree of everything in the clone's work tree now (untracked files included), written
     through a private ``GIT_DIR`` and index: nothing of the clone is touched."""
-    from ..git.untrusted import BrokenClone, reading
+    from ..git.clonefiles import BrokenClone
+    from ..git.untrusted import reading
 
     objects = os.path.join(store_dir, store.OWN, "starts", os.path.basename(
         tempfile.mkdtemp(prefix="start-", dir=_starts(store_dir))))
@@ -143,7 +146,8 @@ def diff_since(start: Start) -> bytes:
     like a unit's change: what the tree holds that must never be read (special files, nested
     repositories, files too large or sparse) is left out, links are kept (a link is data; the
     coordinator's reconcile judges where it points). Empty when the clone cannot be read."""
-    from ..git.untrusted import BrokenClone, reading
+    from ..git.clonefiles import BrokenClone
+    from ..git.untrusted import reading
 
     try:
         with reading(start.clone, start.tree, store=start.store,
@@ -167,7 +171,8 @@ def apply(clone: str, patch: bytes) -> str | None:
     None, or why it did not apply."""
     if not patch:
         return None
-    from ..git.untrusted import BrokenClone, reading
+    from ..git.clonefiles import BrokenClone
+    from ..git.untrusted import reading
 
     try:
         with reading(clone, None, walk=False) as r:

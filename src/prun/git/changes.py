@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import GitError
+from .clonefiles import BrokenClone, read_head
 from .scan import Finding
-from .untrusted import BrokenClone, Reader, read_head, reading
+from .untrusted import Reader, reading
 
 STATUS_NAMES = {"M": "modified", "A": "added", "D": "deleted", "R": "renamed", "C": "copied",
                 "T": "type-changed", "U": "unmerged"}

@@ -84,7 +84,7 @@ def run_setup(workspace: str | os.PathLike[str], command: str | Sequence[str],
     if ran.ok and is_clone and base:
         excluded = tuple(sorted(_untracked(workspace, base) - before))
         if excluded:
-            from .untrusted import NotRegular, append_inside
+            from .clonefiles import NotRegular, append_inside
 
             try:
                 append_inside(git_dir, "info/exclude",
@@ -153,7 +153,8 @@ def run_bounded(command: str | Sequence[str], cwd: str, env: Mapping[str, str] |
 def _untracked(clone: str, base: str) -> set[str]:
     """The untracked paths in the clone (ignored ones aside; a nested repository counts as
     one), read like a unit's change (``prun.git.untrusted``)."""
-    from .untrusted import BrokenClone, reading
+    from .clonefiles import BrokenClone
+    from .untrusted import reading
 
     try:
         with reading(clone, base) as r:

@@ -23,10 +23,10 @@ either:
   repositories, files too large or sparse, links outside the tree are left out (skip-worktree
   in the private index when tracked, excluded when not), each a finding; a tree git would hang
   on, or too big, is not read at all;
-- the clone's ``HEAD`` (and the ref it names) is read by prun as a bounded regular file, and
-  the unit's own ``.git/objects`` is borrowed only to list the commits the worker made, after a
-  walk found only regular files and folders there, within bounds, and an alternates file that
-  is exactly prun's.
+- the clone's ``HEAD`` (and the ref it names) is read by prun as a bounded regular file
+  (``prun.git.clonefiles``), and the unit's own ``.git/objects`` is borrowed only to list the
+  commits the worker made, after a walk found only regular files and folders there, within
+  bounds, and an alternates file that is exactly prun's.
 
 Anything else (a ``.git`` that is a file or a link, a ``HEAD`` that is a FIFO, git failing on
 what it found) is a ``broken-clone`` finding, never a traceback.
@@ -35,30 +35,29 @@ what it found) is a ``broken-clone`` finding, never a traceback.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
-import re
 import shutil
-import stat
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Literal, overload
 
 from .._util import gitcmd
 from ..errors import PrunError
+from .clonefiles import (
+    BrokenClone,
+    NotRegular,
+    alternate,
+    check_clone,
+    objects_ok,
+    odd_git_files,
+    read_inside,
+)
 from .scan import Finding, Scan, scan
 from .store import cache_is_fresh, keep_stat_cache, stat_cache, store_of
 
-HEAD_MAX_BYTES = 4096
-PACKED_REFS_MAX_BYTES = 64 * 1024 * 1024
 EXCLUDE_MAX_BYTES = 1024 * 1024              # the clone's .git/info/exclude, copied
-OBJECTS_MAX_ENTRIES = 100_000                # the unit's own .git/objects, when borrowed
-OBJECTS_MAX_BYTES = 2 * 1024 * 1024 * 1024
 MAX_EXCLUDED = 200                           # findings left out of one change; past it: none
 ALLOC_LIMIT = "1g"                           # GIT_ALLOC_LIMIT: the largest single allocation
-_COMMIT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
-_REF = re.compile(r"refs/(?:[A-Za-z0-9_+@-][A-Za-z0-9._+@-]*/)*[A-Za-z0-9_+@-][A-Za-z0-9._+@-]*")
-
 # Every attribute that selects a driver or changes bytes on the way in or out, unspecified.
 ATTRIBUTES = ("* !filter !diff !merge !text !eol !crlf !ident !working-tree-encoding "
               "!export-subst !export-ignore !delta !encoding !whitespace\n")
@@ -103,192 +102,6 @@ CONFIG = """[core]
 [protocol]
 \tallow = never
 """
-
-
-class BrokenClone(Exception):
-    """A clone prun cannot read: ``why`` says what was found."""
-
-    def __init__(self, why: str):
-        super().__init__(why)
-        self.why = why
-
-    def finding(self) -> Finding:
-        return Finding("broken-clone", None, {"why": self.why})
-
-
-# Bounded reads of files in a clone ------------------------------------------------------------
-
-class NotRegular(Exception):
-    """A file that is not a regular file, or is larger than asked: ``what`` says which."""
-
-    def __init__(self, what: str):
-        super().__init__(what)
-        self.what = what
-
-
-_FOLDER = os.O_RDONLY | os.O_CLOEXEC | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0)
-_FILE = (os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-         | getattr(os, "O_NOCTTY", 0))
-
-
-def read_inside(root: str, rel: str, limit: int) -> bytes | None:
-    """The bytes of ``root/rel`` when it is a regular file of at most ``limit`` bytes, no link
-    anywhere on the way from ``root`` (each folder opened without following a link, the file
-    without waiting: a FIFO or a device is never read). None when it does not exist;
-    ``NotRegular`` when it is anything else."""
-    parts = [p for p in rel.split("/") if p]
-    try:
-        fd = os.open(root, _FOLDER)
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        raise NotRegular(_what(root, e)) from None
-    try:
-        for i, part in enumerate(parts):
-            last = i == len(parts) - 1
-            try:
-                nxt = os.open(part, _FILE if last else _FOLDER, dir_fd=fd)
-            except FileNotFoundError:
-                return None
-            except OSError as e:
-                raise NotRegular(_what("/".join(parts[:i + 1]), e)) from None
-            os.close(fd)
-            fd = nxt
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise NotRegular(f"{rel} is not a regular file")
-        if st.st_size > limit:
-            raise NotRegular(f"{rel} is larger than {limit} bytes")
-        data = bytearray()
-        while len(data) <= limit:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - len(data)))
-            if not chunk:
-                break
-            data += chunk
-        if len(data) > limit:
-            raise NotRegular(f"{rel} is larger than {limit} bytes")
-        return bytes(data)
-    finally:
-        os.close(fd)
-
-
-def append_inside(root: str, rel: str, text: str) -> None:
-    """Append ``text`` to ``root/rel`` (a file in a unit's clone: ``root`` its ``.git``),
-    creating it and its folders, never through a link and never to anything but a regular
-    file. ``NotRegular`` when the way there or the file is something else."""
-    parts = [p for p in rel.split("/") if p]
-    try:
-        fd = os.open(root, _FOLDER)
-    except OSError as e:
-        raise NotRegular(_what(root, e)) from None
-    try:
-        for i, part in enumerate(parts[:-1]):
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(part, 0o777, dir_fd=fd)
-            try:
-                nxt = os.open(part, _FOLDER, dir_fd=fd)
-            except OSError as e:
-                raise NotRegular(_what("/".join(parts[:i + 1]), e)) from None
-            os.close(fd)
-            fd = nxt
-        try:
-            out = os.open(parts[-1], (_FILE & ~os.O_RDONLY) | os.O_WRONLY | os.O_APPEND
-                          | os.O_CREAT, 0o666, dir_fd=fd)
-        except OSError as e:
-            raise NotRegular(_what(rel, e)) from None
-        try:
-            if not stat.S_ISREG(os.fstat(out).st_mode):
-                raise NotRegular(f"{rel} is not a regular file")
-            data = text.encode("utf-8", "surrogateescape")
-            while data:
-                data = data[os.write(out, data):]
-        finally:
-            os.close(out)
-    finally:
-        os.close(fd)
-
-
-def _what(path: str, e: OSError) -> str:
-    if e.errno in (errno.ELOOP, errno.ENOTDIR):
-        return f"{path} is a link or not a folder"
-    return f"{path}: {os.strerror(e.errno or 0)}"
-
-
-def read_head(clone: str) -> str:
-    """The commit the clone's ``HEAD`` names, read by prun: ``HEAD`` and the ref it names as
-    bounded regular files (``packed-refs`` as one too); ``BrokenClone`` for anything else."""
-    git_dir = os.path.join(clone, ".git")
-    try:
-        text = read_inside(git_dir, "HEAD", HEAD_MAX_BYTES)
-        for _ in range(5):     # a symbolic ref may name another
-            value = (text or b"").decode("ascii", "replace").strip()
-            if _COMMIT_ID.fullmatch(value):
-                return value
-            if not value.startswith("ref:"):
-                break
-            ref = value[4:].strip()
-            if not _REF.fullmatch(ref) or ".." in ref or ref.endswith(".lock"):
-                raise BrokenClone(f"HEAD names {ref[:80]!r}")
-            text = read_inside(git_dir, ref, HEAD_MAX_BYTES)
-            if text is None:
-                packed = _packed(git_dir, ref)
-                if packed is None:
-                    raise BrokenClone(f"HEAD names {ref}, which does not exist")
-                return packed
-    except NotRegular as e:
-        raise BrokenClone(e.what) from None
-    raise BrokenClone("HEAD names no commit")
-
-
-def _packed(git_dir: str, ref: str) -> str | None:
-    data = read_inside(git_dir, "packed-refs", PACKED_REFS_MAX_BYTES) or b""
-    want = ref.encode()
-    for line in data.splitlines():
-        oid, _, name = line.partition(b" ")
-        if name == want and _COMMIT_ID.fullmatch(oid.decode("ascii", "replace")):
-            return oid.decode()
-    return None
-
-
-def _objects_ok(clone: str, store: str | None) -> str | None:
-    """None when the unit's ``.git/objects`` holds only regular files and folders, within
-    bounds, and an alternates file that is exactly prun's (none, without a store); else why
-    not."""
-    objects = os.path.join(clone, ".git", "objects")
-    expected = (_alternate(store) + "\n").encode() if store else None
-    try:
-        found = read_inside(os.path.join(clone, ".git"), "objects/info/alternates", 4096)
-    except NotRegular as e:
-        return e.what
-    if found != expected:
-        return "objects/info/alternates is not prun's"
-    count = size = 0
-    folders = [objects]
-    while folders:
-        folder = folders.pop()
-        try:
-            with os.scandir(folder) as listing:
-                entries = list(listing)
-        except OSError as e:
-            return _what(os.path.relpath(folder, clone), e)
-        for entry in entries:
-            count += 1
-            st = entry.stat(follow_symlinks=False)
-            if stat.S_ISDIR(st.st_mode):
-                folders.append(entry.path)
-            elif stat.S_ISREG(st.st_mode):
-                size += st.st_size
-            else:
-                return f"{os.path.relpath(entry.path, clone)} is not a regular file"
-            if count > OBJECTS_MAX_ENTRIES or size > OBJECTS_MAX_BYTES:
-                return "its objects are past prun's bounds"
-    if os.path.lexists(os.path.join(objects, "info", "http-alternates")):
-        return "objects/info/http-alternates exists"
-    return None
-
-
-def _alternate(store: str) -> str:
-    return os.path.join(os.path.realpath(store), "objects")
 
 
 # The private GIT_DIR ---------------------------------------------------------------------------
@@ -407,7 +220,7 @@ class Reader:
         nor a descendant of it, read with the unit's own objects borrowed (checked first)."""
         if head == self.base:
             return (), False
-        why = _objects_ok(self.clone, self.store)
+        why = objects_ok(self.clone, self.store)
         if why is not None:
             raise BrokenClone(why)
         own = os.path.join(os.path.realpath(self.clone), ".git", "objects")
@@ -466,8 +279,8 @@ def reading(clone: str | os.PathLike[str], base: str | None, *, store: str | Non
     (default: thrown away with the read). ``borrow``: more prun-owned object folders to read.
     Raises ``BrokenClone`` when the clone is not one, or git fails on what it holds."""
     clone = os.path.abspath(os.fspath(clone))
-    _check_clone(clone)
-    odd = _odd_git_files(clone)
+    check_clone(clone)
+    odd = odd_git_files(clone)
     if base is not None:
         store = store or store_of(clone, base)
     tmp = tempfile.mkdtemp(prefix="prun-read-")
@@ -475,10 +288,10 @@ def reading(clone: str | os.PathLike[str], base: str | None, *, store: str | Non
         tree = scan(clone) if walk else None
         reader = Reader(clone, base or "", store, tmp, tree)
         reader.findings += odd
-        alternates = [_alternate(store)] if store else []
+        alternates = [alternate(store)] if store else []
         alternates += [os.path.realpath(b) for b in borrow]
         if store is None and base is not None:   # a clone made before stores
-            why = _objects_ok(clone, None)
+            why = objects_ok(clone, None)
             if why is not None:
                 raise BrokenClone(why)
             alternates.append(os.path.join(os.path.realpath(clone), ".git", "objects"))
@@ -490,32 +303,6 @@ def reading(clone: str | os.PathLike[str], base: str | None, *, store: str | Non
         raise BrokenClone(e.message) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _check_clone(clone: str) -> None:
-    for path, what in ((clone, "the clone"), (os.path.join(clone, ".git"), ".git")):
-        try:
-            st = os.lstat(path)
-        except OSError as e:
-            raise BrokenClone(f"{what}: {os.strerror(e.errno or 0)}") from None
-        if not stat.S_ISDIR(st.st_mode):
-            raise BrokenClone(f"{what} is not a folder")
-
-
-def _odd_git_files(clone: str) -> list[Finding]:
-    """The files git itself keeps in the clone's ``.git`` that are there but not regular files
-    (an index that is a link to ``/dev/zero`` or a FIFO): never read by prun, but the clone is
-    broken."""
-    found = []
-    for name in ("index", "config", "HEAD"):
-        try:
-            st = os.lstat(os.path.join(clone, ".git", name))
-        except OSError:
-            continue
-        if not stat.S_ISREG(st.st_mode):
-            found.append(Finding("broken-clone", None,
-                                 {"why": f".git/{name} is not a regular file"}))
-    return found
 
 
 def _make_git_dir(reader: Reader, alternates: list[str], objects: str | None) -> None:
@@ -559,16 +346,5 @@ def _start_index(reader: Reader) -> None:
     reader.git(["read-tree", reader.base])
 
 
-__all__ = [
-    "ALLOC_LIMIT",
-    "ATTRIBUTES",
-    "MAX_EXCLUDED",
-    "BrokenClone",
-    "NotRegular",
-    "Reader",
-    "append_inside",
-    "pattern",
-    "read_head",
-    "read_inside",
-    "reading",
-]
+__all__ = ["ALLOC_LIMIT", "ATTRIBUTES", "MAX_EXCLUDED", "NEUTRAL_ENV", "Reader", "pattern",
+           "reading"]

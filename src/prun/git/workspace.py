@@ -84,7 +84,7 @@ def _read_marker(path: str) -> Marker | None:
     be a link, a FIFO or huge by now, and is then no marker)."""
     import json
 
-    from .untrusted import NotRegular, read_inside
+    from .clonefiles import NotRegular, read_inside
 
     try:
         data = read_inside(os.path.dirname(path), os.path.basename(path), MARKER_MAX_BYTES)
