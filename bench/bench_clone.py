@@ -3,9 +3,11 @@
     python bench/bench_clone.py [--files 5000] [--repeat 7] [--units 50]
 
 1. Making a workspace of a FILES-file repository, three ways in the same run: prun's guarded
-   throwaway clone (``prun.git.workspace.make_clone``: clone, detached checkout of the base,
-   origin removed, push config stripped, hooks and ``protocol.allow=never`` set), a plain
-   ``git clone --local``, and ``git worktree add --detach``. Median of REPEAT runs each,
+   throwaway clone (``prun.git.workspace.make_clone``: a clone borrowing its objects from the
+   run's object store, detached checkout of the base, origin removed, push config stripped,
+   hooks and ``protocol.allow=never`` set), as the first clone of a run (which makes the store)
+   and as any later one (which finds it), a plain ``git clone --local``, and ``git worktree
+   add --detach``. Median of REPEAT runs each,
    interleaved so that cache warmth favours none; each workspace is deleted and the disk
    synced between measurements, outside the timed part. The source is packed (``git gc``), as a
    repository fetched from a server is; ``--loose`` leaves its objects loose instead.
@@ -32,25 +34,37 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from benchkit import git, make_repo, timed
 
-from prun.git import workspace
+from prun.git import store, workspace
 from prun.git.reconcile import UnitInput, reconcile
 from prun.plan import Packet
 
 PARALLEL = "git -c checkout.workers=0 clone --local (no guards, same parallel checkout)"
 
 
+FIRST = "prun make_clone, a run's first (its object store made too)"
+LATER = "prun make_clone, any later clone of the run (the store found)"
+
+
 def bench_clones(src: Path, out: Path, repeat: int) -> list[tuple[str, float, float]]:
-    times: dict[str, list[float]] = {"prun make_clone (guards included)": [],
-                                     "git clone --local": [], "git worktree add --detach": [],
-                                     PARALLEL: []}
+    times: dict[str, list[float]] = {FIRST: [], LATER: [], "git clone --local": [],
+                                     "git worktree add --detach": [], PARALLEL: []}
+    later = out / "later"
+    workspace.make_clone(src, "HEAD", later / "made-outside-the-timed-part")
     for i in range(repeat):
         order = list(times)
         order = order[i % len(order):] + order[:i % len(order)]
         for name in order:
             dest = out / f"{name.split()[1 if name != PARALLEL else 3]}-{i}"
+            if name == FIRST:
+                dest = out / f"first-{i}" / "clone"
+            elif name == LATER:
+                dest = later / f"clone-{i}"
             os.sync()   # earlier runs' dirty pages are written back outside the timed part
             if name.startswith("prun"):
                 times[name].append(timed(lambda d=dest: workspace.make_clone(src, "HEAD", d)))
+                if name == FIRST:
+                    for made in store.stores_in(str(dest.parent)):
+                        store.discard(made)
             elif name == PARALLEL:
                 times[name].append(timed(lambda d=dest: git("-c", "checkout.workers=0", "clone",
                                                             "-q", "--local", str(src), str(d))))

@@ -211,8 +211,11 @@ def test_clean_keeps_what_retention_keeps(repo):
         f"REMOVED n {a['n']['workspace']}",
         # the read-only units' snapshot stays while a read-only packet's retention keeps
         f"KEPT - {Path(a['n']['workspace']).parent / ('snapshot-' + a['n']['base'][:12])} "
-        "reason=retention"]
-    assert lines[-1] == f"CLEAN run={run_id} removed=2 kept=3"
+        "reason=retention",
+        # the code units' object store goes with the last code unit's clone
+        f"REMOVED - {Path(a['n']['workspace']).parent / ('objects-' + a['n']['base'][:12])}"
+        ".git"]
+    assert lines[-1] == f"CLEAN run={run_id} removed=3 kept=3"
     assert Path(a["k"]["workspace"]).is_dir() and Path(a["k30"]["workspace"]).is_dir()
     assert not Path(a["k0"]["workspace"]).exists() and not Path(a["n"]["workspace"]).exists()
     assert all(Path(x["result_path"]).is_file() and Path(x["state_dir"]).is_dir()
@@ -247,8 +250,10 @@ def test_clean_deletes_the_evidence_retention_delete_names(repo):
     assert lines[0] == f"REMOVED d {d['workspace']}"
     assert sorted(lines[1:5]) == sorted(f"REMOVED d {p}" for p in evidence)
     snapshot = next(line.split()[2] for line in lines if line.startswith("REMOVED - "))
+    store = Path(d["workspace"]).parent / f"objects-{d['base'][:12]}.git"
     assert lines[5:] == [f"REMOVED n {a['n']['workspace']}", f"REMOVED - {snapshot}",
-                         f"CLEAN run={run_id} removed=7 kept=0"]
+                         f"REMOVED - {store}", f"CLEAN run={run_id} removed=8 kept=0"]
+    assert not store.exists()
     assert not any(Path(p).exists() for p in [d["workspace"], *evidence])
     n = a["n"]
     assert Path(n["result_path"]).is_file() and Path(n["state_dir"]).is_dir()

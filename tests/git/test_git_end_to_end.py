@@ -48,7 +48,8 @@ def test_run_reconcile_integrate_clean(repo, tmp_path):
     r = prun("clean", cwd=repo)
     assert r.returncode == 0, r.stderr
     removed = [line for line in r.stdout.splitlines() if line.startswith("REMOVED")]
-    assert len(removed) == 2
+    assert len(removed) == 3    # the two clones, then the object store they borrowed from
+    assert os.path.basename(removed[-1].split(" ", 2)[2]).startswith("objects-")
     for line in removed:
         path = line.split(" ", 2)[2]
         assert path.startswith(str(tmp_path / "ws")) and not os.path.exists(path)
@@ -87,6 +88,6 @@ def test_pause_a_unit_of_a_live_run(repo, tmp_path):
         poll(lambda: ledger.run(run_id)["status"] != "running")
     r = prun("clean", run_id, cwd=repo)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.splitlines()[-1] == f"CLEAN run={run_id} removed=1 kept=0"
+    assert r.stdout.splitlines()[-1] == f"CLEAN run={run_id} removed=2 kept=0"  # and its store
     assert not os.path.exists(a["workspace"])
     assert not os.path.exists(a["workspace"] + ".quarantined")

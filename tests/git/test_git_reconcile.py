@@ -168,6 +168,8 @@ def test_a_dotted_name_that_is_a_folder_in_the_repository_is_the_folder(repo, tm
 
 
 def test_binary_files_renames_deletions_and_untracked_files(unit):
+    """Untracked files count as added (whether the worker staged them is not asked: its index
+    is never read)."""
     u, clone = unit("p1", owns=("src/app/**", "assets/**", "docs/**"))
     root = clone_path(clone)
     (root / "assets" / "logo.bin").write_bytes(bytes(range(255, -1, -1)) * 4)
@@ -182,7 +184,7 @@ def test_binary_files_renames_deletions_and_untracked_files(unit):
     assert files["src/app/helpers.py"].status == "renamed"
     assert files["src/app/helpers.py"].old_path == "src/app/util.py"
     assert files["docs/guide.md"].status == "deleted"
-    assert files["src/app/fresh.py"].untracked and files["src/app/fresh.py"].added == 1
+    assert files["src/app/fresh.py"].status == "added" and files["src/app/fresh.py"].added == 1
     assert gout(clone, "status", "--porcelain").count("??") == 3  # the clone's index untouched
 
 

@@ -3,8 +3,9 @@
 Every git call in workspaces, reconciliation and integration goes through ``git()``, so the
 environment rules live here once: inherited ``GIT_DIR``/``GIT_WORK_TREE``/``GIT_INDEX_FILE``
 (set when prun runs inside a git hook) never leak in, git never prompts, and its messages are
-in the C locale so they can be parsed. A failure becomes ``GitError`` carrying the argv, the
-exit code and stderr.
+in the C locale so they can be parsed. ``isolated=True`` (a read of a unit's clone,
+``prun.git.untrusted``) goes further: no inherited ``GIT_*`` variable at all, only the caller's.
+A failure becomes ``GitError`` carrying the argv, the exit code and stderr.
 """
 
 from __future__ import annotations
@@ -26,10 +27,13 @@ _SCRUB = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
           "GIT_CONFIG_COUNT")
 
 
-def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def git_env(extra: Mapping[str, str] | None = None, *,
+            isolated: bool = False) -> dict[str, str]:
+    """The environment git runs in: the process's, less what would point git elsewhere (with
+    ``isolated``, less every ``GIT_*`` variable), plus ``extra``."""
     env = {k: v for k, v in os.environ.items()
            if k not in _SCRUB and not k.startswith("GIT_CONFIG_KEY_")
-           and not k.startswith("GIT_CONFIG_VALUE_")}
+           and not k.startswith("GIT_CONFIG_VALUE_") and not (isolated and k.startswith("GIT_"))}
     env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANGUAGE": "C",
                 "GIT_OPTIONAL_LOCKS": "0"})
     if extra:
@@ -40,18 +44,21 @@ def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 @overload
 def git(args: Sequence[str], cwd: str | os.PathLike[str] | None = None, *, check: bool = True,
         env: Mapping[str, str] | None = None, input: bytes | None = None,
-        text: Literal[True] = True, timeout: float = GIT_TIMEOUT_S) -> Ran[str]: ...
+        text: Literal[True] = True, timeout: float = GIT_TIMEOUT_S,
+        isolated: bool = False) -> Ran[str]: ...
 
 
 @overload
 def git(args: Sequence[str], cwd: str | os.PathLike[str] | None = None, *, check: bool = True,
         env: Mapping[str, str] | None = None, input: bytes | None = None,
-        text: Literal[False], timeout: float = GIT_TIMEOUT_S) -> Ran[bytes]: ...
+        text: Literal[False], timeout: float = GIT_TIMEOUT_S,
+        isolated: bool = False) -> Ran[bytes]: ...
 
 
 def git(args: Sequence[str], cwd: str | os.PathLike[str] | None = None, *, check: bool = True,
         env: Mapping[str, str] | None = None, input: bytes | None = None,
-        text: bool = True, timeout: float = GIT_TIMEOUT_S) -> Ran[str] | Ran[bytes]:
+        text: bool = True, timeout: float = GIT_TIMEOUT_S,
+        isolated: bool = False) -> Ran[str] | Ran[bytes]:
     """Run ``git -C cwd args...`` (bounded: ``process.run``); stdout and stderr captured.
     Raises ``GitError`` when ``check`` and git exits non-zero."""
     from .bounded import run
@@ -61,7 +68,7 @@ def git(args: Sequence[str], cwd: str | os.PathLike[str] | None = None, *, check
         argv += ["-C", os.fspath(cwd)]
     argv += list(args)
     try:
-        done = run(argv, input=input, env=git_env(env), timeout=timeout)
+        done = run(argv, input=input, env=git_env(env, isolated=isolated), timeout=timeout)
     except FileNotFoundError:
         raise PrunError("git not found on PATH", hint="install git") from None
     if done.timed_out:

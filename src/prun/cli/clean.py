@@ -145,7 +145,7 @@ def _delete(path: str) -> None:
 def sweep(view: RunView, *, dry_run: bool, now: float) -> list[Swept]:
     """Remove (unless ``dry_run``) what each packet's retention lets go; one row per path:
     ``(word, packet, path, reason, until)``."""
-    from ..git.workspace import marker, remove
+    from ..git.workspace import made_by_prun, remove
     from ..plan.boundary import DELETE
 
     finished = finished_at(view)
@@ -164,7 +164,7 @@ def sweep(view: RunView, *, dry_run: bool, now: float) -> list[Swept]:
                 if not path or path in seen or not os.path.lexists(path):
                     continue
                 seen.add(path)
-                if marker(path) is None or os.path.islink(path):
+                if not made_by_prun(path):
                     rows.append(("KEPT", pid, path, "not-a-workspace", None))
                 elif keep:
                     rows.append(("KEPT", pid, path, "retention", until_iso))
@@ -182,6 +182,7 @@ def sweep(view: RunView, *, dry_run: bool, now: float) -> list[Swept]:
                 _delete(path)
             rows.append(("REMOVED", pid, path, None, None))
     rows += _snapshots(view, rows, rules, finished, now, dry_run)
+    rows += _stores(view, rules, finished, now, dry_run)
     return rows
 
 
@@ -217,6 +218,27 @@ def _snapshots(view: RunView, rows: list[Swept], rules: Mapping[str, Retention],
             if not dry_run:
                 remove_snapshot(path)
             out.append(("REMOVED", "-", path, None, None))
+    return out
+
+
+def _stores(view: RunView, rules: Mapping[str, Retention], finished: float, now: float,
+            dry_run: bool) -> list[Swept]:
+    """The run's object stores (beside its clones, which borrow their objects from them):
+    kept while a code packet's retention keeps its workspace, else removed."""
+    from ..git.store import discard, stores_in
+
+    folders = {os.path.dirname(a["workspace"]) for attempts in view.attempts.values()
+               for a in attempts if a.get("workspace")}
+    kept = any(_keeps(rules[p.id], finished, now) for p in view.packets if p.writes_code)
+    out: list[Swept] = []
+    for folder in sorted(folders):
+        if os.path.basename(folder) != view.id:
+            continue
+        for path in stores_in(folder):
+            if not kept and not dry_run:
+                discard(path)
+            out.append(("KEPT", "-", path, "retention", None) if kept
+                       else ("REMOVED", "-", path, None, None))
     return out
 
 

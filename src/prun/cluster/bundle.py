@@ -1,8 +1,11 @@
 """The base as it travels to a worker: a ``git bundle`` of one commit, made once per base on
-the coordinator and unpacked once per base on each worker (``ensure_repo``), from which every
-unit's clone or snapshot is made; and the unit's change as it travels back: a binary diff
-against the tree it started from (``tree_of``, ``diff_since``), applied to the coordinator's
-clone (``apply``)."""
+the coordinator and unpacked once per base on each worker (``ensure_repo``, a bare repository
+that is also the object store every unit's clone of that base borrows from, under the
+worker's ``bases`` folder, read-only in every unit's sandbox), from which every unit's clone
+or snapshot is made; and the unit's change as it travels back: a binary diff against the tree
+it started from (``tree_of``, ``diff_since``, both reading the clone as
+``prun.git.untrusted`` does: nothing the unit wrote in its ``.git`` is read by git), applied
+to the coordinator's clone (``apply``, through a private ``GIT_DIR`` too)."""
 
 from __future__ import annotations
 
@@ -12,9 +15,11 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from .._util import gitcmd
 from ..errors import GitError, WorkspaceError
+from ..git import store
 
 BUNDLE_REF = "refs/heads/prun-base"
 _LOCKS: dict[str, threading.Lock] = {}
@@ -43,6 +48,8 @@ def ensure_repo(root: str, commit: str, bundle: bytes) -> str:
     the worker processes of a machine wait for the first; a half-made one is never found)."""
     path = os.path.join(root, "bases", commit)
     if os.path.isdir(path):
+        if not store.is_store(path):   # unpacked by an earlier prun: a store all the same
+            store.mark(path, commit)
         return path
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with _lock(path), _flocked(os.path.dirname(path)):   # threads, then worker processes
@@ -57,6 +64,9 @@ def ensure_repo(root: str, commit: str, bundle: bytes) -> str:
             repo = os.path.join(making, "repo")
             gitcmd.git(["clone", "--quiet", "--bare", file, repo])
             gitcmd.rev(repo, commit)   # the bundle holds the commit asked for
+            with contextlib.suppress(GitError):
+                gitcmd.git(["remote", "remove", "origin"], repo)
+            store.mark(repo, commit)   # every unit's clone of this base borrows from it
             os.unlink(file)
             os.rename(repo, path)
         except GitError as e:
@@ -87,42 +97,89 @@ def _lock(path: str) -> threading.Lock:
 
 def apply_start(clone: str, patch: bytes) -> None:
     """Put the coordinator's clone's uncommitted start (a follow-up's earlier changes) into
-    the worker's clone."""
-    if patch:
-        gitcmd.git(["apply", "--binary", "--whitespace=nowarn", "-"], clone, input=patch,
-                   text=False)
+    the worker's clone (through a private ``GIT_DIR``: what the patch holds selects no
+    driver)."""
+    why = apply(clone, patch)
+    if why is not None:
+        raise WorkspaceError(f"the start of this attempt does not apply to {clone}: {why}",
+                             hint="the coordinator's clone and the base disagree")
 
 
-def tree_of(clone: str) -> str:
+@dataclass(frozen=True)
+class Start:
+    """What a worker's clone held when its unit started: its tree, whose objects are kept in
+    the clone's store (``objects``) until ``diff_since`` has read them."""
+
+    clone: str
+    store: str
+    tree: str
+    objects: str
+
+
+def tree_of(clone: str, store_dir: str, base: str) -> Start:
     """The tree of everything in the clone's work tree now (untracked files included), written
-    through a private index: the clone's own index is not touched."""
-    from ..git.changes import private_index
+    through a private ``GIT_DIR`` and index: nothing of the clone is touched."""
+    from ..git.clonefiles import BrokenClone
+    from ..git.untrusted import reading
 
-    git_dir = gitcmd.out(["rev-parse", "--absolute-git-dir"], clone)
-    with private_index(git_dir) as env:
-        gitcmd.git(["add", "-A", "--ignore-errors", "--", "."], clone, env=env, check=False)
-        return gitcmd.out(["write-tree"], clone, env=env)
+    objects = os.path.join(store_dir, store.OWN, "starts", os.path.basename(
+        tempfile.mkdtemp(prefix="start-", dir=_starts(store_dir))))
+    try:
+        with reading(clone, base, store=store_dir, objects=objects) as r:
+            r.stage(keep_links=True)
+            tree = r.git(["write-tree"]).stdout.strip()
+    except BrokenClone as e:
+        shutil.rmtree(objects, ignore_errors=True)
+        raise WorkspaceError(f"could not read the fresh clone {clone}: {e.why}",
+                             hint="check the plan's setup command") from None
+    return Start(clone, store_dir, tree, objects)
 
 
-def diff_since(clone: str, tree: str) -> bytes:
-    """The clone's change since ``tree`` as a binary patch (``git apply`` applies it)."""
-    from ..git.changes import private_index
+def _starts(store_dir: str) -> str:
+    folder = os.path.join(store_dir, store.OWN, "starts")
+    os.makedirs(folder, exist_ok=True)
+    return folder
 
-    git_dir = gitcmd.out(["rev-parse", "--absolute-git-dir"], clone)
-    with private_index(git_dir) as env:
-        gitcmd.git(["add", "-A", "--ignore-errors", "--", "."], clone, env=env, check=False)
-        proc = gitcmd.git(["diff", "--cached", "--binary", "--full-index", "--no-ext-diff",
-                           "--no-color", tree], clone, env=env, text=False)
-    out: bytes = proc.stdout
-    return out
+
+def diff_since(start: Start) -> bytes:
+    """The clone's change since ``start`` as a binary patch (``git apply`` applies it), read
+    like a unit's change: what the tree holds that must never be read (special files, nested
+    repositories, files too large or sparse) is left out, links are kept (a link is data; the
+    coordinator's reconcile judges where it points). Empty when the clone cannot be read."""
+    from ..git.clonefiles import BrokenClone
+    from ..git.untrusted import reading
+
+    try:
+        with reading(start.clone, start.tree, store=start.store,
+                     borrow=[start.objects]) as r:
+            r.stage(keep_links=True)
+            if not r.complete:
+                return b""
+            proc = r.git(["diff", "--cached", "--binary", "--full-index", "--no-ext-diff",
+                          "--no-textconv", "--no-color", start.tree], text=False)
+            out: bytes = proc.stdout
+            return out
+    except BrokenClone:
+        return b""
+    finally:
+        shutil.rmtree(start.objects, ignore_errors=True)
 
 
 def apply(clone: str, patch: bytes) -> str | None:
-    """Apply a unit's patch to the coordinator's clone; None, or why it did not apply."""
+    """Apply a unit's patch to a clone's work tree through a private ``GIT_DIR`` (nothing in
+    the clone's ``.git`` is read; no index, no objects: a binary patch carries its content);
+    None, or why it did not apply."""
     if not patch:
         return None
-    proc = gitcmd.git(["apply", "--binary", "--whitespace=nowarn", "-"], clone, input=patch,
-                      text=False, check=False)
+    from ..git.clonefiles import BrokenClone
+    from ..git.untrusted import reading
+
+    try:
+        with reading(clone, None, walk=False) as r:
+            proc = r.git(["apply", "--binary", "--whitespace=nowarn", "-"], input=patch,
+                         text=False, check=False)
+    except BrokenClone as e:
+        return e.why
     if proc.returncode == 0:
         return None
     err = proc.stderr.strip()

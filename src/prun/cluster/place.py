@@ -7,9 +7,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .bundle import Start
+
 
 def place(spec: dict[str, Any], bundle: bytes | None, root: str, unit_dir: str,
-          env: dict[str, str]) -> tuple[str, str | None, str | None]:
+          env: dict[str, str]) -> tuple[str, str | None, Start | None]:
     """The unit's workspace on this worker: (its path, its read-only snapshot, the tree its
     diff is taken against). A code unit gets a clone at the base (with the coordinator's
     clone's uncommitted start, then the plan's setup); a read-only unit a scratch dir and
@@ -29,15 +33,23 @@ def place(spec: dict[str, Any], bundle: bytes | None, root: str, unit_dir: str,
         path = ws.make_clone(repo, base, os.path.join(unit_dir, "work"))
         apply_start(path, spec.get("start_patch") or b"")
         if spec.get("setup"):
-            ws.run_setup(path, spec["setup"], env)
-        return path, None, tree_of(path)
+            ws.run_setup(path, spec["setup"], env, base=base, **_setup_sandbox(spec, root))
+        return path, None, tree_of(path, repo, base)
     path = ws.make_scratch(unit_dir, "work", parent_checked=_outside_git(root))
     if spec.get("setup"):
-        ws.run_setup(path, spec["setup"], env)
+        ws.run_setup(path, spec["setup"], env, **_setup_sandbox(spec, root))
     snapshot = None
     if repo is not None and base and spec.get("snapshot"):
         snapshot = ensure_snapshot(os.path.join(root, "snapshots"), repo, base).path
     return path, snapshot, None
+
+
+def _setup_sandbox(spec: dict[str, Any], root: str) -> dict[str, Any]:
+    """The setup command runs in the sandbox where the unit will (the bases read-only)."""
+    from ..git.commands import sandboxed
+
+    return {"sandbox": sandboxed(spec.get("sandbox")),
+            "read_only": [os.path.join(root, "bases")]}
 
 
 _CHECKED: set[str] = set()

@@ -28,6 +28,10 @@ from . import claim as claims
 from .place import place
 from .running import LOCK, RUNNING, Running
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .bundle import Start
+
 PUSH_S = 0.1                # the tail's growth is pushed this often while the unit runs
 CHUNK_BYTES = 256 * 1024    # at most this much of the tail in one event
 STDERR_BYTES = 64 * 1024    # the end of stderr that comes back
@@ -169,7 +173,7 @@ def _take_ports(ports: WorkerPorts, aid: str, entry: Running) -> Any:
 
 
 def _dispatch(spec: dict[str, Any], root: str, unit_dir: str, ws: str, snapshot: str | None,
-              start: str | None, held: dict[str, str], entry: Running, worker: Any,
+              start: Start | None, held: dict[str, str], entry: Running, worker: Any,
               out: dict[str, Any], claim: Future[claims.Refusal | None]) -> None:
     """The unit through the dispatcher's ``Dispatch``, once the claim says it may run."""
     from ..attempt import statedir
@@ -361,10 +365,10 @@ def _read_end(path: str, limit: int) -> bytes:
         return b""
 
 
-def _diff(ws: str, start: str) -> bytes:
+def _diff(ws: str, start: Start) -> bytes:
     from .bundle import diff_since
 
-    return diff_since(ws, start)
+    return diff_since(start)
 
 
 def carry(data: bytes) -> bytes:

@@ -1,27 +1,30 @@
-"""A throwaway clone's change against its declared base, read without touching the clone.
+"""A throwaway clone's change against its declared base, read without trusting the clone.
 
 The change is everything in the clone's working tree that differs from the base commit:
 modified, added (untracked files included, ignored ones not), deleted, renamed and binary files,
-whether or not the worker staged or committed them. It is read through a private copy of the
-clone's index (``GIT_INDEX_FILE``) so neither the worker's index nor its files change.
-Commits the worker made despite the rule are listed too (``base..HEAD``).
+whether or not the worker staged or committed them. It is read through ``prun.git.untrusted``:
+a private ``GIT_DIR`` and a private index made for the read, after a bounded walk of the tree
+(``prun.git.scan``) left out what must never be read (special files, nested repositories,
+files too large or sparse, links outside the tree); each is a finding on the change. Neither
+the worker's index nor its files change, and nothing the unit wrote in its ``.git`` (config,
+hooks, attributes, index) is read by git. Commits the worker made despite the rule are listed
+too (``base..HEAD``, its ``HEAD`` read by prun as a bounded file).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._util import gitcmd
 from ..errors import GitError
+from .clonefiles import BrokenClone, read_head
+from .scan import Finding
+from .untrusted import Reader, reading
 
 STATUS_NAMES = {"M": "modified", "A": "added", "D": "deleted", "R": "renamed", "C": "copied",
                 "T": "type-changed", "U": "unmerged"}
+LINK_MODE = "120000"
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,7 @@ class FileChange:
     binary: bool = False
     added: int | None = None        # lines (None for binary files)
     deleted: int | None = None
-    untracked: bool = False         # an added file the worker never staged
+    link_target: str | None = None  # the path is a symbolic link after the change: its target
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -51,6 +54,8 @@ class Change:
     commits: tuple[str, ...] = ()   # commits the worker made on top of the base
     head_moved: bool = False        # HEAD is neither the base nor a descendant of it
     patch: bytes | None = field(default=None, repr=False)
+    findings: tuple[Finding, ...] = ()  # what was left out of it, or why it was not read
+    complete: bool = True           # False: the tree was not read (see ``findings``)
 
     @property
     def empty(self) -> bool:
@@ -61,95 +66,72 @@ class Change:
         """Every path the change touches (both sides of a rename), sorted."""
         return sorted({p for f in self.files for p in f.paths})
 
+    @property
+    def links(self) -> dict[str, str]:
+        """The symbolic links the change adds or changes: path -> target."""
+        return {f.path: f.link_target for f in self.files
+                if f.link_target is not None and f.status != "deleted"}
+
     def as_dict(self) -> dict[str, Any]:
         return {"clone": self.clone, "base": self.base, "head": self.head,
                 "files": [f.as_dict() for f in self.files], "commits": list(self.commits),
-                "head_moved": self.head_moved}
+                "head_moved": self.head_moved, "complete": self.complete,
+                "findings": [f.as_dict() for f in self.findings]}
 
 
-@contextmanager
-def private_index(git_dir: str) -> Iterator[dict[str, str]]:
-    """An environment whose ``GIT_INDEX_FILE`` is a throwaway copy of the clone's index."""
-    fd, path = tempfile.mkstemp(prefix="prun-index-", dir=git_dir)
-    os.close(fd)
-    try:
-        src = os.path.join(git_dir, "index")
-        if os.path.exists(src):
-            # copy2 keeps the index's mtime, which git's racy-clean check compares file times
-            # with: a fresh mtime would make git trust stale stat data and miss a same-size
-            # edit made in the same second as the checkout.
-            shutil.copy2(src, path)
-        else:
-            os.unlink(path)
-        yield {"GIT_INDEX_FILE": path}
-    finally:
-        for p in (path, path + ".lock"):
-            try:
-                os.unlink(p)
-            except FileNotFoundError:
-                pass
+_DIFF = ("diff", "--cached", "-M", "--no-ext-diff", "--no-textconv", "--no-color",
+         "--ignore-submodules=none")
 
 
-def read_change(clone: str | os.PathLike[str], base: str, *, with_patch: bool = False) -> Change:
-    """The clone's change against ``base`` (a commit id or any revision the clone knows)."""
-    clone = os.fspath(clone)
+def read_change(clone: str | os.PathLike[str], base: str, *, with_patch: bool = False,
+                store: str | None = None) -> Change:
+    """The clone's change against ``base`` (a full commit id; ``HEAD`` means the commit the
+    clone's own HEAD names). A clone prun cannot read comes back with no files,
+    ``complete=False`` and a ``broken-clone`` finding saying why, never an exception; a clone
+    that is not there (any more) is a ``GitError``."""
+    clone = os.path.abspath(os.fspath(clone))
     if not base or base.startswith("-"):
         raise GitError(["rev-parse", base], 128, f"bad revision {base!r}")
-    proc = gitcmd.git(["rev-parse", "--absolute-git-dir", "HEAD", f"{base}^{{commit}}"], clone,
-                      check=False)
-    lines = proc.stdout.split("\n")
-    if proc.returncode != 0 or len(lines) < 3:
-        gitcmd.rev(clone, base)                      # raises the precise error
-        raise GitError(["rev-parse", "HEAD"], proc.returncode, proc.stderr)
-    git_dir, head, base = lines[0], lines[1], lines[2]
-    commits: tuple[str, ...] = ()
-    head_moved = False
-    if head != base:
-        commits = tuple(gitcmd.out(["rev-list", "--reverse", f"{base}..{head}"], clone).split())
-        is_descendant = gitcmd.git(["merge-base", "--is-ancestor", base, head], clone,
-                                   check=False).returncode == 0
-        head_moved = not is_descendant
-    diff = ["diff", "--cached", "-M", "-z", "--no-ext-diff", "--no-color"]
-    with private_index(git_dir) as env:
-        staged = set(gitcmd.git([*diff, "--name-only", "--diff-filter=A", base], clone,
-                                env=env).stdout.split("\0"))
-        gitcmd.git(["add", "-A", "--ignore-errors", "--", "."], clone, env=env, check=False)
-        listing = gitcmd.git([*diff, "--raw", "--numstat", base], clone, env=env).stdout
-        patch = None
-        if with_patch:
-            patch = gitcmd.git(["diff", "--cached", "-M", "--no-ext-diff", "--no-color",
-                                "--binary", "--full-index", base], clone, env=env,
-                               text=False).stdout
+    try:
+        head = read_head(clone)
+        if base == "HEAD":
+            base = head
+        with reading(clone, base, store=store) as r:
+            return _read(r, head, with_patch)
+    except BrokenClone as e:
+        if not os.path.lexists(clone):   # gone (moved aside meanwhile): not a broken clone
+            raise GitError(["read", clone], 128, "no clone there any more") from None
+        return Change(clone, base, "", findings=(e.finding(),), complete=False)
+
+
+def _read(r: Reader, head: str, with_patch: bool) -> Change:
+    r.stage()
+    if not r.complete:
+        return Change(r.clone, r.base, head, findings=tuple(r.findings), complete=False)
+    listing = r.git([*_DIFF, "-z", "--raw", "--numstat", r.base]).stdout
+    patch = None
+    if with_patch:
+        patch = r.git([*_DIFF, "--binary", "--full-index", r.base], text=False).stdout
+    links = r.scan.links if r.scan else {}
     raw, counts = _parse_raw_numstat(listing)
     files = []
-    for code, old, new in raw:
+    for code, old, new, mode in raw:
         kind = STATUS_NAMES.get(code[0], "modified")
         path = new or old
         added, deleted = counts.get(path, (None, None))
         files.append(FileChange(path=path, status=kind,
                                 old_path=old if kind in ("renamed", "copied") else None,
                                 binary=path in counts and added is None, added=added,
-                                deleted=deleted, untracked=kind == "added" and path not in staged))
+                                deleted=deleted,
+                                link_target=links.get(path) if mode == LINK_MODE else None))
     files.sort(key=lambda f: f.path)
-    return Change(clone, base, head, tuple(files), commits, head_moved, patch)
-
-
-def file_diffs(clone: str | os.PathLike[str], base: str, files: Iterable[FileChange], *,
-               limit: int = 200_000) -> dict[str, str]:
-    """Each file's text diff against ``base`` (what ``git diff`` shows a person: a binary file
-    is named, not shown), by its path, at most ``limit`` bytes each (read like
-    ``read_change``, through a private index, so the clone is not touched)."""
-    clone = os.fspath(clone)
-    git_dir = gitcmd.out(["rev-parse", "--absolute-git-dir"], clone)
-    out: dict[str, str] = {}
-    with private_index(git_dir) as env:
-        gitcmd.git(["add", "-A", "--ignore-errors", "--", "."], clone, env=env, check=False)
-        for f in files:
-            proc = gitcmd.git(["diff", "--cached", "-M", "--no-ext-diff", "--no-color", base,
-                               "--", *f.paths], clone, env=env, text=False, check=False)
-            text = proc.stdout[:limit].decode("utf-8", "replace")
-            out[f.path] = text + ("\n[diff cut]\n" if len(proc.stdout) > limit else "")
-    return out
+    try:
+        commits, moved = r.commits(head)
+    except BrokenClone as e:   # its commits cannot be listed: the change itself still counts
+        commits, moved = (), False
+        r.findings.append(e.finding())
+    return Change(r.clone, r.base, head, tuple(files), commits, moved, patch,
+                  tuple(r.findings))
 
 
 def patch_of(clone: str | os.PathLike[str], base: str) -> bytes:
@@ -157,13 +139,13 @@ def patch_of(clone: str | os.PathLike[str], base: str) -> bytes:
     return read_change(clone, base, with_patch=True).patch or b""
 
 
-_RawEntry = tuple[str, str, str | None]               # status code, path, new path or None
+_RawEntry = tuple[str, str, str | None, str]   # status code, path, new path or None, new mode
 _LineCounts = dict[str, tuple[int | None, int | None]]  # path -> lines added, deleted
 
 
 def _parse_raw_numstat(text: str) -> tuple[list[_RawEntry], _LineCounts]:
-    """``git diff --raw --numstat -z`` output: [(status, path, new path or None)] and
-    {path: (added, deleted)}, (None, None) for a binary file."""
+    """``git diff --raw --numstat -z`` output: [(status, path, new path or None, new mode)]
+    and {path: (added, deleted)}, (None, None) for a binary file."""
     parts = text.split("\0")
     raw: list[_RawEntry] = []
     counts: _LineCounts = {}
@@ -171,12 +153,13 @@ def _parse_raw_numstat(text: str) -> tuple[list[_RawEntry], _LineCounts]:
     while i < len(parts) and parts[i]:
         token = parts[i]
         if token.startswith(":"):
-            code = token.rsplit(" ", 1)[-1]
+            fields = token[1:].split(" ")
+            code, mode = fields[-1], fields[1]
             if code[0] in "RC":
-                raw.append((code, parts[i + 1], parts[i + 2]))
+                raw.append((code, parts[i + 1], parts[i + 2], mode))
                 i += 3
             else:
-                raw.append((code, parts[i + 1], None))
+                raw.append((code, parts[i + 1], None, mode))
                 i += 2
             continue
         added, deleted, path = token.split("\t", 2)

@@ -10,10 +10,8 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .._util import gitcmd
 from ..errors import SetupFailed
 
-SETUP_LOG = "prun-setup.log"                 # inside the clone's .git folder
 SETUP_TIMEOUT_DEFAULT = 600.0
 
 
@@ -34,35 +32,66 @@ class SetupResult:
         return f"SETUP {'ok' if self.ok else 'failed'} {state} took={self.duration_s:.1f}s"
 
 
+def setup_log(workspace: str | os.PathLike[str]) -> str:
+    """Where the setup command's output goes: ``<workspace>.setup.log``, beside the workspace
+    (out of its reach: the run's folder of workspaces is read-only in the sandbox)."""
+    return os.path.abspath(os.fspath(workspace)).rstrip(os.sep) + ".setup.log"
+
+
+def sandboxed(setting: str | None) -> bool:
+    """Whether a workspace's setup runs in the sandbox: wherever its units would (the
+    packet's resolved setting, ``auto`` or ``on``, and a sandbox can be made here)."""
+    from ..attempt.sandbox import unavailable
+
+    return (setting or "auto") != "off" and unavailable() is None
+
+
 def run_setup(workspace: str | os.PathLike[str], command: str | Sequence[str],
               env: Mapping[str, str] | None = None, timeout: float | None = None, *,
-              log_path: str | os.PathLike[str] | None = None, check: bool = True) -> SetupResult:
+              log_path: str | os.PathLike[str] | None = None, check: bool = True,
+              sandbox: bool = False, read_only: Sequence[str] = (),
+              base: str | None = None) -> SetupResult:
     """Run the plan's ``setup`` command in ``workspace`` before its unit starts.
 
     A string runs through ``/bin/sh -c`` (it is the plan author's shell line); a list runs as
     argv. It gets its own process group, stdin closed, and ``timeout`` seconds (default 600);
-    past that its whole group is ended. Output goes to ``log_path`` (default: the clone's
-    ``.git/prun-setup.log``, else a file beside the workspace). In a clone, untracked files it
-    made are added to ``.git/info/exclude`` so they never count as the unit's change.
+    past that its whole group is ended. With ``sandbox`` it runs in the sandbox its units run
+    in (``prun.attempt.sandbox.wrap``): the workspace writable, ``read_only`` read-only, so
+    nothing in a workspace (a predecessor's change, a follow-up's earlier work) runs on the
+    host. Output goes to ``log_path`` (default: ``setup_log``). In a clone (at ``base``,
+    default the one its marker recorded when prun made it), untracked files it made are
+    added to ``.git/info/exclude`` so they never count as the unit's change.
     Raises ``SetupFailed`` on failure when ``check``.
     """
     workspace = os.path.abspath(os.fspath(workspace))
     git_dir = os.path.join(workspace, ".git")
-    is_clone = os.path.isdir(git_dir)
+    is_clone = os.path.isdir(git_dir) and not os.path.islink(git_dir)
     if log_path is None:
-        log_path = (os.path.join(git_dir, SETUP_LOG) if is_clone
-                    else workspace.rstrip(os.sep) + ".setup.log")
-    before = _untracked(workspace) if is_clone else set()
-    ran = run_bounded(command, workspace, env,
+        log_path = setup_log(workspace)
+    if is_clone and base is None:
+        from .workspace import clone_base
+
+        base = clone_base(workspace)   # prun's own, read before the setup runs
+    before = _untracked(workspace, base) if is_clone and base else set()
+    wrapped = None
+    if sandbox:
+        from ..attempt.sandbox import wrap
+
+        wrapped = wrap(shell_argv(command), writable=[workspace], read_only=list(read_only))
+    ran = run_bounded(wrapped or command, workspace, env,
                       SETUP_TIMEOUT_DEFAULT if timeout is None else timeout, log_path)
     excluded: tuple[str, ...] = ()
-    if ran.ok and is_clone:
-        excluded = tuple(sorted(_untracked(workspace) - before))
+    if ran.ok and is_clone and base:
+        excluded = tuple(sorted(_untracked(workspace, base) - before))
         if excluded:
-            os.makedirs(os.path.join(git_dir, "info"), exist_ok=True)
-            with open(os.path.join(git_dir, "info", "exclude"), "a", encoding="utf-8") as f:
-                f.write("# made by the plan's setup command (prun)\n")
-                f.writelines("/" + _escape_glob(p) + "\n" for p in excluded)
+            from .clonefiles import NotRegular, append_inside
+
+            try:
+                append_inside(git_dir, "info/exclude",
+                              "# made by the plan's setup command (prun)\n"
+                              + "".join("/" + _escape_glob(p) + "\n" for p in excluded))
+            except NotRegular:   # the setup made it something else: nothing is left out
+                excluded = ()
     result = SetupResult(ran.ok, ran.exit_code, ran.timed_out, ran.duration_s, ran.log,
                          ran.tail, excluded)
     if check and not ran.ok:
@@ -121,11 +150,26 @@ def run_bounded(command: str | Sequence[str], cwd: str, env: Mapping[str, str] |
                tail)
 
 
-def _untracked(clone: str) -> set[str]:
-    listing = gitcmd.git(["ls-files", "-z", "--others", "--exclude-standard", "--directory"],
-                         clone).stdout
-    return {p.rstrip("/") for p in listing.split("\0") if p}
+def _untracked(clone: str, base: str) -> set[str]:
+    """The untracked paths in the clone (ignored ones aside; a nested repository counts as
+    one), read like a unit's change (``prun.git.untrusted``)."""
+    from .clonefiles import BrokenClone
+    from .untrusted import reading
+
+    try:
+        with reading(clone, base) as r:
+            nested = {f.path for f in r.findings if f.code == "nested-repository" and f.path}
+            r.exclude_folders()
+            if not r.complete:
+                return set()
+            listing = r.git(["ls-files", "-z", "--others", "--exclude-standard",
+                             "--directory", "--no-empty-directory"]).stdout
+    except BrokenClone:
+        return set()
+    return {p.rstrip("/") for p in listing.split("\0") if p} | nested
 
 
 def _escape_glob(path: str) -> str:
-    return "".join("\\" + c if c in "*?[]\\!#" else c for c in path)
+    from .untrusted import pattern
+
+    return pattern(path)

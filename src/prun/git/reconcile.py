@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._util.fsutil import atomic_write, read_json, read_text, tail_bytes
+from ..errors import GitError
 from .changes import Change, read_change
 from .scope import plan_scope, scope_reasons
 from .sections import section_reasons, sections
@@ -226,25 +227,29 @@ def _is_fallback(text: str) -> bool:
 def _change_reasons(unit: UnitInput, status: str | None, with_patch: bool,
                     found: _Findings) -> Change | None:
     """A code unit's change, read from its clone, and what is wrong with it: no clone or no
-    base, commits the worker made, a moved HEAD, paths outside its scope, nothing changed."""
+    base, what its tree holds that is never read (special files, links outside it, ...), a
+    clone prun cannot read, commits the worker made, a moved HEAD, paths outside its scope,
+    nothing changed. The base is the caller's (the ledger's), never the clone's marker."""
     workspace = unit.workspace
     if not workspace or not os.path.isdir(os.path.join(workspace, ".git")):
         if status in SUCCESS:
             found.rejected.append(Reason("no-workspace", {"path": workspace or "none"}))
         return None
-    from .workspace import clone_base
-
-    base = unit.base or clone_base(workspace)
-    if not base:
+    if not unit.base:
         found.rejected.append(Reason("no-base", {"path": workspace}))
         return None
-    change = read_change(workspace, base, with_patch=with_patch)
+    try:
+        change = read_change(workspace, unit.base, with_patch=with_patch)
+    except GitError:   # moved aside or removed since it was found
+        found.rejected.append(Reason("no-workspace", {"path": workspace}))
+        return None
+    found.rejected += [Reason(f.code, f.facts()) for f in change.findings]
     found.rejected += [Reason("worker-committed", {"commit": c[:12]}) for c in change.commits]
     if change.head_moved:
         found.rejected.append(Reason("head-moved", {"head": change.head[:12]}))
     found.rejected += scope_reasons(unit.packet, change.paths, may_write=unit.may_write,
                                     shared=unit.shared)
-    if change.empty and status in SUCCESS:
+    if change.empty and change.complete and status in SUCCESS:
         found.review.append(Reason("hollow-empty-diff"))
     return change
 

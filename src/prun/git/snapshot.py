@@ -8,7 +8,9 @@ and processes alike.
 
 Made once, under an exclusive ``flock`` on ``parent`` (the others wait for it whole):
 
-1. ``git clone --local --no-checkout`` into ``<name>.making``, then the base checked out
+1. ``git clone --no-checkout`` into ``<name>.making`` (a local clone: object files
+   hard-linked from the repository on the same file system, copied on another one; no
+   ``--local``, with which git fails there with EXDEV), then the base checked out
    detached by one worker per core, as ``workspace.make_clone`` does, with
    ``core.trustctime=false`` (step 4 moves every file's ctime; without it each ``git status``
    would read every file again, unable to record what it learnt in the read-only index);
@@ -111,8 +113,9 @@ def snapshot_changes(path: str) -> list[str]:
     caught. Not compared: ``.git/index`` (a plain ``git status`` run as root may rewrite it)
     and the times and size of the ``.git`` folder that rewrite renames it into; the times of
     object files, which the local clone hard-linked from the source (any later clone of the
-    source links them again, which moves their ctime; git freshens an object's mtime when a
-    clone sharing it writes that object again), so an object is compared by size; a
+    source, the run's object store among them, links them again, which moves their ctime; git
+    freshens an object's mtime when a repository sharing it writes that object again), so an
+    object is compared by size; a
     folder's times when an entry in it was added or removed (that entry is the change). Each
     item is ``<path> <what>``: ``added``, ``removed``, ``modified``, ``mode 444->644`` or
     ``type file->dir``; at most ``CHANGES_SHOWN`` of them (objects last), then ``+<n> more``.
@@ -155,7 +158,7 @@ def _make(repo_root: str, base: str, path: str) -> dict[str, os.stat_result]:
         raise WorkspaceError(f"base {base[:12]} is not a commit in {repo_root}",
                              hint="give the run's frozen base commit")
     try:
-        gitcmd.git(["clone", "--quiet", "--local", "--no-checkout", "-c", "core.longpaths=true",
+        gitcmd.git(["clone", "--quiet", "--no-checkout", "-c", "core.longpaths=true",
                     "-c", "core.trustctime=false", repo_root, making])
         gitcmd.git(["-c", "checkout.workers=0", "checkout", "--quiet", "--detach", base], making)
         gitcmd.git(["remote", "remove", "origin"], making)
@@ -280,11 +283,11 @@ def _entry(rel: str, st: os.stat_result) -> _Entry:
     if rel == ".git":
         return [rel, kind, mode, None, None, None]
     # A hard link made or dropped elsewhere moves a file's ctime without changing it: git's
-    # objects are linked by every local clone and repack of the source, so their ctime is
-    # never compared. Nor is an object's mtime: git "freshens" an object it is asked to write
-    # again (utime on the existing file), and a code unit's clone shares the inode, so a
-    # unit that copies or renames a file moves the snapshot's object's mtime. An object is
-    # named by its content's hash: a rewrite shows in its size, or to git itself.
+    # objects are linked by every local clone and repack of the source (the run's object
+    # store too), so their ctime is never compared. Nor is an object's mtime: git
+    # "freshens" an object it is asked to write again (utime on the existing file), and the
+    # repository shares the inode. An object is named by its content's hash: a rewrite shows
+    # in its size, or to git itself.
     if kind == "file" and rel.startswith(_OBJECTS):
         return [rel, kind, mode, st.st_size, None, None]
     shared = kind == "file" and st.st_nlink > 1

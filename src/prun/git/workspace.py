@@ -1,19 +1,24 @@
 """Workspaces: where a unit works, made so that its mistakes stay out of the real repository.
 
 * ``make_scratch``: a fresh, empty directory outside any git work tree (read-only units).
-* ``make_clone``: a throwaway clone for a code-writing unit: ``git clone --local -c
-  core.longpaths=true``, the base commit checked out detached, ``origin`` removed and no push
-  URL left in its config, ``protocol.allow=never`` (no transport reaches anything, even with
-  ``--no-verify``), and ``core.hooksPath`` pointed at prun's hooks, which refuse commit, push,
-  rebase and branch or tag changes.
+* ``make_clone``: a throwaway clone for a code-writing unit: ``git clone --shared
+  --no-checkout`` from the run's object store (``prun.git.store``: the clone borrows its
+  objects through ``objects/info/alternates`` and shares no file with the repository, the
+  store or another clone), the base checked out detached, ``origin`` removed and no push URL
+  left in its config, ``protocol.allow=never`` (no transport reaches anything, even with
+  ``--no-verify``), and ``core.hooksPath`` pointed at prun's hooks, which refuse commit,
+  push, rebase and branch or tag changes. prun reads it back only through
+  ``prun.git.untrusted``.
 * ``snapshot_readonly``: a read-only copy of a directory a unit should only read
   (``make_readonly`` takes the write bits off a tree, ``drop_write`` off one entry).
 * ``run_setup``: the plan's ``setup`` command in a fresh workspace, bounded, in its own process
-  group; files it creates are excluded from the clone's diff (``prun.git.commands``, named here
-  too).
+  group, in the sandbox where the unit runs in one; files it creates are excluded from the
+  clone's diff (``prun.git.commands``, named here too).
 
 Every workspace carries a marker (``.git/prun-workspace.json`` in a clone,
-``.prun-workspace.json`` elsewhere); ``remove`` deletes only directories that carry one.
+``.prun-workspace.json`` elsewhere); ``remove`` deletes only directories that carry one. A
+clone's marker is in its unit's reach: it is a removal guard only, read as a bounded regular
+file, and never where a base is taken from.
 """
 
 from __future__ import annotations
@@ -28,9 +33,9 @@ from pathlib import Path
 from typing import TypedDict, cast
 
 from .._util import gitcmd
-from .._util.fsutil import atomic_write_json, read_json
+from .._util.fsutil import atomic_write_json
 from ..errors import GitError, SetupFailed, UsageError, WorkspaceError
-from .commands import SetupResult, run_setup
+from .commands import SetupResult, run_setup, setup_log
 
 MARKER = ".prun-workspace.json"
 CLONE_MARKER = "prun-workspace.json"        # inside the clone's .git folder
@@ -71,8 +76,21 @@ def _write_marker(path: str, kind: str, **info: str) -> None:
     atomic_write_json(path, {"kind": kind, "created": time.time(), **info}, durable=False)
 
 
+MARKER_MAX_BYTES = 64 * 1024
+
+
 def _read_marker(path: str) -> Marker | None:
-    info = read_json(path)
+    """A marker, read as a bounded regular file (a clone's is in reach of its unit: it may
+    be a link, a FIFO or huge by now, and is then no marker)."""
+    import json
+
+    from .clonefiles import NotRegular, read_inside
+
+    try:
+        data = read_inside(os.path.dirname(path), os.path.basename(path), MARKER_MAX_BYTES)
+        info = json.loads(data) if data else None
+    except (NotRegular, ValueError):
+        return None
     # a JSON object in a marker file prun wrote: its shape is a Marker's
     return cast(Marker, info) if isinstance(info, dict) else None
 
@@ -141,12 +159,21 @@ def _hooks_for(git_dir: str) -> str:
 _PUSH_KEYS = ("remote.", "url.", "branch.", "push.", "credential.")
 
 
-def make_clone(repo_root: str | os.PathLike[str], base: str, dest: str | os.PathLike[str]) -> str:
+def make_clone(repo_root: str | os.PathLike[str], base: str, dest: str | os.PathLike[str], *,
+               store: str | None = None, neutral: bool = False) -> str:
     """A throwaway clone of ``repo_root`` at ``dest`` with ``base`` checked out (detached),
     no remote, no push URL, no transport, and prun's refusing hooks. Returns its path.
 
-    ``dest`` must not exist yet (or be an empty folder) and must lie outside ``repo_root``.
+    Its objects are borrowed (``objects/info/alternates``) from ``store``, a store prun made
+    (``prun.git.store``); by default the store of ``base`` beside ``dest``, made when it is
+    missing (or ``repo_root`` itself when it is a store). The clone shares no file with the
+    repository, the store or another clone. ``dest`` must not exist yet (or be an empty
+    folder) and must lie outside ``repo_root``. ``neutral``: ``base`` holds what units wrote
+    (a dependent's start), so its checkout reads no configuration but the clone's own and
+    selects no driver and no conversion, whatever its ``.gitattributes`` say.
     """
+    from . import store as stores
+
     repo_root = os.path.abspath(os.fspath(repo_root))
     dest = os.path.abspath(os.fspath(dest))
     if _inside(dest, repo_root):
@@ -155,20 +182,25 @@ def make_clone(repo_root: str | os.PathLike[str], base: str, dest: str | os.Path
     if os.path.exists(dest) and (not os.path.isdir(dest) or os.listdir(dest)):
         raise WorkspaceError(f"clone destination already exists: {dest}",
                              hint="give a fresh path; prun never reuses a workspace")
+    if store is None and stores.is_store(repo_root):
+        store = repo_root
     try:
-        commit = gitcmd.rev(repo_root, base)
+        commit = gitcmd.rev(store or repo_root, base)
     except GitError:
         raise WorkspaceError(f"base {base!r} is not a commit in {repo_root}",
                              hint="give a commit id, branch or tag that exists")
     os.makedirs(os.path.dirname(dest), exist_ok=True)
+    if store is None:
+        store = stores.ensure_store(os.path.dirname(dest), repo_root, commit)
+    git_dir = os.path.join(dest, ".git")
     try:
-        gitcmd.git(["clone", "--quiet", "--local", "--no-checkout", "-c", "core.longpaths=true",
-                    repo_root, dest])
-        # parallel checkout (one worker per core): the files are most of a clone's cost
-        gitcmd.git(["-c", "checkout.workers=0", "checkout", "--quiet", "--detach", commit],
-                   dest)
+        gitcmd.git(["clone", "--quiet", "--shared", "--no-checkout", "-c", "core.longpaths=true",
+                    store, dest])
+        # the one line prun checks before borrowing the clone's own objects on a later read
+        with open(os.path.join(git_dir, "objects", "info", "alternates"), "w") as f:
+            f.write(os.path.join(os.path.realpath(store), "objects") + "\n")
+        _checkout(dest, commit, neutral)
         gitcmd.git(["remote", "remove", "origin"], dest)
-        git_dir = os.path.join(dest, ".git")
         strip_push_config(dest)
         gitcmd.git(["config", "core.hooksPath", _hooks_for(git_dir)], dest)
         gitcmd.git(["config", "protocol.allow", "never"], dest)
@@ -181,7 +213,31 @@ def make_clone(repo_root: str | os.PathLike[str], base: str, dest: str | os.Path
     # reflog (whose first line says "clone: from <path>") goes
     shutil.rmtree(os.path.join(git_dir, "logs"), ignore_errors=True)
     _write_marker(os.path.join(git_dir, CLONE_MARKER), "clone", base=commit)
+    stores.keep_stat_cache(store, dest, commit)
     return dest
+
+
+def _checkout(dest: str, commit: str, neutral: bool) -> None:
+    """Check ``commit`` out in the fresh clone ``dest``: in parallel (one worker per core: the
+    files are most of a clone's cost), into a plain index, which prun keeps a copy of as its
+    stat cache. ``neutral``: see ``make_clone``."""
+    from .untrusted import ATTRIBUTES, NEUTRAL_ENV
+
+    argv = ["-c", "checkout.workers=0", "-c", "core.splitIndex=false",
+            "-c", "core.untrackedCache=false", "-c", "index.sparse=false",
+            "-c", "core.fsmonitor=false", "checkout", "--quiet", "--detach", commit]
+    if not neutral:
+        gitcmd.git(argv, dest)
+        return
+    attributes = os.path.join(dest, ".git", "info", "attributes")
+    os.makedirs(os.path.dirname(attributes), exist_ok=True)
+    with open(attributes, "w") as f:
+        f.write(ATTRIBUTES)
+    try:
+        gitcmd.git(["-c", "core.attributesFile=/dev/null", *argv], dest, env=NEUTRAL_ENV,
+                   isolated=True)
+    finally:
+        os.unlink(attributes)
 
 
 def strip_push_config(clone: str | os.PathLike[str]) -> list[str]:
@@ -283,7 +339,7 @@ def remove(path: str | os.PathLike[str]) -> bool:
     path = os.path.abspath(os.fspath(path))
     if not os.path.lexists(path):
         return False
-    if os.path.islink(path) or marker(path) is None:
+    if not made_by_prun(path):
         raise WorkspaceError(f"not a prun workspace, left alone: {path}",
                              hint="prun removes only the workspaces it made")
 
@@ -297,11 +353,39 @@ def remove(path: str | os.PathLike[str]) -> bool:
                 pass
         func(p)
 
+    from .store import keeper_of
+
+    kept = keeper_of(path)   # before the clone goes: its record is found by its path
     os.chmod(path, stat.S_IMODE(os.stat(path).st_mode) | stat.S_IWUSR | stat.S_IXUSR)
     shutil.rmtree(path, onerror=_writable_then_retry)
+    _forget(path, kept)
     return True
 
 
+def made_by_prun(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a workspace prun made: a real folder with prun's marker, or a clone
+    its store keeps a record of (a unit may have broken its clone's marker)."""
+    from . import store
+
+    path = os.path.abspath(os.fspath(path))
+    if not os.path.isdir(path) or os.path.islink(path):
+        return False
+    return marker(path) is not None or store.keeper_of(path) is not None
+
+
+def _forget(path: str, kept: str | None) -> None:
+    """Drop what prun kept of a removed workspace beside it: a clone's record in its store,
+    the setup command's log."""
+    from . import store
+
+    if kept:
+        store.forget(kept, path)
+    log = setup_log(path)
+    if os.path.isfile(log) and not os.path.islink(log):
+        os.unlink(log)
+
+
 __all__ = ["Marker", "SetupFailed", "SetupResult", "WorkspaceError", "clone_base", "default_root",
-           "drop_write", "make_clone", "make_readonly", "make_scratch", "marker", "push_config",
+           "drop_write", "made_by_prun", "make_clone", "make_readonly", "make_scratch", "marker",
+           "push_config",
            "remove", "run_setup", "set_clone_base", "snapshot_readonly", "strip_push_config"]

@@ -2,10 +2,13 @@
 
 The seed's Base rule allows "an explicitly ordered dependency revision": a code packet with
 ``after: [a, ...]`` starts from its base plus the accepted change of every code packet it
-comes after (directly or through a chain), applied in order and committed in its own clone as
-a base commit prun made. Its own diff is then measured from that commit, so reconciliation
-judges each unit against its own recorded base and integration applies predecessors and
-dependents in order without applying anything twice.
+comes after (directly or through a chain), applied in order and committed as a base commit
+prun made. The commit is made in an object store of its own (``prun.git.store.building``,
+beside the run's store of the base: no git runs in a unit's clone, and no unit can rewrite
+the objects of its base), and the dependent's clone is made from it. Its own diff is then
+measured from that commit, so reconciliation judges each unit against its own recorded base
+and integration applies predecessors and dependents in order without applying anything
+twice.
 
 Before that, each packet it comes after is judged as ``prun reconcile`` would judge it; a
 rejected one (scope leak, missing section, not succeeded) blocks the dependent with that
@@ -15,16 +18,12 @@ predecessors' results are.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .._util import gitcmd
 from ..errors import Blocked
 from ..git.reconcile import REJECTED, UnitInput, judge
 from ..plan import Packet, Plan
-
-AUTHOR = ("-c", "user.name=prun", "-c", "user.email=prun@localhost")
 
 
 @dataclass(frozen=True)
@@ -65,19 +64,19 @@ def start(plan: Plan, packet: Packet, latest: Mapping[str, UnitInput],
                  tuple(applied), tuple(patches))
 
 
-def commit_start(clone: str, start: Start) -> str | None:
-    """Apply the start's patches in ``clone`` and commit them as the dependent's base (prun's
-    own commit, made before the worker runs: the clone's refusing hooks are bypassed for it).
-    Returns the new commit id, or None when there was nothing to apply."""
+def start_commit(folder: str, repo_root: str, base: str, start: Start) -> str | None:
+    """Apply the start's patches on top of ``base`` and commit them as the dependent's base,
+    in a store of its own in ``folder`` (the run's folder of workspaces), ready for
+    ``workspace.make_clone``. Returns the new commit id, or None when there was nothing to
+    apply. Raises ``Blocked`` when a patch does not apply."""
     if not start.patches:
         return None
-    for pid, patch in zip(start.applied, start.patches, strict=True):
-        done = gitcmd.git(["apply", "--index", "--binary", "-"], clone, input=patch,
-                          check=False)
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["patch does not apply"])[-1]
-            raise Blocked(f"the accepted change of {pid} does not apply: {last}")
-    message = "prun: start from the accepted changes of " + ", ".join(start.applied)
-    gitcmd.git([*AUTHOR, "-c", f"core.hooksPath={os.devnull}", "commit", "--quiet",
-                "--no-verify", "--allow-empty", "-m", message], clone)
-    return gitcmd.out(["rev-parse", "HEAD"], clone)
+    from ..git import store
+
+    with store.building(folder, repo_root, base) as b:
+        for pid, patch in zip(start.applied, start.patches, strict=True):
+            done = b.git(["apply", "--cached", "--binary", "-"], input=patch, check=False)
+            if done.returncode != 0:
+                last = (done.stderr.strip().splitlines() or ["patch does not apply"])[-1]
+                raise Blocked(f"the accepted change of {pid} does not apply: {last}")
+        return b.commit("prun: start from the accepted changes of " + ", ".join(start.applied))

@@ -212,7 +212,7 @@ def open_attempt(sup: Supervisor, u: UnitState, held: Reservation | None, execut
         p, root=sup.workspaces, seq=u.seq, repo_root=sup.run["repo_root"], base=u.base,
         setup=sup.run["setup"], env={**sup.env, **ids}, snapshot_of=sup.snapshot_of,
         scratch_ready=sup.scratch_ready,
-        start=begin, reuse=reuse)
+        start=begin, reuse=reuse, reuse_base=u.attempt_base)
     u.workspace, u.attempt_base, u.result_file = place.path, place.base, result
     state = statedir.create(p.id, str(sup.paths.state))
     ctx = brief.context(

@@ -62,44 +62,51 @@ class Workspace:
 def workspace(packet: Packet, *, root: str, seq: int, repo_root: str | None,
               base: str | None, setup: str | None, env: Mapping[str, str],
               snapshot_of: Callable[[str], str], start: Start | None = None,
-              reuse: str | None = None, scratch_ready: Callable[[], bool] | None = None
-              ) -> Workspace:
+              reuse: str | None = None, reuse_base: str | None = None,
+              scratch_ready: Callable[[], bool] | None = None) -> Workspace:
     """Make the unit's workspace in ``root`` (the run's folder of workspaces): a scratch dir
     for a read-only unit (with the run's read-only snapshot of the code at its base,
     ``snapshot_of(base)``, beside it), a throwaway clone at the frozen base for a code unit
-    (for a dependent, with its predecessors' accepted changes committed as its base); then the
-    plan's setup command. ``reuse``: a follow-up keeps its predecessor's workspace;
-    ``scratch_ready()``: ``root`` is known to be outside any git work tree."""
+    (for a dependent, at the commit of its predecessors' accepted changes, made in a store of
+    its own); then the plan's setup command, in the sandbox when the unit runs in one.
+    ``reuse``: a follow-up keeps its predecessor's workspace, whose base the ledger recorded
+    (``reuse_base``; never read from the workspace); ``scratch_ready()``: ``root`` is known to
+    be outside any git work tree."""
     from ..errors import UsageError
     from ..git import workspace as ws
+    from ..git.commands import sandboxed
 
     snapshot = None
     if not packet.writes_code and packet.snapshot and repo_root and base:
         snapshot = snapshot_of(base)
     if reuse and os.path.isdir(reuse):
         kind = "clone" if packet.writes_code else "scratch"
-        start_base = (ws.clone_base(reuse) if packet.writes_code else None) or base
-        return Workspace(reuse, kind, start_base, snapshot)
+        return Workspace(reuse, kind, (reuse_base if packet.writes_code else None) or base,
+                         snapshot)
     name = f"{packet.id}.{seq}"
     applied: tuple[str, ...] = ()
     if packet.writes_code:
         if not repo_root or not base:
             raise UsageError(f"packet {packet.id} writes code, but the run has no git base",
                              hint="run the plan inside a git repository")
-        path = ws.make_clone(repo_root, base, os.path.join(root, name))
+        store = None
         if start is not None and start.patches:
-            from .dependents import commit_start
+            from ..git.store import store_path
+            from .dependents import start_commit
 
-            base = commit_start(path, start) or base
-            ws.set_clone_base(path, base)
-            applied = start.applied
+            base = start_commit(root, repo_root, base, start) or base
+            store, applied = store_path(root, base), start.applied
+        path = ws.make_clone(repo_root, base, os.path.join(root, name), store=store,
+                             neutral=store is not None)
         kind = "clone"
     else:
         path = ws.make_scratch(root, name,
                                parent_checked=bool(scratch_ready and scratch_ready()))
         kind = "scratch"
     if setup:
-        ws.run_setup(path, setup, env)
+        read_only = [p for p in (repo_root, root, snapshot) if p]
+        ws.run_setup(path, setup, env, sandbox=sandboxed(packet.sandbox), read_only=read_only,
+                     base=base if packet.writes_code else None)
     return Workspace(path, kind, base, snapshot, applied)
 
 
