@@ -58,7 +58,31 @@ def snapshot(folder) -> dict[str, str]:
     return out
 
 
-@pytest.mark.parametrize("points_to", ["../outside", "src"])
+def test_a_link_out_of_the_repository_never_reaches_the_tree(repo, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("the person's file outside the repository\n")
+    before_outside = snapshot(outside)
+    run_plan(repo, [
+        unit("a", ["lib"], {"links": {"lib": "../outside"}}),
+        unit("b", ["lib/**"], {"write": {"lib/x.py": "X = 1\n"}}),
+    ], "--allow-overlap")
+
+    r = prun("reconcile", "--json", cwd=repo)
+    verdicts = {p["packet"]: p for p in json.loads(r.stdout)["packets"]}
+    # the link is left out of a's change (its scan rejects it), so b writes no link's folder
+    assert verdicts["a"]["verdict"] == "rejected"
+    assert any(x["code"] == "link-outside" and x["path"] == "lib"
+               for x in verdicts["a"]["reasons"]), verdicts["a"]
+    assert verdicts["b"]["verdict"] == "accepted", verdicts["b"]
+    r = prun("integrate", "--no-check", "--include", "a", cwd=repo)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not os.path.islink(repo / "lib")
+    assert (repo / "lib" / "x.py").read_text() == "X = 1\n"
+    assert snapshot(outside) == before_outside
+
+
+@pytest.mark.parametrize("points_to", ["src"])
 def test_a_link_another_packet_writes_through_is_rejected_and_never_written_through(
         repo, tmp_path, points_to):
     outside = tmp_path / "outside"

@@ -39,11 +39,10 @@ def text_diffs(clone: str | os.PathLike[str], base: str, files: Iterable[FileCha
             r.stage()
             if not r.complete:
                 return {}
-            spec = _nul(f":(literal){p}" for p in paths)
             out = r.git(["-c", f"core.bigFileThreshold={BIG_FILE}", "diff", "--cached", "-M",
                          "--no-ext-diff", "--no-textconv", "--no-color", "--src-prefix=a/",
-                         "--dst-prefix=b/", "--pathspec-from-file=-", "--pathspec-file-nul",
-                         r.base], input=spec, text=False, check=False).stdout
+                         "--dst-prefix=b/", r.base, "--", *(f":(literal){p}" for p in paths)],
+                        text=False, check=False).stdout
     except BrokenClone:
         return {}
     wanted = {f.path for f in files}
@@ -54,6 +53,3 @@ def text_diffs(clone: str | os.PathLike[str], base: str, files: Iterable[FileCha
             diffs[b.path] = text + (CUT if b.end - b.start > limit else "")
     return diffs
 
-
-def _nul(items: Iterable[str]) -> bytes:
-    return b"".join(i.encode("utf-8", "surrogateescape") + b"\0" for i in items)
