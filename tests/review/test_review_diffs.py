@@ -18,7 +18,7 @@ from prun.review.diffview import DIFF_FILES
 FILES = 250
 ODD = ["gen/0 a b \"q\".txt", "gen/0tab\there.txt", "gen/0é.txt"]   # among the first shown
 COUNTING_GIT = """import os, sys
-with open(os.environ["GIT_CALLS"], "a") as f:
+with open(os.environ["COUNTED_GIT_CALLS"], "a") as f:
     f.write(" ".join(sys.argv[3:4] if sys.argv[1:2] == ["-C"] else sys.argv[1:2]) + "\\n")
 os.execv(os.environ["REAL_GIT"], [os.environ["REAL_GIT"], *sys.argv[1:]])
 """
@@ -45,7 +45,7 @@ def test_the_diffs_are_read_in_a_few_git_processes_and_bounded(many, tmp_path):
     make_fake_cli(bin_dir, "git", tmp_path / "counting_git.py")
     calls = tmp_path / "git-calls"
     env = {**many.env, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-           "REAL_GIT": shutil.which("git"), "GIT_CALLS": str(calls)}
+           "REAL_GIT": shutil.which("git"), "COUNTED_GIT_CALLS": str(calls)}
     r = prun("review", many.run_id, "--json", cwd=many.repo, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     started = calls.read_text().splitlines()
