@@ -15,7 +15,10 @@ from clusterkit import attempts, write_plan
 from helpers import prun
 
 # the unit records its port variables and the registry of the machine it runs on, as it runs
-SEE = ("import json, os, pathlib, sys; state = os.environ['XDG_STATE_HOME']; "
+# (a unit's own environment names no XDG folder of the person's: it reads its worker's)
+SEE = ("import json, os, pathlib, sys; "
+       "env = dict(v.split('=', 1) for v in pathlib.Path(f'/proc/{os.getppid()}/environ')"
+       ".read_text().split(chr(0)) if '=' in v); state = env['XDG_STATE_HOME']; "
        "registry = pathlib.Path(state, 'prun', 'ports.json'); "
        "pathlib.Path(sys.argv[1]).write_text(json.dumps({'state': state, 'worker': os.getppid(), "
        "'env': {k: v for k, v in os.environ.items() if k.startswith('PRUN_PORT_')}, "
