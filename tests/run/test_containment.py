@@ -306,3 +306,31 @@ def test_the_setup_command_sees_the_unit_and_its_ports(repo, tmp_path):
     env = json.loads(seen.read_text())
     assert env["PRUN_UNIT_ID"] == env["PRUN_PACKET_ID"] == "s"
     assert int(env["PRUN_PORT_BASE"]) and int(env["PRUN_PORT_WEB"])
+
+
+def test_a_sandboxed_code_unit_uses_git_in_its_clone(repo, tmp_path, bwrap):
+    """The clone borrows its objects from the run's store, which the sandbox mounts
+    read-only: everything a worker does with git in its clone works there."""
+    report = tmp_path / "git.json"
+    before = (repo / "README").read_bytes()
+    work = f"""
+        import json, subprocess
+        def run(*args):
+            p = subprocess.run(["git", *args], capture_output=True, text=True)
+            return [p.returncode, p.stdout.strip()[:200], p.stderr.strip()[-200:]]
+        with open("README", "a") as f:
+            f.write("more\\n")
+        out = {{"status": run("status", "--short"), "diff": run("diff", "--stat"),
+               "log": run("log", "--oneline", "-1"), "show": run("show", "HEAD:README"),
+               "add": run("add", "README"), "stash": run("stash"),
+               "pop": run("stash", "pop"), "fsck": run("fsck", "--connectivity-only")}}
+        json.dump(out, open({str(report)!r}, "w"))
+        print("the unit used git in its clone")
+    """
+    r, _run_id, _att, _ = _run(repo, [_py("gitter", work, kind="code", owns=["README"])],
+                               sandbox="on")
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(report.read_text())
+    assert all(code == 0 for code, _, _ in out.values()), out
+    assert "README" in out["status"][1] and out["show"][1]
+    assert (repo / "README").read_bytes() == before     # the real repository's own, unchanged

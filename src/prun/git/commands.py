@@ -56,7 +56,8 @@ def run_setup(workspace: str | os.PathLike[str], command: str | Sequence[str],
     A string runs through ``/bin/sh -c`` (it is the plan author's shell line); a list runs as
     argv. It gets its own process group, stdin closed, and ``timeout`` seconds (default 600);
     past that its whole group is ended. With ``sandbox`` it runs in the sandbox its units run
-    in (``prun.attempt.sandbox.wrap``): the workspace writable, ``read_only`` read-only, so
+    in (``prun.attempt.sandbox.wrap``): the workspace writable (and a temporary folder of its
+    own, its ``HOME`` too), ``read_only`` read-only, so
     nothing in a workspace (a predecessor's change, a follow-up's earlier work) runs on the
     host. Output goes to ``log_path`` (default: ``setup_log``). In a clone (at ``base``,
     default the one its marker recorded when prun made it), untracked files it made are
@@ -75,11 +76,15 @@ def run_setup(workspace: str | os.PathLike[str], command: str | Sequence[str],
     before = _untracked(workspace, base) if is_clone and base else set()
     wrapped = None
     if sandbox:
-        from ..attempt.sandbox import wrap
+        wrapped, env = _in_sandbox(shell_argv(command), workspace, env, read_only)
+    try:
+        ran = run_bounded(wrapped or command, workspace, env,
+                          SETUP_TIMEOUT_DEFAULT if timeout is None else timeout, log_path)
+    finally:
+        if wrapped:   # its temporary folder goes with it
+            import shutil
 
-        wrapped = wrap(shell_argv(command), writable=[workspace], read_only=list(read_only))
-    ran = run_bounded(wrapped or command, workspace, env,
-                      SETUP_TIMEOUT_DEFAULT if timeout is None else timeout, log_path)
+            shutil.rmtree(workspace + ".setup-tmp", ignore_errors=True)
     excluded: tuple[str, ...] = ()
     if ran.ok and is_clone and base:
         excluded = tuple(sorted(_untracked(workspace, base) - before))
@@ -97,6 +102,23 @@ def run_setup(workspace: str | os.PathLike[str], command: str | Sequence[str],
     if check and not ran.ok:
         raise SetupFailed(result, command)
     return result
+
+
+def _in_sandbox(argv: list[str], workspace: str, env: Mapping[str, str] | None,
+                read_only: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """The setup's argv in the sandbox, and its environment: like a unit, it writes only its
+    workspace, a temporary folder of its own (``<workspace>.setup-tmp``, its ``/tmp``, ``TMPDIR``
+    and ``HOME``) and the folders every sandboxed unit may also write
+    (``PRUN_SANDBOX_WRITABLE``)."""
+    from ..attempt.sandbox import wrap
+    from ..settings import load
+
+    given = dict(os.environ if env is None else env)
+    tmp = workspace + ".setup-tmp"
+    os.makedirs(tmp, exist_ok=True)
+    extra = load(given).sandbox_writable
+    argv = wrap(argv, writable=[workspace, *extra], read_only=list(read_only), tmp=tmp)
+    return argv, {**given, "HOME": tmp, "TMPDIR": tmp}
 
 
 @dataclass(frozen=True)

@@ -291,8 +291,8 @@ async def _units(st: Prun, run: str) -> list[dict[str, Any]]:
 
 
 def _check_seconds(text: str | None) -> float:
-    """``integrate``'s check_timeout in seconds (default 1 h; one the command will refuse
-    counts as the default here), at most ``CHECK_MAX_S``: the call stays bounded."""
+    """``integrate``'s check_timeout in seconds (default 1 h), at most ``CHECK_MAX_S``: the
+    call stays bounded. A duration that does not parse (or is too long) is refused here."""
     from .._util.timeparse import parse_duration
     from ..errors import UsageError
 
@@ -300,8 +300,8 @@ def _check_seconds(text: str | None) -> float:
         return 3600.0
     try:
         seconds = float(parse_duration(text, what="check_timeout"))
-    except UsageError:
-        return 3600.0
+    except UsageError as e:
+        raise args.Refused(f"{e.message} (give at most {CHECK_MAX_S / 3600:.0f}h)") from None
     if seconds > CHECK_MAX_S:
         raise args.Refused(f"check_timeout {text!r}: more than {CHECK_MAX_S / 3600:.0f} h "
                            f"(give at most {CHECK_MAX_S / 3600:.0f}h, or run prun integrate "

@@ -261,9 +261,14 @@ def open_attempt(sup: Supervisor, u: UnitState, held: Reservation | None, execut
 
 def read_only(sup: Supervisor, place: Workspace, brief_file: str) -> tuple[str, ...]:
     """What a unit's sandbox mounts read-only: the real repository (its .git included), the
-    run's published results (a dependent is told its predecessors'), the unit's own brief
-    and the run's snapshot. (Its own places are writable: ``prun.attempt.launching``.)"""
-    paths = [sup.run["repo_root"], str(sup.paths.results), brief_file, place.snapshot]
+    run's published results (a dependent is told its predecessors'), the unit's own brief,
+    the run's snapshot and the object stores a code unit's clone borrows from (found by where
+    prun made them, never by what the clone says). (Its own places are writable:
+    ``prun.attempt.launching``.)"""
+    from ..git.store import borrowed
+
+    stores = borrowed(place.path, place.base) if place.kind == "clone" and place.base else []
+    paths = [sup.run["repo_root"], str(sup.paths.results), brief_file, place.snapshot, *stores]
     return tuple(p for p in paths if p)
 
 
