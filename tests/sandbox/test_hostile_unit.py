@@ -203,7 +203,10 @@ def test_a_hostile_unit_writes_only_its_own_places_and_starts_no_agent(bwrap, tm
                  "dispatch_pid", "prompt", "state_new_file", "marker_write", "marker_remove"):
         assert report[name] != "done", (name, report)
     sibling_ws, hostile_ws = Path(att["sibling"]["workspace"]), Path(att["hostile"]["workspace"])
-    assert report["workspaces_seen"] == [hostile_ws.name]    # no other workspace, not even named
+    # no other workspace, not even named; only the object stores its clone borrows from
+    seen = [n for n in report["workspaces_seen"] if n != hostile_ws.name]
+    assert all(n.startswith("objects-") and n.endswith(".git") for n in seen), report
+    assert hostile_ws.name in report["workspaces_seen"]
     for name in ("prun_run", "prun_dispatch", "python_prun_run", "python_prun_dispatch"):
         code, err = runs[name]
         assert code == 2 and len(err) == 1 and "subdispatch" in err[0], (name, runs[name])

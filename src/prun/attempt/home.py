@@ -29,6 +29,9 @@ MAX_TOTAL_BYTES = 128 << 20
 MAX_ENTRIES = 5000
 # the person's variables that name folders in their home: a unit's follow its own HOME
 XDG_FOLDERS = ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME")
+# prun's own variables that name the person's places to make things in (workspaces, state
+# dirs): a unit cannot write there; a prun it may run (subdispatch) makes its own under its HOME
+PRUN_PLACES = ("PRUN_WORKSPACE_ROOT", "PRUN_STATE_ROOT")
 
 
 def person_home(env: Mapping[str, str]) -> str:

@@ -47,8 +47,9 @@ class Places:
     continues) ``home/`` with the executor's ``home_files``, and, for a sandboxed unit, its
     ``guard.log`` (a file is mounted only once it exists); and sets in ``env``: ``HOME`` (and
     the CLI's config-folder variables, pointed into the copy), ``TMPDIR``,
-    ``PRUN_SUBDISPATCH``, the person's ``XDG_*_HOME`` folders removed (they follow the unit's
-    HOME), the agent stubs (subdispatch off) and the git wrapper first on PATH."""
+    ``PRUN_SUBDISPATCH``, the person's ``XDG_*_HOME`` folders and prun's workspace and state
+    roots removed (they follow the unit's HOME), the agent stubs (subdispatch off) and the
+    git wrapper first on PATH."""
 
     def __init__(self, d: Dispatch, env: dict[str, str], *, sandboxed: bool):
         from . import home, statedir, subdispatch
@@ -71,7 +72,7 @@ class Places:
         self.home = d.home
         self.outbox = os.path.dirname(d.write_path) if p.request.outbox else None
         self.path = env.get("PATH", os.defpath)   # as the person has it
-        for var in home.XDG_FOLDERS:
+        for var in (*home.XDG_FOLDERS, *home.PRUN_PLACES):
             env.pop(var, None)
         env.update(home.environment(self.home, files, env))
         env["TMPDIR"] = self.tmp

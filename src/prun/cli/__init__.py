@@ -116,6 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from ..settings import current
 
+        if name in ("run", "dispatch"):   # inside a unit that may not start agents: that first
+            from ..attempt.subdispatch import refusal
+
+            if (refused := refusal()) is not None:
+                raise refused
         current()  # every setting checked before any command makes anything (exit 2)
         return int(_module(name).run(args) or 0)
     except PrunError as e:
