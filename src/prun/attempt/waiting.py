@@ -5,6 +5,7 @@ ended), in the dispatcher's own process (``wait``) or the supervisor's event loo
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 
@@ -34,7 +35,9 @@ class Follower:
     known. A command's output is not an event stream: it is read whole at the end.
 
     Memory stays bounded whatever the stream's size: it is read ``READ_BYTES`` at a time,
-    and a line that grows past ``MAX_LINE_BYTES`` is dropped as it is read (one bad line)."""
+    and a line that grows past ``MAX_LINE_BYTES`` is dropped as it is read (one bad line).
+    A tail that is not a regular file (a link, a FIFO the unit put in its place) is never
+    read: ``refused`` says what it is, and the attempt fails for it."""
 
     def __init__(self, reader: StreamReader, state: statedir.StateDir, event_stream: bool):
         self.reader = reader
@@ -44,19 +47,29 @@ class Follower:
         self.rest = b""              # the last, incomplete line
         self.skipping = False        # inside a line too long to keep
         self.session_known = False   # the conversation id is in the state dir
+        self.refused: str | None = None  # what the tail turned out to be, not a regular file
 
     def pump(self) -> None:
         """Feed the stream's new complete lines to the reader; record the session id early."""
-        if not self.event_stream:
+        if not self.event_stream or self.refused:
             return
+        from .._util.fsutil import UnsafeFile, open_regular
+
         try:
-            with open(self.state.file(statedir.TAIL), "rb") as f:
-                f.seek(self.offset)
-                while chunk := f.read(READ_BYTES):
-                    self.offset += len(chunk)
-                    self._lines(chunk)
+            fd = open_regular(self.state.file(statedir.TAIL))
+        except UnsafeFile as e:   # the unit put something else in its place: never read
+            self.refused = e.what
+            return
         except OSError:
             return
+        try:
+            while chunk := os.pread(fd, READ_BYTES, self.offset):
+                self.offset += len(chunk)
+                self._lines(chunk)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
         self.record_session()
 
     def _lines(self, chunk: bytes) -> None:
@@ -92,7 +105,10 @@ class Follower:
     def record_session(self) -> None:
         sid = self.reader.result.session_id
         if sid and not self.session_known:
-            self.state.write(statedir.CONVERSATION_ID, sid)
+            try:
+                self.state.write(statedir.CONVERSATION_ID, sid)
+            except OSError:   # a full disk: tried again at the next read
+                return
             self.session_known = True
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from dataclasses import replace
 from typing import Any
 
 from .._util.fsutil import file_size
@@ -193,8 +194,9 @@ async def adopt(sup: Supervisor, u: UnitState, row: dict[str, Any]) -> None:
     if done is not None:  # finished and judged; only the ledger missed it
         from .. import executors
 
-        return settle(sup, u, Outcome.from_json(done), None,
-                      executor=executors.get(row["executor"] or "command"),
+        judged = replace(Outcome.from_json(done), result_file=row["result_path"],
+                         state_dir=sd.path)   # where prun published it: the ledger says
+        return settle(sup, u, judged, None, executor=executors.get(row["executor"] or "command"),
                       workspace=row["workspace"])
     d = reopen(request(sup, u, row, sd), sd.path, row["receipt"])
     u.started = d.launched_at
