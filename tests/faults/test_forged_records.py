@@ -182,7 +182,7 @@ def test_resume_reattaches_to_the_real_worker_and_cancel_ends_only_it(
     cancel = subprocess.run([sys.executable, "-m", "prun", "cancel", run_id],
                             capture_output=True, text=True, timeout=120)
     assert cancel.returncode == 0, cancel.stdout + cancel.stderr
-    out, err = resumed.communicate(timeout=120)
+    _, err = resumed.communicate(timeout=120)
     assert "Traceback" not in err, err
     until(lambda: _gone(worker), 30)
     assert bystander.poll() is None, "the resumed supervisor ended the process unit.json named"

@@ -45,6 +45,7 @@ class Dispatch:
         self.lost: tuple[str, str] | None = None  # its remote worker ended it: (reason, error)
         self.durable = not in_run         # fsync each file; a run's supervisor syncs in groups
         self.in_run = in_run
+        self.reopened = False             # an attempt an earlier dispatcher launched
         self.receipt: str | None = None   # "pid:<pid>@<start time>" once the worker runs
         self.outcome: Outcome | None = None
         self.outcome_error: str | None = None  # outcome.json could not be written: why
@@ -426,6 +427,7 @@ def reopen(req: Request, state_path: str, receipt: str | None = None) -> Dispatc
     ``receipt`` is its ledger receipt (else its keeper's log names its worker)."""
     d = Dispatch(prepare(req, reopen=True), statedir.StateDir(state_path),
                  dispatcher_pid=os.getpid(), record=False, in_run=True)
+    d.reopened = True
     worker = identity.worker(d.state, receipt)
     d.launched_at = worker[1] if worker else d.started
     d.receipt = f"pid:{worker[0]}@{d.launched_at:.3f}" if worker else None

@@ -42,7 +42,7 @@ def finish(d: Dispatch, exit_code: int | None, *, timed_out: bool = False,
         pass
     follower = d.follow()
     stream = follower.finish(read=d.worker is not None or follower.offset > 0
-                             or d.receipt is not None)  # a reopened attempt: read it all
+                             or d.receipt is not None or d.reopened)  # reopened: read it all
     verdict, error = judge(d, exit_code, stream, timed_out=timed_out, cancelled=cancelled,
                            refused=refused)
     hit = quota_after(d, verdict, exit_code, stream)

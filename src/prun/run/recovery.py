@@ -1,5 +1,6 @@
 """Recovery: a supervisor started on a run whose supervisor died (``prun resume``) picks it up
-from the ledger and the state dirs, and launches nothing twice.
+from the ledger and the state dirs, and launches nothing twice. An attempt that succeeded but
+whose result could not be written (a full disk) is published now from its state dir.
 
 Finished packets stay finished; ledger rows a crash cut short are completed from the state
 dirs (each ``unit.json`` names its attempt); a packet whose last attempt is terminal but not
@@ -19,6 +20,7 @@ from typing import Any
 from .._util.fsutil import file_size
 from ..attempt import identity, statedir
 from ..attempt.dispatch import Request
+from ..attempt.finishing import UNPUBLISHED
 from ..attempt.outcome import Outcome
 from ..ledger import PACKET_STATUS, PacketStatus, Status, now_iso
 from .drive import watch
@@ -56,6 +58,9 @@ def recover_unit(sup: Supervisor, u: UnitState, last: dict[str, Any]) -> None:
     u.state_dir, u.workspace = last["state_dir"], last["workspace"]
     u.result_file, u.attempt_base = last["result_path"], last["base"]
     status = Status(last["status"])
+    if status == Status.FAILED and last["reason"] in UNPUBLISHED and last["state_dir"]:
+        sup.set_packet(u, PacketStatus.RUNNING, "its result is published from its state dir")
+        return sup.start(u, republish(sup, u, last))
     if status.terminal:
         return after_terminal(sup, u, status)
     launched = bool(last["state_dir"]) and launch_evidence(statedir.StateDir(last["state_dir"]),
@@ -212,6 +217,22 @@ async def adopt(sup: Supervisor, u: UnitState, row: dict[str, Any]) -> None:
         return await watch(sup, u, d)
     code = await asyncio.to_thread(recorded_exit, sd, True)  # the keeper may be logging it
     settle(sup, u, d.finish(code), None, executor=d.p.executor, workspace=d.workspace)
+
+
+async def republish(sup: Supervisor, u: UnitState, row: dict[str, Any]) -> None:
+    """An attempt that succeeded but whose result could not be written (``disk-full``,
+    ``publish-failed``): judged again from what its state dir kept (its stream, the exit
+    code the ledger recorded) and its result published now, so that its packet ends as it
+    would have. Nothing is launched."""
+    from ..attempt.dispatch import reopen
+
+    sd = statedir.StateDir(row["state_dir"])
+    u.state_dir = sd.path
+    d = reopen(request(sup, u, row, sd), sd.path, row["receipt"])
+    u.started = d.launched_at
+    outcome = await asyncio.to_thread(d.finish, row["exit_code"])
+    sup.emit("republished", u, outcome.reason)
+    settle(sup, u, outcome, None, executor=d.p.executor, workspace=d.workspace)
 
 
 async def orphaned(sup: Supervisor, u: UnitState, d: Any) -> None:
