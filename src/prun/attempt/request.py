@@ -241,9 +241,11 @@ def _existing_dir(path: str, what: str) -> str:
 
 
 def _resumed(continue_from: str | None, executor: Executor) -> tuple[str | None, dict[str, Any]]:
-    """The conversation id a follow-up resumes and its earlier attempt's ``unit.json`` (its
-    working folder and mode: Gemini resumes a session only from the folder it ran in, and
-    any conversation's file paths point there); (None, {}) for a fresh unit."""
+    """The conversation id a follow-up resumes and what its earlier attempt's dispatcher
+    recorded of it beside its state dir (``identity.facts``: its working folder and mode:
+    Gemini resumes a session only from the folder it ran in, and any conversation's file
+    paths point there; never its ``unit.json``, which that unit could rewrite); (None, {})
+    for a fresh unit."""
     if continue_from is None:
         return None, {}
     if not continue_from.strip():
@@ -256,4 +258,6 @@ def _resumed(continue_from: str | None, executor: Executor) -> tuple[str | None,
     if not conv:
         raise UsageError(f"no conversation id in {sd.file(statedir.CONVERSATION_ID)}",
                          hint="the earlier unit never reported one; start a fresh unit instead")
-    return conv, sd.unit
+    from .identity import facts
+
+    return conv, dict(facts(sd))
