@@ -87,6 +87,8 @@ def test_a_unit_that_fills_the_run_dir_fails_alone_and_its_sibling_is_published(
         assert sibling["status"] == "failed" and sibling["reason"] == "disk-full", units
         line = next(x for x in p.stdout.splitlines() if x.startswith("UNIT sibling failed"))
         assert f"prun resume {run_id}" in line, line          # what to do, said once
+        rec = _prun("reconcile", run_id)                       # on the disk still full
+        assert rec.returncode == 1 and "Traceback" not in rec.stderr, rec.stdout + rec.stderr
         _after_space_is_freed(repo, run_id)
 
 
