@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 from test_environment import tmpfs
 
 # the sibling reports its work first, then waits for the disk to be full and ends well
@@ -105,3 +104,34 @@ def test_a_full_disk_under_the_ledger_ends_the_run_with_one_line_and_resume_comp
         assert "prun resume" in last
         _after_space_is_freed(repo, p.stdout.split()[1])
     assert not os.path.ismount(repo / ".prun")
+
+
+def test_a_unit_that_fills_the_workspaces_root_fails_alone_and_the_run_stops_cleanly(
+        repo, tmp_path, monkeypatch):
+    workspaces = tmp_path / "workspaces"
+    monkeypatch.setenv("PRUN_WORKSPACE_ROOT", str(workspaces))
+    marks = str(tmp_path / "mark")
+    fill_here = FILLER.replace("os.environ['PRUN_RESULT_FILE']", "'big.bin'")  # its workspace
+    late = {"id": "late", "executor": "command", "after": ["sibling"], "snapshot": False,
+            "command": [sys.executable, "-c", "print('the late unit did its work, in full')"],
+            "prompt": "later"}
+    packets = [{"id": "sibling", "executor": "command", "sandbox": "off", "snapshot": False,
+                "command": [sys.executable, "-c", SIBLING, marks], "prompt": "work"},
+               {"id": "filler", "executor": "command", "sandbox": "off", "snapshot": False,
+                "command": [sys.executable, "-c", fill_here, marks], "prompt": "fill"}, late]
+    (repo / "plan.json").write_text(json.dumps({"parallel": 2, "packets": packets}))
+    with tmpfs(workspaces, "4m"):
+        p = _prun("run", "plan.json", "--plain")
+        assert p.returncode == 3, p.stdout + p.stderr     # stopped: `late` could not begin
+        assert "Traceback" not in p.stderr, p.stderr
+        run_id = p.stdout.split()[1]
+        units = _units(run_id)
+        assert units["sibling"]["status"] == "succeeded", units
+        assert units["filler"]["status"] == "failed", units
+        assert units["late"]["status"] == "pending", units
+        subprocess.run(["mount", "-o", "remount,size=64m", str(workspaces)], check=True)
+        resumed = _prun("resume", run_id, "--plain")
+        assert resumed.returncode == 1 and "Traceback" not in resumed.stderr, resumed.stderr
+        assert _units(run_id)["late"]["status"] == "succeeded"
+        (filled,) = (workspaces / run_id).glob("filler.1-*/big.bin")
+        assert filled.stat().st_size > 1 << 20                 # its work is not deleted
