@@ -193,3 +193,27 @@ def _reattached(run_id: str) -> bool:
         row = c.execute("SELECT 1 FROM events WHERE run_id = ? AND cause LIKE 're-attached%'",
                         (run_id,)).fetchone()
     return row is not None
+
+
+def test_clean_refuses_while_the_real_worker_runs_whatever_unit_json_says(
+        repo, tmp_path, leftovers, monkeypatch):
+    monkeypatch.setenv("FORGED_MARK", str(tmp_path / "forged"))
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    dead = json.dumps({"pid": gone.pid, "create_time": 1000.0})   # no such process now
+    packet = {"id": "forger", "executor": "command", "sandbox": "off",
+              "command": _forger(tmp_path, dead), "prompt": "forge"}
+    (repo / "plan.json").write_text(json.dumps({"packets": [packet]}))
+    sup = subprocess.Popen([sys.executable, "-m", "prun", "run", "plan.json", "--plain"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run_id = sup.stdout.readline().split()[1]
+    until(lambda: (tmp_path / "forged.forger").exists(), 60)
+    worker = _receipt(f"{run_id}:forger:1")
+    sup.send_signal(signal.SIGKILL)                 # no supervisor; its worker runs on
+    sup.wait(30)
+    p = subprocess.run([sys.executable, "-m", "prun", "clean", run_id], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 1 and "still has units running: forger" in p.stderr, \
+        p.stdout + p.stderr
+    assert worker.is_running()
+    worker.kill()
