@@ -54,7 +54,7 @@ def settle(sup: Supervisor, u: UnitState, outcome: Outcome, why: str | None, *,
     if not quiet:
         cause += "; its process group did not end within the bound"
     if outcome.escaped:
-        what = "; ".join(" ".join(e.get("cmdline") or ["?"])[:80] for e in outcome.escaped)
+        what = "; ".join(_cmdline(e)[:80] for e in outcome.escaped)
         note = f"{len(outcome.escaped)} process(es) left its process group: {what}"
         sup.emit("escaped", u, f"{note}; ended with it")
         cause += f"; {note}"
@@ -90,6 +90,12 @@ def settle(sup: Supervisor, u: UnitState, outcome: Outcome, why: str | None, *,
              exit_code=int(outcome.exit_code), reason=outcome.reason, quarantine=quarantined)
     if u.followups:
         follow_up(sup, u, u.followups.pop(0))
+
+
+def _cmdline(escape: dict[str, object]) -> str:
+    """An escaped process's command line as recorded (a list of words; anything else: ?)."""
+    words = escape.get("cmdline")
+    return " ".join(map(str, words)) if isinstance(words, list) and words else "?"
 
 
 def fresh_start(sup: Supervisor, u: UnitState, executor: Executor, error: str | None) -> None:
