@@ -106,7 +106,8 @@ class Dispatch:
         if not self.in_run:   # beside the state dir, out of its unit's reach
             identity.record(sd, dispatcher=[self.dispatcher_pid, self.dispatcher_started],
                             unit_id=p.request.unit_id, executor=p.executor.name,
-                            result_file=p.result_file, workspace=self.workspace, mode=p.mode)
+                            result_file=p.result_file, workspace=self.workspace, mode=p.mode,
+                            command=list(p.command) or None)
 
     def _copy_prompt(self) -> None:
         """``prompt``, whole or none: with a run's keeper, copied by it from the frozen brief

@@ -11,8 +11,8 @@ unit's state dir, and only while that very process (its pid and its start time) 
     a run's dispatcher        the run's supervisor, as the ledger's run row records it
     a standalone unit's       its dispatcher's record ``<state root>/.records/<state dir
     dispatcher and worker     name>``, one JSON object a line: the dispatcher, the unit id,
-                              executor, result path, workspace and mode as it begins; the
-                              worker (``[pid, start]``) once it runs
+                              executor, result path, workspace, mode and command as it
+                              begins; the worker (``[pid, start]``) once it runs
 
 A worker leads its own process group (its pid is the group's id), so the group prun ends is
 always the recorded worker's own. ``unit.json``'s ``dispatcher`` and ``worker`` stay the
@@ -125,6 +125,12 @@ def facts(sd: statedir.StateDir) -> dict[str, str]:
     """What a standalone dispatcher recorded of its unit (``FACTS``, strings only)."""
     rec = recorded(sd)
     return {k: v for k in FACTS if isinstance(v := rec.get(k), str) and v}
+
+
+def command(sd: statedir.StateDir) -> list[str]:
+    """The command a standalone dispatcher recorded it ran (a command unit's argv)."""
+    argv = recorded(sd).get("command")
+    return argv if isinstance(argv, list) and all(isinstance(a, str) for a in argv) else []
 
 
 def worker(sd: statedir.StateDir, receipt: object = None) -> Proc | None:

@@ -117,14 +117,12 @@ def settle(sd: statedir.StateDir, *, cancelled: bool = False) -> Outcome:
 
 
 def _request(sd: statedir.StateDir) -> Prepared:
-    """The unit's request as its dispatcher recorded it (the command and model from its
-    ``unit.json``: they only shape how what it left is read)."""
+    """The unit's request as its dispatcher recorded it beside the state dir (the model
+    from its ``unit.json``: it only names what ran)."""
     from . import identity
     from .request import Request, prepare
 
-    known, unit = identity.facts(sd), sd.unit
-    argv = unit.get("argv")
-    argv = argv if isinstance(argv, list) and all(isinstance(a, str) for a in argv) else []
+    known, unit, argv = identity.facts(sd), sd.unit, identity.command(sd)
     model = unit.get("requested_model")
     executor = known.get("executor") or "command"
     req = Request(executor=executor, prompt_file=sd.file(statedir.PROMPT),
