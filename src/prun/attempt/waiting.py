@@ -25,6 +25,7 @@ SLICE_KNOWN_S = 5.0     # ... and this often after
 ASYNC_SLICE_S = 1.0     # the supervisor reads it this often until the id is known, then not
 
 
+SEEK_DATA, SEEK_HOLE = getattr(os, "SEEK_DATA", 3), getattr(os, "SEEK_HOLE", 4)
 READ_BYTES = 1 << 20          # the stream is read this much at a time...
 MAX_LINE_BYTES = 4 << 20      # ...and a line longer than this is skipped (counted as bad)
 
@@ -37,7 +38,8 @@ class Follower:
     Memory stays bounded whatever the stream's size: it is read ``READ_BYTES`` at a time,
     and a line that grows past ``MAX_LINE_BYTES`` is dropped as it is read (one bad line).
     A tail that is not a regular file (a link, a FIFO the unit put in its place) is never
-    read: ``refused`` says what it is, and the attempt fails for it."""
+    read: ``refused`` says what it is, and the attempt fails for it; a hole in it (a stdout
+    truncated to gigabytes) is skipped, not read."""
 
     def __init__(self, reader: StreamReader, state: statedir.StateDir, event_stream: bool):
         self.reader = reader
@@ -63,7 +65,10 @@ class Follower:
         except OSError:
             return
         try:
-            while chunk := os.pread(fd, READ_BYTES, self.offset):
+            while True:
+                chunk = os.pread(fd, self._data_ahead(fd), self.offset)
+                if not chunk:
+                    break
                 self.offset += len(chunk)
                 self._lines(chunk)
         except OSError:
@@ -71,6 +76,21 @@ class Follower:
         finally:
             os.close(fd)
         self.record_session()
+
+    def _data_ahead(self, fd: int) -> int:
+        """How much to read next: the data at the read position, a hole before it skipped. A
+        stream is written, never made sparse: a hole is a unit's truncation of its stdout, so
+        its gigabytes of zeros are never read (the line it cuts is bad)."""
+        try:
+            data = os.lseek(fd, self.offset, SEEK_DATA)
+            hole = os.lseek(fd, data, SEEK_HOLE)
+        except OSError:   # no data left (ENXIO), or no SEEK_DATA here: read on
+            return READ_BYTES
+        if data > self.offset:
+            self.offset = data
+            self.rest, self.skipping = b"", True
+            self.reader.result.bad_lines += 1
+        return max(1, min(READ_BYTES, hole - data))
 
     def _lines(self, chunk: bytes) -> None:
         lines = chunk.split(b"\n")
