@@ -40,7 +40,7 @@ response, a record of its state dir. Over it, the file is refused (``UnsafeFile`
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0) | getattr(
     os, "O_NONBLOCK", 0)
 _COPY_CHUNK = 1 << 20
-READ_UNBOUNDED = 1 << 62   # ``limit=None``: prun's own files, read whole
+_UNBOUNDED = 1 << 62   # ``limit=None``: prun's own files, read whole
 
 
 class UnsafeFile(OSError):
@@ -111,7 +111,7 @@ def read_bounded(path: StrPath, limit: int | None = READ_LIMIT) -> bytes:
     fd = open_regular(path, limit)
     parts: list[bytes] = []
     try:
-        left = READ_UNBOUNDED if limit is None else limit + 1
+        left = _UNBOUNDED if limit is None else limit + 1
         while left > 0 and (chunk := os.read(fd, min(left, _COPY_CHUNK))):
             parts.append(chunk)
             left -= len(chunk)
