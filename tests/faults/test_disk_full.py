@@ -12,6 +12,9 @@ import sys
 
 from test_environment import tmpfs
 
+from prun.attempt import statedir
+from prun.attempt.statedir import StateDir
+
 # the sibling reports its work first, then waits for the disk to be full and ends well
 SIBLING = ("import os, sys, time\n"
            "print('the sibling did its work and reports it here in full', flush=True)\n"
@@ -63,7 +66,8 @@ def _after_space_is_freed(repo, run_id: str) -> None:
     result = repo / ".prun" / "runs" / run_id / "results" / "sibling.1.md"
     assert result.read_text() == "the sibling did its work and reports it here in full\n"
     (filler,) = (repo / ".prun" / "runs" / run_id / "state").glob("filler-*")
-    assert (filler / "result.md").stat().st_size > 1 << 20     # its work is not deleted
+    outbox = statedir.outbox(StateDir(str(filler)), "filler.1.md")
+    assert os.stat(outbox).st_size > 1 << 20                  # its work is not deleted
     rec = _prun("reconcile", run_id)
     assert rec.returncode in (0, 1, 10), rec.stdout + rec.stderr
     assert "Traceback" not in rec.stderr, rec.stderr

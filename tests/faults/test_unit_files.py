@@ -14,6 +14,9 @@ from pathlib import Path
 
 from faultkit import json_file
 
+from prun.attempt import statedir
+from prun.attempt.statedir import StateDir
+
 # each writes its result ($PRUN_RESULT_FILE: its outbox in a run) as something hostile, and
 # prints a response that would otherwise be enough
 LEAVES = {
@@ -53,16 +56,17 @@ def test_hostile_results_are_refused_unread_and_their_fallback_published(repo, t
     assert reasons == {"sparse": "result-too-large", "fifo": "result-not-a-file",
                        "zero": "result-not-a-file", "folder": "result-not-a-file"}, reasons
     run_dir = repo / ".prun" / "runs" / status["run"]["id"]
+    outboxes = {}
     for name, reason in reasons.items():
-        result = (run_dir / "results" / f"{name}.1.md").read_text()
-        assert result.startswith(f"FALLBACK reason={reason} unit={name} "), result[:200]
+        result = run_dir / "results" / f"{name}.1.md"
+        assert result.read_text().startswith(f"FALLBACK reason={reason} unit={name} ")
         (state,) = (run_dir / "state").glob(f"{name}-*")
+        outbox = outboxes[name] = Path(statedir.outbox(StateDir(str(state)), str(result)))
         outcome = json_file(state / "outcome.json")
         assert outcome["published"] == "fallback" and outcome["outcome"] == "failed"
-        assert str(state / "result.md") in outcome["error"]   # the worker's own file, named
-    outbox = next((run_dir / "state").glob("sparse-*")) / "result.md"
-    assert outbox.stat().st_size == (2 << 30) + 3           # left in place, as it was
-    assert next((run_dir / "state").glob("zero-*")).joinpath("result.md").is_symlink()
+        assert str(outbox) in outcome["error"]               # the worker's own file, named
+    assert outboxes["sparse"].stat().st_size == (2 << 30) + 3   # left in place, as it was
+    assert outboxes["zero"].is_symlink() and outboxes["fifo"].is_fifo()
     assert _allocated(run_dir) < 16 << 20                  # no 2 GiB of zeros anywhere
 
 

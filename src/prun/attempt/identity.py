@@ -134,9 +134,14 @@ def command(sd: statedir.StateDir) -> list[str]:
 
 
 def worker(sd: statedir.StateDir, receipt: object = None) -> Proc | None:
-    """The attempt's worker: its ledger receipt, else its keeper's ``spawned`` line, else a
-    standalone dispatcher's record; None when none of them names one."""
-    return from_receipt(receipt) or logged_spawn(sd) or _proc(recorded(sd).get("worker"))
+    """A run's attempt's worker: its ledger ``receipt``, else its keeper's ``spawned`` line;
+    None when neither names one."""
+    return from_receipt(receipt) or logged_spawn(sd)
+
+
+def standalone_worker(sd: statedir.StateDir) -> Proc | None:
+    """A standalone unit's worker, as its dispatcher recorded it."""
+    return _proc(recorded(sd).get("worker"))
 
 
 def dispatcher(sd: statedir.StateDir) -> Proc | None:

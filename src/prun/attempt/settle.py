@@ -62,7 +62,7 @@ def cancel(sd: statedir.StateDir, grace: float, wait: float) -> str:
             time.sleep(0.05)
         raise StateError(f"the dispatcher of {sd.path} did not finish within {wait:g} s",
                          hint="run `prun cancel` again, or wait")
-    worker = identity.worker(sd)
+    worker = identity.standalone_worker(sd)
     ended = identity.alive(worker)
     if ended:
         assert worker is not None
@@ -104,13 +104,14 @@ def settle(sd: statedir.StateDir, *, cancelled: bool = False) -> Outcome:
 
     if (done := sd.outcome) is not None:
         return Outcome.from_json(done)
-    for who, proc in (("dispatcher", identity.dispatcher(sd)), ("worker", identity.worker(sd))):
+    for who, proc in (("dispatcher", identity.dispatcher(sd)),
+                      ("worker", identity.standalone_worker(sd))):
         if identity.alive(proc):
             assert proc is not None
             raise StateError(f"the {who} of {sd.path} still runs (pid {proc[0]})",
                              hint=f"`prun cancel {sd.path}` ends it")
     d = Dispatch(_request(sd), sd, dispatcher_pid=os.getpid(), record=True)
-    worker = identity.worker(sd)
+    worker = identity.standalone_worker(sd)
     d.launched_at = worker[1] if worker else None
     d.receipt = f"pid:{worker[0]}@{worker[1]:.3f}" if worker else None
     return d.finish(None, cancelled=cancelled)
