@@ -40,7 +40,10 @@ def _plan(repo, tmp_path) -> None:
     packets = [{"id": "sibling", "executor": "command", "sandbox": "off",
                 "command": [sys.executable, "-c", SIBLING, marks], "prompt": "work"},
                {"id": "filler", "executor": "command", "sandbox": "off",
-                "command": [sys.executable, "-c", FILLER, marks], "prompt": "fill"}]
+                "command": [sys.executable, "-c", FILLER, marks], "prompt": "fill"},
+               {"id": "next", "executor": "command", "after": ["sibling"],
+                "command": [sys.executable, "-c", "print('the next unit built on it, in full')"],
+                "prompt": "after the sibling"}]
     (repo / "plan.json").write_text(json.dumps({"parallel": 2, "packets": packets}))
 
 
@@ -63,6 +66,7 @@ def _after_space_is_freed(repo, run_id: str) -> None:
     units = _units(run_id)
     assert units["sibling"]["status"] == "succeeded", units
     assert units["filler"]["status"] == "failed", units
+    assert units["next"]["status"] == "succeeded", units       # no longer blocked behind it
     result = repo / ".prun" / "runs" / run_id / "results" / "sibling.1.md"
     assert result.read_text() == "the sibling did its work and reports it here in full\n"
     (filler,) = (repo / ".prun" / "runs" / run_id / "state").glob("filler-*")
@@ -88,6 +92,7 @@ def test_a_unit_that_fills_the_run_dir_fails_alone_and_its_sibling_is_published(
         assert units["filler"]["status"] == "failed", units
         sibling = units["sibling"]
         assert sibling["status"] == "failed" and sibling["reason"] == "disk-full", units
+        assert units["next"]["status"] == "blocked", units
         line = next(x for x in p.stdout.splitlines() if x.startswith("UNIT sibling failed"))
         assert f"prun resume {run_id}" in line, line          # what to do, said once
         rec = _prun("reconcile", run_id)                       # on the disk still full

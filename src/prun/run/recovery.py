@@ -13,6 +13,7 @@ watched to its end; one that finished meanwhile is judged from what it left (its
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from dataclasses import replace
 from typing import Any
@@ -48,6 +49,22 @@ def recover(sup: Supervisor) -> None:
             recover_unit(sup, u, rows[-1])
         elif u.status in (PacketStatus.RUNNING, PacketStatus.PARKED):
             sup.set_packet(u, PacketStatus.PENDING, "to be launched")
+    unblock(sup)
+
+
+def unblock(sup: Supervisor) -> None:
+    """A packet blocked behind one that is judged again now (its result published once a
+    full disk allows it), directly or through another, is pending again: the scheduler
+    decides about it once what it comes after has ended."""
+    changed = True
+    while changed:
+        changed = False
+        for u in sup.units.values():
+            if u.status == PacketStatus.BLOCKED and any(
+                    a in sup.units and not sup.units[a].status.terminal
+                    for a in u.packet.after):
+                sup.set_packet(u, PacketStatus.PENDING, "what it comes after is judged again")
+                changed = True
 
 
 def recover_unit(sup: Supervisor, u: UnitState, last: dict[str, Any]) -> None:
@@ -208,7 +225,8 @@ async def adopt(sup: Supervisor, u: UnitState, row: dict[str, Any]) -> None:
     if unit.get("remote"):   # its task's result went to the supervisor that died with it
         return await orphaned(sup, u, d)
     if found is not None and fd is not None:
-        sd.write(statedir.DISPATCH_PID, str(os.getpid()))
+        with contextlib.suppress(OSError):   # the human record (a full disk: left as it was)
+            sd.write(statedir.DISPATCH_PID, str(os.getpid()))
         worker: RunWorker = AdoptedWorker(found[0], fd)
         d.worker = worker
         sup.ledger.update_attempt(row["id"], "re-attached by a resumed supervisor",
