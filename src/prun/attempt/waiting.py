@@ -25,7 +25,7 @@ SLICE_KNOWN_S = 5.0     # ... and this often after
 ASYNC_SLICE_S = 1.0     # the supervisor reads it this often until the id is known, then not
 
 
-SEEK_DATA, SEEK_HOLE = getattr(os, "SEEK_DATA", 3), getattr(os, "SEEK_HOLE", 4)
+SEEK_DATA, SEEK_HOLE = getattr(os, "SEEK_DATA", None), getattr(os, "SEEK_HOLE", None)
 READ_BYTES = 1 << 20          # the stream is read this much at a time...
 MAX_LINE_BYTES = 4 << 20      # ...and a line longer than this is skipped (counted as bad)
 
@@ -81,10 +81,12 @@ class Follower:
         """How much to read next: the data at the read position, a hole before it skipped. A
         stream is written, never made sparse: a hole is a unit's truncation of its stdout, so
         its gigabytes of zeros are never read (the line it cuts is bad)."""
+        if SEEK_DATA is None or SEEK_HOLE is None:
+            return READ_BYTES
         try:
             data = os.lseek(fd, self.offset, SEEK_DATA)
             hole = os.lseek(fd, data, SEEK_HOLE)
-        except OSError:   # no data left (ENXIO), or no SEEK_DATA here: read on
+        except OSError:   # no data left (ENXIO), or not on this file system: read on
             return READ_BYTES
         if data > self.offset:
             self.offset = data
