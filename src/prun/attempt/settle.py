@@ -27,21 +27,22 @@ SETTLE_WAIT_S = 30.0
 
 
 def standalone(path: str) -> statedir.StateDir:
-    """The state dir of a standalone unit (one of a run is its supervisor's to settle)."""
+    """The state dir of a standalone unit: one whose dispatcher kept its record beside it
+    (one of a run is its supervisor's to settle)."""
     from . import identity
 
     sd = statedir.open_existing(path)
-    unit = sd.unit
-    if unit.get("attempt_id"):
-        raise UsageError(f"{path} is an attempt of a run ({unit['attempt_id']})",
+    if identity.facts(sd).get("result_file"):
+        return sd
+    attempt = sd.unit.get("attempt_id")
+    if attempt:
+        raise UsageError(f"{path} is an attempt of a run ({attempt!r})",
                          hint="a run's units are settled by its supervisor: `prun resume RUN`, "
                          "`prun cancel RUN:PACKET:N`")
-    if not identity.facts(sd).get("result_file"):
-        why = sd.problem(statedir.UNIT) or "the unit never began"
-        raise UsageError(f"{path} has no record of its dispatcher ({why})",
-                         hint="nothing prun launched can be settled from it; look at its "
-                         "files by hand, then remove the folder")
-    return sd
+    why = sd.problem(statedir.UNIT) or "the unit never began"
+    raise UsageError(f"{path} has no record of its dispatcher ({why})",
+                     hint="nothing prun launched can be settled from it; look at its files "
+                     "by hand, then remove the folder")
 
 
 def cancel(sd: statedir.StateDir, grace: float, wait: float) -> str:
