@@ -18,8 +18,8 @@ import pytest
 from faultkit import json_file, until
 
 # A unit that rewrites its own unit.json to name another process: the one in argv[1] (a JSON
-# {pid, create_time}), else the run's supervisor as the ledger records it; and its result path
-# as argv[2]. It then marks that it did so and waits to be ended.
+# {pid, create_time}), else the run's supervisor as the ledger records it; another attempt id;
+# and its result path as argv[2]. It then marks that it did so and waits to be ended.
 FORGER = r"""
 import json, os, sqlite3, sys, time
 victim = json.loads(sys.argv[1]) if sys.argv[1] != "supervisor" else None
@@ -36,6 +36,7 @@ while True:
     time.sleep(0.01)
 unit["worker"] = {**victim, "pgid": victim["pid"], "keeper": victim}
 unit["dispatcher"] = victim
+unit["attempt_id"] = "another-run:another-packet:1"
 if len(sys.argv) > 2:
     unit["result_file"] = sys.argv[2]
     unit["workspace"] = os.path.dirname(sys.argv[2])
