@@ -43,16 +43,26 @@ def _allocated(folder: Path) -> int:
     return total
 
 
+# a worker whose own result is fine, whose stdout it replaced with a link to /dev/zero
+OWN = ("import os\nopen(os.environ['PRUN_RESULT_FILE'], 'w').write('its own result, whole\\n')\n"
+       "sd = os.environ['PRUN_STATE_DIR']\n"
+       "os.symlink('/dev/zero', sd + '/tail.new'); os.replace(sd + '/tail.new', sd + '/tail')\n")
+
+
 def test_hostile_results_are_refused_unread_and_their_fallback_published(repo, tmp_path):
-    (repo / "plan.json").write_text(json.dumps({"parallel": 4,
-                                                "packets": [_unit(n) for n in LEAVES]}))
+    own = {"id": "own", "executor": "command", "sandbox": "off", "prompt": "write",
+           "command": [sys.executable, "-c", OWN]}
+    (repo / "plan.json").write_text(json.dumps({
+        "parallel": 5, "packets": [*(_unit(n) for n in LEAVES), own]}))
     p = subprocess.run([sys.executable, "-m", "prun", "run", "plan.json", "--plain"],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 1, p.stdout + p.stderr
     assert "Traceback" not in p.stderr, p.stderr
     status = json.loads(subprocess.run([sys.executable, "-m", "prun", "status", "--json"],
                                        capture_output=True, text=True, timeout=60).stdout)
-    reasons = {u["packet_id"]: u["reason"] for u in status["units"]}
+    reasons = {u["packet_id"]: u["reason"] for u in status["units"] if u["packet_id"] != "own"}
+    own_unit = next(u for u in status["units"] if u["packet_id"] == "own")
+    assert own_unit["status"] == "succeeded", own_unit      # its result stands, stdout or not
     assert reasons == {"sparse": "result-too-large", "fifo": "result-not-a-file",
                        "zero": "result-not-a-file", "folder": "result-not-a-file"}, reasons
     run_dir = repo / ".prun" / "runs" / status["run"]["id"]
@@ -65,6 +75,7 @@ def test_hostile_results_are_refused_unread_and_their_fallback_published(repo, t
         outcome = json_file(state / "outcome.json")
         assert outcome["published"] == "fallback" and outcome["outcome"] == "failed"
         assert str(outbox) in outcome["error"]               # the worker's own file, named
+    assert (run_dir / "results" / "own.1.md").read_text() == "its own result, whole\n"
     assert outboxes["sparse"].stat().st_size == (2 << 30) + 3   # left in place, as it was
     assert outboxes["zero"].is_symlink() and outboxes["fifo"].is_fifo()
     assert _allocated(run_dir) < 16 << 20                  # no 2 GiB of zeros anywhere
@@ -85,5 +96,5 @@ def test_a_standalone_worker_that_writes_a_huge_sparse_result_fails_with_its_rea
     assert outcome["reason"] == "result-too-large" and outcome["published"] is None
     assert open(f"{state}/fallback.md").read().startswith("FALLBACK reason=result-too-large")
     assert result.stat().st_size == (2 << 30) + 3           # the worker's file, left alone
-    assert p.stderr.startswith("prun: unit huge failed (result-too-large): ") \
-        and len(p.stderr.splitlines()) == 1, p.stderr
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith("prun: unit huge failed (result-too-large): "), p.stderr

@@ -90,7 +90,7 @@ def _publish(d: Dispatch, verdict: str, error: str | None, exit_code: int | None
     if regular_size(d.write_path, RESULT_LIMIT) > 0:     # the worker wrote its own result
         if d.write_path != dest:
             publish_copy(d.write_path, dest, durable=durable, limit=RESULT_LIMIT)
-        return "worker", beside(d, response(stream)), verdict, error
+        return "worker", beside(d, _response_or_none(stream)), verdict, error
     text = response(stream)
     whole = stream.response_file if stream.response is None else None
     size = len((text or "").strip().encode())
@@ -126,6 +126,17 @@ def response(stream: StreamResult) -> str | None:
         except FileNotFoundError:
             return ""
     return stream.response
+
+
+def _response_or_none(stream: StreamResult) -> str | None:
+    """The final response to put beside the worker's own result; none when it is refused
+    (the result is the worker's, and it stands)."""
+    from .._util.fsutil import UnsafeFile
+
+    try:
+        return response(stream)
+    except UnsafeFile:
+        return None
 
 
 def keep_fallback(d: Dispatch, verdict: str, error: str, exit_code: int | None,
