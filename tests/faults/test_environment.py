@@ -87,7 +87,7 @@ def test_a_run_on_a_full_disk_serves_every_unit_and_crashes_nothing(repo, tmp_pa
         view = json.loads(status.stdout)
     assert view["run"]["status"] in ("failed", "stopped")
     assert all(u["status"] in ("succeeded", "failed", "pending") for u in view["units"])
-    assert any(u["reason"] == "publish-failed" for u in view["units"]), view["units"]
+    assert any(u["reason"] == "disk-full" for u in view["units"]), view["units"]
     ran = executions(log)
     assert all(n == 1 for n in ran.values())
     counted = {u["packet_id"] for u in view["units"]

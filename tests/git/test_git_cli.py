@@ -111,9 +111,11 @@ def test_clean_removes_only_workspaces_and_refuses_while_a_unit_runs(repo, recor
                            cwd=str(tmp_path), env=dict(os.environ),
                            stdout_path=str(sd / "w.out"), stderr_path=str(sd / "w.err"))
     try:
+        started = process.create_time(worker.pid)
         (sd / "unit.json").write_text(json.dumps({"worker":
-            {"pid": worker.pid, "pgid": worker.pid,
-             "create_time": process.create_time(worker.pid)}}))
+            {"pid": worker.pid, "pgid": worker.pid, "create_time": started}}))
+        with Ledger.open() as ledger:   # the worker as the supervisor records it
+            ledger.update_attempt("a-1", receipt=f"pid:{worker.pid}@{started:.3f}")
         r = prun("clean", cwd=repo)
         assert r.returncode == 1 and "still has units running: a" in r.stderr
         assert (tmp_path / "ws" / "a").exists()
@@ -143,9 +145,11 @@ def test_pause_saves_the_patch_and_stops_only_its_group(repo, recorded_run, tmp_
                               cwd=str(tmp_path), env=dict(os.environ),
                               stdout_path=str(sd / "b.out"), stderr_path=str(sd / "b.err"))
     try:
+        started = process.create_time(worker.pid)
         (sd / "unit.json").write_text(json.dumps({"worker":
-            {"pid": worker.pid, "pgid": worker.pid,
-             "create_time": process.create_time(worker.pid)}}))
+            {"pid": worker.pid, "pgid": worker.pid, "create_time": started}}))
+        with Ledger.open() as ledger:   # the worker as the supervisor records it
+            ledger.update_attempt("a-1", receipt=f"pid:{worker.pid}@{started:.3f}")
         assert worker.wait_exit(0) is False
         for _ in range(200):          # bounded: the worker writes its child's pid at start
             if pidfile.exists() and pidfile.read_text():

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 
 from ..errors import QuotaExhausted
-from . import statedir
+from . import identity, statedir
 from .exitlog import path as _exit_log
 from .request import Prepared, Request, prepare
 from .statedir import iso, worker_entry
@@ -44,6 +44,8 @@ class Dispatch:
         self.remote = remote              # a cluster run: the attempt runs on a Dask worker
         self.lost: tuple[str, str] | None = None  # its remote worker ended it: (reason, error)
         self.durable = not in_run         # fsync each file; a run's supervisor syncs in groups
+        self.in_run = in_run
+        self.reopened = False             # an attempt an earlier dispatcher launched
         self.receipt: str | None = None   # "pid:<pid>@<start time>" once the worker runs
         self.outcome: Outcome | None = None
         self.outcome_error: str | None = None  # outcome.json could not be written: why
@@ -55,8 +57,10 @@ class Dispatch:
                            if prepared.request.outbox else prepared.result_file)
         if prepared.request.outbox:
             os.makedirs(os.path.dirname(self.write_path), exist_ok=True)
-        # the worker's private home: a follow-up's is the one its conversation ran in
-        self.home = prepared.home or self.state.file(statedir.HOME)
+        # the worker's private home, in its state dir; a follow-up's is carried over from the
+        # attempt it continues (the one its conversation ran in)
+        self.home = self.state.file(statedir.HOME)
+        self.earlier_home = prepared.home
         self.sandboxed: bool | None = None  # decided at launch
         self.launch_error: str | None = None  # why the launch failed, kept for finish
         self.escaped: list[dict[str, Any]] = []  # processes that left its group, ended with it
@@ -105,6 +109,11 @@ class Dispatch:
         self._put(statedir.MODEL, self.settings.model or p.executor.name)
         if self.opening is None:
             sd.write_json(statedir.UNIT, self._unit_record())
+        if not self.in_run:   # beside the state dir, out of its unit's reach
+            identity.record(sd, dispatcher=[self.dispatcher_pid, self.dispatcher_started],
+                            unit_id=p.request.unit_id, executor=p.executor.name,
+                            result_file=p.result_file, workspace=self.workspace, mode=p.mode,
+                            command=list(p.command) or None)
 
     def _copy_prompt(self) -> None:
         """``prompt``, whole or none: with a run's keeper, copied by it from the frozen brief
@@ -353,6 +362,8 @@ class Dispatch:
     def _record_launch(self, launch: Launch, worker: Worker) -> None:
         """``unit.json`` with the argv, the sandbox and the worker; the receipt."""
         started = self._receipt(worker)
+        if not self.in_run:
+            identity.record(self.state, worker=[worker.pid, started], workspace=self.workspace)
         record = self._launch_record(launch)
         record["worker"] = worker_entry(worker.pid, started, self.launched_at or time.time())
         try:
@@ -421,14 +432,13 @@ class Dispatch:
                                 refused=refused)
 
 
-def reopen(req: Request, state_path: str) -> Dispatch:
-    """The Dispatch of an attempt an earlier supervisor launched (``prun resume``)."""
+def reopen(req: Request, state_path: str, receipt: str | None = None) -> Dispatch:
+    """The Dispatch of an attempt an earlier supervisor launched (``prun resume``):
+    ``receipt`` is its ledger receipt (else its keeper's log names its worker)."""
     d = Dispatch(prepare(req, reopen=True), statedir.StateDir(state_path),
                  dispatcher_pid=os.getpid(), record=False, in_run=True)
-    unit = d.state.unit
-    worker = unit.get("worker") or {}
-    d.workspace = unit.get("workspace") or d.workspace
-    d.launched_at = worker.get("create_time") or d.started
-    d.receipt = f"pid:{worker.get('pid')}@{d.launched_at:.3f}" if worker.get("pid") else None
+    d.reopened = True
+    worker = identity.worker(d.state, receipt)
+    d.launched_at = worker[1] if worker else d.started
+    d.receipt = f"pid:{worker[0]}@{d.launched_at:.3f}" if worker else None
     return d
-

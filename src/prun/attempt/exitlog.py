@@ -44,9 +44,13 @@ def recorded_exit(sd: statedir.StateDir, wait: bool = False) -> int | None:
     deadline = time.monotonic() + KEEPER_LOG_WAIT_S
     delay = 0.005
     while (code := logged_exit(sd)) is None and wait and time.monotonic() < deadline:
-        keeper = (sd.worker or {}).get("keeper") or {}
-        if not same_process_alive(keeper.get("pid"), keeper.get("create_time"),
-                                  unproven=True):
+        # unit.json's keeper only bounds this wait (never more than KEEPER_LOG_WAIT_S);
+        # nothing is signalled on its word
+        keeper = (sd.worker or {}).get("keeper")
+        pid, start = (keeper.get("pid"), keeper.get("create_time")) if isinstance(
+            keeper, dict) else (None, None)
+        if not isinstance(pid, int) or not isinstance(start, float | int | None) \
+                or not same_process_alive(pid, start, unproven=True):
             return logged_exit(sd)
         time.sleep(delay)
         delay = min(delay * 2, 0.1)

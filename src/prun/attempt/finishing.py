@@ -15,7 +15,7 @@ import time
 
 from ..errors import QuotaExhausted
 from . import statedir
-from .publish import publish
+from .publish import keep_fallback, publish
 from .statedir import iso
 
 TYPE_CHECKING = False
@@ -29,6 +29,8 @@ STDERR_TAIL_BYTES = 20000   # what the executor reads of stderr for a resume ref
 # verdicts after which no quota error is looked for, and after which quota is not re-read
 NO_QUOTA_HIT = ("ok", "quota", "launch-failed")
 NO_QUOTA_REREAD = ("ok", "quota", "cancelled")
+# an attempt that succeeded but whose result could not be written (its output is kept)
+UNPUBLISHED = ("disk-full", "publish-failed")
 
 
 def finish(d: Dispatch, exit_code: int | None, *, timed_out: bool = False,
@@ -40,20 +42,17 @@ def finish(d: Dispatch, exit_code: int | None, *, timed_out: bool = False,
         pass
     follower = d.follow()
     stream = follower.finish(read=d.worker is not None or follower.offset > 0
-                             or d.receipt is not None)  # a reopened attempt: read it all
+                             or d.receipt is not None or d.reopened)  # reopened: read it all
     verdict, error = judge(d, exit_code, stream, timed_out=timed_out, cancelled=cancelled,
                            refused=refused)
     hit = quota_after(d, verdict, exit_code, stream)
     published: str | None
     try:
-        published, sibling, verdict, error = publish(d, verdict, error, exit_code, stream,
-                                                     _response(stream))
+        published, sibling, verdict, error = publish(d, verdict, error, exit_code, stream)
     except OSError as e:  # a full disk, a folder gone or read-only: no result there
-        why = (f"cannot write the result {d.p.result_file}: {e.strerror or e} "
-               "(the FALLBACK is in the state dir)")
-        verdict, error = "publish-failed", why
-        published, sibling = keep_fallback(d, verdict, why, exit_code, stream), None
-    if exit_code is None and verdict not in ("ok", "publish-failed") and d.launched_at \
+        verdict, error = unpublished(d, verdict, error, e)
+        published, sibling = keep_fallback(d, verdict, error, exit_code, stream), None
+    if exit_code is None and verdict not in ("ok", *UNPUBLISHED) and d.launched_at \
             and not (timed_out or cancelled or refused or d.lost):
         verdict = "exit-unknown"   # what it left does not show success either
         error = (f"{error}; " if error else "") + ("its exit code was not observed (its "
@@ -61,24 +60,19 @@ def finish(d: Dispatch, exit_code: int | None, *, timed_out: bool = False,
     return conclude(d, verdict, error, exit_code, published, sibling, stream, hit)
 
 
-def keep_fallback(d: Dispatch, verdict: str, error: str, exit_code: int | None,
-                  stream: StreamResult) -> str | None:
-    """The FALLBACK written where any byte can still be written: the state dir's
-    ``fallback.md``, else stderr. Returns ``fallback`` when it was kept in the state dir."""
-    import sys
+def unpublished(d: Dispatch, verdict: str, error: str | None, e: OSError) -> tuple[str, str]:
+    """The verdict and error of an attempt whose result could not be written: ``disk-full``
+    (no space, a quota) or ``publish-failed`` when it had succeeded (``prun resume``
+    publishes a run's from its state dir once it can be written); a failed one keeps its
+    own verdict, the reason its FALLBACK is not at the result path added to its error."""
+    import errno
 
-    from .publish import fallback_text
-
-    text = fallback_text(d, verdict, error, exit_code, stream)
-    try:
-        d.state.write(statedir.FALLBACK, text)
-        return "fallback"
-    except OSError:
-        try:
-            sys.stderr.write(text)
-        except OSError:
-            pass
-        return None
+    why = (f"cannot write the result {d.p.result_file}: {e.strerror or e} (the FALLBACK is "
+           "in the state dir)")
+    if verdict != "ok":
+        return verdict, f"{error}; {why}" if error else why
+    full = e.errno in (errno.ENOSPC, errno.EDQUOT)
+    return ("disk-full" if full else "publish-failed"), why
 
 
 def judge(d: Dispatch, exit_code: int | None, stream: StreamResult, *, timed_out: bool,
@@ -96,6 +90,9 @@ def judge(d: Dispatch, exit_code: int | None, stream: StreamResult, *, timed_out
                 "process group ended")
     if cancelled:
         return "cancelled", "the dispatcher was stopped; the worker's group was ended"
+    if d.follower is not None and d.follower.refused:
+        return "stream-not-a-file", (f"its stream {d.state.file(statedir.TAIL)} is "
+                                     f"{d.follower.refused}: not read")
     return _judge_exit(d, exit_code, stream)
 
 
@@ -153,7 +150,7 @@ def conclude(d: Dispatch, verdict: str, error: str | None, exit_code: int | None
     from . import published as index
 
     p, sd = d.p, d.state
-    landed = index.identity(p.result_file) if verdict != "publish-failed" else None
+    landed = index.identity(p.result_file) if verdict not in UNPUBLISHED else None
     d.outcome = _outcome(d, verdict, error, exit_code, published, sibling, stream, hit,
                          landed)
     try:
@@ -191,16 +188,6 @@ def _outcome(d: Dispatch, verdict: str, error: str | None, exit_code: int | None
         started_at=iso(d.started), finished_at=iso(finished),
         duration_s=round(finished - d.started, 3), state_dir=d.state.path,
         result_identity=landed, sandboxed=d.sandboxed, escaped=tuple(d.escaped))
-
-
-def _response(stream: StreamResult) -> str | None:
-    """The final response: the stream's, else the whole file that holds it (a command's
-    stdout)."""
-    from .._util.fsutil import read_text
-
-    if stream.response is None and stream.response_file:
-        return read_text(stream.response_file, "")
-    return stream.response
 
 
 def _stderr_tail(d: Dispatch) -> str:

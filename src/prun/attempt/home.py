@@ -152,3 +152,19 @@ def _copy_file(source: str, dest: str, budget: _Budget, *, follow: bool) -> None
         with os.fdopen(out, "wb") as w:
             while chunk := f.read(1 << 20):
                 w.write(chunk)
+
+
+def carry(earlier: str, home: str) -> None:
+    """Move an earlier attempt's home (a real folder, never a link) to ``home``, the
+    follow-up's own place, where each attempt's home always is; copied when it cannot be
+    moved (another file system). Nothing happens when the earlier one is not a folder."""
+    import shutil
+
+    try:
+        if not stat.S_ISDIR(os.lstat(earlier).st_mode):
+            return
+        os.rename(earlier, home)
+    except FileNotFoundError:
+        return
+    except OSError:
+        shutil.copytree(earlier, home, symlinks=True)

@@ -64,9 +64,9 @@ class Places:
         allowed = p.request.subdispatch
         self.policy = subdispatch.policy_file(allowed)
         files = p.executor.home_files()
-        if not os.path.isdir(d.home):    # the earlier attempt's home is gone: a fresh one
-            d.home = sd.file(statedir.HOME)
-        if d.home == sd.file(statedir.HOME) and not os.path.isdir(d.home):
+        if d.earlier_home and not os.path.lexists(d.home):
+            home.carry(d.earlier_home, d.home)   # a follow-up: the home its conversation is in
+        if not os.path.isdir(d.home):
             os.makedirs(d.home, mode=0o700)
             home.fill(d.home, files, env)
         self.home = d.home

@@ -94,21 +94,28 @@ class Outcome:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Outcome:
         """An ``outcome.json`` read back (fields it lacks keep their defaults; unknown ones
-        are ignored: older and newer prun versions read each other's)."""
-        known = {f for f in cls.__dataclass_fields__ if f != "kind"}
-        values = {k: v for k, v in d.items() if k in known}
+        are ignored: older and newer prun versions read each other's). A state dir is a
+        unit's to write: a field of the wrong type reads as missing."""
+        values: dict[str, Any] = {
+            k: v for k, v in d.items() if k in _FIELDS and k not in _BUILT
+            and isinstance(v, _TYPES[k]) and (_TYPES[k] is bool or type(v) is not bool)}
         try:
             kind = OutcomeKind(str(d.get("outcome")))
         except ValueError:
             kind = OutcomeKind.FAILED
-        q = values.get("quota")
-        values["quota"] = Quota(q.get("group"), q.get("resets_at"), q.get("message") or "") \
-            if isinstance(q, dict) else None
-        values["denials"] = tuple(values.get("denials") or ())
-        values["escaped"] = tuple(values.get("escaped") or ())
+        q = d.get("quota")
+        values["quota"] = Quota(_str(q.get("group")), _str(q.get("resets_at")),
+                                _str(q.get("message")) or "") if isinstance(q, dict) else None
+        values["denials"] = tuple(x for x in d.get("denials") or () if isinstance(x, dict)) \
+            if isinstance(d.get("denials"), list) else ()
+        values["escaped"] = tuple(x for x in d.get("escaped") or () if isinstance(x, dict)) \
+            if isinstance(d.get("escaped"), list) else ()
         values["spend"] = _spend(d.get("tokens"), d.get("cost_usd"))
-        return cls(kind=kind, reason=str(d.get("reason") or kind), **{
-            k: v for k, v in values.items() if k != "reason"})
+        return cls(kind=kind, reason=_str(d.get("reason")) or str(kind), **values)
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _spend(tokens: object, cost: object) -> Usage | None:
@@ -121,3 +128,16 @@ def _spend(tokens: object, cost: object) -> Usage | None:
 
 
 _FIELDS = tuple(f for f in Outcome.__dataclass_fields__ if f not in ("kind", "lines", "spend"))
+
+
+# what each field of outcome.json may hold when read back (bool is an int: excluded where a
+# number is meant)
+_BUILT = frozenset({"kind", "reason", "quota", "denials", "escaped", "spend", "lines"})
+_NUM = (int, float)
+_TYPES: dict[str, type | tuple[type, ...]] = {
+    "error": str, "published": str, "worker_exit": int, "backend_status": str,
+    "result_file": str, "response_file": str, "unit_id": str, "attempt_id": str,
+    "executor": str, "model": str, "requested_model": str, "session_id": str,
+    "tool_uses": int, "tool_errors": int, "usage": dict, "quota_note": str,
+    "started_at": str, "finished_at": str, "duration_s": _NUM, "state_dir": str,
+    "result_identity": dict, "sandboxed": bool}

@@ -4,6 +4,12 @@ The worker's own result (copied from its outbox in a run) wins; else the final r
 command's whole stdout, copied); else a FALLBACK text saying why, with what the state dir
 captured. The final response lands beside a worker-written result as
 ``<result>.response.<ext>``.
+
+What the worker left is read as untrusted (``fsutil.open_regular``): a result (or a command's
+stdout) that is not a regular file (a link, a FIFO, a folder) fails the attempt as
+``result-not-a-file``, and one larger than ``RESULT_LIMIT`` as ``result-too-large``; either is
+left where the worker put it, unread, and the FALLBACK naming it is published instead. A copy
+keeps a sparse file's holes: publishing never writes more than the worker's data.
 """
 
 from __future__ import annotations
@@ -14,11 +20,13 @@ from . import statedir
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from .._util.fsutil import UnsafeFile
     from ..executors.records import StreamResult
     from .dispatch import Dispatch
 
 MIN_RESPONSE_BYTES = 20
 TAIL_LINES = 60
+RESULT_LIMIT = 64 << 20   # the largest result prun publishes (docs/dispatch.md)
 
 
 def sibling_path(result_file: str) -> str:
@@ -36,40 +44,118 @@ def sibling_path(result_file: str) -> str:
 
 
 def publish(d: Dispatch, verdict: str, error: str | None, exit_code: int | None,
-            stream: StreamResult, response: str | None) -> tuple[str, str | None, str, str | None]:
+            stream: StreamResult) -> tuple[str | None, str | None, str, str | None]:
     """Publish the unit's result at its result path, atomically and never over another
     file: the worker's own result (copied from its outbox in a run), else the final
     response (a command's whole stdout, copied), else a FALLBACK saying why. A published
-    result is a copy: nothing the worker left behind can still write it.
-    Returns (published: worker|response|fallback, the response's sibling, verdict, error)."""
-    from .._util.fsutil import atomic_write, file_size, publish_copy, publish_new
+    result is a copy: nothing the worker left behind can still write it. A result that is
+    not a regular file or is over ``RESULT_LIMIT`` is refused (its FALLBACK published).
+    Returns (published: worker|response|fallback|None, the response's sibling, verdict,
+    error). ``OSError``: the result path could not be written (a full disk)."""
+    from .._util.fsutil import UnsafeFile
+
+    try:
+        return _publish(d, verdict, error, exit_code, stream)
+    except UnsafeFile as e:
+        verdict, error = refused(e)
+        return refuse(d, verdict, error, exit_code, stream), None, verdict, error
+
+
+def refused(e: UnsafeFile) -> tuple[str, str]:
+    """The verdict and error of a result that was refused unread."""
+    what = "result-too-large" if e.too_large else "result-not-a-file"
+    return what, (f"its result {e.filename} is {e.what}: left there unread, not published"
+                  + (f" (prun publishes at most {RESULT_LIMIT} bytes)" if e.too_large else ""))
+
+
+def refuse(d: Dispatch, verdict: str, error: str, exit_code: int | None,
+           stream: StreamResult) -> str | None:
+    """The FALLBACK of a refused result: at the result path when it is free, else kept in
+    the state dir (the worker's own file is at the result path: it stays, unread)."""
+    from .._util.fsutil import publish_new
+
+    text = fallback_text(d, verdict, error, exit_code, stream)
+    if not os.path.lexists(d.p.result_file) and publish_new(d.p.result_file, text,
+                                                             durable=d.durable):
+        return "fallback"
+    keep_fallback(d, verdict, error, exit_code, stream)
+    return None
+
+
+def _publish(d: Dispatch, verdict: str, error: str | None, exit_code: int | None,
+             stream: StreamResult) -> tuple[str | None, str | None, str, str | None]:
+    from .._util.fsutil import atomic_write, publish_copy, publish_new, regular_size
 
     dest, durable = d.p.result_file, d.durable
-    if file_size(d.write_path) > 0:     # the worker wrote its own result
+    if regular_size(d.write_path, RESULT_LIMIT) > 0:     # the worker wrote its own result
         if d.write_path != dest:
-            publish_copy(d.write_path, dest, durable=durable)
-        return "worker", beside(d, response), verdict, error
+            publish_copy(d.write_path, dest, durable=durable, limit=RESULT_LIMIT)
+        return "worker", beside(d, _response_or_none(stream)), verdict, error
+    text = response(stream)
     whole = stream.response_file if stream.response is None else None
-    size = len((response or "").strip().encode())
+    size = len((text or "").strip().encode())
     if verdict == "ok" and size < MIN_RESPONSE_BYTES:
         verdict = "short-response"
         error = f"final response is {size} bytes (fewer than {MIN_RESPONSE_BYTES})"
     kind = "response" if verdict == "ok" else "fallback"
-    if file_size(dest) > 0:                # the worker wrote it at the last moment
-        return "worker", beside(d, response), verdict, error
+    left = regular_size(dest, RESULT_LIMIT)   # what the worker may have left there
+    if left > 0:                           # the worker wrote it at the last moment
+        return "worker", beside(d, text), verdict, error
     if verdict == "ok" and whole:
-        done = publish_copy(whole, dest, durable=durable)
+        done = publish_copy(whole, dest, durable=durable, limit=RESULT_LIMIT)
     else:
-        text = response if verdict == "ok" else fallback_text(d, verdict, error,
-                                                                    exit_code, stream)
+        out = text if verdict == "ok" else fallback_text(d, verdict, error, exit_code, stream)
         if os.path.lexists(dest):            # the worker left an empty file: replace it
-            atomic_write(dest, text or "", durable=durable)
+            atomic_write(dest, out or "", durable=durable)
             done = True
         else:
-            done = publish_new(dest, text or "", durable=durable)
+            done = publish_new(dest, out or "", durable=durable)
     if not done:                           # the worker wrote it at the last moment
-        return "worker", beside(d, response), verdict, error
+        return "worker", beside(d, text), verdict, error
     return kind, None, verdict, error
+
+
+def response(stream: StreamResult) -> str | None:
+    """The final response: the stream's, else the whole file that holds it (a command's
+    stdout: ``UnsafeFile`` when it is not a regular file or is over ``RESULT_LIMIT``)."""
+    from .._util.fsutil import read_bounded
+
+    if stream.response is None and stream.response_file:
+        try:
+            return read_bounded(stream.response_file, RESULT_LIMIT).decode("utf-8", "replace")
+        except FileNotFoundError:
+            return ""
+    return stream.response
+
+
+def _response_or_none(stream: StreamResult) -> str | None:
+    """The final response to put beside the worker's own result; none when it is refused
+    (the result is the worker's, and it stands)."""
+    from .._util.fsutil import UnsafeFile
+
+    try:
+        return response(stream)
+    except UnsafeFile:
+        return None
+
+
+def keep_fallback(d: Dispatch, verdict: str, error: str, exit_code: int | None,
+                  stream: StreamResult) -> str | None:
+    """The FALLBACK written where any byte can still be written: the state dir's
+    ``fallback.md``, else stderr. Returns ``fallback`` when it was kept in the state dir."""
+    import sys
+
+    text = fallback_text(d, verdict, error, exit_code, stream)
+    try:
+        d.state.write(statedir.FALLBACK, text)
+        return "fallback"
+    except OSError:
+        try:
+            sys.stderr.write(text)
+        except OSError:
+            pass
+        return None
+
 
 def beside(d: Dispatch, response: str | None) -> str | None:
     """Keep the worker's own result; the final response goes beside it."""

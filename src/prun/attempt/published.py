@@ -58,12 +58,20 @@ def entry_path(result_file: str, folder: str | None = None) -> str:
 
 
 def identity(result_file: str, *, content: bool = True) -> ResultIdentity | None:
-    """What ``result_file`` is now, or None if it is missing or empty: its path, device,
-    inode, size and modification time (what ``lookup`` checks), and with ``content`` its
-    SHA-256 (what ``changed`` checks: a published result must never change)."""
+    """What ``result_file`` is now, or None if it is missing, empty, not a regular file or
+    larger than prun publishes (``publish.RESULT_LIMIT``): its path, device, inode, size and
+    modification time (what ``lookup`` checks), and with ``content`` its SHA-256 (what
+    ``changed`` checks: a published result must never change)."""
+    from .._util.fsutil import open_regular
+    from .publish import RESULT_LIMIT
+
     path = os.path.abspath(result_file)
     try:
-        with open(path, "rb") as f:
+        fd = open_regular(path, RESULT_LIMIT)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as f:
             st = os.fstat(f.fileno())
             if st.st_size == 0:
                 return None
@@ -79,7 +87,8 @@ def identity(result_file: str, *, content: bool = True) -> ResultIdentity | None
 def changed(recorded: object) -> str | None:
     """Why the published result ``recorded`` (an outcome's ``result_identity``) is no longer
     what was published, or None when it still is (or nothing was recorded)."""
-    if not isinstance(recorded, dict) or not recorded.get("path"):
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("path"), str) \
+            or not recorded["path"]:
         return None
     now = identity(recorded["path"], content="sha256" in recorded)
     if now is None:
@@ -186,11 +195,8 @@ def rewritten(result_file: str, st: os.stat_result, folder: str | None = None) -
     """Was the file at ``result_file`` published (the index has its entry, for this very file:
     the same device and inode) and then written again in place (its size or modification
     time differs)? A file replaced by another is a new file, not this."""
-    try:
-        with open(entry_path(os.path.abspath(result_file), folder), "rb") as f:
-            ident = json.loads(f.read()).get("result_identity")
-    except (OSError, ValueError, AttributeError):
-        return False
+    entry = _entry(entry_path(os.path.abspath(result_file), folder))
+    ident = entry.get("result_identity") if entry is not None else None
     if not isinstance(ident, dict):
         return False
     same_file = ident.get("dev") == st.st_dev and ident.get("ino") == st.st_ino
@@ -203,14 +209,13 @@ def lookup(result_file: str, st: os.stat_result | None = None,
     """The index entry for ``result_file`` if the file on disk is the one a dispatcher published
     (``st``: its stat, when the caller already has it), else None."""
     path = os.path.abspath(result_file)
+    entry = _entry(entry_path(path, folder))
+    if entry is None:
+        return None
     try:
-        with open(entry_path(path, folder), "rb") as f:
-            entry = json.loads(f.read())
         if st is None:
             st = os.stat(path)
-    except (OSError, ValueError):
-        return None
-    if not isinstance(entry, dict):
+    except OSError:
         return None
     ident = entry.get("result_identity")
     if not isinstance(ident, dict):
@@ -219,3 +224,13 @@ def lookup(result_file: str, st: os.stat_result | None = None,
             and ident.get("ino") == st.st_ino and ident.get("size") == st.st_size
             and ident.get("mtime_ns") == st.st_mtime_ns)
     return entry if same else None
+
+
+def _entry(path: str) -> dict[str, Any] | None:
+    """An index entry (a unit's ``outcome.json``, linked in), read as untrusted: a regular
+    file of at most ``statedir.RECORD_LIMIT`` bytes holding a JSON object, else None."""
+    from .._util.fsutil import read_json
+    from .statedir import RECORD_LIMIT
+
+    entry = read_json(path, limit=RECORD_LIMIT)
+    return entry if isinstance(entry, dict) else None

@@ -250,10 +250,11 @@ def _existing_dir(path: str, what: str) -> str:
 
 
 def _resumed(continue_from: str | None, executor: Executor) -> tuple[str | None, dict[str, Any]]:
-    """The conversation id a follow-up resumes and its earlier attempt's ``unit.json`` (its
-    working folder and mode: Gemini resumes a session only from the folder it ran in, and
-    any conversation's file paths point there, and its private home, where its CLI kept the
-    conversation); (None, {}) for a fresh unit."""
+    """The conversation id a follow-up resumes and what its earlier attempt's dispatcher
+    recorded of it beside its state dir (``identity.facts``: its working folder and mode:
+    Gemini resumes a session only from the folder it ran in, and any conversation's file
+    paths point there; never its ``unit.json``, which that unit could rewrite), and its
+    private home, where its CLI kept the conversation; (None, {}) for a fresh unit."""
     if continue_from is None:
         return None, {}
     if not continue_from.strip():
@@ -266,4 +267,8 @@ def _resumed(continue_from: str | None, executor: Executor) -> tuple[str | None,
     if not conv:
         raise UsageError(f"no conversation id in {sd.file(statedir.CONVERSATION_ID)}",
                          hint="the earlier unit never reported one; start a fresh unit instead")
-    return conv, sd.unit
+    from .identity import facts
+
+    earlier: dict[str, Any] = dict(facts(sd))
+    earlier["home"] = sd.file(statedir.HOME)   # where its home is (carried over at launch)
+    return conv, earlier

@@ -3,7 +3,9 @@
 from what it left, publishes its result or FALLBACK and closes its ledger row, so that
 monitor, gather and the ledger see it finished.
 
-Only processes whose pid and start time ``unit.json`` recorded are ever signalled.
+Only processes whose pid and start time the dispatcher recorded beside the state dir
+(``identity``) are ever signalled, and the result is published at the path it recorded there:
+nothing the unit wrote in its state dir (``unit.json``) chooses a process or a path.
 """
 
 from __future__ import annotations
@@ -19,54 +21,60 @@ from . import statedir
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .outcome import Outcome
+    from .request import Prepared
 
 SETTLE_WAIT_S = 30.0
 
 
 def standalone(path: str) -> statedir.StateDir:
-    """The state dir of a standalone unit (one of a run is its supervisor's to settle)."""
+    """The state dir of a standalone unit: one whose dispatcher kept its record beside it
+    (one of a run is its supervisor's to settle)."""
+    from . import identity
+
     sd = statedir.open_existing(path)
-    unit = sd.unit
-    if not unit:
-        raise UsageError(f"{path} has no unit.json: the unit never began",
-                         hint="nothing ran; remove the folder")
-    if unit.get("attempt_id"):
-        raise UsageError(f"{path} is an attempt of a run ({unit['attempt_id']})",
+    if identity.facts(sd).get("result_file"):
+        return sd
+    attempt = sd.unit.get("attempt_id")
+    if attempt:
+        raise UsageError(f"{path} is an attempt of a run ({attempt!r})",
                          hint="a run's units are settled by its supervisor: `prun resume RUN`, "
                          "`prun cancel RUN:PACKET:N`")
-    return sd
-
-
-def _alive(record: object) -> tuple[int, float] | None:
-    from .._util.process import same_process_alive
-
-    if not isinstance(record, dict):
-        return None
-    pid, start = record.get("pid"), record.get("create_time")
-    if isinstance(pid, int) and isinstance(start, int | float) and same_process_alive(pid, start):
-        return pid, float(start)
-    return None
+    why = sd.problem(statedir.UNIT) or "the unit never began"
+    raise UsageError(f"{path} has no record of its dispatcher ({why})",
+                     hint="nothing prun launched can be settled from it; look at its files "
+                     "by hand, then remove the folder")
 
 
 def cancel(sd: statedir.StateDir, grace: float, wait: float) -> str:
     """End a standalone unit: its live dispatcher is told (SIGTERM: it ends its worker and
     judges it); else a live worker's group is ended (SIGTERM, ``grace``, SIGKILL) and the
     unit settled. Returns the outcome's kind."""
-    if (done := sd.outcome) is not None:
-        return str(done.get("outcome"))
-    unit = sd.unit
-    if (dispatcher := _alive(unit.get("dispatcher"))) is not None:
+    from . import identity
+
+    if (done := _outcome(sd)) is not None:
+        return done
+    if identity.alive(dispatcher := identity.dispatcher(sd)):
+        assert dispatcher is not None  # alive() says so
         os.kill(dispatcher[0], signal.SIGTERM)
         end = time.monotonic() + wait
         while time.monotonic() < end:
-            if (done := sd.outcome) is not None:
-                return str(done.get("outcome"))
+            if (done := _outcome(sd)) is not None:
+                return done
             time.sleep(0.05)
         raise StateError(f"the dispatcher of {sd.path} did not finish within {wait:g} s",
                          hint="run `prun cancel` again, or wait")
-    if (worker := _alive(unit.get("worker"))) is not None:
+    worker = identity.standalone_worker(sd)
+    ended = identity.alive(worker)
+    if ended:
+        assert worker is not None
         _end_group(worker[0], worker[1], grace)
-    return settle(sd, cancelled=worker is not None).kind.value
+    return settle(sd, cancelled=ended).kind.value
+
+
+def _outcome(sd: statedir.StateDir) -> str | None:
+    """The kind of outcome the dispatcher wrote, or None before it finished."""
+    done = sd.outcome
+    return str(done.get("outcome")) if done is not None else None
 
 
 def _end_group(pid: int, start: float, grace: float) -> None:
@@ -87,29 +95,42 @@ def _end_group(pid: int, start: float, grace: float) -> None:
 
 
 def settle(sd: statedir.StateDir, *, cancelled: bool = False) -> Outcome:
-    """Judge a standalone unit whose dispatcher is gone: its result or FALLBACK published,
-    ``outcome.json`` written (its exit code unknown: it was its dispatcher's to see), its
-    ledger row closed. Refused while its dispatcher or worker still runs."""
+    """Judge a standalone unit whose dispatcher is gone: its result or FALLBACK published at
+    the path its dispatcher recorded, ``outcome.json`` written (its exit code unknown: it was
+    its dispatcher's to see), its ledger row closed. Refused while its dispatcher or worker
+    still runs."""
+    from . import identity
     from .core import Dispatch
     from .outcome import Outcome
-    from .request import Request, prepare
 
     if (done := sd.outcome) is not None:
         return Outcome.from_json(done)
-    unit = sd.unit
-    for who in ("dispatcher", "worker"):
-        if (alive := _alive(unit.get(who))) is not None:
-            raise StateError(f"the {who} of {sd.path} still runs (pid {alive[0]})",
+    for who, proc in (("dispatcher", identity.dispatcher(sd)),
+                      ("worker", identity.standalone_worker(sd))):
+        if identity.alive(proc):
+            assert proc is not None
+            raise StateError(f"the {who} of {sd.path} still runs (pid {proc[0]})",
                              hint=f"`prun cancel {sd.path}` ends it")
-    argv = unit.get("argv") or []
-    req = Request(executor=unit.get("executor") or "command",
-                  prompt_file=sd.file(statedir.PROMPT), result_file=unit["result_file"],
-                  unit_id=unit["unit_id"], mode=unit.get("mode") or "accept-edits",
-                  command=shlex.join(argv) if unit.get("executor") == "command" else None,
-                  model=unit.get("requested_model"), timeout_s=unit.get("timeout_s"),
-                  workspace=unit.get("workspace"), state_root=os.path.dirname(sd.path))
-    d = Dispatch(prepare(req, reopen=True), sd, dispatcher_pid=os.getpid(), record=True)
-    worker = unit.get("worker") or {}
-    d.launched_at = worker.get("create_time")
-    d.receipt = f"pid:{worker['pid']}@{d.launched_at or 0:.3f}" if worker.get("pid") else None
+    d = Dispatch(_request(sd), sd, dispatcher_pid=os.getpid(), record=True)
+    worker = identity.standalone_worker(sd)
+    d.launched_at = worker[1] if worker else None
+    d.receipt = f"pid:{worker[0]}@{worker[1]:.3f}" if worker else None
     return d.finish(None, cancelled=cancelled)
+
+
+def _request(sd: statedir.StateDir) -> Prepared:
+    """The unit's request as its dispatcher recorded it beside the state dir (the model
+    from its ``unit.json``: it only names what ran)."""
+    from . import identity
+    from .request import Request, prepare
+
+    known, unit, argv = identity.facts(sd), sd.unit, identity.command(sd)
+    model = unit.get("requested_model")
+    executor = known.get("executor") or "command"
+    req = Request(executor=executor, prompt_file=sd.file(statedir.PROMPT),
+                  result_file=known["result_file"], unit_id=known.get("unit_id") or "unit",
+                  mode=known.get("mode") or "accept-edits",
+                  command=shlex.join(argv) if executor == "command" else None,
+                  model=model if isinstance(model, str) else None,
+                  workspace=known.get("workspace"), state_root=os.path.dirname(sd.path))
+    return prepare(req, reopen=True)

@@ -33,6 +33,13 @@ read-only to it (``prun.attempt.launching``).
 Everything here is plain files so that any later prun command, and any person, can rebuild
 the attempt's state after the process that made it is gone.
 
+A unit can write its own state dir (outside the sandbox, or before it ended), so every file
+here is read as untrusted (``fsutil.open_regular``): a regular file only (a link, FIFO or
+folder in its place reads as missing), the records (``unit.json``, ``outcome.json``, the
+one-value files) at most ``RECORD_LIMIT`` bytes. ``unit.json`` is the human record of what was
+launched; prun never signals or re-attaches to a process because of what it says: the identity
+of a unit's processes comes from records the unit cannot write (``attempt.identity``).
+
 In a run, the worker's keeper writes ``prompt`` (a copy of the attempt's frozen brief,
 ``prompts/<unit>.<n>.md``), ``result-file``, ``dispatch-pid`` and ``model`` as it starts the
 worker, and ``unit.json`` once, with its worker (``Dispatch.opening``); until then the state
@@ -75,6 +82,8 @@ TMP = "tmp"
 HOME = "home"
 
 DURABLE = frozenset({OUTCOME, CONVERSATION_ID})
+
+RECORD_LIMIT = 4 << 20   # a record of the state dir larger than this reads as missing
 
 UNIT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
 
@@ -145,16 +154,31 @@ class StateDir:
     # reading ------------------------------------------------------------------------------
     def read(self, name: str) -> str | None:
         """A one-value file's stripped text, or None when it is missing or empty."""
-        text = read_text(self.file(name))
+        text = read_text(self.file(name), limit=RECORD_LIMIT)
         return text.strip() or None if text is not None else None
 
     def read_json(self, name: str) -> object:
-        """A JSON file's value, or None when it is missing, unreadable or not JSON."""
-        value: object = read_json(self.file(name))
+        """A JSON file's value, or None when it is missing, unreadable, not a regular file,
+        over ``RECORD_LIMIT`` or not JSON."""
+        value: object = read_json(self.file(name), limit=RECORD_LIMIT)
         return value
 
     def exists(self, name: str) -> bool:
         return os.path.exists(self.file(name))
+
+    def problem(self, name: str) -> str | None:
+        """Why the record ``name`` cannot be read, or None (it is missing, or fine): it is
+        not a regular file, or it is larger than ``RECORD_LIMIT`` (a unit may leave anything
+        in its state dir)."""
+        from .._util.fsutil import UnsafeFile, regular_size
+
+        try:
+            regular_size(self.file(name), RECORD_LIMIT)
+        except UnsafeFile as e:
+            return f"{name} is {e.what}"
+        except OSError as e:
+            return f"{name} cannot be read ({e.strerror or e})"
+        return None
 
     def _object(self, name: str) -> dict[str, Any] | None:
         value = self.read_json(name)

@@ -1,8 +1,11 @@
 """Cancel a whole run, or one attempt (`RUN:PACKET:N`, as printed in `attempt=`), or one
 packet of a run (`--packet`), or a standalone unit (its `STATE_DIR`: its dispatcher is told
-to stop it; with its dispatcher gone, its recorded worker's group is ended and the unit
-settled, as `prun settle` does). The attempt becomes cancel-requested until its process group is
-confirmed gone and its partial output quarantined; then it is recorded as cancelled.
+to stop it; with its dispatcher gone, its worker's group is ended and the unit settled, as
+`prun settle` does). A run's units are ended by their supervisor; a standalone unit's
+dispatcher and worker are known from the record its dispatcher kept beside the state dir,
+never from what the unit could write in it (`unit.json`). The attempt becomes
+cancel-requested until its process group is confirmed gone and its partial output
+quarantined; then it is recorded as cancelled.
 
     CANCEL <target> status=<attempt or run status>
 

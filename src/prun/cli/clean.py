@@ -61,8 +61,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def running_units(view: RunView) -> list[str]:
-    """Packets of the run with a unit still running (or about to, under a live supervisor)."""
+    """Packets of the run with a unit still running (or about to, under a live supervisor).
+    A worker is known by its ledger receipt (else its keeper's log), never by its state dir."""
     from .._util.process import same_process_alive
+    from ..attempt import identity
     from ..attempt.statedir import StateDir
     from ..ledger import TERMINAL
 
@@ -71,10 +73,10 @@ def running_units(view: RunView) -> list[str]:
     busy = []
     for pid, attempts in sorted(view.attempts.items()):
         for a in attempts:
-            worker = StateDir(a["state_dir"]).worker if a.get("state_dir") else None
-            alive = isinstance(worker, dict) and same_process_alive(
-                worker.get("pid"), worker.get("create_time"), unproven=True)
-            if alive or (supervisor and a["status"] not in {str(s) for s in TERMINAL}):
+            worker = (identity.worker(StateDir(a["state_dir"]), a.get("receipt"))
+                      if a.get("state_dir") else None)
+            if identity.alive(worker) or (supervisor and a["status"] not in
+                                          {str(s) for s in TERMINAL}):
                 busy.append(pid)
                 break
     return busy

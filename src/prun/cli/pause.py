@@ -4,11 +4,13 @@
 
 For the seed's "a writer discovers a shared file or dependency outside its packet". The
 packet's deciding attempt in RUN (default: the latest run of this repository) is stopped:
-only the process group its state dir records (unit.json's worker: pid, group, start time), and only
-while that pid is still the process prun started. Its clone's change against the base is
-saved as <state dir>/paused.patch (binary, untracked files included), with paused.json beside
-it; the ledger gets a `pause` event and a cancel request for the run's supervisor. A revised
-packet then runs as a new attempt linked to this one (`prun reassign PACKET`).
+only the process group of the worker its ledger receipt names (pid and start time, written by
+the supervisor; else its keeper's log), and only while that pid is still the process prun
+started. Nothing the unit wrote in its state dir (unit.json) is taken for its identity.
+Its clone's change against the base is saved as <state dir>/paused.patch (binary, untracked
+files included), with paused.json beside it; the ledger gets a `pause` event and a cancel
+request for the run's supervisor. A revised packet then runs as a new attempt linked to this
+one (`prun reassign PACKET`).
 
     PAUSED <packet> attempt=<id> stopped=stopped|gone|not-started files=<n> patch=<path>
 
@@ -36,6 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from .._util.process import same_process_alive
+    from ..attempt import identity
+    from ..attempt.statedir import StateDir
     from ..errors import UsageError
     from ..git.pause import pause
     from ..ledger import Ledger, Status
@@ -60,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
                                cause=f"paused: prun pause {args.packet_id}")
             return wake_supervisor(view.run)
 
-        result = pause(attempt["state_dir"], attempt.get("workspace"), base,
+        worker = identity.worker(StateDir(attempt["state_dir"]), attempt.get("receipt"))
+        result = pause(attempt["state_dir"], attempt.get("workspace"), base, worker=worker,
                        ask_supervisor=ask_supervisor if live else None,
                        stop=_remote_stop(attempt, live, ask_supervisor))
         ledger.record_event("pause", run_id=view.id, packet_id=args.packet_id,

@@ -2,8 +2,9 @@
 
 This is the seed's "a writer discovers a shared file or dependency outside its packet": the
 affected unit is paused, its change preserved, and revised packets then run as new attempts
-linked to it. prun signals only the process group its state dir records (``unit.json``'s worker: pid,
-process group, start time), and only while the recorded pid is the process that started then.
+linked to it. prun signals only the process group of the worker that records its unit cannot
+write name (the attempt's ledger receipt, its keeper's log: ``attempt.identity``), and only
+while that pid is the process that started then; never what its ``unit.json`` says.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from .._util.fsutil import atomic_write, atomic_write_json
 from .._util.process import same_process_alive
-from ..attempt.statedir import StateDir
 from ..errors import GitError, StateError
 
 if TYPE_CHECKING:
     import psutil
+
+    from ..attempt.identity import Proc
 
 PAUSED_PATCH = "paused.patch"
 PAUSED_JSON = "paused.json"
@@ -44,36 +46,36 @@ def _kill_grace() -> float:
     return current().kill_grace_s
 
 
-def stop_recorded_group(state_dir: str, grace: float | None = None) -> str:
-    """End the worker group recorded in ``state_dir/unit.json``: SIGTERM to the group, then
-    SIGKILL to members still there after ``grace`` seconds. Returns ``stopped``, ``gone`` (it
-    had already ended) or ``not-started`` (no worker was recorded)."""
+def stop_recorded_group(worker: Proc | None, grace: float | None = None) -> str:
+    """End the group ``worker`` leads (pid, start time, from ``identity.worker``): SIGTERM to
+    the group, then SIGKILL to members still there after ``grace`` seconds. Returns
+    ``stopped``, ``gone`` (it had already ended) or ``not-started`` (no worker recorded)."""
     import psutil
 
-    info = StateDir(state_dir).worker
-    if info is None:
+    if worker is None:
         return "not-started"
-    pid = int(info["pid"])
-    pgid = int(info.get("pgid") or pid)
-    if not same_process_alive(pid, info.get("create_time")):
+    pid, started = worker
+    if not same_process_alive(pid, started):
         return "gone"
     try:
         actual = os.getpgid(pid)
     except ProcessLookupError:
         return "gone"
-    if actual != pgid or pgid != pid:
-        raise StateError(f"process {pid} no longer leads the group prun recorded ({pgid})",
+    if actual != pid:
+        raise StateError(f"process {pid} no longer leads its own process group ({actual})",
                          hint="it was not left alone: stop it by hand if it is yours")
     members = []
     for p in psutil.process_iter():
         try:
-            if os.getpgid(p.pid) == pgid:
+            if os.getpgid(p.pid) == pid:
                 p.create_time()        # cache the identity psutil checks before signalling
                 members.append(p)
         except (ProcessLookupError, psutil.Error, OSError):
             continue
+    if not same_process_alive(pid, started):   # it ended while its group was listed
+        return "gone"
     try:
-        os.killpg(pgid, signal.SIGTERM)
+        os.killpg(pid, signal.SIGTERM)
     except ProcessLookupError:
         return "gone"
     grace = _kill_grace() if grace is None else grace
@@ -105,17 +107,14 @@ def _wait_gone(procs: Iterable[psutil.Process], timeout: float) -> list[psutil.P
         psutil.wait_procs(left, timeout=min(0.1, max(0.0, deadline - time.monotonic())))
 
 
-def _worker(state_dir: str) -> psutil.Process | None:
-    """The recorded worker as a psutil process, or None when it is not running any more."""
+def _process(worker: Proc | None) -> psutil.Process | None:
+    """``worker`` as a psutil process, or None when it is not running any more."""
     import psutil
 
-    info = StateDir(state_dir).worker
-    if info is None:
-        return None
-    if not same_process_alive(int(info["pid"]), info.get("create_time")):
+    if worker is None or not same_process_alive(*worker):
         return None
     try:
-        return psutil.Process(int(info["pid"]))
+        return psutil.Process(worker[0])
     except psutil.Error:
         return None
 
@@ -141,10 +140,11 @@ def _save_patch(result: PauseResult, workspace: str | None, base: str | None) ->
 
 
 def pause(state_dir: str, workspace: str | None, base: str | None, *,
-          ask_supervisor: Callable[[], bool] | None = None,
+          worker: Proc | None, ask_supervisor: Callable[[], bool] | None = None,
           grace: float | None = None, stop: Callable[[], str] | None = None) -> PauseResult:
     """Pause the unit of ``state_dir``: save its clone's change against ``base`` as
-    ``<state dir>/paused.patch`` (binary, untracked files included), stop it, save the
+    ``<state dir>/paused.patch`` (binary, untracked files included), stop its ``worker``
+    (pid and start time, from records its unit cannot write: ``identity.worker``), save the
     change again once it has stopped, and write ``paused.json``.
 
     ``ask_supervisor`` asks a live supervisor to cancel the attempt (so it records a
@@ -157,16 +157,16 @@ def pause(state_dir: str, workspace: str | None, base: str | None, *,
     result = PauseResult(state_dir, "not-started")
     _save_patch(result, workspace, base)            # a first copy while it still runs
     try:
-        worker = _worker(state_dir)
+        running = _process(worker)
         if stop is not None:
             result.stopped = stop()
-        elif worker is None:
-            result.stopped = "gone" if StateDir(state_dir).worker else "not-started"
+        elif running is None:
+            result.stopped = "gone" if worker else "not-started"
         elif ask_supervisor is not None and ask_supervisor() \
-                and not _wait_gone([worker], 2 * (_kill_grace() if grace is None else grace) + 5):
+                and not _wait_gone([running], 2 * (_kill_grace() if grace is None else grace) + 5):
             result.stopped = "stopped"
         else:
-            result.stopped = stop_recorded_group(state_dir, grace)
+            result.stopped = stop_recorded_group(worker, grace)
             if result.stopped == "gone":
                 result.stopped = "stopped"
     finally:

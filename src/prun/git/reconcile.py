@@ -91,7 +91,10 @@ def salvage(state_dir: str, executor: str | None) -> str | None:
     if not text or len(text.encode()) < MIN_RESULT_BYTES:
         return None
     path = os.path.join(state_dir, RECOVERED_RESULT)
-    atomic_write(path, f"FALLBACK reason=recovered-from-tail source={tail}\n\n{text}\n")
+    try:
+        atomic_write(path, f"FALLBACK reason=recovered-from-tail source={tail}\n\n{text}\n")
+    except OSError:  # a full disk: nothing recovered this time (the tail is still there)
+        return None
     return path
 
 

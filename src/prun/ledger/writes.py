@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import TypeAlias
+from typing import NoReturn, TypeAlias
 
 from ..errors import StateError
 
@@ -148,16 +148,42 @@ class WriteQueue:
             finally:
                 self._depth -= 1
             return
-        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as e:
+            _reraise(e, self.path)
         self._depth = 1
         try:
             yield self.conn
-        except BaseException:
             self._depth = 0
-            self.conn.execute("ROLLBACK")
+            self.conn.execute("COMMIT")
+        except BaseException as e:
+            self._depth = 0
+            if self.conn.in_transaction:   # a COMMIT that failed (a full disk) leaves it open
+                try:
+                    self.conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+            if isinstance(e, sqlite3.OperationalError):
+                _reraise(e, self.path)
             raise
-        self._depth = 0
-        self.conn.execute("COMMIT")
+
+
+# SQLite's primary result codes that say the ledger's file cannot be written now
+_UNWRITABLE = {13: "database or disk is full", 10: "disk I/O error",
+               8: "the ledger is read-only here"}
+
+
+def _reraise(e: sqlite3.OperationalError, path: Path) -> NoReturn:
+    """A failed write as prun says it: a full disk, an I/O error or a read-only ledger is a
+    ``StateError`` (one line; what was queued stays queued and is written again); anything
+    else stays the SQLite error it was."""
+    why = _UNWRITABLE.get(getattr(e, "sqlite_errorcode", 0) & 0xFF)
+    if why is None:
+        raise e
+    raise StateError(f"the ledger {path} cannot be written: {why}",
+                     hint="free space on its disk; a run's state dirs keep what happened "
+                     "meanwhile: `prun resume RUN` records it") from e
 
 
 def _plain(value: object) -> object:

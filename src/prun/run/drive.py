@@ -106,8 +106,12 @@ async def attempt(sup: Supervisor, u: UnitState, pools: QuotaPools) -> None:
         sup.ledger.update_attempt(aid, None, brief=opened.brief, base=place.base,
                                   workspace=place.path, state_dir=opened.dispatch.state.path)
     if opened.ready:  # exactly once: the attempt's row is durable before its worker exists
-        await sup.commits.durable(behind_queue=follows)
-        opened = opened._replace(launched=await launch(opened))
+        try:
+            await sup.commits.durable(behind_queue=follows)
+        except PrunError as e:   # the ledger cannot record it (a full disk): not launched
+            opened.dispatch.launch_error = f"not launched: {e.line()}"
+        else:
+            opened = opened._replace(launched=await launch(opened))
     await opened_attempt(sup, u, opened)
 
 

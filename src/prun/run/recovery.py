@@ -1,5 +1,6 @@
 """Recovery: a supervisor started on a run whose supervisor died (``prun resume``) picks it up
-from the ledger and the state dirs, and launches nothing twice.
+from the ledger and the state dirs, and launches nothing twice. An attempt that succeeded but
+whose result could not be written (a full disk) is published now from its state dir.
 
 Finished packets stay finished; ledger rows a crash cut short are completed from the state
 dirs (each ``unit.json`` names its attempt); a packet whose last attempt is terminal but not
@@ -12,11 +13,15 @@ watched to its end; one that finished meanwhile is judged from what it left (its
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+from dataclasses import replace
 from typing import Any
 
-from ..attempt import statedir
+from .._util.fsutil import file_size
+from ..attempt import identity, statedir
 from ..attempt.dispatch import Request
+from ..attempt.finishing import UNPUBLISHED
 from ..attempt.outcome import Outcome
 from ..ledger import PACKET_STATUS, PacketStatus, Status, now_iso
 from .drive import watch
@@ -44,6 +49,22 @@ def recover(sup: Supervisor) -> None:
             recover_unit(sup, u, rows[-1])
         elif u.status in (PacketStatus.RUNNING, PacketStatus.PARKED):
             sup.set_packet(u, PacketStatus.PENDING, "to be launched")
+    unblock(sup)
+
+
+def unblock(sup: Supervisor) -> None:
+    """A packet blocked behind one that is judged again now (its result published once a
+    full disk allows it), directly or through another, is pending again: the scheduler
+    decides about it once what it comes after has ended."""
+    changed = True
+    while changed:
+        changed = False
+        for u in sup.units.values():
+            if u.status == PacketStatus.BLOCKED and any(
+                    a in sup.units and not sup.units[a].status.terminal
+                    for a in u.packet.after):
+                sup.set_packet(u, PacketStatus.PENDING, "what it comes after is judged again")
+                changed = True
 
 
 def recover_unit(sup: Supervisor, u: UnitState, last: dict[str, Any]) -> None:
@@ -54,9 +75,13 @@ def recover_unit(sup: Supervisor, u: UnitState, last: dict[str, Any]) -> None:
     u.state_dir, u.workspace = last["state_dir"], last["workspace"]
     u.result_file, u.attempt_base = last["result_path"], last["base"]
     status = Status(last["status"])
+    if status == Status.FAILED and last["reason"] in UNPUBLISHED and last["state_dir"]:
+        sup.set_packet(u, PacketStatus.RUNNING, "its result is published from its state dir")
+        return sup.start(u, republish(sup, u, last))
     if status.terminal:
         return after_terminal(sup, u, status)
-    launched = bool(last["state_dir"]) and launch_evidence(statedir.StateDir(last["state_dir"]))
+    launched = bool(last["state_dir"]) and launch_evidence(statedir.StateDir(last["state_dir"]),
+                                                           last["receipt"])
     if not launched:  # the earlier supervisor died before this one started
         sup.ledger.update_attempt(last["id"], "the supervisor died before its launch",
                                   status=Status.CANCELLED, reason="never-launched",
@@ -70,30 +95,23 @@ def recover_unit(sup: Supervisor, u: UnitState, last: dict[str, Any]) -> None:
     sup.start(u, adopt(sup, u, last))
 
 
-def launch_evidence(sd: statedir.StateDir) -> bool:
-    """Whether the attempt of ``sd`` started a worker, from what is on disk: ``unit.json``'s
-    worker; else its keeper's ``spawned`` line (the supervisor died between the spawn and
-    recording it), else a live process that runs with its state dir, else a stream it wrote.
-    What is found is written into ``unit.json``, so the worker is re-attached or judged, and
-    never launched a second time."""
-    from ..attempt.exitlog import logged_spawn
-
-    if sd.worker or sd.unit.get("remote"):   # a local worker, or a task sent to a cluster
+def launch_evidence(sd: statedir.StateDir, receipt: str | None = None) -> bool:
+    """Whether the attempt of ``sd`` started a worker: its ledger ``receipt`` or its keeper's
+    ``spawned`` line (``identity.worker``; the supervisor died between the spawn and
+    recording it); else a live process that runs with its state dir; else what its state dir
+    shows (``unit.json``'s worker or a cluster task, a stream it wrote). What the state dir
+    shows is evidence that a launch happened (so it is never launched a second time), never
+    the identity of a process to re-attach to or signal."""
+    if identity.worker(sd, receipt) or sd.worker or sd.unit.get("remote"):
         return True
-    found = logged_spawn(sd) or _running_with(sd.path)
-    if found is None:
-        return os.path.getsize(sd.file(statedir.TAIL)) > 0 if os.path.exists(
-            sd.file(statedir.TAIL)) else False
-    pid, start = found
-    unit = dict(sd.unit)
-    unit["worker"] = {**statedir.worker_entry(pid, start, start), "found_by": "recovery"}
-    sd.write_json(statedir.UNIT, unit)
-    return True
+    return _running_with(sd.path) is not None or file_size(sd.file(statedir.TAIL)) > 0
 
 
 def _running_with(state_dir: str) -> tuple[int, float] | None:
     """A live process whose environment names ``state_dir`` (``PRUN_STATE_DIR``): a worker
-    whose keeper died before it could log its start."""
+    whose keeper died before it could log its start. Only the unit's own processes carry it
+    (the keeper sets it for the worker alone): what is found is the unit's, whatever its
+    state dir says."""
     import psutil
 
     for p in psutil.process_iter(["pid", "create_time"]):
@@ -156,9 +174,9 @@ def find_unrecorded(sup: Supervisor) -> None:
             continue
         sd = statedir.StateDir(str(sup.paths.state / name))
         unit = sd.unit
-        aid = unit.get("attempt_id")
-        pid = unit.get("unit_id")
-        if not aid or pid not in sup.units:
+        aid, pid = unit.get("attempt_id"), unit.get("unit_id")
+        if not isinstance(pid, str) or pid not in sup.units or not isinstance(aid, str) \
+                or not _attempt_of(aid, sup.run_id, pid) or not name.startswith(pid + "-"):
             continue
         row = known.get(aid)
         if row is None:
@@ -175,31 +193,41 @@ def find_unrecorded(sup: Supervisor) -> None:
                                       state_dir=sd.path)
 
 
+def _attempt_of(aid: str, run_id: str, packet_id: str) -> bool:
+    """Whether ``aid`` is an attempt id of ``packet_id`` in ``run_id`` (``RUN:PACKET:N``)."""
+    prefix = f"{run_id}:{packet_id}:"
+    return aid.startswith(prefix) and aid[len(prefix):].isdigit()
+
+
 async def adopt(sup: Supervisor, u: UnitState, row: dict[str, Any]) -> None:
-    """An attempt an earlier supervisor launched: re-attach to its worker if it still runs,
-    else judge it from its state dir."""
+    """An attempt an earlier supervisor launched: re-attach to its worker if it still runs
+    (found through records its unit cannot write, ``identity.worker``), else judge it from
+    its state dir (its ``outcome.json`` when it was judged already)."""
     from .._util.process import AdoptedWorker
     from ..attempt.dispatch import recorded_exit, reopen
 
     sd = statedir.StateDir(row["state_dir"])
     u.state_dir = sd.path
     unit = sd.unit
-    done = sd.outcome
+    found = None if unit.get("remote") else (identity.worker(sd, row["receipt"])
+                                              or _running_with(sd.path))
+    fd = still_running(found) if found else None
+    done = sd.outcome if fd is None else None   # a live worker has not been judged
     if done is not None:  # finished and judged; only the ledger missed it
         from .. import executors
 
-        return settle(sup, u, Outcome.from_json(done), None,
-                      executor=executors.get(unit.get("executor", "command")),
-                      workspace=unit.get("workspace"))
-    d = reopen(request(sup, u, row, sd), sd.path)
+        judged = replace(Outcome.from_json(done), result_file=row["result_path"],
+                         state_dir=sd.path)   # where prun published it: the ledger says
+        return settle(sup, u, judged, None, executor=executors.get(row["executor"] or "command"),
+                      workspace=row["workspace"])
+    d = reopen(request(sup, u, row, sd), sd.path, row["receipt"])
     u.started = d.launched_at
     if unit.get("remote"):   # its task's result went to the supervisor that died with it
         return await orphaned(sup, u, d)
-    w = unit.get("worker") or {}
-    pid, fd = w.get("pid"), still_running(w)
-    if pid is not None and fd is not None:
-        sd.write(statedir.DISPATCH_PID, str(os.getpid()))
-        worker: RunWorker = AdoptedWorker(pid, fd)
+    if found is not None and fd is not None:
+        with contextlib.suppress(OSError):   # the human record (a full disk: left as it was)
+            sd.write(statedir.DISPATCH_PID, str(os.getpid()))
+        worker: RunWorker = AdoptedWorker(found[0], fd)
         d.worker = worker
         sup.ledger.update_attempt(row["id"], "re-attached by a resumed supervisor",
                                   status=Status.RUNNING)
@@ -207,6 +235,22 @@ async def adopt(sup: Supervisor, u: UnitState, row: dict[str, Any]) -> None:
         return await watch(sup, u, d)
     code = await asyncio.to_thread(recorded_exit, sd, True)  # the keeper may be logging it
     settle(sup, u, d.finish(code), None, executor=d.p.executor, workspace=d.workspace)
+
+
+async def republish(sup: Supervisor, u: UnitState, row: dict[str, Any]) -> None:
+    """An attempt that succeeded but whose result could not be written (``disk-full``,
+    ``publish-failed``): judged again from what its state dir kept (its stream, the exit
+    code the ledger recorded) and its result published now, so that its packet ends as it
+    would have. Nothing is launched."""
+    from ..attempt.dispatch import reopen
+
+    sd = statedir.StateDir(row["state_dir"])
+    u.state_dir = sd.path
+    d = reopen(request(sup, u, row, sd), sd.path, row["receipt"])
+    u.started = d.launched_at
+    outcome = await asyncio.to_thread(d.finish, row["exit_code"])
+    sup.emit("republished", u, outcome.reason)
+    settle(sup, u, outcome, None, executor=d.p.executor, workspace=d.workspace)
 
 
 async def orphaned(sup: Supervisor, u: UnitState, d: Any) -> None:
@@ -233,29 +277,29 @@ def request(sup: Supervisor, u: UnitState, row: dict[str, Any],
     """The request of the attempt in ``row``, as its state dir and the ledger recorded it.
     A prompt copy that a crash left missing or empty is restored first: from the attempt's
     frozen brief (``prompts/<packet>.<n>.md``), else from the packet's prompt in the ledger."""
-    from .._util.fsutil import atomic_write, file_size, read_text
+    from .._util.fsutil import atomic_write, read_text
 
-    unit = sd.unit
     if file_size(sd.file(statedir.PROMPT)) == 0:
         frozen = read_text(str(sup.paths.prompts / f"{u.packet.id}.{row['seq']}.md"))
         atomic_write(sd.file(statedir.PROMPT), frozen or u.packet.prompt)
     return Request(executor=row["executor"], prompt_file=sd.file(statedir.PROMPT),
                    result_file=row["result_path"], unit_id=u.packet.id,
-                   mode=unit.get("mode") or row["mode"], continue_from=row["continue_from"],
+                   mode=row["mode"] or u.packet.effective_mode,
+                   continue_from=row["continue_from"],
                    command=u.packet.command if row["executor"] == "command" else None,
                    model=row["requested_model"], effort=u.packet.effort,
-                   timeout_s=unit.get("timeout_s") or u.packet.timeout_s,
-                   workspace=unit.get("workspace"), state_root=str(sup.paths.state),
+                   timeout_s=u.packet.timeout_s,
+                   workspace=row["workspace"], state_root=str(sup.paths.state),
                    env=sup.env, attempt_id=row["id"])
 
 
-def still_running(worker: dict[str, Any]) -> int | None:
-    """A pidfd of the worker unit.json records, if that very process still runs (its pid
-    and start time), else None."""
+def still_running(worker: tuple[int, float]) -> int | None:
+    """A pidfd of ``worker`` (pid, start time: ``identity.worker``) if that very process
+    still runs, else None."""
     from .._util.process import same_process_alive
 
-    pid, started = worker.get("pid"), worker.get("create_time")
-    if pid is None or not same_process_alive(pid, started):
+    pid, started = worker
+    if not same_process_alive(pid, started):
         return None
     try:
         fd = os.pidfd_open(pid)

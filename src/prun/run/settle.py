@@ -13,6 +13,7 @@ import contextlib
 import os
 import shutil
 
+from ..attempt.finishing import UNPUBLISHED
 from ..errors import PrunError
 from ..ledger import ATTEMPT_STATUS, PACKET_STATUS, PacketStatus, Status, now_iso
 from . import schedule
@@ -32,21 +33,28 @@ def settle(sup: Supervisor, u: UnitState, outcome: Outcome, why: str | None, *,
     aid = u.current_attempt
     sup.commits.unsynced = True
     status = ATTEMPT_STATUS.get(outcome.kind, Status.FAILED)
-    quarantined = None
+    quarantined, unmoved = None, ""
     if u.superseded or why is not None:
-        quarantined = quarantine(sup, u, workspace, result_file=outcome.result_file,
-                                 response_file=outcome.response_file,
-                                 fallback=outcome.published == "fallback",
-                                 everything=u.superseded)
+        try:
+            quarantined = quarantine(sup, u, workspace, result_file=outcome.result_file,
+                                     response_file=outcome.response_file,
+                                     fallback=outcome.published == "fallback",
+                                     everything=u.superseded)
+        except OSError as e:   # a full disk: its output stays where it is, said so
+            quarantined = None
+            unmoved = f"; its partial output could not be quarantined ({e.strerror or e})"
     if u.superseded:
         status = Status.QUARANTINED if outcome.ok else Status.CANCELLED
     elif outcome.quota and status == Status.FAILED and not u.cancel_requested:
         status = Status.QUOTA  # a quota stop is never a failure: a follow-up is parked
-    cause = outcome.reason or str(outcome.kind)
+    cause = (outcome.reason or str(outcome.kind)) + unmoved
+    if outcome.reason in UNPUBLISHED:
+        cause += (f"; its output is kept in its state dir: free space, then `prun resume "
+                  f"{sup.run_id}` publishes it")
     if not quiet:
         cause += "; its process group did not end within the bound"
     if outcome.escaped:
-        what = "; ".join(" ".join(e.get("cmdline") or ["?"])[:80] for e in outcome.escaped)
+        what = "; ".join(_cmdline(e)[:80] for e in outcome.escaped)
         note = f"{len(outcome.escaped)} process(es) left its process group: {what}"
         sup.emit("escaped", u, f"{note}; ended with it")
         cause += f"; {note}"
@@ -82,6 +90,12 @@ def settle(sup: Supervisor, u: UnitState, outcome: Outcome, why: str | None, *,
              exit_code=int(outcome.exit_code), reason=outcome.reason, quarantine=quarantined)
     if u.followups:
         follow_up(sup, u, u.followups.pop(0))
+
+
+def _cmdline(escape: dict[str, object]) -> str:
+    """An escaped process's command line as recorded (a list of words; anything else: ?)."""
+    words = escape.get("cmdline")
+    return " ".join(map(str, words)) if isinstance(words, list) and words else "?"
 
 
 def fresh_start(sup: Supervisor, u: UnitState, executor: Executor, error: str | None) -> None:

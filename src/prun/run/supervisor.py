@@ -228,8 +228,7 @@ class Supervisor:
         finally:
             self._group = None
             self.keeper.close()
-            self.commits.sync()
-            self.ledger.stop_deferring()
+            self.commits.close()
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
                 loop.remove_signal_handler(sig)
 

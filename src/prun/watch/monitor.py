@@ -37,6 +37,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from .._util.fsutil import read_head
 from ..attempt import published, statedir
 from ..attempt.statedir import StateDir
 from .gather import DEFAULT_STABLE_WINDOW_S, FileState, LandingRule
@@ -91,11 +92,15 @@ class _Unit:
         return str(self.unit.get("executor") or "")
 
     def dispatcher(self) -> tuple[int | None, float | None]:
-        d = self.unit.get("dispatcher") or {}
-        pid = d.get("pid") if isinstance(d, dict) else None
-        if pid:
-            return int(pid), d.get("create_time")
-        return self.sd.dispatch_pid, None
+        """The dispatcher as the state dir says (only to observe whether it still runs: the
+        monitor never signals anything): ``unit.json``'s, else ``dispatch-pid``."""
+        d = self.unit.get("dispatcher")
+        pid, start = (d.get("pid"), d.get("create_time")) if isinstance(d, dict) else (None,
+                                                                                       None)
+        if _pid(pid):
+            return pid, float(start) if isinstance(start, int | float) and start > 0 else None
+        pid = self.sd.dispatch_pid
+        return (pid, None) if _pid(pid) else (None, None)
 
 
 class Monitor:
@@ -205,6 +210,8 @@ class Monitor:
             ready = min(fs.ready_at, now + self.interval) if self.mode == "poll" else fs.ready_at
             u.next_check = min(u.next_check or ready, ready)
         exit_code = outcome.get("exit_code") if outcome else None
+        exit_code = exit_code if isinstance(exit_code, int) and not isinstance(
+            exit_code, bool) else None
         u.report = self._report(u, state, note, exit_code, outcome, session, now)
 
     def _learn(self, u: _Unit) -> None:
@@ -214,7 +221,7 @@ class Monitor:
             u.unit = u.sd.unit
         if u.result_file is None:
             rf = u.sd.result_file or u.unit.get("result_file")
-            if rf:
+            if isinstance(rf, str) and rf and "\0" not in rf:
                 u.result_file = os.path.abspath(rf)
                 u.entry_name = published.entry_name(u.result_file)
                 parent = os.path.dirname(u.result_file)
@@ -289,14 +296,13 @@ class Monitor:
             return ""
         try:
             st = os.stat(u.result_file)
-            sig = (st.st_ino, st.st_size, st.st_mtime_ns)
-            if u.first_line is None or u.first_line[0] != sig:
-                with open(u.result_file, "rb") as f:
-                    head = f.read(200).decode("utf-8", "replace").splitlines()
-                u.first_line = (sig, head[0] if head else "")
-            return u.first_line[1]
         except OSError:
             return ""
+        sig = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if u.first_line is None or u.first_line[0] != sig:
+            head = read_head(u.result_file, 200).decode("utf-8", "replace").splitlines()
+            u.first_line = (sig, head[0] if head else "")
+        return u.first_line[1]
 
     def _report(self, u: _Unit, state: str, note: str, exit_code: int | None,
                 outcome: dict[str, Any] | None, session: bool, now: float) -> UnitReport:
@@ -314,8 +320,17 @@ class Monitor:
             state=state, executor=u.executor or "-",
             elapsed_s=None if elapsed is None else round(elapsed, 1),
             tail_bytes=tail, idle_s=None if tail_m is None else round(max(0.0, now - tail_m), 1),
-            model=u.sd.read(statedir.MODEL) or u.unit.get("model"),
+            model=u.sd.read(statedir.MODEL) or _text(u.unit.get("model")),
             result_file=u.result_file, exit_code=exit_code, note=note)
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _pid(value: object) -> bool:
+    """Whether a record's ``value`` can be a process id (a unit may have written anything)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 1 << 31
 
 
 def _started_at(u: _Unit) -> float | None:

@@ -183,11 +183,15 @@ class RealWorker:
         self.reaper = threading.Thread(target=self.proc.wait, daemon=True)
         self.reaper.start()
 
-    def stands_in_for(self, attempt: dict) -> None:
-        """Make the attempt's unit.json name this process as its worker."""
+    def stands_in_for(self, run: Run, attempt: dict) -> None:
+        """Make the attempt's receipt in the ledger (and its unit.json, the human record)
+        name this process as its worker."""
+        started = create_time(self.proc.pid)
+        run.tamper("UPDATE attempts SET receipt = ? WHERE id = ?",
+                   f"pid:{self.proc.pid}@{started:.3f}", attempt["id"])
         unit = unit_json(attempt)
         unit["worker"] = {**unit["worker"], "pid": self.proc.pid, "pgid": self.proc.pid,
-                          "create_time": create_time(self.proc.pid)}
+                          "create_time": started}
         (state_dir(attempt) / "unit.json").write_text(json.dumps(unit))
 
     def end(self) -> int | None:
@@ -212,7 +216,7 @@ def test_a_live_worker_is_reattached_and_watched_to_its_end(repo, real_worker):
     run = Run.of(repo, [unit("a")])
     run.crash(at=event("dispatched", "a"))
     (a,) = run.attempts("a")
-    real_worker.stands_in_for(a)
+    real_worker.stands_in_for(run, a)
 
     async def reattached():
         await run.event("reattached", "a")
@@ -236,7 +240,7 @@ def test_a_reattached_worker_whose_cancel_was_requested_is_ended(repo, real_work
     run.crash(at=event("dispatched", "a"))
     (a,) = run.attempts("a")
     run.tamper("UPDATE attempts SET status = 'cancel-requested' WHERE id = ?", a["id"])
-    real_worker.stands_in_for(a)
+    real_worker.stands_in_for(run, a)
 
     assert run.drive() == "failed"
     assert real_worker.ended() == -signal.SIGTERM        # its group got SIGTERM
