@@ -138,6 +138,7 @@ def test_a_follow_up_resumes_in_the_home_of_the_attempt_it_continues(fake_claude
         "FAKE_CLAUDE_SCENARIO": "bash", "FAKE_CLAUDE_BASH": 'cat "$HOME/notes" > seen.txt'})
     assert p.returncode == 0, p.stderr
     second = unit.state
-    assert json.loads((second / "unit.json").read_text())["home"] == str(first / "home")
-    assert not (second / "home").exists()
+    # the home moved on with the conversation: each attempt's is in its own state dir
+    assert json.loads((second / "unit.json").read_text())["home"] == str(second / "home")
+    assert (second / "home" / "notes").exists() and not (first / "home").exists()
     assert (first / "work" / "seen.txt").read_text() == "what the CLI kept of the first turn\n"
