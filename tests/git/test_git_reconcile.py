@@ -157,6 +157,14 @@ def test_scope_reasons_read_globs_as_prun_globs():
     assert [r.text() for r in got] == ["reason=shared-not-owner path=src/api/x.py owner=other"]
 
 
+def test_prun_s_own_folder_is_never_a_unit_s_to_change_whatever_it_owns():
+    p = Packet(id="p", prompt="p", kind="code", owns=("**",))
+    got = scope_reasons(p, [".prun/ledger.sqlite", ".prun/runs/r/results/x.md", ".prunx/a",
+                            "src/.prun/b"])
+    assert [r.text() for r in got] == ["reason=prun-folder path=.prun/ledger.sqlite",
+                                       "reason=prun-folder path=.prun/runs/r/results/x.md"]
+
+
 def test_a_dotted_name_that_is_a_folder_in_the_repository_is_the_folder(repo, tmp_path):
     packet = Packet(id="p", prompt="p", kind="code", owns=("conf.d",))
     (repo / "conf.d").mkdir()

@@ -60,6 +60,7 @@ def test_run_packets_attempts_and_events(tmp_path):
         led.update_attempt("r1:a:1", "worker started", status=Status.DISPATCHED, receipt="pid:1")
         assert led.latest_run(tmp_path)["id"] == "r1"
         assert led.find_run("r")["id"] == "r1"
+        assert led.find_run("") is None and led.find_run("  ") is None   # never "any run"
         assert [p["id"] for p in led.packets("r1")] == ["a", "b"]
         assert json.loads(led.run("r1")["packet_ids"]) == ["a", "b"]
         assert led.attempts("r1", "a")[0]["receipt"] == "pid:1"

@@ -10,6 +10,8 @@ from ..plan import Packet, Plan, globs
 from ..plan.globs import normalize, resolve_folder
 from .verdict import Reason
 
+PRUN_FOLDER = ".prun"   # prun's own folder in a repository (``prun.ledger.prun_dir``)
+
 
 def plan_scope(plan: Plan, root: str | None = None) -> tuple[dict[str, tuple[str, ...]],
                                                             dict[str, str]]:
@@ -41,6 +43,11 @@ def scope_reasons(packet: Packet, paths: Iterable[str], *,
     allowed = tuple(may_write)
     reasons = []
     for path in sorted(set(paths)):
+        if path == PRUN_FOLDER or path.startswith(PRUN_FOLDER + "/"):
+            # prun's own folder (the ledger, the runs, their results): never a unit's to
+            # change, whatever its globs say
+            reasons.append(Reason("prun-folder", {"path": path}))
+            continue
         owner = next((o for key, o in shared.items() if globs.matches(key, path)), None)
         if owner is not None:
             if owner != packet.id:

@@ -179,7 +179,10 @@ class RunLog(EventLog):
         return row
 
     def find_run(self, prefix: str) -> sqlite3.Row | None:
-        """A run by id or unique id prefix."""
+        """A run by id or unique id prefix (an empty or blank prefix names none: it would
+        match every run)."""
+        if not prefix.strip():
+            return None
         row = self.run(prefix)
         if row is not None:
             return row
