@@ -91,3 +91,15 @@ def test_a_shell_word_stays_one_line_and_means_the_argument(arg):
     assert out == arg
     if arg.isprintable():
         assert shlex.split(w) == [arg]
+
+
+def test_a_json_token_is_one_word_without_control_characters_and_still_json():
+    import json
+
+    from prun._util.quoting import json_token
+
+    for value in ["a b", "x\x7fy\x85z\u2028\u202e", {"k": "v\tw\n"}, [1, "é"], "plain"]:
+        token = json_token(value)
+        assert json.loads(token) == value
+        assert " " not in token and all(c.isprintable() for c in token), token
+    assert json_token("two words", spaces=True) == '"two words"'

@@ -81,6 +81,26 @@ def rest_of_line(value: object) -> str:
     return quote(name, always=True)
 
 
+def json_token(value: object, *, spaces: bool = False) -> str:
+    """``value`` as one token holding compact JSON (a panel's answers): every whitespace or
+    other character that is not printable written as its ``\\uXXXX`` escape, so the token
+    stays one word with no control character and still parses as JSON (``spaces``: plain
+    spaces kept, for the last value of a line)."""
+    import json
+
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return "".join(c if (c.isprintable() and not c.isspace()) or (spaces and c == " ")
+                   else _json_escape(c) for c in text)
+
+
+def _json_escape(c: str) -> str:
+    code = ord(c)
+    if code > 0xFFFF:   # (no such character is unprintable today, but stay JSON)
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
+
+
 def word(key: str, value: object) -> str:
     """A ``key=value`` token: ``value`` quoted (see ``quote``), and quoted too when it holds
     an ``=``, so a value never reads as a second key."""

@@ -181,29 +181,11 @@ MAX_PROMPT_BYTES = 8 * 1024 * 1024   # a prompt is pasted text, not data (docs/d
 def _read_prompt(path: str) -> str:
     """The prompt file's text: a regular file of at most ``MAX_PROMPT_BYTES`` (a FIFO or a
     device is refused before it is read, so it can neither block nor fill memory)."""
-    import stat
+    from .._util.regular import read_regular
 
     if not path:
         raise UsageError("no prompt file given", hint="pass --prompt-file <path>")
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except FileNotFoundError:
-        raise UsageError(f"prompt file not found: {path}", hint="write the unit's prompt there first")
-    except IsADirectoryError:
-        raise UsageError(f"prompt file is a directory: {path}", hint="give a file")
-    except OSError as e:
-        raise UsageError(f"cannot read prompt file {path}: {e.strerror}",
-                         hint="check its permissions")
-    st = os.fstat(fd)
-    if stat.S_ISDIR(st.st_mode):
-        os.close(fd)
-        raise UsageError(f"prompt file is a directory: {path}", hint="give a file")
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(st.st_mode):
-            raise UsageError(f"prompt file is not a regular file: {path}",
-                             hint="write the prompt to a file first")
-        _check_size(st.st_size, path)
-        data = f.read(MAX_PROMPT_BYTES + 1)
+    data = read_regular(path, MAX_PROMPT_BYTES, "prompt file")
     return _checked_prompt(data.decode("utf-8", "replace"), len(data), path)
 
 

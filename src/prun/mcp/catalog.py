@@ -7,7 +7,6 @@ checked where it is, relative to the tool's folder; the command line is an ``arg
 # No ``from __future__ import annotations``: the SDK reads these signatures at run time.
 
 import json
-import os
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -258,18 +257,13 @@ def _checked(name: str, value: str, kind: Any) -> None:
 
 
 def _read_result(path: str) -> str | None:
-    """The result file at ``path``: a regular file only (never a link, a FIFO, a device),
-    its first ``RESULT_MAX`` bytes; None when there is none."""
-    import stat
+    """The result file at ``path``: a regular file only (never a link, a FIFO, a device:
+    ``fsutil.read_head``), its first ``RESULT_MAX`` bytes; None when there is none (or it is empty)."""
+    from .._util.fsutil import read_head
 
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+    data = read_head(path, RESULT_MAX + 1)
+    if not data:   # none, empty, or not a regular file
         return None
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        data = f.read(RESULT_MAX + 1)
     text = data[:RESULT_MAX].decode("utf-8", "replace")
     if len(data) > RESULT_MAX:
         text += f"\n\n[cut at {RESULT_MAX:,} bytes: read the file itself, {path}]\n"

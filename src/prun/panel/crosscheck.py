@@ -23,6 +23,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._util.quoting import json_token
+
 AGREE, DISAGREE, SPLIT, MISSING = "agree", "disagree", "split-within", "missing"
 VERDICTS = (AGREE, DISAGREE, SPLIT, MISSING)
 ABSENT = "(absent)"          # how a valid answer without the field is shown
@@ -193,5 +195,4 @@ def shown(g: Group) -> str:
     value = g.value
     if isinstance(value, str) and len(value) > SHOWN_CHARS:
         value = value[:SHOWN_CHARS - 3] + "..."
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    return text.replace(" ", "\\u0020").replace("\t", "\\t")
+    return json_token(value)

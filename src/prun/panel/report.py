@@ -19,10 +19,10 @@ panelist could not be dispatched); 124 the run's deadline passed.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
+from .._util.quoting import json_token
 from ..errors import ExitCode
 from ..ledger import RunStatus
 from .answers import Panelist
@@ -95,6 +95,6 @@ def panelist_line(p: Panelist) -> str:
     if not p.valid:
         if p.evidence.get("errors"):
             words.append(f"errors={p.evidence['errors']}")
-        words.append("error=" + json.dumps(p.errors[0] if p.errors else "unknown",
-                                           ensure_ascii=False))
+        words.append("error=" + json_token(p.errors[0] if p.errors else "unknown",
+                                           spaces=True))   # the line's last value
     return " ".join(words)
