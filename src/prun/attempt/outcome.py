@@ -22,7 +22,7 @@ from ..ledger.statuses import OutcomeKind
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..executors.records import Denial, Usage
-    from .shapes import ResultIdentity
+    from .protocols import ResultIdentity
 
 EXIT_CODE = {OutcomeKind.SUCCEEDED: ExitCode.OK, OutcomeKind.TIMEOUT: ExitCode.TIMEOUT,
              OutcomeKind.QUOTA: ExitCode.QUOTA, OutcomeKind.HANDED_OFF: ExitCode.OK}

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         return _print(args, packet.id, None, _preview(plan, packet, None, None))
     from ..ledger import Ledger
     from ..plan import Plan
-    from ..run.view import open_run
+    from ..views.model import open_run
 
     with Ledger.open(create=False) as ledger:
         view = open_run(ledger, args.run_id)

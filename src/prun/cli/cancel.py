@@ -39,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
         return _standalone(args)
     from ..errors import UsageError
     from ..ledger import Ledger
-    from ..run.state import RunPaths, spawn_supervisor, wait_for, wake_supervisor
+    from ..run.detached import spawn_supervisor, wait_for, wake_supervisor
+    from ..run.paths import RunPaths
 
     with Ledger.open(create=False) as ledger:
         attempt = ledger.attempt(args.target) if ":" in args.target else None
@@ -91,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _standalone(args: argparse.Namespace) -> int:
-    from ..attempt.settle import cancel, standalone
+    from ..attempt.orphaned import cancel, standalone
     from ..settings import current
 
     sd = standalone(args.target)

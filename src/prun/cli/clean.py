@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
     from ..plan import Packet
     from ..plan.boundary import Retention
-    from ..run.view import RunView
+    from ..views.model import RunView
 
     # one path swept: (REMOVED|KEPT, packet or "-", path, reason, until)
     Swept: TypeAlias = tuple[str, str, str, str | None, str | None]
@@ -260,7 +260,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..errors import StateError
     from ..ledger import Ledger
-    from ..run.view import open_run
+    from ..views.model import open_run
 
     with Ledger.open(create=False) as ledger:
         view = open_run(ledger, args.run_id)

@@ -45,8 +45,9 @@ def run(args: argparse.Namespace) -> int:
 
     from ..errors import UsageError
     from ..ledger import Ledger
-    from ..run.state import RunPaths, spawn_supervisor, wait_for, wake_supervisor
-    from ..run.view import open_run
+    from ..run.detached import spawn_supervisor, wait_for, wake_supervisor
+    from ..run.paths import RunPaths
+    from ..views.model import open_run
 
     text = _read_prompt(args.prompt_file)
     with Ledger.open(create=False) as ledger:

@@ -20,9 +20,9 @@ def supervise(ledger: Ledger, run_id: str, *, verbose: bool = False, plain: bool
     keeper.launch()  # its start-up overlaps the supervisor's imports
     try:
         from ..ledger import Ledger
-        from ..run.live import LiveRenderer
-        from ..run.render import LineRenderer
+        from ..run.events import LineRenderer
         from ..run.supervisor import run_supervisor
+        from ..views.live import LiveRenderer
 
         live = sys.stdout.isatty() and not plain
         renderer = LiveRenderer(Ledger.open(ledger.path), run_id) if live else \
@@ -33,8 +33,8 @@ def supervise(ledger: Ledger, run_id: str, *, verbose: bool = False, plain: bool
             renderer.close()
     finally:
         keeper.close()
-    from ..run.render import summary_lines
-    from ..run.view import view
+    from ..views.lines import summary_lines
+    from ..views.model import view
 
     for line in summary_lines(view(ledger, run_id)):
         print(line)

@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     from ..git.journal import Journal
     from ..git.reconcile import reconcile
     from ..ledger import Ledger
-    from ..run.view import open_run
+    from ..views.model import open_run
 
     timeout = parse_duration(args.check_timeout, what="--check-timeout")
     with Ledger.open(create=False) as ledger:

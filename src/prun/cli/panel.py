@@ -95,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
     with Ledger.open() as ledger:
         r = drive.start(panel, ledger)
         if args.detach:
-            from ..run.state import RunPaths, spawn_supervisor
+            from ..run.detached import spawn_supervisor
+            from ..run.paths import RunPaths
 
             spawn_supervisor(r["id"], ledger.path, RunPaths(drive.evidence_dir(r).parent).log,
                              module="prun.panel.detached")
@@ -104,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         say = _say(args.json)
         say(f"RUN {r['id']} panelists={panel.total} parallel={r['parallel']} "
             f"base={r['base'] or 'none'} deadline={r['deadline'] or 'none'}")
-        from ..run.render import LineRenderer
+        from ..run.events import LineRenderer
 
         renderer = LineRenderer(sys.stdout, verbose=args.verbose)
         try:

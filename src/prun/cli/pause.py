@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import UsageError
     from ..git.pause import pause
     from ..ledger import Ledger, Status
-    from ..run.view import open_run
+    from ..views.model import open_run
 
     with Ledger.open(create=False) as ledger:
         view = open_run(ledger, args.run_id)
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         base = attempt.get("base") or view.bases.get(args.packet_id) or view.run.get("base")
 
         def ask_supervisor() -> bool:
-            from ..run.state import wake_supervisor
+            from ..run.detached import wake_supervisor
 
             ledger.add_request(view.id, "cancel", target=attempt["id"],
                                cause=f"paused: prun pause {args.packet_id}")

@@ -47,8 +47,10 @@ def run(args: argparse.Namespace) -> int:
     from .. import executors
     from ..errors import UsageError
     from ..ledger import Ledger
-    from ..run.state import RunPaths, packet_from_spec, spawn_supervisor, wait_for, wake_supervisor
-    from ..run.view import find_run
+    from ..run.detached import spawn_supervisor, wait_for, wake_supervisor
+    from ..run.freeze import packet_from_spec
+    from ..run.paths import RunPaths
+    from ..views.model import find_run
 
     if args.executor:
         executors.get(args.executor)  # refuses unknown executors and codex (exit 2)

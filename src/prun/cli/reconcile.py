@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import UsageError
     from ..git.reconcile import reconcile
     from ..ledger import Ledger
-    from ..run.view import open_run
+    from ..views.model import open_run
 
     rescoped = rescoped_map(args.rescoped)
     with Ledger.open(create=False) as ledger:

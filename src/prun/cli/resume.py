@@ -26,8 +26,9 @@ def run(args: argparse.Namespace) -> int:
 
     from ..errors import StateError
     from ..ledger import Ledger
-    from ..run.state import RunPaths, spawn_supervisor, supervisor_alive
-    from ..run.view import find_run
+    from ..run.detached import spawn_supervisor, supervisor_alive
+    from ..run.paths import RunPaths
+    from ..views.model import find_run
     from .foreground import supervise
 
     with Ledger.open(create=False) as ledger:

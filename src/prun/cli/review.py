@@ -55,7 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..errors import ExitCode, UsageError
     from ..ledger import Ledger
-    from ..run.view import find_run
+    from ..views.model import find_run
 
     if args.note is not None and not args.decide:
         raise UsageError("--note goes with --decide", hint="prun review RUN --decide PACKET "

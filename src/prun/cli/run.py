@@ -68,7 +68,9 @@ def run(args: argparse.Namespace) -> int:
     from ..ledger import Ledger
     from ..plan import load_plan
     from ..plan.independence import check
-    from ..run.state import RunPaths, deadline_of, freeze, preflight, spawn_supervisor
+    from ..run.detached import spawn_supervisor
+    from ..run.freeze import deadline_of, freeze, preflight
+    from ..run.paths import RunPaths
 
     if (refused := refusal()) is not None:   # inside a unit that may not start agents (its
         raise refused                         # dispatches are refused again at prepare)

@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..attempt.settle import settle, standalone
+    from ..attempt.orphaned import settle, standalone
 
     sd = standalone(args.state_dir)
     outcome = settle(sd)

@@ -31,7 +31,7 @@ from . import options
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..ledger import Ledger
-    from ..run.view import Spend
+    from ..views.model import Spend
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -48,8 +48,8 @@ def run(args: argparse.Namespace) -> int:
 
     from ..errors import UsageError
     from ..ledger import Ledger
-    from ..run.render import summary_lines
-    from ..run.view import find_run, view
+    from ..views.lines import summary_lines
+    from ..views.model import find_run, view
 
     watch = args.watch or getattr(args, "command", None) == "top"
     if watch and args.json:
@@ -75,8 +75,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _watch(ledger: Ledger, run_id: str, *, everything: bool, plain: bool) -> int:
     from ..errors import ExitCode
-    from ..run.follow import follow_lines, follow_live
-    from ..run.render import summary_lines
+    from ..views.follow import follow_lines, follow_live
+    from ..views.lines import summary_lines
     from .foreground import exit_code
 
     def emit(lines: list[str]) -> None:

@@ -67,9 +67,9 @@ def run(args: argparse.Namespace) -> int:
     from .._util.quoting import word
     from .._util.timeparse import parse_duration
     from ..ledger import Ledger
-    from ..run.render import run_line
-    from ..run.state import supervisor_alive
-    from ..run.view import find_run, view
+    from ..run.detached import supervisor_alive
+    from ..views.lines import run_line
+    from ..views.model import find_run, view
 
     limit = parse_duration(args.timeout, what="--timeout") if args.timeout else None
     start = time.monotonic()

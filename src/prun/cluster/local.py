@@ -9,7 +9,6 @@ task again when its worker died, which prun's claim makes harmless (``claim``)."
 from __future__ import annotations
 
 import ipaddress
-import json
 import os
 import sys
 import time
@@ -118,7 +117,3 @@ class LocalCluster:
             end_group(p, grace)
             p.reap()
         self.procs.clear()
-
-
-def describe(address: str, workers: int, folder: str) -> str:
-    return json.dumps({"address": address, "workers": workers, "logs": folder})

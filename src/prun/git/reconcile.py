@@ -311,7 +311,7 @@ def reconcile(units: Iterable[UnitInput], run_id: str | None = None, *,
 
 def _published_reasons(outcome: Mapping[str, Any]) -> list[Reason]:
     """A published result that changed after publication is never accepted."""
-    from ..attempt.published import changed
+    from ..attempt.result_index import changed
 
     ident = outcome.get("result_identity")
     why = changed(ident)

@@ -81,13 +81,9 @@ class RunLog(EventLog):
                     self._event("run-frozen", run_id=run["id"], status=RunStatus.RUNNING,
                                 cause=cause, data={"packets": len(packets)}, at=at))
 
-    def set_run(self, run_id: str, cause: str, **fields: object) -> None:
-        """Update a run's columns (status, supervisor_pid, finished_at ...) with an event."""
-        if fields:
-            self._write(*self._run_update(run_id, cause, fields))
-
     def _update_run(self, run_id: str, cause: str, fields: Mapping[str, object]) -> None:
-        """``set_run`` inside the caller's transaction, even while writes are deferred."""
+        """Update a run's columns (status, supervisor_pid, finished_at ...) with an event, inside
+        the caller's transaction, even while writes are deferred."""
         with self.transaction() as c:
             for sql, params, _ in self._run_update(run_id, cause, fields):
                 c.execute(sql, params)

@@ -13,8 +13,8 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     from ..ledger import Ledger
-    from ..run.render import LineRenderer
-    from ..run.state import ready_signal
+    from ..run.detached import ready_signal
+    from ..run.events import LineRenderer
     from . import drive
 
     args = sys.argv[1:] if argv is None else argv

@@ -35,7 +35,7 @@ CROSSCHECK_FILE = "crosscheck.json"
 
 def start(panel: build.Panel, ledger: Ledger) -> RunRecord:
     """Freeze the panel's plan as a run and keep what it was asked in its run dir."""
-    from ..run.state import deadline_of, freeze
+    from ..run.freeze import deadline_of, freeze
 
     plan = build.plan(panel)
     deadline_of(plan, panel.deadline)  # a past deadline is refused before anything is made

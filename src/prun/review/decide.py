@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ..errors import UsageError
 from ..ledger import DECISIONS
-from ..run.view import view
+from ..views.model import view
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from ..git.diffs import text_diffs
 from ..git.reconcile import LINE_WORD, Verdict, reconcile
 from ..git.sections import section_reasons
 from ..plan import Packet
-from ..run.view import RunView, view
+from ..views.model import RunView, view
 from .cost import as_dict, cost_of, spent
 from .diffview import DIFF_FILES, DIFF_LIMIT
 

@@ -25,9 +25,9 @@ from ..attempt.dispatch import Dispatch, Request
 from ..errors import Blocked, PrunError, QuotaExhausted
 from ..git.reconcile import UnitInput, plan_scope
 from ..ledger import PacketStatus, Status, now_iso
+from ..ports.reserve import PortsUnavailable
 from . import brief, schedule
-from .ports import PortsUnavailable
-from .prepare import QuotaPools, Workspace
+from .choices import QuotaPools, Workspace
 from .session import session
 from .settle import no_receipt, settle
 from .unit import UnitState, parse_time
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from ..attempt.outcome import Outcome
     from ..executors.base import Executor
     from ..executors.records import Launch
-    from .ports import Reservation
+    from ..ports.reserve import Reservation
     from .supervisor import Supervisor
 
 QUIESCE_LIMIT_S = 5.0
@@ -204,7 +204,7 @@ def open_attempt(sup: Supervisor, u: UnitState, held: Reservation | None, execut
     whose task reserves them on its worker), in a worker thread unless ``quick_start``.
     Raises ``Blocked`` when a packet it comes after was rejected."""
     from ..attempt.dispatch import prepare
-    from . import prepare as unitprep
+    from . import choices as unitprep
     from .dependents import start
 
     p = u.packet

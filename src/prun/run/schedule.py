@@ -19,9 +19,9 @@ from .unit import UnitState
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ..ports.ranges import RunRanges
+    from ..ports.reserve import PortsThere, Reservation
     from . import brief
-    from .ports import PortsThere, Reservation
-    from .run_ranges import RunRanges
     from .supervisor import Supervisor
 
 PORT_RETRY_S = 1.0  # a unit whose fixed port is held looks again this often
@@ -71,10 +71,10 @@ def park(sup: Supervisor, u: UnitState, until: float | None, cause: str) -> None
 
 
 def reserve_ports(sup: Supervisor, u: UnitState, aid: str) -> Reservation:
-    """The attempt's ports (``prun.run.ports``): its own range from the run's block, and the
+    """The attempt's ports (``prun.ports.reserve``): its own range from the run's block, and the
     ports it names or fixes from the machine-wide registry. Held in the keeper's name, which
     lives as long as the run's workers do; given back when the attempt ends."""
-    from . import ports
+    from ..ports import reserve as ports
 
     request = ports.port_request(u.packet.state, sup.env, where=u.packet.where("state"))
     block = _ranges(sup, request.count)
@@ -92,7 +92,7 @@ def reserve_ports(sup: Supervisor, u: UnitState, aid: str) -> Reservation:
 
 def ports_there(sup: Supervisor, u: UnitState) -> PortsThere:
     """The ports of a cluster's unit, reserved by its task on the worker that runs it."""
-    from . import ports
+    from ..ports import reserve as ports
 
     request = ports.port_request(u.packet.state, sup.env, where=u.packet.where("state"))
     return ports.PortsThere(request, sup.run_id, u.packet.id)
@@ -102,7 +102,8 @@ def brief_ports(sup: Supervisor, u: UnitState,
                 held: Reservation | None) -> brief.Ports | brief.PortsByName:
     """What the brief says of the unit's ports: the numbers ``held`` for it here, or, for a
     cluster's unit (None), the variables its worker fills in."""
-    from . import brief, ports
+    from ..ports import reserve as ports
+    from . import brief
 
     if held is not None:
         return brief.Ports(held.range.base, held.range.count, dict(held.named),
@@ -115,7 +116,7 @@ def brief_ports(sup: Supervisor, u: UnitState,
 def ports_at_hand(sup: Supervisor, u: UnitState) -> bool:
     """Whether ``reserve_ports`` needs no file: the unit names and fixes no port and the
     run's block has a range free (then it is quick enough for the event loop)."""
-    from . import ports
+    from ..ports import reserve as ports
 
     request = ports.port_request(u.packet.state, sup.env, where=u.packet.where("state"))
     if not _ranges(sup, request.count).at_hand():
@@ -126,7 +127,7 @@ def ports_at_hand(sup: Supervisor, u: UnitState) -> bool:
 def _ranges(sup: Supervisor, size: int) -> RunRanges:
     """The run's block of own ranges, made by the first unit to ask, in the event loop (so
     that units starting together share one; it leases nothing until a range is taken)."""
-    from .run_ranges import RunRanges
+    from ..ports.ranges import RunRanges
 
     if sup.ranges is None:
         pid, started = _keeper(sup)
@@ -154,7 +155,7 @@ def wait_for_ports(sup: Supervisor, u: UnitState, e: PortsUnavailable) -> None:
 async def release_ports(sup: Supervisor, u: UnitState) -> None:
     """Give an ended attempt's ports back: its range to the run's block, what it named or
     fixed to the registry (a failure there is only reported)."""
-    from . import ports
+    from ..ports import reserve as ports
 
     held, u.ports = u.ports, None
     if held is None:

@@ -39,18 +39,20 @@ from .._util.timeparse import epoch
 from ..errors import PrunError
 from ..ledger import Ledger, PacketStatus, RunStatus, Status, now_iso
 from . import control, drive, recovery, schedule
+from .choices import QuotaPools, git_wrapper
+from .detached import ready_signal
 from .events import Event
+from .freeze import packet_from_spec
 from .group_commit import GroupCommit
 from .keeper import Keeper
-from .prepare import QuotaPools, git_wrapper
-from .state import RunPaths, packet_from_spec, ready_signal
+from .paths import RunPaths
 from .unit import UnitState
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..cluster.client import Cluster
-    from .hooks import EventHooks
-    from .run_ranges import RunRanges
+    from ..ports.ranges import RunRanges
+    from .event_hooks import EventHooks
 
 THREADS = 4   # what waits on another process (git, setup, probes) runs here, off the loop
 
@@ -180,8 +182,8 @@ class Supervisor:
 
         from .._util.process import create_time
         from ..cluster import connected
-        from .hooks import EventHooks
-        from .state import supervisor_alive
+        from .detached import supervisor_alive
+        from .event_hooks import EventHooks
 
         loop = asyncio.get_running_loop()
         loop.set_default_executor(ThreadPoolExecutor(max_workers=THREADS))
@@ -371,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m prun.run.supervisor RUN``: the detached supervisor (output to its log)."""
     import sys
 
-    from .render import LineRenderer
+    from .events import LineRenderer
 
     args = sys.argv[1:] if argv is None else argv
     renderer = LineRenderer(sys.stdout, verbose=True)

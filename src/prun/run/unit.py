@@ -20,7 +20,7 @@ from . import brief
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..executors.base import Executor
-    from .ports import Reservation
+    from ..ports.reserve import Reservation
 
 EXCERPT_BYTES = 8000
 

@@ -36,7 +36,6 @@ from . import bundle
 
 MANIFEST = ".prun-skill.json"
 TARGETS = ("claude", "gemini", "agy")
-CLI_NAMES = {"claude": "Claude Code", "gemini": "Gemini CLI", "agy": "Antigravity"}
 # Where each CLI looks for skills: in a project, and in the user's home.
 PROJECT_DIRS = {"claude": ".claude/skills", "gemini": ".gemini/skills", "agy": ".agents/skills"}
 USER_DIRS = {"claude": ".claude/skills", "gemini": ".gemini/skills",

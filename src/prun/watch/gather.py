@@ -3,7 +3,7 @@
 A result file has landed when it exists, is non-empty and is final:
 
 - published: a prun dispatcher published it (or kept the worker's own file after the worker
-  exited) and said so in the published-results index (``prun.attempt.published``). No waiting.
+  exited) and said so in the published-results index (``prun.attempt.result_index``). No waiting.
 - stable: anyone else's file (a worker that wrote its own result, a session subagent, a person)
   that has been quiet, unchanged in size and modification time, for the stable window.
 

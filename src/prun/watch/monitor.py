@@ -38,7 +38,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._util.fsutil import read_head
-from ..attempt import published, statedir
+from ..attempt import result_index as published
+from ..attempt import statedir
 from ..attempt.statedir import StateDir
 from .gather import DEFAULT_STABLE_WINDOW_S, FileState, LandingRule
 from .report import (

@@ -8,9 +8,9 @@ import contextlib
 import threading
 from collections.abc import Iterator, Mapping
 
-from .port_probe import in_use
-from .port_registry import Holder, PortRange
-from .ports import lease, release
+from .probe import in_use
+from .registry import Holder, PortRange
+from .reserve import lease, release
 
 
 class RunRanges:

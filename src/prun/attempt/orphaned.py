@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from .outcome import Outcome
     from .request import Prepared
 
-SETTLE_WAIT_S = 30.0
 
 
 def standalone(path: str) -> statedir.StateDir:

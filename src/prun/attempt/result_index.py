@@ -32,7 +32,7 @@ from typing import Any
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .shapes import ResultIdentity
+    from .protocols import ResultIdentity
 
 INDEX_DIRNAME = ".published"
 KEEP_S = 7 * 86400    # entries older than this are removed ...

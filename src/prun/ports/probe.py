@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from ..errors import PortsExhausted
 from ..settings import PORT_LIMIT
-from .port_registry import PortRange
+from .registry import PortRange
 
 
 class FreePorts:

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 
 from ..errors import PortBusy, PortsExhausted, PortsUnavailable, UsageError
 from ..settings import PORT_COUNT_DEFAULT, PORT_LIMIT, load
-from .port_probe import FreePorts, in_use
-from .port_registry import Entry, Holder, PortRange, Registry, registry_path
+from .probe import FreePorts, in_use
+from .registry import Entry, Holder, PortRange, Registry, registry_path
 
 PORT_KINDS = frozenset({"port", "ports"})   # ``ports:`` is read as ``port:``, as ``prun check`` does
 
@@ -145,7 +145,7 @@ class PortsThere:
     def take(self, attempt_id: str, env: Mapping[str, str]) -> Reservation:
         """Reserve here; raises ``PortBusy`` while a fixed port is held by another unit
         here, ``PortsExhausted`` when there is no room (nothing is kept then)."""
-        from .run_ranges import worker_block
+        from .ranges import worker_block
 
         holder = Holder.of_process(attempt_id, self.run_id, self.packet_id)
         with worker_block(self.run_id, self.request.count, env) as block:
@@ -164,7 +164,7 @@ class PortsThere:
         self._give_back_range(held.range, env)
 
     def _give_back_range(self, own: PortRange, env: Mapping[str, str]) -> None:
-        from .run_ranges import worker_block
+        from .ranges import worker_block
 
         with worker_block(self.run_id, self.request.count, env) as block:
             block.give_back(own)

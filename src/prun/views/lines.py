@@ -19,33 +19,14 @@ cancellations, stalls, parking, a stopped run); successes show in the final coun
 
 from __future__ import annotations
 
-import sys
 import time
-from typing import TextIO
 
 from .._util.quoting import quote, word
 from .._util.timeparse import epoch, format_duration
-from .events import NON_SUCCESS, Event
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .view import RunView, Spend, UnitView
-
-
-def event_line(ev: Event) -> str:
-    words = ["UNIT", quote(ev.packet_id or "-"), ev.kind]
-    if ev.attempt_id:
-        words.append(word("attempt", ev.attempt_id))
-    if ev.executor:
-        words.append(word("executor", ev.executor))
-    if ev.cause and ev.kind not in ("succeeded", "dispatched"):
-        words.append(word("cause", ev.cause.splitlines()[0][:200]))
-    for key in ("resets_at", "quarantine", "handoff", "receipt_cmd"):
-        if ev.data.get(key):
-            words.append(word(key, ev.data[key]))
-    if ev.kind != "succeeded" and ev.data.get("result_file"):
-        words.append(word("result", ev.data["result_file"]))
-    return " ".join(words)
+    from .model import RunView, Spend, UnitView
 
 
 def run_line(view: RunView) -> str:
@@ -119,31 +100,3 @@ def summary_lines(view: RunView, everything: bool = False) -> list[str]:
     lines += [cost_line(s) for s in view.spend()]
     lines.append(f"RESULTS {quote(view.run['run_dir'] + '/results')}")
     return lines
-
-
-class LineRenderer:
-    """Prints one line per event worth reporting."""
-
-    def __init__(self, out: TextIO = sys.stdout, verbose: bool = False):
-        self.out = out
-        self.verbose = verbose
-
-    def handle(self, ev: Event) -> None:
-        if ev.kind in ("run-started", "run-done"):
-            if self.verbose:
-                self._print(f"{ev.kind.upper()} {quote(ev.run_id)} {word('cause', ev.cause)}")
-            return
-        if ev.kind == "stopped":
-            self._print(" ".join(["STOPPED", word("packet", ev.packet_id),
-                                  word("action", ev.data.get("action", "")),
-                                  word("need", ev.cause)]))
-            return
-        if self.verbose or ev.kind in NON_SUCCESS:
-            self._print(event_line(ev))
-
-    def _print(self, line: str) -> None:
-        self.out.write(line + "\n")
-        self.out.flush()
-
-    def close(self) -> None:
-        pass

@@ -161,7 +161,8 @@ def open_run(ledger: Ledger, run_arg: str | None = None, cwd: str | None = None)
 
 def view(ledger: Ledger, run_id: str) -> RunView:
     """Run ``run_id`` as the ledger has it now."""
-    from .state import packet_from_spec, supervisor_alive
+    from ..run.detached import supervisor_alive
+    from ..run.freeze import packet_from_spec
 
     row = ledger.run(run_id)
     if row is None:

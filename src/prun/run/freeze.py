@@ -1,9 +1,9 @@
-"""A run's frozen record and its current state, read from the ledger and the state dirs.
+"""A run's frozen record: a plan turned into a run in the ledger, and read back.
 
 ``freeze`` turns a plan into a run: expected packet ids and count, the base revision as a
 commit id, the terminal deadline as a time, the cancel action and its owner, the parallelism,
 each packet's routed executor, and a run dir ``.prun/runs/<run-id>/`` holding the prompts,
-state dirs, results, quarantine and logs (``prun.run.view`` reads a run back).
+state dirs, results, quarantine and logs (``prun.views.model`` reads a run back).
 """
 
 from __future__ import annotations
@@ -12,58 +12,25 @@ import dataclasses
 import json
 import os
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from collections.abc import Mapping
+from dataclasses import fields
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from .._util.timeparse import deadline_at
 from ..errors import GitError, StateError, UsageError
-from ..ledger import Ledger, PacketRecord, PacketStatus, RunRecord, now_iso, prun_dir, repo_root
+from ..ledger import Ledger, PacketRecord, RunRecord, now_iso, prun_dir, repo_root
 from ..plan import DataBoundary, Packet, Plan
+from .paths import RunPaths
 
 DEFAULT_PARALLEL = 8
-T = TypeVar("T")
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlite3
 
     from ..cluster.config import ClusterConfig
-    from .prepare import Route
-
-
-@dataclass(frozen=True)
-class RunPaths:
-    root: Path
-
-    @property
-    def prompts(self) -> Path:
-        return self.root / "prompts"
-
-    @property
-    def state(self) -> Path:
-        return self.root / "state"
-
-    @property
-    def results(self) -> Path:
-        return self.root / "results"
-
-    @property
-    def quarantine(self) -> Path:
-        return self.root / "quarantine"
-
-    @property
-    def log(self) -> Path:
-        return self.root / "supervisor.log"
-
-    @property
-    def hooks_log(self) -> Path:
-        return self.root / "hooks.log"
-
-    def make(self) -> None:
-        for d in (self.prompts, self.state, self.results, self.quarantine):
-            d.mkdir(parents=True, exist_ok=True)
+    from .choices import Route
 
 
 def new_run_id() -> str:
@@ -141,7 +108,7 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
            deadline: str | None = None, env: Mapping[str, str] | None = None,
            cluster: ClusterConfig | None = None) -> RunRecord:
     """Record the run in the ledger (one transaction) and make its run dir. Returns the run."""
-    from . import prepare as unitprep
+    from . import choices as unitprep
 
     env = os.environ if env is None else env
     root, base, bases = preflight(plan, env)    # a bad base or port entry: nothing made yet
@@ -189,7 +156,7 @@ def preflight(plan: Plan, env: Mapping[str, str] | None = None
     UsageError (at the field) for a base that names no commit or a port entry that names no
     port."""
     from .._util import gitcmd
-    from .ports import port_request
+    from ..ports.reserve import port_request
 
     root = repo_root(plan.root)
     base = None
@@ -247,97 +214,6 @@ def _sandboxes(plan: Plan, env: Mapping[str, str],
                          f"sandbox can be made here: {why}",
                          hint="install bubblewrap (Debian: bubblewrap), or use sandbox: auto")
     return out
-
-
-def supervisor_alive(run: Mapping[str, Any] | sqlite3.Row) -> bool:
-    from .._util.process import same_process_alive
-
-    return same_process_alive(run["supervisor_pid"], run["supervisor_started"])
-
-
-TERMINAL_PACKET = {s.value for s in PacketStatus if s.terminal}
-
-
-def spawn_supervisor(run_id: str, ledger_path: str | os.PathLike[str],
-                     log: str | os.PathLike[str], *, module: str = "prun.run.supervisor") -> int:
-    """Start a detached supervisor for ``run_id`` (its own session; output to ``log``):
-    ``python -m <module> RUN``, a module whose supervisor calls ``ready_signal()``'s function
-    once it holds the run (``prun.panel.detached`` drives a panel so)."""
-    import select
-    import subprocess
-    import sys
-
-    from .._util.process import start
-
-    # Return only once the supervisor holds the run, so a `prun wait` right after sees it: it
-    # writes one byte on this pipe then (an exit before that closes it with nothing written).
-    read_end, write_end = os.pipe()
-    env = dict(os.environ)
-    env["PRUN_LEDGER"] = str(ledger_path)
-    env[READY_FD] = str(write_end)
-    try:
-        with open(log, "ab") as out:
-            proc = start([sys.executable, "-m", module, run_id],
-                         stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env,
-                         pass_fds=(write_end,))
-        os.close(write_end)
-        write_end = -1
-        ready, _, _ = select.select([read_end], [], [], SUPERVISOR_START_S)
-        held = bool(ready) and os.read(read_end, 1) == b"1"
-    finally:
-        os.close(read_end)
-        if write_end >= 0:
-            os.close(write_end)
-    if not held:
-        raise StateError(f"the supervisor of run {run_id} did not start",
-                         hint=f"see {log}; then `prun resume {run_id}`")
-    return proc.pid
-
-
-SUPERVISOR_START_S = 30.0
-READY_FD = "PRUN_SUPERVISOR_READY_FD"   # the pipe a detached supervisor says it holds the run on
-
-
-def ready_signal() -> Callable[[], None] | None:
-    """What a detached supervisor calls to tell ``spawn_supervisor`` that it holds the run:
-    one byte on the pipe it passed (its descriptor in ``PRUN_SUPERVISOR_READY_FD``, taken
-    out of the environment so that no worker sees it). None when it was not given one."""
-    fd = os.environ.pop(READY_FD, "")
-    if not fd.isdigit():
-        return None
-
-    def ready() -> None:
-        try:
-            os.write(int(fd), b"1")
-            os.close(int(fd))
-        except OSError:
-            pass   # the starter has gone: nobody is waiting
-
-    return ready
-
-
-def wake_supervisor(run: Mapping[str, Any] | sqlite3.Row) -> bool:
-    """Tell a live supervisor to read its requests (SIGUSR1). False when none runs."""
-    import signal
-
-    if not supervisor_alive(run):
-        return False
-    try:
-        os.kill(run["supervisor_pid"], signal.SIGUSR1)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
-
-
-def wait_for(check: Callable[[], T], limit: float, interval: float = 0.05) -> T:
-    """Poll ``check()`` until it returns something truthy or ``limit`` seconds pass."""
-    end = time.monotonic() + limit
-    while True:
-        got = check()
-        if got or time.monotonic() >= end:
-            return got
-        time.sleep(interval)
-        interval = min(interval * 1.5, 0.5)
 
 
 def _launches(name: str) -> bool:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from ..ledger import Ledger
-    from .view import RunView
+    from .model import RunView
 
 POLL_S = 0.1
 REDRAW_S = 1.0
@@ -57,8 +57,8 @@ def follow_lines(ledger: Ledger, run_id: str, emit: Callable[[list[str]], None],
                  everything: bool = False) -> RunView:
     """Print ``prun status`` lines now and at each new event of the run, until it ends;
     returns the run as it ended (its last snapshot is its final summary)."""
-    from .render import summary_lines
-    from .view import view
+    from .lines import summary_lines
+    from .model import view
 
     changes = Changes(ledger, run_id)
     v = view(ledger, run_id)
@@ -85,7 +85,7 @@ def follow_live(ledger: Ledger, run_id: str, console: Console | None = None) -> 
 
     from ..settings import current
     from .live import frame, ledger_notices
-    from .view import view
+    from .model import view
 
     console = console or Console()
     stall_s = current().stall_s

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
     from ..ledger import Ledger
-    from .events import Event
-    from .view import RunView, UnitView
+    from ..run.events import Event
+    from .model import RunView, UnitView
 
 COLUMNS = ("unit", "state", "elapsed", "executor", "activity", "model", "cost")
 HEADERS = {"unit": "unit", "state": "state", "elapsed": "elapsed", "executor": "executor",
@@ -210,13 +210,13 @@ class LiveRenderer:
         self.live.start()
 
     def handle(self, ev: Event) -> None:
-        from .events import NON_SUCCESS
+        from ..run.events import NON_SUCCESS
 
         if ev.kind in NON_SUCCESS and ev.cause:
             self.notes = [*self.notes, f"{ev.packet_id or 'run'}: {ev.kind}: {ev.cause}"][-NOTICES:]
 
     def _frame(self) -> RenderableType:
-        from .view import view
+        from .model import view
 
         try:
             v = view(self.ledger, self.run_id)
