@@ -390,7 +390,7 @@ def test_timeout_ends_the_group_and_publishes_fallback(fake_agy, unit, scenario)
 
 def test_timeout_ends_grandchildren(fake_agy, unit, tmp_path):
     pidfile = tmp_path / "grandchild.pid"
-    # unsandboxed: the process group alone ends them (tests/sandbox covers the sandbox)
+    # unsandboxed: the process group alone ends them (tests/attempt/sandbox covers the sandbox)
     proc = dispatch(unit, env={"FAKE_AGY_SCENARIO": "grandchild", "FAKE_AGY_PIDFILE": str(pidfile),
                                "ANTIGRAVITY_DISPATCH_TIMEOUT_SECONDS": "1",
                                "PRUN_TIMEOUT_GRACE_SECONDS": "0.2", "PRUN_SANDBOX": "off"})

@@ -14,15 +14,15 @@ import pytest
 from prun import settings
 from prun._util.process import create_time
 from prun.errors import UsageError
-from prun.run import ports
-from prun.run.run_ranges import RunRanges
+from prun.ports import reserve as ports
+from prun.ports.ranges import RunRanges
 
 # A process that holds ports, as a supervisor or dispatcher would: it reserves and releases
 # what its stdin asks for and answers each line with one line of JSON.
 HOLDER = r"""
 import json, os, sys
 from prun import settings
-from prun.run import ports
+from prun.ports import reserve as ports
 
 kept = {}
 print("ready", flush=True)

@@ -12,9 +12,9 @@ from runkit import py_unit, write_plan
 
 from prun.ledger import Ledger, Status, now_iso
 from prun.plan import load_plan
-from prun.run.live import frame, ledger_notices
-from prun.run.state import freeze
-from prun.run.view import view
+from prun.run.freeze import freeze
+from prun.views.live import frame, ledger_notices
+from prun.views.model import view
 
 PREFIX = "investigate-the-flaky-integration-suite"   # 40 characters with the dash
 assert len(PREFIX + "-") == 40

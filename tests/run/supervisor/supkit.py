@@ -30,7 +30,7 @@ from runkit import write_plan
 from prun.ledger import Ledger
 from prun.plan import load_plan
 from prun.run.events import Event
-from prun.run.state import freeze
+from prun.run.freeze import freeze
 from prun.run.supervisor import Supervisor
 
 LIMIT_S = 30.0  # no scenario takes nearly this long; a broken one fails instead of hanging

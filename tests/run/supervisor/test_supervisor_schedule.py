@@ -11,7 +11,7 @@ from supkit import OUTPUT, Run, unit
 
 from prun._util.process import create_time
 from prun.errors import StateError
-from prun.run import ports
+from prun.ports import reserve as ports
 
 
 def test_no_more_than_parallel_units_run_at_once(repo):
