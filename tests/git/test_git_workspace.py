@@ -144,7 +144,7 @@ def test_setup_failure_is_reported_with_its_exit_code_and_output(tmp_path):
     scratch = workspace.make_scratch(tmp_path / "ws", "u")
     with pytest.raises(workspace.SetupFailed) as err:
         workspace.run_setup(scratch, "echo cannot link deps >&2; exit 3", timeout=30)
-    assert err.value.result.exit_code == 3
+    assert err.value.returncode == 3
     assert "cannot link deps" in err.value.message
     res = workspace.run_setup(scratch, [sys.executable, "-c", "raise SystemExit(4)"], check=False)
     assert not res.ok and res.exit_code == 4

@@ -75,7 +75,7 @@ def git(args: Sequence[str], cwd: str | os.PathLike[str] | None = None, *, check
         raise PrunError(f"git {' '.join(args)} took longer than {timeout:.0f}s")
     code, stderr = done.returncode or 0, done.stderr.decode("utf-8", "replace")
     if check and code != 0:
-        raise GitError(args, code, stderr)
+        raise GitError(list(args), code, stderr)
     if text:
         return Ran(code, done.stdout.decode("utf-8", "surrogateescape"), stderr)
     return Ran(code, done.stdout, stderr)

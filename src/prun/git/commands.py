@@ -6,6 +6,7 @@ process group of its own that is ended whole past its timeout.
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -100,7 +101,9 @@ def run_setup(workspace: str | os.PathLike[str], command: str | Sequence[str],
     result = SetupResult(ran.ok, ran.exit_code, ran.timed_out, ran.duration_s, ran.log,
                          ran.tail, excluded)
     if check and not ran.ok:
-        raise SetupFailed(result, command)
+        raise SetupFailed(command if isinstance(command, str) else shlex.join(command),
+                          returncode=ran.exit_code, timed_out=ran.timed_out,
+                          last_line=(ran.tail.strip().splitlines()[-1:] or [""])[0], log=ran.log)
     return result
 
 

@@ -187,7 +187,9 @@ def reserve(holder: Holder, request: PortRequest, env: Mapping[str, str] | None 
         for wanted in request.fixed:
             for e in others:
                 if e.ports.overlaps(wanted):
-                    raise PortBusy(max(wanted.base, e.ports.base), wanted, e.holder)
+                    raise PortBusy(max(wanted.base, e.ports.base), (wanted.base, wanted.count),
+                                   attempt_id=e.holder.attempt_id, run_id=e.holder.run_id,
+                                   packet_id=e.holder.packet_id)
         taken = [e.ports for e in others] + list(request.fixed)
         free = FreePorts(start, taken + ([own] if own else []))
         now = time.time()
