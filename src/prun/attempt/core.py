@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import asyncio
     from typing import Any
 
-    from .._util.process import WorkerLike as Worker
+    from .._util.worker import WorkerLike as Worker
     from ..executors.records import Launch, Unit
     from .outcome import Outcome
     from .protocols import Keeper, RemoteLauncher, UnitRecord

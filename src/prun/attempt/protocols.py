@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NotRequired, Protocol, TypedDict
 
 if TYPE_CHECKING:
-    from .._util.process import WorkerLike as Worker  # the one worker Protocol
+    from .._util.worker import WorkerLike as Worker  # the one worker Protocol
 
 
 class Keeper(Protocol):

@@ -1,5 +1,5 @@
 """``RemoteWorker``: the supervisor's handle on a unit running on a Dask worker, with the
-methods of the process helper's workers (``_util.process.WorkerLike``), so the supervisor
+methods of the process helper's workers (``_util.worker.WorkerLike``), so the supervisor
 watches it, ends it and judges it as it does a local one.
 
 While the unit runs, its tail's growth arrives as events and is written at its offsets into

@@ -34,7 +34,7 @@ from .unit import UnitState, parse_time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .._util.process import WorkerLike as RunWorker
+    from .._util.worker import WorkerLike as RunWorker
     from ..attempt.outcome import Outcome
     from ..executors.base import Executor
     from ..executors.records import Launch

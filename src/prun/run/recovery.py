@@ -30,7 +30,7 @@ from .unit import UnitState
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .._util.process import WorkerLike as RunWorker
+    from .._util.worker import WorkerLike as RunWorker
     from .supervisor import Supervisor
 
 
