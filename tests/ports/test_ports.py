@@ -15,7 +15,7 @@ from prun import settings
 from prun._util.process import create_time
 from prun.errors import UsageError
 from prun.ports import reserve as ports
-from prun.ports.ranges import RunRanges
+from prun.ports.ranges import PortsThere, RunRanges
 
 # A process that holds ports, as a supervisor or dispatcher would: it reserves and releases
 # what its stdin asks for and answers each line with one line of JSON.
@@ -23,6 +23,7 @@ HOLDER = r"""
 import json, os, sys
 from prun import settings
 from prun.ports import reserve as ports
+from prun.ports.ranges import PortsThere
 
 kept = {}
 print("ready", flush=True)
@@ -39,7 +40,7 @@ for line in sys.stdin:
     elif cmd == "release":
         out = {"released": len(ports.release(attempt))}
     elif cmd == "there":          # as a cluster's worker process, for a unit it runs
-        there = ports.PortsThere(ports.port_request(state), run, "p-" + attempt)
+        there = PortsThere(ports.port_request(state), run, "p-" + attempt)
         kept[attempt] = (there, there.take(attempt, os.environ))
         out = {"env": kept[attempt][1].env()}
     elif cmd == "back":
@@ -350,7 +351,7 @@ def test_worker_processes_of_one_machine_take_a_runs_ranges_each_in_its_own_bloc
     monkeypatch.setenv("PRUN_PORT_START", "47000")
     other = holders()                     # another worker process of this machine
     theirs = int(other.ask("there r7.a1")["env"]["PRUN_PORT_BASE"])
-    there = ports.PortsThere(ports.port_request([]), "r7", "p")
+    there = PortsThere(ports.port_request([]), "r7", "p")
     env = dict(os.environ)
     a, b = there.take("r7.b1", env), there.take("r7.b2", env)
     mine = f"r7/ranges/{os.getpid()}"

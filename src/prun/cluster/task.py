@@ -45,7 +45,7 @@ _CLEANER = ThreadPoolExecutor(1, thread_name_prefix="prun-cleaner")   # finished
 
 class WorkerPorts(Protocol):
     """A unit's ports as its task reserves them on this machine (the run's side makes it:
-    ``prun.ports.reserve.PortsThere``): ``take`` gives what is held, whose ``env()`` are the
+    ``prun.ports.ranges.PortsThere``): ``take`` gives what is held, whose ``env()`` are the
     unit's variables, and ``give_back`` returns it."""
 
     def take(self, attempt_id: str, env: Mapping[str, str]) -> Any: ...

@@ -1,16 +1,17 @@
 """A run's block of its units' own port ranges (``RunRanges``), leased from the registry;
 and the blocks a cluster's worker process holds for the runs whose units it runs
-(``worker_block``)."""
+(``worker_block``), from which a cluster's unit reserves its ports there (``PortsThere``)."""
 
 from __future__ import annotations
 
 import contextlib
 import threading
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 
 from .probe import in_use
 from .registry import Holder, PortRange
-from .reserve import lease, release
+from .reserve import PortRequest, Reservation, lease, release, reserve
 
 
 class RunRanges:
@@ -90,3 +91,41 @@ def worker_block(run_id: str, size: int, env: Mapping[str, str] | None) -> Itera
             if block.idle():
                 block.close()
                 del _BLOCKS[(run_id, size)]
+
+
+@dataclass(frozen=True)
+class PortsThere:
+    """A unit's ports as its task reserves them on the machine that runs it (a Dask
+    worker's), before the unit starts, and gives back when it ends. It travels with the task,
+    by reference (prun is installed on the worker). Its own range comes from the worker
+    process's block of the run's ranges (``worker_block``: leased from that
+    machine's registry a few at a time, handed out in memory); what it names or fixes is
+    reserved in that registry for the attempt. The worker process holds them all: if it
+    dies, they are free again."""
+
+    request: PortRequest
+    run_id: str
+    packet_id: str
+
+    def take(self, attempt_id: str, env: Mapping[str, str]) -> Reservation:
+        """Reserve here; raises ``PortBusy`` while a fixed port is held by another unit
+        here, ``PortsExhausted`` when there is no room (nothing is kept then)."""
+        holder = Holder.of_process(attempt_id, self.run_id, self.packet_id)
+        with worker_block(self.run_id, self.request.count, env) as block:
+            own = block.take()
+        if not self.request.fixed and not self.request.names:
+            return Reservation(holder, own)
+        try:
+            return reserve(holder, self.request, env, own=own)
+        except BaseException:
+            self._give_back_range(own, env)
+            raise
+
+    def give_back(self, held: Reservation, env: Mapping[str, str]) -> None:
+        if held.fixed or held.named:
+            release(held.holder.attempt_id, env, held.holder)
+        self._give_back_range(held.range, env)
+
+    def _give_back_range(self, own: PortRange, env: Mapping[str, str]) -> None:
+        with worker_block(self.run_id, self.request.count, env) as block:
+            block.give_back(own)

@@ -128,48 +128,6 @@ class Reservation:
         return {**self.range.env(), **{env_name(n): str(p) for n, p in self.named.items()}}
 
 
-@dataclass(frozen=True)
-class PortsThere:
-    """A unit's ports as its task reserves them on the machine that runs it (a Dask
-    worker's), before the unit starts, and gives back when it ends. It travels with the task,
-    by reference (prun is installed on the worker). Its own range comes from the worker
-    process's block of the run's ranges (``run_ranges.worker_block``: leased from that
-    machine's registry a few at a time, handed out in memory); what it names or fixes is
-    reserved in that registry for the attempt. The worker process holds them all: if it
-    dies, they are free again."""
-
-    request: PortRequest
-    run_id: str
-    packet_id: str
-
-    def take(self, attempt_id: str, env: Mapping[str, str]) -> Reservation:
-        """Reserve here; raises ``PortBusy`` while a fixed port is held by another unit
-        here, ``PortsExhausted`` when there is no room (nothing is kept then)."""
-        from .ranges import worker_block
-
-        holder = Holder.of_process(attempt_id, self.run_id, self.packet_id)
-        with worker_block(self.run_id, self.request.count, env) as block:
-            own = block.take()
-        if not self.request.fixed and not self.request.names:
-            return Reservation(holder, own)
-        try:
-            return reserve(holder, self.request, env, own=own)
-        except BaseException:
-            self._give_back_range(own, env)
-            raise
-
-    def give_back(self, held: Reservation, env: Mapping[str, str]) -> None:
-        if held.fixed or held.named:
-            release(held.holder.attempt_id, env, held.holder)
-        self._give_back_range(held.range, env)
-
-    def _give_back_range(self, own: PortRange, env: Mapping[str, str]) -> None:
-        from .ranges import worker_block
-
-        with worker_block(self.run_id, self.request.count, env) as block:
-            block.give_back(own)
-
-
 # Reserving and releasing ---------------------------------------------------------------------
 
 def reserve(holder: Holder, request: PortRequest, env: Mapping[str, str] | None = None,
@@ -237,5 +195,5 @@ def held(env: Mapping[str, str] | None = None) -> list[Entry]:
 
 
 __all__ = ["Entry", "Holder", "PortBusy", "PortRange", "PortRequest", "PortsExhausted",
-           "PortsThere", "PortsUnavailable", "Reservation", "env_name", "held", "in_use",
+           "PortsUnavailable", "Reservation", "env_name", "held", "in_use",
            "port_request", "registry_path", "release", "reserve"]

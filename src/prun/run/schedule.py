@@ -19,8 +19,8 @@ from .unit import UnitState
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..ports.ranges import RunRanges
-    from ..ports.reserve import PortsThere, Reservation
+    from ..ports.ranges import PortsThere, RunRanges
+    from ..ports.reserve import Reservation
     from . import brief
     from .supervisor import Supervisor
 
@@ -93,9 +93,10 @@ def reserve_ports(sup: Supervisor, u: UnitState, aid: str) -> Reservation:
 def ports_there(sup: Supervisor, u: UnitState) -> PortsThere:
     """The ports of a cluster's unit, reserved by its task on the worker that runs it."""
     from ..ports import reserve as ports
+    from ..ports.ranges import PortsThere
 
     request = ports.port_request(u.packet.state, sup.env, where=u.packet.where("state"))
-    return ports.PortsThere(request, sup.run_id, u.packet.id)
+    return PortsThere(request, sup.run_id, u.packet.id)
 
 
 def brief_ports(sup: Supervisor, u: UnitState,
