@@ -20,6 +20,7 @@ def place(spec: dict[str, Any], bundle: bytes | None, root: str, unit_dir: str,
     the snapshot of the base. ``env``: the worker's environment (the setup's, with the
     unit's variables)."""
     from ..git import workspace as ws
+    from ..git.setup import run_setup
     from ..git.snapshot import ensure_snapshot
     from .bundle import apply_start, ensure_repo, tree_of
 
@@ -33,11 +34,11 @@ def place(spec: dict[str, Any], bundle: bytes | None, root: str, unit_dir: str,
         path = ws.make_clone(repo, base, os.path.join(unit_dir, "work"))
         apply_start(path, spec.get("start_patch") or b"")
         if spec.get("setup"):
-            ws.run_setup(path, spec["setup"], env, base=base, **_setup_sandbox(spec, root))
+            run_setup(path, spec["setup"], env, base=base, **_setup_sandbox(spec, root))
         return path, None, tree_of(path, repo, base)
     path = ws.make_scratch(unit_dir, "work", parent_checked=_outside_git(root))
     if spec.get("setup"):
-        ws.run_setup(path, spec["setup"], env, **_setup_sandbox(spec, root))
+        run_setup(path, spec["setup"], env, **_setup_sandbox(spec, root))
     snapshot = None
     if repo is not None and base and spec.get("snapshot"):
         snapshot = ensure_snapshot(os.path.join(root, "snapshots"), repo, base).path
@@ -46,7 +47,7 @@ def place(spec: dict[str, Any], bundle: bytes | None, root: str, unit_dir: str,
 
 def _setup_sandbox(spec: dict[str, Any], root: str) -> dict[str, Any]:
     """The setup command runs in the sandbox where the unit will (the bases read-only)."""
-    from ..git.commands import sandboxed
+    from ..git.setup import sandboxed
 
     return {"sandbox": sandboxed(spec.get("sandbox")),
             "read_only": [os.path.join(root, "bases")]}

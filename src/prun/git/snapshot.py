@@ -19,7 +19,7 @@ Made once, under an exclusive ``flock`` on ``parent`` (the others wait for it wh
    and the marker ``.git/prun-workspace.json`` (kind ``snapshot``, the base) written, so
    ``workspace.remove`` and ``prun clean`` remove it;
 4. every write bit taken off every file and folder, ``.git`` included
-   (``workspace.drop_write`` on each entry);
+   (``readonly.drop_write`` on each entry);
 5. renamed to its final name (a half-made snapshot is never visible under it), then recorded
    outside it (atomic, durable writes): the stat of every entry in ``<name>.stat``, then
    ``<name>.json`` with the base and the fingerprint of that listing. Finding the snapshot
@@ -42,17 +42,10 @@ from dataclasses import dataclass
 
 from .._util import gitcmd
 from .._util.fsutil import atomic_write, atomic_write_json, read_bytes, read_json
-from ..errors import GitError, StateError, UsageError
-from .workspace import (
-    CLONE_MARKER,
-    WorkspaceError,
-    _inside,
-    _write_marker,
-    drop_write,
-    marker,
-    remove,
-    strip_push_config,
-)
+from ..errors import GitError, StateError, UsageError, WorkspaceError
+from .pushconfig import strip_push_config
+from .readonly import drop_write
+from .workspace import CLONE_MARKER, _inside, _write_marker, marker, remove
 
 CHANGES_SHOWN = 20                      # items ``snapshot_changes`` lists before a count
 IGNORED = ".git/index"                  # see ``snapshot_changes``

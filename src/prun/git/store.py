@@ -15,7 +15,7 @@ folder):
    read-only in every unit's sandbox, and so is the real repository;
 2. its ``origin`` removed and the push config stripped: nothing in it names the repository;
 3. the marker ``prun-store.json`` (kind ``store``, the commit) written, and every write bit
-   taken off (``workspace.drop_write``, as the run's snapshot does; root ignores modes, the
+   taken off (``readonly.drop_write``, as the run's snapshot does; root ignores modes, the
    mount is what holds) except on ``prun/``, where prun keeps what it knows of each clone;
 4. renamed to its final name (a half-made store is never found).
 
@@ -42,6 +42,8 @@ from collections.abc import Iterator, Sequence
 from .._util import gitcmd
 from .._util.fsutil import atomic_write_json, read_json
 from ..errors import GitError, WorkspaceError
+from .pushconfig import strip_push_config
+from .readonly import drop_write
 
 MARKER = "prun-store.json"
 PREFIX, SUFFIX = "objects-", ".git"
@@ -269,8 +271,6 @@ def _fresh(path: str) -> str:
 def _seal(making: str, commit: str) -> None:
     """Check the store holds ``commit``, strip what names its source, mark it, and take the
     write bits off everything but its own folder."""
-    from .workspace import drop_write, strip_push_config
-
     gitcmd.rev(making, commit)
     with contextlib.suppress(GitError):
         gitcmd.git(["remote", "remove", "origin"], making)

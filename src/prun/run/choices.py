@@ -74,7 +74,7 @@ def workspace(packet: Packet, *, root: str, seq: int, repo_root: str | None,
     be outside any git work tree."""
     from ..errors import UsageError
     from ..git import workspace as ws
-    from ..git.commands import sandboxed
+    from ..git.setup import run_setup, sandboxed
 
     snapshot = None
     if not packet.writes_code and packet.snapshot and repo_root and base:
@@ -105,8 +105,8 @@ def workspace(packet: Packet, *, root: str, seq: int, repo_root: str | None,
         kind = "scratch"
     if setup:
         read_only = [p for p in (repo_root, root, snapshot) if p]
-        ws.run_setup(path, setup, env, sandbox=sandboxed(packet.sandbox), read_only=read_only,
-                     base=base if packet.writes_code else None)
+        run_setup(path, setup, env, sandbox=sandboxed(packet.sandbox), read_only=read_only,
+                  base=base if packet.writes_code else None)
     return Workspace(path, kind, base, snapshot, applied)
 
 
