@@ -134,11 +134,11 @@ def quota_after(d: Dispatch, verdict: str, exit_code: int | None, stream: Stream
             from .. import quota
 
             hit.group = hit.group or ex.quota_group(d.settings.model)
-            quota.record_hit(hit, d.p.env)
+            quota.record_hit(hit.group, hit.resets_at, hit.message, d.p.env)
     if verdict not in NO_QUOTA_REREAD and d.launch_error is None:
         from .. import quota
 
-        quota.after_backend_failure(ex, d.p.env)
+        quota.after_backend_failure(ex.quota_groups(), d.p.env)
     return hit
 
 

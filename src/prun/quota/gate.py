@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..executors.base import Settings
+    from ..executors.settings import Settings
     from .snapshot import GroupState
 
 OFF = {"off", "0", "false", "no"}
