@@ -102,9 +102,8 @@ def _group_states(env: Mapping[str, str]) -> dict[str, GroupState]:
 
 def _needs_from_file(path: str) -> list[Need]:
     """Routing needs from a plan file (.yaml/.yml) or a packet file, loaded and validated."""
-    from ..plan import model as plan
-    from ..plan import routing
+    from ..plan import load_packet, load_plan, routing
 
     if path.endswith((".yaml", ".yml")):
-        return [routing.Need.of(p) for p in plan.load_plan(path).packets]
-    return [routing.Need.of(plan.load_packet(path))]
+        return [routing.Need.of(p) for p in load_plan(path).packets]
+    return [routing.Need.of(load_packet(path))]

@@ -14,10 +14,8 @@ from pathlib import Path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import os
 
     from .boundary import Retention
-    from .fields import PacketFields
 
 KINDS = ("read-only", "code")
 # The mode a packet gets when it names none, by kind. Both kinds work in a workspace prun made
@@ -25,7 +23,7 @@ KINDS = ("read-only", "code")
 # ``mode: plan`` is the strictly read-only opt-in.
 DEFAULT_MODE = {"read-only": "accept-edits", "code": "accept-edits"}
 
-__all__ = ["DEFAULT_MODE", "KINDS", "DataBoundary", "Packet", "Plan", "load_packet", "load_plan"]
+__all__ = ["DEFAULT_MODE", "KINDS", "DataBoundary", "Packet", "Plan"]
 
 
 @dataclass(frozen=True)
@@ -146,17 +144,3 @@ class Plan:
     @property
     def ids(self) -> tuple[str, ...]:
         return tuple(p.id for p in self.packets)
-
-
-def load_packet(path: str | os.PathLike[str], *, defaults: PacketFields | None = None) -> Packet:
-    """Read one packet file (YAML front matter, Markdown prompt). See ``prun.plan.load``."""
-    from .load import load_packet as _load
-
-    return _load(path, defaults=defaults)
-
-
-def load_plan(path: str | os.PathLike[str]) -> Plan:
-    """Read a plan file and its packets, validated. See ``prun.plan.load``."""
-    from .load import load_plan as _load
-
-    return _load(path)
