@@ -104,10 +104,12 @@ def dispatch(argv: list[str], repo: Path, env: dict[str, str], what: str) -> flo
 
 
 def run(plan: Path, packets: list[dict], units: int, repo: Path, env: dict[str, str],
-        what: str) -> float:
-    """`prun run` of ``packets`` all at once: its supervisor's peak."""
+        what: str, cluster: str | None = None) -> float:
+    """`prun run` of ``packets`` all at once (on ``cluster`` if given): its supervisor's
+    peak."""
     plan.write_text(json.dumps({"parallel": units, "packets": packets}))
-    r = subprocess.Popen([sys.executable, "-m", "prun", "run", str(plan), "--plain"],
+    where = ["--cluster", cluster] if cluster else []
+    r = subprocess.Popen([sys.executable, "-m", "prun", "run", str(plan), "--plain", *where],
                          cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     peak = Peak(r.pid)
     out, err = r.communicate()
@@ -116,12 +118,31 @@ def run(plan: Path, packets: list[dict], units: int, repo: Path, env: dict[str, 
     return peak.join()
 
 
+def on_cluster(tmp: Path, command: list[str], n: int, repo: Path,
+               env: dict[str, str]) -> float:
+    """The command units' run on a loopback cluster started for it: its supervisor's peak."""
+    from prun.cluster.local import LocalCluster
+
+    cluster = LocalCluster(str(tmp / "cluster"), "127.0.0.1", 0, 1, n,
+                           env={**env, "XDG_STATE_HOME": str(tmp / "worker-state")})
+    address = cluster.start()
+    try:
+        return run(repo / "remote.json", [{"id": f"r{i}", "executor": "command",
+                                           "command": command, "prompt": "print a lot"}
+                                          for i in range(n)], n, repo, env, "cluster",
+                   cluster=address)
+    finally:
+        cluster.stop(5.0)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mb", type=float, default=50.0)
     ap.add_argument("--units", type=int, default=4, help="agent units in the run")
     ap.add_argument("--command-units", type=int, default=2, help="command units in the run")
     ap.add_argument("--only", choices=("agent", "command"))
+    ap.add_argument("--no-cluster", action="store_true", help="no cluster run of the command "
+                    "units")
     args = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).parent))
     from benchkit import compile_prun, git
@@ -167,6 +188,9 @@ def main() -> None:
                 repo / "commands.json", [{"id": f"c{i}", "executor": "command",
                                           "command": command, "prompt": "print a lot"}
                                          for i in range(n)], n, repo, env, "command")))
+            if not args.no_cluster:
+                rows.append(("command", f"`prun run --cluster` supervisor, {n} units at "
+                             "once", on_cluster(tmp, command, n, repo, env)))
 
     print(f"\nPeak resident memory, {args.mb:g} MB of output per unit\n")
     print("| unit | process | peak RSS (MiB) |")
