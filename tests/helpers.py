@@ -34,6 +34,20 @@ def prun(*args: str, env: dict | None = None, timeout: float = 60, cwd=None):
                           env=full_env, timeout=timeout, cwd=cwd)
 
 
+def prun_peak_mib(*args: str, out: Path, cwd=None) -> float:
+    """Run the real ``prun`` to its end (it must succeed; its stdout in ``out``, its stderr
+    beside it as ``<out>.err``): the peak resident memory (MiB) of that process, from
+    ``os.wait4`` (its own, or a child's it reaped if larger), measured without a timing."""
+    err = out.with_name(out.name + ".err")
+    with open(out, "wb") as o, open(err, "wb") as e:
+        proc = subprocess.Popen([sys.executable, "-m", "prun", *args], stdout=o, stderr=e,
+                                cwd=cwd)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    assert proc.returncode == 0, out.read_text()[-2000:] + err.read_text()[-2000:]
+    return usage.ru_maxrss / 1024     # KiB on Linux
+
+
 def working_repo(tmp_path: Path, monkeypatch, files: dict[str, str | bytes]) -> Path:
     """A real repository at ``tmp_path/repo`` with ``files`` in one commit, made the working
     directory, its workspaces beside it and stall reports out of the way."""

@@ -11,9 +11,10 @@ component is never followed when it is a symbolic link (``O_NOFOLLOW``), the ope
 on a FIFO (``O_NONBLOCK``), and anything but a regular file (a link, FIFO, socket, device,
 folder) is refused as ``UnsafeFile`` without one byte read. Every read is bounded: ``read_*``
 refuse a file larger than their ``limit`` (``READ_LIMIT``, 64 MiB, unless the caller names
-another), ``tail_bytes`` and ``read_head`` read a fixed number of bytes, and ``publish_copy``
-copies at most its ``limit``, hole by hole: a sparse file's holes stay holes in the copy, so a
-2 GiB file of one byte costs one byte, never 2 GiB of zeros.
+another), ``read_lines`` reads a file 64 KiB at a time (a line at most 64 KiB), ``tail_bytes``
+and ``read_head`` read a fixed number of bytes, and ``publish_copy`` copies at most its
+``limit``, hole by hole: a sparse file's holes stay holes in the copy, so a 2 GiB file of one
+byte costs one byte, never 2 GiB of zeros.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import stat
 
 TYPE_CHECKING = False  # typing stays unimported: this module is on the dispatcher's fast path
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
     from typing import Any, TypeAlias
 
     StrPath: TypeAlias = str | os.PathLike[str]
@@ -40,6 +41,7 @@ response, a record of its state dir. Over it, the file is refused (``UnsafeFile`
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0) | getattr(
     os, "O_NONBLOCK", 0)
 _COPY_CHUNK = 1 << 20
+LINE_BYTES = 1 << 16   # ``read_lines`` reads this much at a time, and cuts a longer line
 _UNBOUNDED = 1 << 62   # ``limit=None``: prun's own files, read whole
 
 
@@ -121,6 +123,42 @@ def read_bounded(path: StrPath, limit: int | None = READ_LIMIT) -> bytes:
     if limit is not None and len(data) > limit:
         raise UnsafeFile(path, f"larger than {limit} bytes", too_large=True, size=len(data))
     return data
+
+
+def read_lines(path: StrPath, limit: int | None = READ_LIMIT) -> Iterator[str]:
+    """The lines of the regular file at ``path`` (as ``str.splitlines`` splits them,
+    undecodable bytes replaced), read ``LINE_BYTES`` at a time: never whole, whatever its size.
+    A line longer than ``LINE_BYTES`` is cut to its first ``LINE_BYTES``. ``UnsafeFile`` (once
+    iterated) as for ``read_bounded``: not a regular file, or more than ``limit`` bytes."""
+    fd = open_regular(path, limit)
+    try:
+        left = _UNBOUNDED if limit is None else limit
+        rest, skipping = b"", False
+        while chunk := os.read(fd, LINE_BYTES):
+            left -= len(chunk)
+            if left < 0:
+                raise UnsafeFile(path, f"larger than {limit} bytes", too_large=True)
+            *ended, last = chunk.split(b"\n")
+            for line in ended:
+                if not skipping:
+                    yield from _split(rest + line, ended=True)
+                rest, skipping = b"", False
+            if not skipping:
+                rest += last
+                if len(rest) > LINE_BYTES:
+                    yield from _split(rest[:LINE_BYTES], ended=True)
+                    rest, skipping = b"", True
+        if rest and not skipping:
+            yield from _split(rest, ended=False)
+    finally:
+        os.close(fd)
+
+
+def _split(line: bytes, ended: bool) -> list[str]:
+    """The lines of one newline-delimited piece, as the whole text's ``splitlines`` gives
+    them (a form feed before its newline still ends a line of its own)."""
+    text = line.decode("utf-8", "replace")
+    return (text + "\n").splitlines() if ended else text.splitlines()
 
 
 def read_head(path: StrPath, n: int) -> bytes:

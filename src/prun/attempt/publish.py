@@ -5,6 +5,10 @@ command's whole stdout, copied); else a FALLBACK text saying why, with what the 
 captured. The final response lands beside a worker-written result as
 ``<result>.response.<ext>``.
 
+A command's stdout is never read into memory: it is copied file to file (``publish_copy``, a
+MiB at a time), and its size without the whitespace around it (``response_size``) is found by
+reading its ends, so a 50 MB response costs what an agent's 50 MB stream does.
+
 What the worker left is read as untrusted (``fsutil.open_regular``): a result (or a command's
 stdout) that is not a regular file (a link, a FIFO, a folder) fails the attempt as
 ``result-not-a-file``, and one larger than ``RESULT_LIMIT`` as ``result-too-large``; either is
@@ -27,6 +31,8 @@ if TYPE_CHECKING:
 MIN_RESPONSE_BYTES = 20
 TAIL_LINES = 60
 RESULT_LIMIT = 64 << 20   # the largest result prun publishes (docs/dispatch.md)
+SPACE = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"   # what ``str.strip`` takes off, in ASCII
+SCAN_BYTES = 1 << 16      # a command's stdout is read this much at a time from each end
 
 
 def sibling_path(result_file: str) -> str:
@@ -90,51 +96,79 @@ def _publish(d: Dispatch, verdict: str, error: str | None, exit_code: int | None
     if regular_size(d.write_path, RESULT_LIMIT) > 0:     # the worker wrote its own result
         if d.write_path != dest:
             publish_copy(d.write_path, dest, durable=durable, limit=RESULT_LIMIT)
-        return "worker", beside(d, _response_or_none(stream)), verdict, error
-    text = response(stream)
-    whole = stream.response_file if stream.response is None else None
-    size = len((text or "").strip().encode())
+        return "worker", _beside_or_none(d, stream), verdict, error
+    size = response_size(stream)
     if verdict == "ok" and size < MIN_RESPONSE_BYTES:
         verdict = "short-response"
         error = f"final response is {size} bytes (fewer than {MIN_RESPONSE_BYTES})"
     kind = "response" if verdict == "ok" else "fallback"
     left = regular_size(dest, RESULT_LIMIT)   # what the worker may have left there
     if left > 0:                           # the worker wrote it at the last moment
-        return "worker", beside(d, text), verdict, error
-    if verdict == "ok" and whole:
-        done = publish_copy(whole, dest, durable=durable, limit=RESULT_LIMIT)
+        return "worker", beside(d, stream), verdict, error
+    if verdict == "ok" and stream.response is None and stream.response_file:
+        done = publish_copy(stream.response_file, dest, durable=durable, limit=RESULT_LIMIT)
     else:
-        out = text if verdict == "ok" else fallback_text(d, verdict, error, exit_code, stream)
+        out = stream.response if verdict == "ok" else fallback_text(d, verdict, error,
+                                                                      exit_code, stream)
         if os.path.lexists(dest):            # the worker left an empty file: replace it
             atomic_write(dest, out or "", durable=durable)
             done = True
         else:
             done = publish_new(dest, out or "", durable=durable)
     if not done:                           # the worker wrote it at the last moment
-        return "worker", beside(d, text), verdict, error
+        return "worker", beside(d, stream), verdict, error
     return kind, None, verdict, error
 
 
-def response(stream: StreamResult) -> str | None:
-    """The final response: the stream's, else the whole file that holds it (a command's
-    stdout: ``UnsafeFile`` when it is not a regular file or is over ``RESULT_LIMIT``)."""
-    from .._util.fsutil import read_bounded
+def response_size(stream: StreamResult) -> int:
+    """The final response's size in bytes without the whitespace around it: the stream's,
+    else the file's that holds it (a command's stdout), found from its ends without reading
+    it whole; 0 when it is missing. ``UnsafeFile`` when that file is not a regular file or is
+    over ``RESULT_LIMIT``."""
+    from .._util.fsutil import open_regular
 
-    if stream.response is None and stream.response_file:
-        try:
-            return read_bounded(stream.response_file, RESULT_LIMIT).decode("utf-8", "replace")
-        except FileNotFoundError:
-            return ""
-    return stream.response
+    if stream.response is not None or not stream.response_file:
+        return len((stream.response or "").strip().encode())
+    try:
+        fd = open_regular(stream.response_file, RESULT_LIMIT)
+    except FileNotFoundError:
+        return 0
+    try:
+        return _stripped_size(fd, os.fstat(fd).st_size)
+    finally:
+        os.close(fd)
 
 
-def _response_or_none(stream: StreamResult) -> str | None:
-    """The final response to put beside the worker's own result; none when it is refused
-    (the result is the worker's, and it stands)."""
+def _stripped_size(fd: int, size: int) -> int:
+    """The bytes of ``fd`` (``size`` long) from its first to its last one that is not
+    ``SPACE``, read ``SCAN_BYTES`` at a time from each end (0 when there is none)."""
+    start = 0
+    while True:
+        chunk = os.pread(fd, min(SCAN_BYTES, size - start), start) if start < size else b""
+        if not chunk:
+            return 0        # whitespace only
+        kept = chunk.lstrip(SPACE)
+        if kept:
+            start += len(chunk) - len(kept)
+            break
+        start += len(chunk)
+    end = size
+    while end > start:
+        n = min(SCAN_BYTES, end - start)
+        kept = os.pread(fd, n, end - n).rstrip(SPACE)
+        if kept:
+            return end - n + len(kept) - start
+        end -= n
+    return 0
+
+
+def _beside_or_none(d: Dispatch, stream: StreamResult) -> str | None:
+    """The final response beside the worker's own result; none when the response is refused
+    (not a regular file, too large: the result is the worker's, and it stands)."""
     from .._util.fsutil import UnsafeFile
 
     try:
-        return response(stream)
+        return beside(d, stream)
     except UnsafeFile:
         return None
 
@@ -157,14 +191,19 @@ def keep_fallback(d: Dispatch, verdict: str, error: str, exit_code: int | None,
         return None
 
 
-def beside(d: Dispatch, response: str | None) -> str | None:
-    """Keep the worker's own result; the final response goes beside it."""
-    from .._util.fsutil import publish_new
+def beside(d: Dispatch, stream: StreamResult) -> str | None:
+    """Keep the worker's own result; the final response goes beside it, when it holds more
+    than whitespace (a command's stdout copied, never read whole). ``UnsafeFile``: that
+    stdout is not a regular file or is over ``RESULT_LIMIT``."""
+    from .._util.fsutil import publish_copy, publish_new
 
-    if not (response and response.strip()):
+    if response_size(stream) == 0:
         return None
     path = sibling_path(d.p.result_file)
-    publish_new(path, response, durable=d.durable)
+    if stream.response is None and stream.response_file:
+        publish_copy(stream.response_file, path, durable=d.durable, limit=RESULT_LIMIT)
+    else:
+        publish_new(path, stream.response or "", durable=d.durable)
     return path
 
 

@@ -4,9 +4,11 @@ watches it, ends it and judges it as it does a local one.
 
 While the unit runs, its tail's growth arrives as events and is written at its offsets into
 the local state dir's ``tail`` (so stall detection, ``monitor`` and the live view see it
-grow); ``signal`` sends a signal to its process group on the worker. When the task ends,
-``land`` writes what came back into the local state dir (the rest of the tail, the end of
-stderr, the result the unit wrote, ``remote.json``) and applies its diff to the local clone;
+grow), and so does its rest once it ended, a chunk at a time (a command's 50 MB of output is
+never in memory here); ``signal`` sends a signal to its process group on the worker. When the
+task ends, ``land`` waits for those chunks, writes what came back into the local state dir
+(the end of stderr, the result the unit wrote, ``remote.json``) and applies its diff to the
+local clone;
 only then is the worker seen to have exited, so the dispatcher's own ``finish`` judges it and
 writes ``outcome.json`` last, as for a local unit. A task whose worker died fails the attempt
 with reason ``worker-lost``: when the scheduler removes that worker (``worker_died``), or when
@@ -58,6 +60,7 @@ class RemoteWorker:
         self.signalled: int | None = None
         self.future: Any = None
         self._lock = threading.Lock()
+        self._grown = threading.Condition(self._lock)   # the tail's bytes written here grew
         self._done = threading.Event()
         self._waiters: list[asyncio.Future[None]] = []
         self._have = 0                     # the tail's bytes written here, contiguous
@@ -95,6 +98,8 @@ class RemoteWorker:
         elif msg.get("k") == "tail":
             self._write_tail(int(msg["o"]), msg["b"])
             wire["tail"] += len(msg["b"])
+            if msg.get("ack"):   # the rest of an ended unit's: the next is sent on our word
+                self._landed_tail()
         elif msg.get("k") == "start":
             self.worker_address = str(msg.get("w"))
             self.record.update(worker=self.worker_address, pid=msg.get("pid"),
@@ -107,12 +112,26 @@ class RemoteWorker:
                 self.cluster.landing.submit(self.cluster.signal, self.attempt_id,
                                             self.worker_address, sig)
 
+    def _landed_tail(self) -> None:
+        """Tell the worker how much of the tail is written here (from a landing thread: the
+        client's own must not wait for the scheduler)."""
+        from .running import landed_tail
+
+        with self._lock:
+            have, where = self._have, self.worker_address
+        if where is not None:
+            with contextlib.suppress(RuntimeError):   # the cluster was closed: the run is over
+                self.cluster.landing.submit(self.cluster.client.run, landed_tail,
+                                            self.attempt_id, have, workers=[where],
+                                            wait=False)
+
     def _write_tail(self, offset: int, data: bytes) -> None:
         with self._lock:
             if self._tail_fd < 0 or offset > self._have:
                 return   # a gap: the end of the task brings everything from its last push
             os.pwrite(self._tail_fd, data, offset)
             self._have = max(self._have, offset + len(data))
+            self._grown.notify_all()
 
     # the worker protocol -----------------------------------------------------------------------
     def signal(self, sig: int) -> None:
@@ -246,7 +265,7 @@ class RemoteWorker:
 
         if future.status == "finished":
             payload: dict[str, Any] = future.result()
-            self.record["wire"]["payload"] = len(pickle.dumps(payload, protocol=5))
+            self.record["wire"]["payload"] = _wire_size(payload)
             return payload
         if future.status == "cancelled":
             self.d.lost = ("worker-lost", "the cluster dropped its task (the scheduler "
@@ -282,7 +301,8 @@ class RemoteWorker:
         d.sandboxed = p.get("sandboxed")
         self.code, self.group_gone = p.get("exit_code"), bool(p.get("group_gone", True))
         with self._lock:
-            start = int(p.get("tail_from") or 0)
+            start = int(p.get("tail_from") or 0)   # the worker pushed all before it as events
+            self._grown.wait_for(lambda: self._have >= start, EVENT_WAIT_S)
             if start > self._have:
                 self.record["tail_gap"] = [self._have, start]
             os.pwrite(self._tail_fd, p.get("tail") or b"", start)
@@ -314,3 +334,11 @@ class RemoteWorker:
 
     def _save(self) -> None:
         self.d.state.write_json(REMOTE_FILE, self.record)
+
+
+def _wire_size(payload: dict[str, Any]) -> int:
+    """The bytes ``payload`` took on the wire, near enough: its byte strings (the tail, the
+    result, the diff) counted, not copied into a pickle of their own (tens of MB)."""
+    blobs = {k: v for k, v in payload.items() if isinstance(v, bytes | bytearray)}
+    rest = {k: v for k, v in payload.items() if k not in blobs}
+    return len(pickle.dumps(rest, protocol=5)) + sum(len(v) for v in blobs.values())

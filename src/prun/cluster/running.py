@@ -1,7 +1,9 @@
-"""The units a Dask worker process runs now, and the two functions the coordinator calls on
-that worker through the scheduler (``Client.run``): ``signal_unit`` (a signal from a live
-supervisor: a cancel, a deadline) and ``stop_unit`` (a ``prun pause`` or ``prun cancel`` that
-found the supervisor gone: SIGTERM, the grace, SIGKILL, confirmed, with what the unit left).
+"""The units a Dask worker process runs now, and the functions the coordinator calls on that
+worker through the scheduler (``Client.run``): ``signal_unit`` (a signal from a live
+supervisor: a cancel, a deadline), ``stop_unit`` (a ``prun pause`` or ``prun cancel`` that
+found the supervisor gone: SIGTERM, the grace, SIGKILL, confirmed, with what the unit left)
+and ``landed_tail`` (how much of an ended unit's tail the supervisor has written: the task
+sends the rest of it no faster than that).
 
 Dask's own cancel does not stop a running task, and a task whose client went away (its
 supervisor died) still runs to its end on its worker: these reach it there.
@@ -30,6 +32,13 @@ class Running:
         self.ended = threading.Event()      # its group is gone (or it never launched)
         self.returned = threading.Event()   # ``out`` is complete
         self.out: dict[str, Any] = {}
+        self.landed = 0                     # the tail's bytes the supervisor has written
+        self.landing = threading.Condition(self.lock)   # ... and it said so
+
+    def wait_landed(self, offset: int, timeout: float) -> bool:
+        """Until the supervisor has written the tail up to ``offset``; False past ``timeout``."""
+        with self.landing:
+            return self.landing.wait_for(lambda: self.landed >= offset, timeout)
 
     def send(self, sig: int) -> None:
         """Signal its group (a unit not launched yet is signalled as it launches)."""
@@ -56,6 +65,18 @@ async def signal_unit(attempt_id: str, sig: int) -> bool:
     if entry is None:
         return False
     entry.send(sig)
+    return True
+
+
+async def landed_tail(attempt_id: str, offset: int) -> bool:
+    """The supervisor has written the tail of ``attempt_id`` up to ``offset`` (in the
+    worker's event loop). True if it runs here."""
+    entry = find(attempt_id)
+    if entry is None:
+        return False
+    with entry.landing:
+        entry.landed = max(entry.landed, offset)
+        entry.landing.notify_all()
     return True
 
 

@@ -9,8 +9,9 @@ snapshot), reserves the unit's ports in this machine's registry, runs the unit t
 dispatcher's own ``Dispatch`` (the same executors, argv and sandbox as a local unit; no quota
 gate: that stays with the coordinator) in a worker-local state dir, guards its process group
 against the worker's own death (``guard``), pushes the tail's growth to the coordinator while
-it runs (``Worker.log_event``), and returns what the coordinator needs to judge it: the exit
-code, the rest of the tail, the end of stderr, the result the unit wrote, and its binary diff.
+it runs (``Worker.log_event``) and the rest of it after, a chunk at a time, and returns what
+the coordinator needs to judge it: the exit code, the end of stderr, the result the unit
+wrote, and its binary diff.
 
 What the coordinator calls on a running unit (a signal, a stop) is in ``running``.
 """
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
 
 PUSH_S = 0.1                # the tail's growth is pushed this often while the unit runs
 CHUNK_BYTES = 256 * 1024    # at most this much of the tail in one event
+WINDOW = 4                  # chunks of the tail sent ahead of the supervisor's word
+LANDED_S = 10.0             # for its word on an ended unit's (past it: it is gone or stalled)
 STDERR_BYTES = 64 * 1024    # the end of stderr that comes back
 DEADLINE_MARGIN_S = 30.0    # the worker's own backstop past the coordinator's deadline
 CLAIM_S = 60.0              # for the scheduler to answer a claim
@@ -217,8 +220,10 @@ def _dispatch(spec: dict[str, Any], root: str, unit_dir: str, ws: str, snapshot:
         if guard is not None:
             guard.stand_down()
         entry.ended.set()
+    sent = _push_rest(worker, topic, spec["attempt_id"], d.state.file(statedir.TAIL), sent,
+                      entry)
     out["tail_from"] = sent
-    out["tail"] = _read_from(d.state.file(statedir.TAIL), sent)
+    out["tail"] = _read_from(d.state.file(statedir.TAIL), sent)   # what could not be pushed
     out["stderr"] = _read_end(d.state.file(statedir.STDERR), STDERR_BYTES)
     outbox = d.write_path
     out["outbox"] = _read_from(outbox, 0) if os.path.exists(outbox) else None
@@ -304,7 +309,7 @@ def _watch(d: Dispatch, w: Any, entry: Running, worker: Any, topic: str,
             break
         if w.wait_exit(min(left, PUSH_S)):
             break
-        sent = _push(worker, topic, aid, tail, sent)
+        sent = _push(worker, topic, aid, tail, sent, entry)
     if not timed_out:
         w.sweep()
     with entry.lock:
@@ -313,19 +318,51 @@ def _watch(d: Dispatch, w: Any, entry: Running, worker: Any, topic: str,
     return code, timed_out, sent
 
 
-def _push(worker: Any, topic: str, aid: str, tail: str, sent: int) -> int:
-    """Send the tail's bytes past ``sent`` (a chunk at most); returns the new offset."""
+def _push(worker: Any, topic: str, aid: str, tail: str, sent: int, entry: Running) -> int:
+    """While the unit runs: the tail's bytes past ``sent`` (a chunk at most), unless the
+    window is full (the supervisor has not said it wrote them: it is slow, or gone); the
+    new offset."""
+    if sent - entry.landed >= WINDOW * CHUNK_BYTES:
+        return sent
+    data = _read_chunk(tail, sent)
+    return _send_tail(worker, topic, aid, sent, data, entry) if data else sent
+
+
+def _push_rest(worker: Any, topic: str, aid: str, tail: str, sent: int,
+               entry: Running) -> int:
+    """After the unit's end: the rest of its tail as events, a chunk at a time, never more
+    than ``WINDOW`` chunks ahead of what the supervisor says it has written
+    (``running.landed_tail``): the scheduler and the supervisor hold a few chunks of it at
+    most, and none comes inside the task's return. Returns the offset the task's return
+    carries the tail from: the end, or, when the supervisor has not answered for
+    ``LANDED_S`` (it is gone, or stalled), what it said it wrote (nothing is lost)."""
+    while True:
+        if not entry.wait_landed(sent - (WINDOW - 1) * CHUNK_BYTES, LANDED_S):
+            return entry.landed
+        data = _read_chunk(tail, sent)
+        if not data:
+            return sent
+        sent = _send_tail(worker, topic, aid, sent, data, entry)
+
+
+def _send_tail(worker: Any, topic: str, aid: str, sent: int, data: bytes,
+               entry: Running) -> int:
+    """One chunk of the tail at ``sent`` as an event; past half the window unacknowledged,
+    it asks the supervisor to say how much it has written (``running.landed_tail``)."""
+    end = sent + len(data)
+    ack = end - entry.landed >= WINDOW * CHUNK_BYTES // 2
+    worker.log_event(topic, {"a": aid, "k": "tail", "o": sent, "b": data, "ack": ack})
+    return end
+
+
+def _read_chunk(path: str, offset: int) -> bytes:
+    """At most CHUNK_BYTES of ``path`` from ``offset`` (empty at its end or when unreadable)."""
     try:
-        size = os.path.getsize(tail)
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read(CHUNK_BYTES)
     except OSError:
-        return sent
-    if size <= sent:
-        return sent
-    with open(tail, "rb") as f:
-        f.seek(sent)
-        data = f.read(min(size - sent, CHUNK_BYTES))
-    worker.log_event(topic, {"a": aid, "k": "tail", "o": sent, "b": data})
-    return sent + len(data)
+        return b""
 
 
 def _group_gone(pgid: int) -> bool:

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._util.fsutil import atomic_write, read_json, read_text, tail_bytes
+from .._util.fsutil import atomic_write, read_json, read_lines, read_text, tail_bytes
 from ..errors import GitError
 from .changes import Change, read_change
 from .scope import plan_scope, scope_reasons
@@ -56,11 +56,41 @@ _CLAIMS = re.compile(
 
 # The result and its salvage -----------------------------------------------------------------
 
-def _result_text(path: str | None) -> str | None:
+@dataclass
+class _Read:
+    """What reconcile needs of a result, found as its lines are read (never held whole)."""
+
+    text: bool = False            # it holds more than whitespace
+    fallback: bool = False        # its first line that is not blank starts with FALLBACK
+    claims: bool = False          # it claims work was done (``_CLAIMS``)
+    missing: list[Reason] = field(default_factory=list)   # the required sections it lacks
+
+    def see(self, lines: Iterable[str]) -> Iterator[str]:
+        """``lines`` passed on, looked at on the way."""
+        for line in lines:
+            if not self.text and line.strip():
+                self.text, self.fallback = True, line.lstrip().startswith("FALLBACK")
+            if not self.claims and _CLAIMS.search(line):
+                self.claims = True
+            yield line
+
+
+def _read(lines: Iterable[str], required: Sequence[str]) -> _Read:
+    read = _Read()
+    read.missing = section_reasons(read.see(lines), required)
+    return read
+
+
+def _read_result(path: str | None, required: Sequence[str]) -> _Read | None:
+    """The result at ``path``, read a line at a time; None when it is missing, blank,
+    unreadable, not a regular file or over the read bound."""
     if not path:
         return None
-    text = read_text(path)
-    return text if text and text.strip() else None
+    try:
+        read = _read(read_lines(path), required)
+    except OSError:
+        return None
+    return read if read.text else None
 
 
 def salvage(state_dir: str, executor: str | None) -> str | None:
@@ -143,12 +173,12 @@ def judge(unit: UnitInput, *, with_patch: bool = False,
     ended = bool(unit.attempt_id or unit.state_dir) and (status not in LIVE or bool(outcome))
     found = _Findings()
     _status_reasons(unit, status, outcome, found)
-    text = _result_reasons(unit, v, status, outcome, ended, found)
+    read = _result_reasons(unit, v, status, outcome, ended, found)
     found.rejected += _published_reasons(outcome)
     found.rejected += _snapshot_reasons(unit.state_dir, snapshots)
     if unit.packet.writes_code and ended:
         v.change = _change_reasons(unit, status, with_patch, found)
-    if _hollow_no_tool_use(unit, status, outcome, text, v.change):
+    if _hollow_no_tool_use(unit, status, outcome, read, v.change):
         found.review.append(Reason("hollow-no-tool-use", {"tool_uses": 0}))
     v.reasons = found.rejected + found.review
     v.verdict = found.verdict
@@ -183,22 +213,22 @@ def _status_reasons(unit: UnitInput, status: str | None, outcome: Mapping[str, A
 
 
 def _result_reasons(unit: UnitInput, v: Verdict, status: str | None,
-                    outcome: Mapping[str, Any], ended: bool, found: _Findings) -> str | None:
-    """The result's text (salvaged from the tail when the attempt ended without one), and what
-    is wrong with it: none at all, recovered, a FALLBACK, required sections missing. Records
-    the result file and the salvage in ``v``."""
+                    outcome: Mapping[str, Any], ended: bool, found: _Findings) -> _Read | None:
+    """The result (salvaged from the tail when the attempt ended without one), as read, and
+    what is wrong with it: none at all, recovered, a FALLBACK, required sections missing.
+    Records the result file and the salvage in ``v``."""
     v.result_file = _result_file(unit, outcome)
-    text = _result_text(v.result_file)
-    if text is None and ended:
-        text = _salvaged(unit, v, outcome, found)
-    elif text is not None and _is_fallback(text) and status in SUCCESS:
+    read = _read_result(v.result_file, unit.packet.requires)
+    if read is None and ended:
+        read = _salvaged(unit, v, outcome, found)
+    elif read is not None and read.fallback and status in SUCCESS:
         found.review.append(Reason("fallback-result", {"path": v.result_file}))
     # a failed unit's own FALLBACK says why it failed: it is not held to the required sections
-    failed_text = (text is not None and v.recovered is None and _is_fallback(text)
+    failed_text = (read is not None and v.recovered is None and read.fallback
                    and status not in SUCCESS)
-    if text is not None and unit.packet.requires and not failed_text:
-        found.rejected.extend(section_reasons(text, unit.packet.requires))
-    return text
+    if read is not None and not failed_text:
+        found.rejected.extend(read.missing)
+    return read
 
 
 def _result_file(unit: UnitInput, outcome: Mapping[str, Any]) -> str | None:
@@ -210,7 +240,7 @@ def _result_file(unit: UnitInput, outcome: Mapping[str, Any]) -> str | None:
 
 
 def _salvaged(unit: UnitInput, v: Verdict, outcome: Mapping[str, Any],
-              found: _Findings) -> str | None:
+              found: _Findings) -> _Read | None:
     """The result recovered from the state dir's tail (``v.recovered``; it needs review), or
     None: then there is no result at all."""
     recovered = (salvage(unit.state_dir, unit.executor or outcome.get("executor"))
@@ -220,11 +250,7 @@ def _salvaged(unit: UnitInput, v: Verdict, outcome: Mapping[str, Any],
         return None
     v.recovered = recovered
     found.review.append(Reason("result-recovered", {"path": recovered}))
-    return read_text(recovered, "")
-
-
-def _is_fallback(text: str) -> bool:
-    return text.lstrip().startswith("FALLBACK")
+    return _read_result(recovered, unit.packet.requires) or _read((), unit.packet.requires)
 
 
 def _change_reasons(unit: UnitInput, status: str | None, with_patch: bool,
@@ -258,12 +284,12 @@ def _change_reasons(unit: UnitInput, status: str | None, with_patch: bool,
 
 
 def _hollow_no_tool_use(unit: UnitInput, status: str | None, outcome: Mapping[str, Any],
-                        text: str | None, change: Change | None) -> bool:
+                        read: _Read | None, change: Change | None) -> bool:
     """A success that used no tool at all while its result claims work (or its clone
     changed)."""
     if status not in SUCCESS or not _reports_tool_use(unit) or outcome.get("tool_uses") != 0:
         return False
-    return bool(text and _CLAIMS.search(text)) or bool(change and not change.empty)
+    return bool(read and read.claims) or bool(change and not change.empty)
 
 
 def _snapshot_reasons(state_dir: str | None,

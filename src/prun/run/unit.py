@@ -89,13 +89,17 @@ class UnitState:
 
 
 def excerpt(path: str | None) -> str | None:
-    """The start of an earlier attempt's result, for a fresh attempt that carries it on."""
-    from .._util.fsutil import read_text
+    """The start of an earlier attempt's result, for a fresh attempt that carries it on (only
+    its start is read: a result may be tens of megabytes)."""
+    from .._util.fsutil import file_size, read_head
 
-    text = (read_text(path) or "").strip() if path else ""
+    if not path:
+        return None
+    head = read_head(path, 4 * EXCERPT_BYTES)   # at least EXCERPT_BYTES characters
+    text = head.decode("utf-8", "replace").strip()
     if not text:
         return None
-    if len(text) > EXCERPT_BYTES:
+    if len(text) > EXCERPT_BYTES or file_size(path) > len(head):
         text = text[:EXCERPT_BYTES] + f"\n\n[... cut: the whole result is at {path}]"
     return text
 
