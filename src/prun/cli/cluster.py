@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
 
     from .. import settings
     from .._util.quoting import printable, quote, word
-    from ..cluster import require
+    from ..cluster.connect import require
     from ..cluster.local import LocalCluster, check_host
 
     if not 0 <= args.port < 65536:

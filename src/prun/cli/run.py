@@ -112,7 +112,7 @@ def _cluster(given: str | None, plan: Plan) -> ClusterConfig | None:
 
     conf = resolve(given, plan.cluster, plan.worker_lost, settings.current().cluster)
     if conf is not None:
-        from ..cluster.client import probe
+        from ..cluster.connect import probe
 
         probe(conf.address)
     return conf

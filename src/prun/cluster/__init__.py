@@ -31,19 +31,6 @@ if TYPE_CHECKING:
     from .client import Cluster
     from .config import ClusterConfig
 
-EXTRA_HINT = "install it with: pip install 'prun-agents[dask]'"
-
-
-def require() -> None:
-    """Raise ``UsageError`` (exit 2) when Dask distributed is not installed."""
-    from ..errors import UsageError
-
-    try:
-        import distributed  # noqa: F401
-    except ImportError:
-        raise UsageError("a cluster run needs Dask distributed, which is not installed",
-                         hint=EXTRA_HINT)
-
 
 @contextlib.asynccontextmanager
 async def connected(config: ClusterConfig | None, run_id: str,

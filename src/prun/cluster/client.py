@@ -21,12 +21,10 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..errors import UsageError
-from . import EXTRA_HINT, require
 from .config import ClusterConfig
+from .connect import connect_client
 from .remote import KEY_PREFIX
 
-CONNECT_S = 10.0      # to reach the scheduler
 SCHEDULER_TOPIC = "all"   # where the scheduler logs its own events (a worker removed ...)
 LANDING_THREADS = 4   # what comes back is written into the local state dirs here
 
@@ -35,26 +33,6 @@ if TYPE_CHECKING:
     from ..attempt.core import Dispatch
     from .remote import RemoteWorker
     from .task import WorkerPorts
-
-
-def connect_client(address: str, timeout: float = CONNECT_S) -> Any:
-    """A ``distributed.Client`` connected to ``address``, or ``UsageError`` (exit 2) in one
-    line: Dask missing, or the scheduler unreachable."""
-    require()
-    from distributed import Client
-
-    try:
-        client: Any = Client(address, timeout=timeout, set_as_default=False)  # type: ignore[no-untyped-call]
-    except (OSError, TimeoutError, ValueError) as e:
-        raise UsageError(f"cannot reach the Dask scheduler at {address}: {str(e) or type(e).__name__}",
-                         hint="start it (`prun cluster local`, or `dask scheduler`) or fix "
-                              "--cluster / PRUN_CLUSTER")
-    return client
-
-
-def probe(address: str) -> None:
-    """Check that ``address`` is a scheduler prun can use, before a run is made."""
-    connect_client(address).close()
 
 
 class Cluster:
@@ -256,4 +234,4 @@ class Launcher:
         }
 
 
-__all__ = ["EXTRA_HINT", "Cluster", "Launcher", "connect_client", "probe"]
+__all__ = ["Cluster", "Launcher"]

@@ -63,7 +63,7 @@ class LocalCluster:
     def start(self) -> str:
         """Start them and wait until every worker has joined; returns the address."""
         from .._util.process import spawn
-        from .client import connect_client
+        from .connect import connect_client
 
         os.makedirs(self.folder, exist_ok=True)
         sfile = os.path.join(self.folder, "scheduler.json")

@@ -51,7 +51,7 @@ def stop(state_dir: str, attempt_id: str, grace: float, *, why: str = claim.CANC
     diff into ``workspace`` (its local clone). Raises ``StateError`` when the cluster cannot
     be reached, ``UsageError`` for a unit that ran here."""
     from ..errors import PrunError, UsageError
-    from .client import connect_client
+    from .connect import connect_client
 
     remote = remote_of(state_dir)
     if remote is None:

@@ -24,20 +24,49 @@ import pickle
 import signal as signals
 import threading
 import time
-from typing import Any
+from concurrent.futures import Executor
+from typing import Any, Protocol
 
 from ..attempt import statedir
 from .claim import CANCEL
+from .config import ClusterConfig
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..attempt.core import Dispatch
-    from .client import Cluster
 
 KEY_PREFIX = "prun-unit-"     # a unit's task key: this and its attempt id
 REMOTE_FILE = "remote.json"   # in the local state dir: where and how it ran, the wire's bytes
 PATCH_FILE = "remote.patch"   # the diff the unit's task returned
 EVENT_WAIT_S = 30.0           # for a payload sent as an event, once its task has ended
+
+
+class Cluster(Protocol):
+    """What a unit's handle needs of its run's connection to the cluster (``client.Cluster``)."""
+
+    @property
+    def config(self) -> ClusterConfig: ...
+
+    @property
+    def client(self) -> Any: ...                        # a ``distributed.Client``
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop: ...    # the supervisor's
+
+    @property
+    def landing(self) -> Executor: ...                  # where what comes back is written
+
+    @property
+    def gone(self) -> set[str]: ...                     # workers the scheduler removed
+
+    @property
+    def workers(self) -> dict[str, RemoteWorker]: ...   # running units, by attempt id
+
+    def signal(self, attempt_id: str, worker: str, sig: int) -> None: ...
+
+    def cancel_unstarted(self, attempt_id: str, sig: int) -> None: ...
+
+    def claimed(self, attempt_id: str) -> list[str]: ...
 
 
 class RemoteWorker:
