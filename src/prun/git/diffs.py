@@ -1,5 +1,6 @@
 """The text diffs of some files of a clone's change, as a person reads them: one ``git diff`` for
-them all, its output split per file (``prun.git.patchfile``).
+them all, its output split per file (``prun.git.patchfile``); or, once ``prun clean`` removed
+the clone, cut from the patch it saved (``patch_diffs``).
 
 Read like ``prun.git.changes.read_change``: through ``prun.git.untrusted`` (a private
 ``GIT_DIR`` and index, nothing the unit configured is read), so neither the worker's index nor
@@ -45,11 +46,39 @@ def text_diffs(clone: str | os.PathLike[str], base: str, files: Iterable[FileCha
                         text=False, check=False).stdout
     except BrokenClone:
         return {}
+    return _split(out, files, limit)
+
+
+def patch_diffs(patch: bytes, files: Iterable[FileChange], *,
+                limit: int = 200_000) -> dict[str, str]:
+    """Each of ``files``' diff by its path, cut from ``patch`` (a binary patch of the whole
+    change, as ``prun.git.saved`` keeps it): a binary file's block says ``Binary files ...
+    differ`` as ``git diff`` does, and each is cut at ``limit`` bytes."""
+    return _split(patch, files, limit, binary=True)
+
+
+def _split(out: bytes, files: Iterable[FileChange], limit: int, *,
+           binary: bool = False) -> dict[str, str]:
     wanted = {f.path for f in files}
     diffs: dict[str, str] = {}
     for b in blocks(out):
-        if b.path in wanted and b.path not in diffs:
-            text = out[b.start:min(b.end, b.start + limit)].decode("utf-8", "replace")
-            diffs[b.path] = text + (CUT if b.end - b.start > limit else "")
+        if b.path not in wanted or b.path in diffs:
+            continue
+        end = b.end
+        marker = out.find(b"\nGIT binary patch\n", b.start, b.end) if binary else -1
+        if marker >= 0:
+            end = marker + 1
+        text = out[b.start:min(end, b.start + limit)].decode("utf-8", "replace")
+        if marker >= 0:
+            text += _binary_line(b.old_path, b.new_path)
+        diffs[b.path] = text + (CUT if end - b.start > limit else "")
     return diffs
+
+
+def _binary_line(old: str | None, new: str | None) -> str:
+    """git's line for a binary file in a text diff."""
+    from .._util.quoting import quote
+
+    return (f"Binary files {quote('a/' + old) if old else '/dev/null'} and "
+            f"{quote('b/' + new) if new else '/dev/null'} differ\n")
 

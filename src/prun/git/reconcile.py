@@ -29,6 +29,7 @@ from typing import Any
 
 from .._util.fsutil import atomic_write, read_json, read_text, tail_bytes
 from ..errors import GitError
+from . import saved
 from .changes import Change, read_change
 from .scope import plan_scope, scope_reasons
 from .sections import section_reasons, sections
@@ -128,6 +129,9 @@ class _Findings:
     @property
     def verdict(self) -> str:
         return REJECTED if self.rejected else NEEDS_REVIEW if self.review else ACCEPTED
+
+    def rejected_for(self, code: str) -> bool:
+        return any(r.code == code for r in self.rejected)
 
 
 def judge(unit: UnitInput, *, with_patch: bool = False,
@@ -229,23 +233,28 @@ def _is_fallback(text: str) -> bool:
 
 def _change_reasons(unit: UnitInput, status: str | None, with_patch: bool,
                     found: _Findings) -> Change | None:
-    """A code unit's change, read from its clone, and what is wrong with it: no clone or no
-    base, what its tree holds that is never read (special files, links outside it, ...), a
-    clone prun cannot read, commits the worker made, a moved HEAD, paths outside its scope,
-    nothing changed. The base is the caller's (the ledger's), never the clone's marker."""
+    """A code unit's change, read from its clone (from the change ``prun clean`` saved when
+    the clone is gone), and what is wrong with it: no clone or no base, what its tree holds
+    that is never read (special files, links outside it, ...), a clone prun cannot read,
+    commits the worker made, a moved HEAD, paths outside its scope, nothing changed. The base
+    is the caller's (the ledger's), never the clone's marker."""
     workspace = unit.workspace
-    if not workspace or not os.path.isdir(os.path.join(workspace, ".git")):
-        if status in SUCCESS:
-            found.rejected.append(Reason("no-workspace", {"path": workspace or "none"}))
-        return None
-    if not unit.base:
-        found.rejected.append(Reason("no-base", {"path": workspace}))
-        return None
-    try:
-        change = read_change(workspace, unit.base, with_patch=with_patch)
-    except GitError:   # moved aside or removed since it was found
-        found.rejected.append(Reason("no-workspace", {"path": workspace}))
-        return None
+    vanished = False
+    change = None
+    if workspace and os.path.isdir(os.path.join(workspace, ".git")):
+        if not unit.base:
+            found.rejected.append(Reason("no-base", {"path": workspace}))
+            return None
+        try:
+            change = read_change(workspace, unit.base, with_patch=with_patch)
+        except GitError:   # moved aside or removed since it was found
+            vanished = True
+    if change is None:
+        change = _saved_change(unit, found)
+        if change is None:
+            if (vanished or status in SUCCESS) and not found.rejected_for("saved-change-broken"):
+                found.rejected.append(Reason("no-workspace", {"path": workspace or "none"}))
+            return None
     found.rejected += [Reason(f.code, f.facts()) for f in change.findings]
     found.rejected += [Reason("worker-committed", {"commit": c[:12]}) for c in change.commits]
     if change.head_moved:
@@ -254,6 +263,22 @@ def _change_reasons(unit: UnitInput, status: str | None, with_patch: bool,
                                     shared=unit.shared)
     if change.empty and change.complete and status in SUCCESS:
         found.review.append(Reason("hollow-empty-diff"))
+    return change
+
+
+def _saved_change(unit: UnitInput, found: _Findings) -> Change | None:
+    """The change ``prun clean`` saved before it removed the clone, None when there is none;
+    one that cannot be read back as it was saved (or was read against another base) is a
+    ``saved-change-broken`` reason."""
+    if not unit.saved or not os.path.lexists(unit.saved):
+        return None
+    try:
+        change = saved.load(unit.saved)
+        if unit.base and change.base != unit.base:
+            raise saved.Broken(f"it was read against {change.base[:12]}, not the attempt's base")
+    except saved.Broken as e:
+        found.rejected.append(Reason("saved-change-broken", {"path": unit.saved, "why": e.why}))
+        return None
     return change
 
 
