@@ -113,18 +113,20 @@ def test_clean_keeps_the_unintegrated_change_and_saves_the_others(repo):
     expected = [f"KEPT acc {ws['acc']} reason=not-integrated",
                 f"SAVED int {run_dir / 'changes' / 'int.1.patch'}", f"REMOVED int {ws['int']}",
                 f"SAVED rej {run_dir / 'changes' / 'rej.1.patch'}", f"REMOVED rej {ws['rej']}",
-                f"REMOVED ro {ws['ro']}", f"REMOVED - {snapshot}",
+                f"REMOVED ro {ws['ro']}",
+                # what reconcile finds in the read-only snapshot is saved with its unit first
+                f"SAVED ro {run_dir / 'changes' / 'ro.1.json'}", f"REMOVED - {snapshot}",
                 f"KEPT - {store} reason=not-integrated"]
     dry = prun("clean", run_id, "--dry-run", cwd=repo)
     assert dry.returncode == 0, dry.stderr
     assert dry.stdout.splitlines() == [
-        *expected, f"CLEAN run={run_id} removed=4 kept=2 saved=2 dry-run=yes"]
+        *expected, f"CLEAN run={run_id} removed=4 kept=2 saved=3 dry-run=yes"]
     assert all(os.path.isdir(w) for w in ws.values())
     assert not (run_dir / "changes").exists()
 
     r = prun("clean", run_id, cwd=repo)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines() == [*expected, f"CLEAN run={run_id} removed=4 kept=2 saved=2"]
+    assert r.stdout.splitlines() == [*expected, f"CLEAN run={run_id} removed=4 kept=2 saved=3"]
     assert os.path.isdir(ws["acc"]) and store.is_dir()
     assert not any(os.path.exists(ws[p]) for p in ("int", "rej", "ro"))
     saved = json.loads((run_dir / "changes" / "int.1.json").read_text())
@@ -251,3 +253,22 @@ def test_a_later_attempt_is_not_integrated_by_an_earlier_one(repo, tmp_path):
     patch.with_suffix(".json").unlink()
     r = prun("reconcile", "run1", cwd=repo)
     assert r.stdout.splitlines()[0] == f"REJECTED a reason=no-workspace path={second}"
+
+
+def test_a_changed_snapshot_still_rejects_its_read_only_unit_after_the_clean(repo):
+    run_id = run_plan(repo, [unit("ro", None, {})])
+    ro = attempts(run_id)["ro"]
+    run_dir = Path(ro["result_path"]).parents[1]
+    snapshot = Path(ro["workspace"]).parent / f"snapshot-{ro['base'][:12]}"
+    os.chmod(snapshot, 0o755)                      # what a unit running as root could do
+    (snapshot / "planted.txt").write_text("x\n")
+    before = prun("reconcile", run_id, cwd=repo).stdout.splitlines()
+    assert before[0].startswith("REJECTED ro reason=snapshot-modified snapshot=")
+
+    r = prun("clean", run_id, cwd=repo)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[1:3] == [f"SAVED ro {run_dir / 'changes' / 'ro.1.json'}",
+                          f"REMOVED - {snapshot}"]
+    assert not snapshot.exists()
+    assert prun("reconcile", run_id, cwd=repo).stdout.splitlines() == before

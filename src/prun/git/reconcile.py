@@ -149,7 +149,7 @@ def judge(unit: UnitInput, *, with_patch: bool = False,
     _status_reasons(unit, status, outcome, found)
     text = _result_reasons(unit, v, status, outcome, ended, found)
     found.rejected += _published_reasons(outcome)
-    found.rejected += _snapshot_reasons(unit.state_dir, snapshots)
+    found.rejected += _snapshot_reasons(unit, snapshots)
     if unit.packet.writes_code and ended:
         v.change = _change_reasons(unit, status, with_patch, found)
     if _hollow_no_tool_use(unit, status, outcome, text, v.change):
@@ -291,17 +291,36 @@ def _hollow_no_tool_use(unit: UnitInput, status: str | None, outcome: Mapping[st
     return bool(text and _CLAIMS.search(text)) or bool(change and not change.empty)
 
 
-def _snapshot_reasons(state_dir: str | None,
+def _snapshot_reasons(unit: UnitInput,
                       snapshots: Mapping[str, list[str]] | None) -> list[Reason]:
-    """The read-only snapshots the unit was given that changed since they were made."""
-    reasons = []
-    for path in _snapshots(state_dir):
-        changes = (snapshots[path] if snapshots is not None and path in snapshots
-                   else _snapshot_changes(path))
+    """The read-only snapshots the unit was given that changed since they were made (for a
+    snapshot ``prun clean`` removed: what it found there before, saved with the attempt)."""
+    reasons: list[Reason] = []
+    kept: dict[str, list[str]] | None = None
+    for path in given_dirs(unit.state_dir):
+        if _is_snapshot(path):
+            changes = (snapshots[path] if snapshots is not None and path in snapshots
+                       else checked_snapshot(path))
+        else:
+            if kept is None:
+                kept = _saved_checks(unit, reasons)
+            changes = kept.get(path, [])
         if changes:
             reasons.append(Reason("snapshot-modified", {"snapshot": path, "first": changes[0],
                                                         "changes": len(changes)}))
     return reasons
+
+
+def _saved_checks(unit: UnitInput, reasons: list[Reason]) -> dict[str, list[str]]:
+    """What ``prun clean`` found in the snapshots it removed, as saved with this read-only
+    attempt ({} when nothing was saved); a record that cannot be read adds its reason."""
+    if unit.packet.writes_code or not unit.saved or not os.path.lexists(unit.saved):
+        return {}
+    try:
+        return saved.load_snapshots(unit.saved)
+    except saved.Broken as e:
+        reasons.append(Reason("saved-change-broken", {"path": unit.saved, "why": e.why}))
+        return {}
 
 
 def reconcile(units: Iterable[UnitInput], run_id: str | None = None, *,
@@ -313,7 +332,7 @@ def reconcile(units: Iterable[UnitInput], run_id: str | None = None, *,
     change that makes that link (``link-through``, ``prun.git.links``)."""
     ordered = sorted(units, key=lambda u: u.packet.id)
     shared = {path for u in ordered for path in _snapshots(u.state_dir)}
-    snapshots = {path: _snapshot_changes(path) for path in sorted(shared)}
+    snapshots = {path: checked_snapshot(path) for path in sorted(shared)}
     if len(ordered) < 2:
         verdicts = [judge(u, with_patch=with_patch, snapshots=snapshots) for u in ordered]
     else:
@@ -345,19 +364,26 @@ def _published_reasons(outcome: Mapping[str, Any]) -> list[Reason]:
     return [Reason("result-changed", {"path": ident["path"], "why": why})]
 
 
-def _snapshots(state_dir: str | None) -> list[str]:
-    """The read-only snapshots a unit was given (its extra directories that are snapshots)."""
-    if not state_dir:
-        return []
-    unit = read_json(os.path.join(state_dir, "unit.json"))
+def given_dirs(state_dir: str | None) -> list[str]:
+    """The extra directories a unit was given, as its ``unit.json`` names them."""
+    unit = read_json(os.path.join(state_dir, "unit.json")) if state_dir else None
     dirs = unit.get("add_dirs") if isinstance(unit, dict) else None
+    return [d for d in dirs or () if isinstance(d, str)] if isinstance(dirs, list) else []
+
+
+def _is_snapshot(path: str) -> bool:
     from .workspace import marker
 
-    return [d for d in dirs or () if isinstance(d, str)
-            and (marker(d) or {}).get("kind") == "snapshot"]
+    return (marker(path) or {}).get("kind") == "snapshot"
 
 
-def _snapshot_changes(path: str) -> list[str]:
+def _snapshots(state_dir: str | None) -> list[str]:
+    """The read-only snapshots a unit was given (its extra directories that are snapshots)."""
+    return [d for d in given_dirs(state_dir) if _is_snapshot(d)]
+
+
+def checked_snapshot(path: str) -> list[str]:
+    """What changed in the run's read-only snapshot at ``path`` since it was made."""
     from ..errors import PrunError
     from .snapshot import snapshot_changes
 
@@ -368,5 +394,5 @@ def _snapshot_changes(path: str) -> list[str]:
 
 
 __all__ = ["ACCEPTED", "LINE_WORD", "NEEDS_REVIEW", "REJECTED", "Reason", "Report", "UnitInput",
-           "Verdict", "judge", "plan_scope", "reconcile", "salvage", "scope_reasons",
-           "section_reasons", "sections"]
+           "Verdict", "checked_snapshot", "given_dirs", "judge", "plan_scope", "reconcile",
+           "salvage", "scope_reasons", "section_reasons", "sections"]

@@ -17,6 +17,9 @@ back, the patch must be the one the record names (its size and SHA-256), else th
 is ``Broken`` (reconcile rejects the packet: ``saved-change-broken``); nothing in a record
 names a path prun reads but the clone's, which is only reported.
 
+For a read-only attempt, the record holds what reconcile found in each of the run's read-only
+snapshots it was given (``snapshots``), saved before ``prun clean`` removes them, and no patch.
+
 Also here, the one rule of what ``prun clean`` keeps: ``waiting`` says whether an attempt's
 change still waits to be integrated.
 """
@@ -86,6 +89,38 @@ def save(where: Place, change: Change, *, packet: str, attempt: str | None,
                      for f in change.findings],
         "patch_bytes": len(patch), "patch_sha256": hashlib.sha256(patch).hexdigest()})
     _sync_folder(folder)
+
+
+def save_snapshots(where: Place, checks: Mapping[str, list[str]], *, packet: str,
+                   attempt: str | None, at: str | None = None) -> None:
+    """Save, for a read-only attempt, what reconcile finds in each of the run's read-only
+    snapshots it was given (``checks``: path -> what changed there, as
+    ``reconcile.checked_snapshot`` says), before ``prun clean`` removes them: a record with no
+    patch, merged with what an earlier clean saved. ``OSError`` when it cannot be written."""
+    try:
+        merged = {**load_snapshots(where.record), **checks}
+    except Broken:
+        merged = dict(checks)
+    folder = os.path.dirname(where.record)
+    os.makedirs(folder, exist_ok=True)
+    atomic_write_json(where.record, {"format": FORMAT, "packet": packet, "attempt": attempt,
+                                     "at": at, "snapshots": merged})
+    _sync_folder(folder)
+
+
+def load_snapshots(record: str) -> dict[str, list[str]]:
+    """What ``save_snapshots`` saved with ``record`` ({} when there is no record); ``Broken``
+    when it cannot be read as saved."""
+    if not os.path.lexists(record):
+        return {}
+    rec = read_json(record, RECORD_LIMIT)
+    checks = rec.get("snapshots") if isinstance(rec, dict) and rec.get("format") == FORMAT \
+        else None
+    if not isinstance(checks, dict) or not all(
+            isinstance(k, str) and isinstance(v, list) and all(isinstance(c, str) for c in v)
+            for k, v in checks.items()):
+        raise Broken("its record cannot be read")
+    return checks
 
 
 def _sync_folder(folder: str) -> None:
@@ -188,4 +223,5 @@ def waiting(v: Verdict, decision: str | None,
     return not (v.change is not None and v.change.complete and v.change.empty)
 
 
-__all__ = ["FOLDER", "Broken", "Place", "load", "place", "save", "waiting"]
+__all__ = ["FOLDER", "Broken", "Place", "load", "load_snapshots", "place", "save",
+           "save_snapshots", "waiting"]

@@ -232,7 +232,7 @@ def sweep(view: RunView, held: Mapping[str, Hold], *, dry_run: bool, force: bool
             out.refused.append(pid)
         _evidence(out, view, pid, hold if hold and hold.waiting else None, keep=waits,
                   dry_run=dry_run)
-    out.rows += _snapshots(view, out.rows, rules, finished, now, dry_run)
+    _snapshots(view, out, rules, finished, now, dry_run)
     out.rows += _stores(view, out.rows, rules, finished, now, dry_run)
     return out
 
@@ -309,17 +309,17 @@ def _keeps(rule: Retention, finished: float, now: float) -> bool:
     return rule.rule == KEEP and (until is None or now < until)
 
 
-def _snapshots(view: RunView, rows: list[Row], rules: Mapping[str, Retention],
-               finished: float, now: float, dry_run: bool) -> list[Row]:
+def _snapshots(view: RunView, out: Sweep, rules: Mapping[str, Retention],
+               finished: float, now: float, dry_run: bool) -> None:
     """The run's read-only snapshots (beside its workspaces), shared by its read-only units:
-    kept while a read-only packet's retention keeps its workspace, else removed."""
+    kept while a read-only packet's retention keeps its workspace, else removed, once what
+    reconcile finds in it is saved with each read-only attempt given it."""
     from ..git.snapshot import remove_snapshot
     from ..git.workspace import marker
 
     folders = {os.path.dirname(a["workspace"]) for attempts in view.attempts.values()
                for a in attempts if a.get("workspace")}
     kept = any(_keeps(rules[p.id], finished, now) for p in view.packets if not p.writes_code)
-    out: list[Row] = []
     for folder in sorted(folders):
         if os.path.basename(folder) != view.id or not os.path.isdir(folder):
             continue
@@ -328,12 +328,44 @@ def _snapshots(view: RunView, rows: list[Row], rules: Mapping[str, Retention],
             if not name.startswith("snapshot-") or (marker(path) or {}).get("kind") != "snapshot":
                 continue
             if kept:
-                out.append(Row("KEPT", "-", path, "retention"))
+                out.rows.append(Row("KEPT", "-", path, "retention"))
+                continue
+            if not _save_checks(view, out, rules, path, dry_run):
+                out.rows.append(Row("KEPT", "-", path, "not-saved"))
                 continue
             if not dry_run:
                 remove_snapshot(path)
-            out.append(Row("REMOVED", "-", path))
-    return out
+            out.rows.append(Row("REMOVED", "-", path))
+
+
+def _save_checks(view: RunView, out: Sweep, rules: Mapping[str, Retention], snapshot: str,
+                 dry_run: bool) -> bool:
+    """Save what reconcile finds in ``snapshot`` with each read-only deciding attempt that was
+    given it (not for a packet whose retention deletes its evidence), one ``SAVED`` row each;
+    False when a record could not be written."""
+    from ..git.reconcile import checked_snapshot, given_dirs
+    from ..git.saved import save_snapshots
+    from ..ledger.writes import now_iso
+    from ..plan.boundary import DELETE
+
+    checks: list[str] | None = None
+    for p in view.packets:
+        a = view.deciding(p.id)
+        where = view.saved(p.id, a) if a and not p.writes_code else None
+        if where is None or rules[p.id].rule == DELETE \
+                or snapshot not in given_dirs(a.get("state_dir") if a else None):
+            continue
+        if checks is None:
+            checks = checked_snapshot(snapshot)
+        if not dry_run:
+            try:
+                save_snapshots(where, {snapshot: checks}, packet=p.id,
+                               attempt=a.get("id") if a else None, at=now_iso())
+            except OSError as e:
+                out.unsaved.append((p.id, e.strerror or str(e)))
+                return False
+        out.rows.append(Row("SAVED", p.id, where.record))
+    return True
 
 
 def _stores(view: RunView, rows: list[Row], rules: Mapping[str, Retention], finished: float,
