@@ -272,3 +272,44 @@ def test_a_changed_snapshot_still_rejects_its_read_only_unit_after_the_clean(rep
                           f"REMOVED - {snapshot}"]
     assert not snapshot.exists()
     assert prun("reconcile", run_id, cwd=repo).stdout.splitlines() == before
+
+
+def test_a_saved_change_keeps_its_findings_commits_renames_and_links(repo, tmp_path):
+    import dataclasses
+
+    from gitrepo import make_unit_state, write
+
+    from prun.git import workspace
+    from prun.plan import Packet
+
+    base = gout(repo, "rev-parse", "HEAD")
+    clone = Path(workspace.make_clone(repo, base, tmp_path / "ws" / "odd"))
+    write(clone, {"src/app/main.py": "committed\n"})
+    g(clone, "-c", "core.hooksPath=/dev/null", "commit", "-qam", "against the rule")
+    os.rename(clone / "src/app/util.py", clone / "src/app/helpers.py")
+    os.symlink("main.py", clone / "src/app/link")
+    os.mkfifo(clone / "src/app/pipe")
+    (clone / "src/app/data.bin").write_bytes(bytes(range(256)))
+    sd, result = make_unit_state(tmp_path, "odd")
+    packet = Packet(id="odd", prompt="do it", kind="code", owns=("src/app/**",))
+    with Ledger.open() as ledger:
+        ledger.record_run({"id": "run1", "repo_root": str(repo.resolve()), "base": base,
+                           "run_dir": str(tmp_path / "run1")}, [dataclasses.asdict(packet)])
+        ledger.record_attempt("odd-1", "test", run_id="run1", packet_id="odd",
+                              executor="command", workspace=str(clone), base=base,
+                              state_dir=str(sd), result_path=str(result), receipt="odd-1",
+                              status="succeeded")
+    before = verdicts(repo, "run1")
+    assert before[2] == ["clone"]
+    change = before[1][0]["change"]
+    assert before[1][0]["verdict"] == "rejected" and len(change["commits"]) == 1
+    assert {f["path"]: f.get("link_target") for f in change["files"]}["src/app/link"] == "main.py"
+    assert [f["code"] for f in change["findings"]] == ["special-file"]
+    assert any(f["status"] == "renamed" for f in change["files"])
+
+    r = prun("clean", "run1", cwd=repo)          # rejected: nothing waits, its change is saved
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[:2] == [f"SAVED odd {tmp_path / 'run1' / 'changes' / 'odd.1.patch'}",
+                                         f"REMOVED odd {clone}"]
+    after = verdicts(repo, "run1")
+    assert after[:2] == before[:2] and after[2] == ["saved"]

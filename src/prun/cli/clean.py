@@ -27,7 +27,8 @@ kept, exit 1) unless `--force`, which then deletes the change too.
 Refused while a unit of the run still runs (its recorded worker is alive, or the run's
 supervisor is alive with unfinished attempts).
 
-    SAVED <packet> <patch path>
+    SAVED <packet> <patch path>        (a read-only unit's record: what reconcile found in
+                                        its snapshot, saved before the snapshot goes)
     REMOVED <packet> <path>            (`-` for the run's read-only snapshot, which its
     KEPT <packet> <path> reason=not-a-workspace     read-only units share, and object stores)
     KEPT <packet> <path> reason=retention [until=<ISO time>]

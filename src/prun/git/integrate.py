@@ -2,7 +2,8 @@
 commit.
 
 Each unit's change is taken from its clone as a binary patch against its base (untracked files
-included), and applied in a deterministic order: packets that come ``after`` others follow
+included; once ``prun clean`` removed the clone, the patch it saved, ``prun.git.saved``), and
+applied in a deterministic order: packets that come ``after`` others follow
 them, ties in packet id order. Each patch is checked first (``git apply --check``); one that
 does not apply is skipped and its conflicts are named by file and by the unit that touched the
 file before it (or ``working-tree`` when the tree itself differs). Rejected and needs-review

@@ -14,8 +14,8 @@ For the attempt ``<seq>`` of packet ``<packet>``, in ``<run dir>/changes/``:
 Each is written to a temp file, synced, renamed into place, the record last, then the folder is
 synced: a record names a whole patch, and a record that is there survives a power loss. Read
 back, the patch must be the one the record names (its size and SHA-256), else the saved change
-is ``Broken`` (reconcile rejects the packet: ``saved-change-broken``); nothing in a record
-names a path prun reads but the clone's, which is only reported.
+is ``Broken`` (reconcile rejects the packet: ``saved-change-broken``). The only path a record
+holds, the clone's, is reported, never read: the patch is found beside the record.
 
 For a read-only attempt, the record holds what reconcile found in each of the run's read-only
 snapshots it was given (``snapshots``), saved before ``prun clean`` removes them, and no patch.
@@ -124,11 +124,13 @@ def load_snapshots(record: str) -> dict[str, list[str]]:
 
 
 def _sync_folder(folder: str) -> None:
-    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    """The renames into ``folder``, and ``folder`` itself in the run dir, on disk."""
+    for path in (folder, os.path.dirname(folder)):
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def load(record: str) -> Change:
@@ -179,8 +181,9 @@ def _list(v: object) -> list[Any]:
 
 
 def _opt(d: Mapping[str, object], key: str, kind: type) -> Any:
+    """``d[key]`` when it is of ``kind`` exactly (a bool is no int here), None when absent."""
     v = d.get(key)
-    if v is not None and (not isinstance(v, kind) or isinstance(v, bool) is not (kind is bool)):
+    if v is not None and type(v) is not kind:
         raise TypeError(v)
     return v
 
