@@ -258,8 +258,10 @@ def test_clean_deletes_the_evidence_retention_delete_names(repo):
     assert sorted(lines[1:5]) == sorted(f"REMOVED d {p}" for p in evidence)
     snapshot = next(line.split()[2] for line in lines if line.startswith("REMOVED - "))
     store = Path(d["workspace"]).parent / f"objects-{d['base'][:12]}.git"
-    assert lines[5:] == [f"REMOVED n {a['n']['workspace']}", f"REMOVED - {snapshot}",
-                         f"REMOVED - {store}", f"CLEAN run={run_id} removed=8 kept=0"]
+    assert lines[5:] == [f"REMOVED n {a['n']['workspace']}",
+                         # what its snapshot held is saved with the read-only unit first
+                         f"SAVED n {run_dir / 'changes' / 'n.1.json'}", f"REMOVED - {snapshot}",
+                         f"REMOVED - {store}", f"CLEAN run={run_id} removed=8 kept=0 saved=1"]
     assert not store.exists()
     assert not any(Path(p).exists() for p in [d["workspace"], *evidence])
     n = a["n"]

@@ -12,22 +12,36 @@ here prints: ``sweep`` returns the rows, the command prints them.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from .._util.process import same_process_alive
 from .._util.quoting import quote, word
+from .._util.timeparse import epoch
+from ..attempt import identity
+from ..attempt.statedir import StateDir
+from ..errors import PrunError, UsageError
+from ..git.changes import Change, read_change
+from ..git.journal import Journal
+from ..git.reconcile import checked_snapshot, given_dirs, reconcile
+from ..git.saved import Place, save, save_snapshots, waiting
+from ..git.snapshot import remove_snapshot
+from ..git.store import discard, stores_in
+from ..git.verdict import UnitInput, Verdict
+from ..git.workspace import made_by_prun, marker, remove
+from ..ledger import TERMINAL
+from ..ledger.writes import now_iso
+from ..plan import Packet
+from ..plan.boundary import DELETE, KEEP, NONE, NOTE, Retention
+from .view import RunView
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..git.changes import Change
-    from ..git.saved import Place
-    from ..git.verdict import UnitInput, Verdict
     from ..ledger import Ledger
-    from ..plan import Packet
-    from ..plan.boundary import Retention
-    from .view import RunView
 
 NOT_INTEGRATED = "not-integrated"
 
@@ -65,6 +79,9 @@ class Hold:
 
 @dataclass
 class Sweep:
+    """What a clean did (or, dry, would do): its rows in order, the ``delete`` packets whose
+    retention it did not honour, and the changes it could not save."""
+
     rows: list[Row] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)        # delete not honoured: not integrated
     unsaved: list[tuple[str, str]] = field(default_factory=list)   # (packet, why)
@@ -76,11 +93,6 @@ class Sweep:
 def running_units(view: RunView) -> list[str]:
     """Packets of the run with a unit still running (or about to, under a live supervisor).
     A worker is known by its ledger receipt (else its keeper's log), never by its state dir."""
-    from .._util.process import same_process_alive
-    from ..attempt import identity
-    from ..attempt.statedir import StateDir
-    from ..ledger import TERMINAL
-
     supervisor = same_process_alive(view.run.get("supervisor_pid"),
                                     view.run.get("supervisor_started"), unproven=True)
     busy = []
@@ -98,9 +110,6 @@ def running_units(view: RunView) -> list[str]:
 def retention(packet: Packet | None) -> Retention:
     """The packet's parsed retention. A packet frozen by an older prun may hold a value the
     grammar refuses now: it counts as a note."""
-    from ..errors import UsageError
-    from ..plan.boundary import NONE, NOTE, Retention
-
     if packet is None:
         return Retention(NONE)
     try:
@@ -111,22 +120,16 @@ def retention(packet: Packet | None) -> Retention:
 
 def finished_at(view: RunView) -> float:
     """When the run finished: its own end, else its last attempt's, else its start."""
-    import time
-
-    from .._util.timeparse import epoch as _epoch
-
-    ends = [_epoch(a.get("finished_at") or a.get("updated_at"))
+    ends = [epoch(a.get("finished_at") or a.get("updated_at"))
             for attempts in view.attempts.values() for a in attempts]
-    return (_epoch(view.run.get("finished_at")) or max((e for e in ends if e), default=None)
-            or _epoch(view.run.get("created_at")) or time.time())
+    return (epoch(view.run.get("finished_at")) or max((e for e in ends if e), default=None)
+            or epoch(view.run.get("created_at")) or time.time())
 
 
 def evidence(view: RunView, packet_id: str) -> list[str]:
     """The packet's evidence, as recorded: each attempt's result file and the response beside
     it, its state dir, its quarantined output, the prompts frozen for it, and the change a
     clean saved of it."""
-    from ..attempt.statedir import StateDir
-
     prompts = os.path.join(view.run["run_dir"], "prompts")
     paths: list[str | None] = [os.path.join(prompts, f"{packet_id}.md")]
     for a in view.attempts.get(packet_id, []):
@@ -143,10 +146,6 @@ def holds(ledger: Ledger, view: RunView) -> dict[str, Hold]:
     """Each code packet's deciding attempt, judged as ``prun integrate`` judges it (reconcile,
     the person's decisions), and whether its change was integrated (the journal of
     ``prun integrate``): by packet id."""
-    from ..git.journal import Journal
-    from ..git.reconcile import reconcile
-    from ..git.saved import waiting
-
     units = [u for u in view.unit_inputs() if u.packet.writes_code and u.attempt_id]
     if not units:
         return {}
@@ -170,9 +169,6 @@ def holds(ledger: Ledger, view: RunView) -> dict[str, Hold]:
 
 def until_text(until: float | None) -> str | None:
     """The end of a ``keep <duration>`` in UTC, rounded up to the second."""
-    import math
-    import time
-
     return None if until is None else time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                     time.gmtime(math.ceil(until)))
 
@@ -194,9 +190,6 @@ def sweep(view: RunView, held: Mapping[str, Hold], *, dry_run: bool, force: bool
     """Remove (unless ``dry_run``) what each packet's retention lets go, keeping the clones of
     changes not integrated yet (``held``: each code packet's deciding attempt) unless
     ``force``, and saving each clone's change before it goes."""
-    from ..git.workspace import made_by_prun, remove
-    from ..plan.boundary import DELETE
-
     finished = finished_at(view)
     rules = {p.id: retention(p) for p in view.packets}
     out = Sweep()
@@ -242,10 +235,6 @@ def _clone(out: Sweep, pid: str, hold: Hold, path: str, *, delete: bool, keep: b
     """The clone of a code packet's deciding attempt: kept while its change waits to be
     integrated (``keep``); else its change saved in the run dir (unless its retention is
     ``delete``), then removed, ``LOST`` when its change was still waiting."""
-    from ..git.saved import save
-    from ..git.workspace import remove
-    from ..ledger.writes import now_iso
-
     if keep:
         out.rows.append(Row("KEPT", pid, path, NOT_INTEGRATED))
         return
@@ -268,9 +257,6 @@ def _clone(out: Sweep, pid: str, hold: Hold, path: str, *, delete: bool, keep: b
 def _to_save(hold: Hold) -> Change | None:
     """The change of the held clone with its patch: as reconcile read it, else (an attempt
     that had not ended) read now. None when it cannot be read."""
-    from ..errors import PrunError
-    from ..git.changes import read_change
-
     change = hold.verdict.change
     if change is not None and change.saved is None and (change.patch is not None
                                                          or not change.complete):
@@ -303,8 +289,6 @@ def _evidence(out: Sweep, view: RunView, pid: str, waiting: Hold | None, *, keep
 
 def _keeps(rule: Retention, finished: float, now: float) -> bool:
     """Whether ``rule`` keeps a workspace now, for a run that finished at ``finished``."""
-    from ..plan.boundary import KEEP
-
     until = rule.until(finished)
     return rule.rule == KEEP and (until is None or now < until)
 
@@ -314,9 +298,6 @@ def _snapshots(view: RunView, out: Sweep, rules: Mapping[str, Retention],
     """The run's read-only snapshots (beside its workspaces), shared by its read-only units:
     kept while a read-only packet's retention keeps its workspace, else removed, once what
     reconcile finds in it is saved with each read-only attempt given it."""
-    from ..git.snapshot import remove_snapshot
-    from ..git.workspace import marker
-
     folders = {os.path.dirname(a["workspace"]) for attempts in view.attempts.values()
                for a in attempts if a.get("workspace")}
     kept = any(_keeps(rules[p.id], finished, now) for p in view.packets if not p.writes_code)
@@ -343,11 +324,6 @@ def _save_checks(view: RunView, out: Sweep, rules: Mapping[str, Retention], snap
     """Save what reconcile finds in ``snapshot`` with each read-only deciding attempt that was
     given it (not for a packet whose retention deletes its evidence), one ``SAVED`` row each;
     False when a record could not be written."""
-    from ..git.reconcile import checked_snapshot, given_dirs
-    from ..git.saved import save_snapshots
-    from ..ledger.writes import now_iso
-    from ..plan.boundary import DELETE
-
     checks: list[str] | None = None
     for p in view.packets:
         a = view.deciding(p.id)
@@ -373,8 +349,6 @@ def _stores(view: RunView, rows: list[Row], rules: Mapping[str, Retention], fini
     """The run's object stores (beside its clones, which borrow their objects from them):
     kept while a code packet's retention keeps its workspace, or a clone is kept because its
     change is not integrated (or could not be saved), else removed."""
-    from ..git.store import discard, stores_in
-
     folders = {os.path.dirname(a["workspace"]) for attempts in view.attempts.values()
                for a in attempts if a.get("workspace")}
     code = {p.id for p in view.packets if p.writes_code}
