@@ -60,18 +60,12 @@ def verdicts(repo: Path, run_id: str) -> tuple[list[str], list[dict], list[str]]
 
 
 def page(repo: Path, run_id: str) -> list[dict]:
-    """What `prun review --json` shows of each packet (a diff's index line left out: git
-    abbreviates the ids there when it reads a clone)."""
+    """What `prun review --json` shows of each packet."""
     r = prun("review", run_id, "--json", cwd=repo, timeout=120)
     assert r.returncode == 0, r.stderr
-    out = []
-    for p in json.loads(r.stdout)["packets"]:
-        p["diffs"] = {path: "".join(line for line in text.splitlines(True)
-                                    if not line.startswith("index "))
-                      for path, text in p["diffs"].items()}
-        out.append({k: p[k] for k in ("packet", "verdict", "reasons", "files", "diffs",
-                                      "diffs_not_shown", "sections")})
-    return out
+    return [{k: p[k] for k in ("packet", "verdict", "reasons", "files", "diffs",
+                               "diffs_not_shown", "sections")}
+            for p in json.loads(r.stdout)["packets"]]
 
 
 def test_clean_keeps_the_unintegrated_change_and_saves_the_others(repo):

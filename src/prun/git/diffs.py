@@ -29,8 +29,9 @@ def text_diffs(clone: str | os.PathLike[str], base: str, files: Iterable[FileCha
     """Each of ``files``' diff against ``base`` by its path (``FileChange.path``), at most
     ``limit`` bytes each: the clone read from the host as ``read_change`` reads it
     (``prun.git.untrusted``: a private ``GIT_DIR``, nothing the unit configured), then one
-    ``git diff`` limited to those paths, whatever their number. A clone that cannot be read
-    gives no diff."""
+    ``git diff`` limited to those paths, whatever their number, naming blobs by their full ids
+    as the patch ``prun clean`` saves does (``patch_diffs``), so a diff reads the same once
+    its clone is gone. A clone that cannot be read gives no diff."""
     files = list(files)
     paths = sorted({p for f in files for p in f.paths})
     if not paths:
@@ -41,8 +42,9 @@ def text_diffs(clone: str | os.PathLike[str], base: str, files: Iterable[FileCha
             if not r.complete:
                 return {}
             out = r.git(["-c", f"core.bigFileThreshold={BIG_FILE}", "diff", "--cached", "-M",
-                         "--no-ext-diff", "--no-textconv", "--no-color", "--src-prefix=a/",
-                         "--dst-prefix=b/", r.base, "--", *(f":(literal){p}" for p in paths)],
+                         "--full-index", "--no-ext-diff", "--no-textconv", "--no-color",
+                         "--src-prefix=a/", "--dst-prefix=b/", r.base, "--",
+                         *(f":(literal){p}" for p in paths)],
                         text=False, check=False).stdout
     except BrokenClone:
         return {}
