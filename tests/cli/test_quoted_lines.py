@@ -32,7 +32,7 @@ WORDS = {
     "reconcile": {"ACCEPTED", "REJECTED", "REVIEW", "RECONCILE"},
     "integrate": {"INTERRUPTED", "BASE", "APPLIED", "CHANGED", "OVERLAP", "CONFLICT", "SKIPPED",
                   "EMPTY", "CHECK", "INTEGRATE"},
-    "clean": {"REMOVED", "KEPT", "CLEAN"},
+    "clean": {"SAVED", "REMOVED", "KEPT", "LOST", "CLEAN"},
     "status": {"RUN", "UNIT", "COST", "RESULTS"},
     "ledger": {"EVENT"},
     "gather": {"GATHER-START", "DONE", "CHANGED", "TIMEOUT"},

@@ -208,10 +208,13 @@ def test_clean_keeps_what_retention_keeps(repo):
     r = prun("clean", cwd=repo)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
+    run_dir = Path(a["n"]["result_path"]).parents[1]
     assert lines[:-1] == [
         f"KEPT k {a['k']['workspace']} reason=retention",
         f"REMOVED k0 {a['k0']['workspace']}",
         f"KEPT k30 {a['k30']['workspace']} reason=retention until={until}",
+        # the code unit changed nothing: nothing waits, its (empty) change is saved first
+        f"SAVED n {run_dir / 'changes' / 'n.1.patch'}",
         f"REMOVED n {a['n']['workspace']}",
         # the read-only units' snapshot stays while a read-only packet's retention keeps
         f"KEPT - {Path(a['n']['workspace']).parent / ('snapshot-' + a['n']['base'][:12])} "
@@ -219,7 +222,7 @@ def test_clean_keeps_what_retention_keeps(repo):
         # the code units' object store goes with the last code unit's clone
         f"REMOVED - {Path(a['n']['workspace']).parent / ('objects-' + a['n']['base'][:12])}"
         ".git"]
-    assert lines[-1] == f"CLEAN run={run_id} removed=3 kept=3"
+    assert lines[-1] == f"CLEAN run={run_id} removed=3 kept=3 saved=1"
     assert Path(a["k"]["workspace"]).is_dir() and Path(a["k30"]["workspace"]).is_dir()
     assert not Path(a["k0"]["workspace"]).exists() and not Path(a["n"]["workspace"]).exists()
     assert all(Path(x["result_path"]).is_file() and Path(x["state_dir"]).is_dir()
@@ -255,8 +258,10 @@ def test_clean_deletes_the_evidence_retention_delete_names(repo):
     assert sorted(lines[1:5]) == sorted(f"REMOVED d {p}" for p in evidence)
     snapshot = next(line.split()[2] for line in lines if line.startswith("REMOVED - "))
     store = Path(d["workspace"]).parent / f"objects-{d['base'][:12]}.git"
-    assert lines[5:] == [f"REMOVED n {a['n']['workspace']}", f"REMOVED - {snapshot}",
-                         f"REMOVED - {store}", f"CLEAN run={run_id} removed=8 kept=0"]
+    assert lines[5:] == [f"REMOVED n {a['n']['workspace']}",
+                         # what its snapshot held is saved with the read-only unit first
+                         f"SAVED n {run_dir / 'changes' / 'n.1.json'}", f"REMOVED - {snapshot}",
+                         f"REMOVED - {store}", f"CLEAN run={run_id} removed=8 kept=0 saved=1"]
     assert not store.exists()
     assert not any(Path(p).exists() for p in [d["workspace"], *evidence])
     n = a["n"]

@@ -1,7 +1,7 @@
 """Remove a run's workspaces (its throwaway clones, scratch dirs and snapshots), as each
-packet's `data.retention` allows.
+packet's `data.retention` allows, never losing a change that is not integrated yet.
 
-    prun clean [RUN] [--dry-run] [--json]
+    prun clean [RUN] [--dry-run] [--force] [--json]
 
 RUN defaults to the latest run of this repository. Only folders recorded as an attempt's
 workspace (or that workspace moved aside as `<path>.quarantined` when its attempt was cancelled
@@ -11,253 +11,69 @@ kept. A packet's retention decides the rest:
     keep              its workspaces are kept, always
     keep <duration>   kept until that long after the run finished, then removed
     delete            its workspaces and its evidence in the run dir are removed: result files
-                      and the responses beside them, state dirs, quarantined output, prompts
+                      and the responses beside them, state dirs, quarantined output, prompts,
+                      saved changes
     anything else     a note for people: its workspaces are removed, its evidence kept
 
-Refused while a unit of the run still runs (its recorded worker is alive, or the run's
-supervisor is alive with unfinished attempts). Reconcile and integrate first: a removed
-clone's change is gone.
+The clone of a code packet's deciding attempt whose change is not integrated yet is kept
+(`reason=not-integrated`): an accepted or needs-review change, or one the person included or
+accepted, unless `prun integrate` applied that very attempt's change (its journal), the person
+rejected it, or the change is empty. `--force` removes it all the same, one `LOST` line each.
+Before a clone goes, its change is saved in the run dir (`changes/<packet>.<n>.patch` and
+`.json`, `SAVED`), so reconcile, review and integrate read it as from the clone. A `delete`
+retention is not honoured for a change that is not integrated (its workspace and evidence are
+kept, exit 1) unless `--force`, which then deletes the change too.
 
+Refused while a unit of the run still runs (its recorded worker is alive, or the run's
+supervisor is alive with unfinished attempts).
+
+    SAVED <packet> <patch path>        (a read-only unit's record: what reconcile found in
+                                        its snapshot, saved before the snapshot goes)
     REMOVED <packet> <path>            (`-` for the run's read-only snapshot, which its
-    KEPT <packet> <path> reason=not-a-workspace     read-only units share)
+    KEPT <packet> <path> reason=not-a-workspace     read-only units share, and object stores)
     KEPT <packet> <path> reason=retention [until=<ISO time>]
+    KEPT <packet> <path> reason=not-integrated
+    KEPT <packet> <path> reason=not-saved
     KEPT <packet> <path> reason=outside-run-dir
-    CLEAN run=<id> removed=<n> kept=<n>
+    LOST <packet> <path> reason=not-integrated
+    CLEAN run=<id> removed=<n> kept=<n> [saved=<n>] [lost=<n>] [dry-run=yes]
 
 `--json` adds each packet's retention and the run's cancel owner (who decides about it).
 
-exit codes: 0 done; 1 refused (a unit still runs); 2 bad usage or no such run.
+exit codes: 0 done; 1 refused (a unit still runs; or done, but a `delete` retention was not
+honoured or a change could not be saved, and what it needed is kept); 2 bad usage or no such
+run.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
-import shutil
 
-from .._util.quoting import quote, word
 from . import options
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-    from typing import TypeAlias
+    from typing import Any
 
-    from ..plan import Packet
-    from ..plan.boundary import Retention
+    from ..clean import Sweep
     from ..views.model import RunView
-
-    # one path swept: (REMOVED|KEPT, packet or "-", path, reason, until)
-    Swept: TypeAlias = tuple[str, str, str, str | None, str | None]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_id", nargs="?", metavar="RUN", type=options.run_id,
                    help="a run id or prefix (default: latest)")
     p.add_argument("--dry-run", action="store_true", help="say what would be removed")
+    p.add_argument("--force", action="store_true",
+                   help="remove the clones of changes not integrated yet too (each named LOST; "
+                   "their changes are saved in the run dir, unless retention says delete)")
     p.add_argument("--json", action="store_true", help="the result as JSON")
-
-
-def running_units(view: RunView) -> list[str]:
-    """Packets of the run with a unit still running (or about to, under a live supervisor).
-    A worker is known by its ledger receipt (else its keeper's log), never by its state dir."""
-    from .._util.process import same_process_alive
-    from ..attempt import identity
-    from ..attempt.statedir import StateDir
-    from ..ledger import TERMINAL
-
-    supervisor = same_process_alive(view.run.get("supervisor_pid"),
-                                    view.run.get("supervisor_started"), unproven=True)
-    busy = []
-    for pid, attempts in sorted(view.attempts.items()):
-        for a in attempts:
-            worker = (identity.worker(StateDir(a["state_dir"]), a.get("receipt"))
-                      if a.get("state_dir") else None)
-            if identity.alive(worker) or (supervisor and a["status"] not in
-                                          {str(s) for s in TERMINAL}):
-                busy.append(pid)
-                break
-    return busy
-
-
-def retention(packet: Packet | None) -> Retention:
-    """The packet's parsed retention. A packet frozen by an older prun may hold a value the
-    grammar refuses now: it counts as a note."""
-    from ..errors import UsageError
-    from ..plan.boundary import NONE, NOTE, Retention
-
-    if packet is None:
-        return Retention(NONE)
-    try:
-        return packet.data.retention_rule
-    except UsageError:
-        return Retention(NOTE, text=packet.data.retention)
-
-
-def finished_at(view: RunView) -> float:
-    """When the run finished: its own end, else its last attempt's, else its start."""
-    import time
-
-    from .._util.timeparse import epoch as _epoch
-
-    ends = [_epoch(a.get("finished_at") or a.get("updated_at"))
-            for attempts in view.attempts.values() for a in attempts]
-    return (_epoch(view.run.get("finished_at")) or max((e for e in ends if e), default=None)
-            or _epoch(view.run.get("created_at")) or time.time())
-
-
-def evidence(view: RunView, packet_id: str) -> list[str]:
-    """The packet's evidence, as recorded: each attempt's result file and the response beside
-    it, its state dir, its quarantined output, and the prompts frozen for it."""
-    from ..attempt.statedir import StateDir
-
-    prompts = os.path.join(view.run["run_dir"], "prompts")
-    paths: list[str | None] = [os.path.join(prompts, f"{packet_id}.md")]
-    for a in view.attempts.get(packet_id, []):
-        outcome = StateDir(a["state_dir"]).outcome if a.get("state_dir") else None
-        response = outcome.get("response_file") if isinstance(outcome, dict) else None
-        paths += [a.get("result_path"), response, a.get("state_dir"), a.get("quarantine"),
-                  os.path.join(prompts, f"{packet_id}.{a.get('seq')}.md")]
-    return [p for p in dict.fromkeys(paths) if p and os.path.lexists(p)]
-
-
-def until_text(until: float | None) -> str | None:
-    """The end of a ``keep <duration>`` in UTC, rounded up to the second."""
-    import math
-    import time
-
-    return None if until is None else time.strftime("%Y-%m-%dT%H:%M:%SZ",
-                                                    time.gmtime(math.ceil(until)))
-
-
-def _inside(path: str, folder: str) -> bool:
-    real, root = os.path.realpath(path), os.path.realpath(folder)
-    return real != root and real.startswith(root + os.sep)
-
-
-def _delete(path: str) -> None:
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path)
-    else:
-        os.unlink(path)
-
-
-def sweep(view: RunView, *, dry_run: bool, now: float) -> list[Swept]:
-    """Remove (unless ``dry_run``) what each packet's retention lets go; one row per path:
-    ``(word, packet, path, reason, until)``."""
-    from ..git.workspace import made_by_prun, remove
-    from ..plan.boundary import DELETE
-
-    finished = finished_at(view)
-    rules = {p.id: retention(p) for p in view.packets}
-    rows: list[Swept] = []
-    seen: set[str] = set()
-    for pid, attempts in sorted(view.attempts.items()):
-        rule = rules.get(pid) or retention(None)
-        until = rule.until(finished)
-        keep = _keeps(rule, finished, now)
-        until_iso = until_text(until) if keep and until is not None else None
-        for a in attempts:
-            base_path = a.get("workspace")
-            # a cancelled or superseded unit's clone was moved aside by the supervisor
-            for path in (base_path, f"{base_path}.quarantined" if base_path else None):
-                if not path or path in seen or not os.path.lexists(path):
-                    continue
-                seen.add(path)
-                if not made_by_prun(path):
-                    rows.append(("KEPT", pid, path, "not-a-workspace", None))
-                elif keep:
-                    rows.append(("KEPT", pid, path, "retention", until_iso))
-                else:
-                    if not dry_run:
-                        remove(path)
-                    rows.append(("REMOVED", pid, path, None, None))
-        if rule.rule != DELETE or not view.run.get("run_dir"):
-            continue
-        for path in evidence(view, pid):
-            if not _inside(path, view.run["run_dir"]):
-                rows.append(("KEPT", pid, path, "outside-run-dir", None))
-                continue
-            if not dry_run:
-                _delete(path)
-            rows.append(("REMOVED", pid, path, None, None))
-    rows += _snapshots(view, rows, rules, finished, now, dry_run)
-    rows += _stores(view, rules, finished, now, dry_run)
-    return rows
-
-
-def _keeps(rule: Retention, finished: float, now: float) -> bool:
-    """Whether ``rule`` keeps a workspace now, for a run that finished at ``finished``."""
-    from ..plan.boundary import KEEP
-
-    until = rule.until(finished)
-    return rule.rule == KEEP and (until is None or now < until)
-
-
-def _snapshots(view: RunView, rows: list[Swept], rules: Mapping[str, Retention],
-               finished: float, now: float, dry_run: bool) -> list[Swept]:
-    """The run's read-only snapshots (beside its workspaces), shared by its read-only units:
-    kept while a read-only packet's retention keeps its workspace, else removed."""
-    from ..git.snapshot import remove_snapshot
-    from ..git.workspace import marker
-
-    folders = {os.path.dirname(a["workspace"]) for attempts in view.attempts.values()
-               for a in attempts if a.get("workspace")}
-    kept = any(_keeps(rules[p.id], finished, now) for p in view.packets if not p.writes_code)
-    out: list[Swept] = []
-    for folder in sorted(folders):
-        if os.path.basename(folder) != view.id or not os.path.isdir(folder):
-            continue
-        for name in sorted(os.listdir(folder)):
-            path = os.path.join(folder, name)
-            if not name.startswith("snapshot-") or (marker(path) or {}).get("kind") != "snapshot":
-                continue
-            if kept:
-                out.append(("KEPT", "-", path, "retention", None))
-                continue
-            if not dry_run:
-                remove_snapshot(path)
-            out.append(("REMOVED", "-", path, None, None))
-    return out
-
-
-def _stores(view: RunView, rules: Mapping[str, Retention], finished: float, now: float,
-            dry_run: bool) -> list[Swept]:
-    """The run's object stores (beside its clones, which borrow their objects from them):
-    kept while a code packet's retention keeps its workspace, else removed."""
-    from ..git.store import discard, stores_in
-
-    folders = {os.path.dirname(a["workspace"]) for attempts in view.attempts.values()
-               for a in attempts if a.get("workspace")}
-    kept = any(_keeps(rules[p.id], finished, now) for p in view.packets if p.writes_code)
-    out: list[Swept] = []
-    for folder in sorted(folders):
-        if os.path.basename(folder) != view.id:
-            continue
-        for path in stores_in(folder):
-            if not kept and not dry_run:
-                discard(path)
-            out.append(("KEPT", "-", path, "retention", None) if kept
-                       else ("REMOVED", "-", path, None, None))
-    return out
-
-
-def _drop_empty_run_folders(view: RunView, rows: list[Swept]) -> None:
-    """The run's own folder of workspaces, once the workspaces in it are gone."""
-    run_dir = view.run.get("run_dir")
-    for parent in {os.path.dirname(r[2]) for r in rows if r[0] == "REMOVED"}:
-        evidence_folder = bool(run_dir and (
-            _inside(parent, run_dir) or os.path.realpath(parent) == os.path.realpath(run_dir)))
-        if os.path.basename(parent) == view.id and not evidence_folder:
-            with contextlib.suppress(OSError):
-                os.rmdir(parent)
 
 
 def run(args: argparse.Namespace) -> int:
     import time
 
+    from ..clean import NOT_INTEGRATED, drop_empty_run_folders, holds, running_units, sweep
     from ..errors import StateError
     from ..ledger import Ledger
     from ..views.model import open_run
@@ -268,27 +84,60 @@ def run(args: argparse.Namespace) -> int:
         if busy:
             raise StateError(f"run {view.id} still has units running: {', '.join(busy)}",
                              hint=f"wait for them, or `prun cancel {view.id}` first")
-        rows = sweep(view, dry_run=args.dry_run, now=time.time())
-        removed = sum(r[0] == "REMOVED" for r in rows)
-        if not args.dry_run and removed:
-            _drop_empty_run_folders(view, rows)
-            ledger.record_event("clean", run_id=view.id, cause="prun clean",
-                                data={"removed": [r[2] for r in rows if r[0] == "REMOVED"]})
-    kept = len(rows) - removed
+        done = sweep(view, holds(ledger, view), dry_run=args.dry_run, force=args.force,
+                     now=time.time())
+        rows = done.rows
+        if not args.dry_run and done.count("REMOVED", "LOST", "SAVED"):
+            drop_empty_run_folders(view, rows)
+            ledger.record_event("clean", run_id=view.id, cause="prun clean", data={
+                "removed": [r.path for r in rows if r.word == "REMOVED"],
+                **{k: [r.path for r in rows if r.word == w] or None
+                   for k, w in (("lost", "LOST"), ("saved", "SAVED"))},
+                "not_integrated": [r.path for r in rows if r.reason == NOT_INTEGRATED
+                                   and r.word == "KEPT"] or None})
     if args.json:
-        finished = finished_at(view)
-        rules = {p.id: retention(p) for p in view.packets}
-        print(json.dumps({
-            "run": view.id, "dry_run": args.dry_run, "owner": view.run.get("cancel_owner"),
+        print(json.dumps(_as_json(view, done, args.dry_run), indent=2, sort_keys=True))
+    else:
+        for r in rows:
+            print(r.line())
+        saved, lost = done.count("SAVED"), done.count("LOST")
+        print(f"CLEAN run={view.id} removed={done.count('REMOVED', 'LOST')} "
+              f"kept={done.count('KEPT')}" + (f" saved={saved}" if saved else "")
+              + (f" lost={lost}" if lost else "") + (" dry-run=yes" if args.dry_run else ""))
+    _refusals(view, done)
+    return 0
+
+
+def _as_json(view: RunView, done: Sweep, dry_run: bool) -> dict[str, Any]:
+    from ..clean import finished_at, retention, until_text
+
+    finished = finished_at(view)
+    rules = {p.id: retention(p) for p in view.packets}
+
+    def rows(w: str, *keys: str) -> list[dict[str, Any]]:
+        return [{"packet": r.packet, "path": r.path,
+                 **{k: getattr(r, k) for k in keys}} for r in done.rows if r.word == w]
+
+    return {"run": view.id, "dry_run": dry_run, "owner": view.run.get("cancel_owner"),
             "retention": {pid: {**rule.as_dict(), "until": until_text(rule.until(finished))}
                           for pid, rule in rules.items()},
-            "removed": [{"packet": r[1], "path": r[2]} for r in rows if r[0] == "REMOVED"],
-            "kept": [{"packet": r[1], "path": r[2], "reason": r[3], "until": r[4]}
-                     for r in rows if r[0] == "KEPT"]}, indent=2, sort_keys=True))
-        return 0
-    for first, pid, path, reason, until in rows:
-        print(f"{first} {quote(pid)} {quote(path)}" + (f" reason={reason}" if reason else "")
-              + (f" {word('until', until)}" if until else ""))
-    print(f"CLEAN run={view.id} removed={removed} kept={kept}"
-          + (" dry-run=yes" if args.dry_run else ""))
-    return 0
+            "removed": rows("REMOVED") + rows("LOST"), "kept": rows("KEPT", "reason", "until"),
+            "lost": rows("LOST", "reason"), "saved": rows("SAVED"),
+            "refused": done.refused}
+
+
+def _refusals(view: RunView, done: Sweep) -> None:
+    """A ``delete`` retention not honoured, or a change that could not be saved: one line,
+    exit 1, after the lines of what was done."""
+    from ..errors import StateError
+
+    if done.unsaved:
+        pid, why = done.unsaved[0]
+        raise StateError(f"the change of {pid} could not be saved in the run dir ({why}): "
+                         "its workspace is kept", hint="free space, then run prun clean again")
+    if done.refused:
+        names = ", ".join(done.refused)
+        raise StateError(f"the retention of {names} is delete, but its change is not "
+                         "integrated: its workspace and evidence are kept",
+                         hint=f"prun integrate {view.id}, reject it on prun review, or "
+                         "prun clean --force to delete it anyway")

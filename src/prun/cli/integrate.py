@@ -3,7 +3,8 @@
     prun integrate [RUN] [--include PACKET]... [--worktree PATH] [--no-check] [--json]
 
 Each code unit's change is taken from its clone as a binary patch against its base (untracked
-files included) and applied in order (packets after those they come `after`, ties by id),
+files included; the patch `prun clean` saved in the run dir once the clone is gone) and
+applied in order (packets after those they come `after`, ties by id),
 each checked first with `git apply --check`. Rejected and needs-review changes are applied
 only when named with --include or when the person recorded an `accept` or `include` decision
 on the packet's deciding attempt (`prun review`); a `reject` decision leaves a change out

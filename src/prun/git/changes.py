@@ -56,6 +56,8 @@ class Change:
     patch: bytes | None = field(default=None, repr=False)
     findings: tuple[Finding, ...] = ()  # what was left out of it, or why it was not read
     complete: bool = True           # False: the tree was not read (see ``findings``)
+    saved: str | None = None        # read from the record prun clean saved (its path), not
+                                    # from the clone, which is gone (``prun.git.saved``)
 
     @property
     def empty(self) -> bool:
@@ -76,7 +78,8 @@ class Change:
         return {"clone": self.clone, "base": self.base, "head": self.head,
                 "files": [f.as_dict() for f in self.files], "commits": list(self.commits),
                 "head_moved": self.head_moved, "complete": self.complete,
-                "findings": [f.as_dict() for f in self.findings]}
+                "findings": [f.as_dict() for f in self.findings],
+                "read_from": "saved" if self.saved else "clone", "saved": self.saved}
 
 
 _DIFF = ("diff", "--cached", "-M", "--no-ext-diff", "--no-textconv", "--no-color",

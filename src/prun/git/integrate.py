@@ -2,7 +2,8 @@
 commit.
 
 Each unit's change is taken from its clone as a binary patch against its base (untracked files
-included), and applied in a deterministic order: packets that come ``after`` others follow
+included; once ``prun clean`` removed the clone, the patch it saved, ``prun.git.saved``), and
+applied in a deterministic order: packets that come ``after`` others follow
 them, ties in packet id order. Each patch is checked first (``git apply --check``); one that
 does not apply is skipped and its conflicts are named by file and by the unit that touched the
 file before it (or ``working-tree`` when the tree itself differs). Rejected and needs-review
@@ -259,6 +260,7 @@ def integrate(report: Report, packets: Sequence[Packet], target: str, *,
     if on_notes:
         on_notes([n for n in (interrupted, note) if n])
     if journal:
+        into.integrated = journal.integrated()
         _begin(journal, target)
     stopped: str | None = None        # the unit whose patch failed to apply
     try:
@@ -305,7 +307,19 @@ def _held_result(v: Verdict, held: str, change: Change | None, into: _Target) ->
     else:
         for p in (change.paths if change else []):
             into.touched[p] = v.packet_id
+        _record_held(into, v)
     return res
+
+
+def _record_held(into: _Target, v: Verdict) -> None:
+    """Journal that the tree holds this attempt's change (applied by an earlier integrate of
+    an earlier attempt with the same change, or by one from before attempts were journaled),
+    so that ``prun clean`` counts it as integrated."""
+    if into.journal and v.attempt_id and (v.packet_id, v.attempt_id) not in into.integrated:
+        try:
+            into.journal.write("applied", into.path, v.packet_id, attempt=v.attempt_id)
+        except OSError:      # a full disk: prun clean keeps its workspace, nothing worse
+            pass
 
 
 def _check(check: str | Sequence[str], target: str, env: Mapping[str, str] | None,
@@ -330,6 +344,7 @@ class _Target:
     journal: Journal | None
     patch_dir: str | None
     touched: dict[str, str] = field(default_factory=dict)  # path -> the unit whose patch did
+    integrated: set[tuple[str, str]] = field(default_factory=set)  # (packet, attempt) journaled
     _scratch: str | None = None        # pre-images' folder when there is no journal
 
     def backup_dir(self, pid: str) -> str:
@@ -441,7 +456,7 @@ def _one(v: Verdict, change: Change | None, into: _Target, include: set[str],
         paths = _failed_paths(checked.stderr) or change.paths
         res.conflicts = [(p, touched.get(p, "working-tree")) for p in paths]
         return res
-    if not _apply_whole(res, patch, [p for b in parts for p in b.paths], into):
+    if not _apply_whole(res, patch, [p for b in parts for p in b.paths], into, v.attempt_id):
         return res
     for p in change.paths:
         if p in touched:
@@ -450,16 +465,17 @@ def _one(v: Verdict, change: Change | None, into: _Target, include: set[str],
     return res
 
 
-def _apply_whole(res: UnitResult, patch: bytes, paths: list[str], into: _Target) -> bool:
-    """Apply ``patch`` whole or not at all: save the pre-images of ``paths``, journal it, apply
-    it; when the apply fails, put the pre-images back at once. False (``res`` failed) when the
-    patch is not applied."""
+def _apply_whole(res: UnitResult, patch: bytes, paths: list[str], into: _Target,
+                 attempt: str | None) -> bool:
+    """Apply ``patch`` (the change of ``attempt``) whole or not at all: save the pre-images of
+    ``paths``, journal it, apply it; when the apply fails, put the pre-images back at once.
+    False (``res`` failed) when the patch is not applied."""
     pid, target, journal = res.packet_id, into.path, into.journal
     folder = into.backup_dir(pid)
     try:
         backup.save(target, paths, folder)
         if journal:
-            journal.write("applying", target, pid, backup=folder)
+            journal.write("applying", target, pid, attempt=attempt, backup=folder)
     except OSError as e:
         backup.discard(folder)
         _failed(res, _failure(e), "unchanged", e)
@@ -470,7 +486,7 @@ def _apply_whole(res: UnitResult, patch: bytes, paths: list[str], into: _Target)
             why = ran.stderr.strip().splitlines()
             raise _ApplyFailed(_failure_of(ran.stderr), why[-1] if why else "git apply failed")
         if journal:
-            journal.write("applied", target, pid)
+            journal.write("applied", target, pid, attempt=attempt)
     except (_ApplyFailed, OSError, PrunError) as e:
         reason = (e.reason if isinstance(e, _ApplyFailed) else
                   _failure(e) if isinstance(e, OSError) else "write-failed")

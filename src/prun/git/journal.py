@@ -5,17 +5,21 @@ One JSON object per line, appended and flushed to disk before the step it announ
 on (``<run>/integrate/journal.jsonl``):
 
     {"op": "begin", "target": T}           an integrate of the run into T started
-    {"op": "applying", "target": T, "packet": P, "backup": B}
-                                           P's patch is about to be applied; the pre-image of
-                                           every path it touches is saved in folder B
-    {"op": "applied", "target": T, "packet": P}    it was
+    {"op": "applying", "target": T, "packet": P, "attempt": A, "backup": B}
+                                           P's patch (the change of its attempt A) is about to
+                                           be applied; the pre-image of every path it touches
+                                           is saved in folder B
+    {"op": "applied", "target": T, "packet": P, "attempt": A}    it was
     {"op": "restored", "target": T, "packet": P}   it was not: its paths were put back
     {"op": "end", "target": T}             that integrate finished
 
 ``previous(target)`` reads what earlier integrates left in that target: the packets applied
 there, the one that may have been applied in part (``applying`` with neither ``applied`` nor
 ``restored``) with the folder of its pre-images, and whether the last one was interrupted (a
-``begin`` with no ``end``). A torn last line (a kill while writing it) is ignored.
+``begin`` with no ``end``). ``integrated()`` reads which attempts' changes were applied into
+any target (what ``prun clean`` counts as integrated: a later attempt of the same packet is
+not, and neither is a line written before attempts were recorded). A torn last line (a kill
+while writing it) is ignored.
 
 Each patch's pre-images go in ``backup_dir(target, packet)``: ``<journal's folder>/backup/
 <target's key>/<packet>/`` (``prun.git.backup``).
@@ -41,19 +45,35 @@ class Journal:
     def __init__(self, path: str):
         self.path = path
 
-    def previous(self, target: str) -> Previous:
-        prev = Previous()
+    def _entries(self) -> list[dict[str, object]]:
         try:
             with open(self.path, encoding="utf-8") as f:
                 lines = f.read().splitlines()
         except FileNotFoundError:
-            return prev
+            return []
+        out = []
         for line in lines:
             try:
                 entry = json.loads(line)
             except ValueError:
                 continue  # a line torn by a kill
-            if not isinstance(entry, dict) or entry.get("target") != target:
+            if isinstance(entry, dict):
+                out.append(entry)
+        return out
+
+    def integrated(self) -> set[tuple[str, str]]:
+        """(packet, attempt) of every change applied into any target."""
+        out = set()
+        for e in self._entries():
+            pid, attempt = e.get("packet"), e.get("attempt")
+            if e.get("op") == "applied" and isinstance(pid, str) and isinstance(attempt, str):
+                out.add((pid, attempt))
+        return out
+
+    def previous(self, target: str) -> Previous:
+        prev = Previous()
+        for entry in self._entries():
+            if entry.get("target") != target:
                 continue
             op, pid = entry.get("op"), entry.get("packet")
             if op == "begin":
@@ -76,10 +96,12 @@ class Journal:
         return os.path.join(os.path.dirname(os.path.abspath(self.path)), "backup", key, packet)
 
     def write(self, op: str, target: str, packet: str | None = None, *,
-              backup: str | None = None) -> None:
+              attempt: str | None = None, backup: str | None = None) -> None:
         entry: dict[str, str] = {"op": op, "target": target}
         if packet is not None:
             entry["packet"] = packet
+        if attempt is not None:
+            entry["attempt"] = attempt
         if backup is not None:
             entry["backup"] = backup
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)

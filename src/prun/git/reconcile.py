@@ -29,6 +29,7 @@ from typing import Any
 
 from .._util.fsutil import atomic_write, read_json, read_lines, read_text, tail_bytes
 from ..errors import GitError
+from . import saved
 from .changes import Change, read_change
 from .scope import plan_scope, scope_reasons
 from .sections import section_reasons, sections
@@ -159,6 +160,9 @@ class _Findings:
     def verdict(self) -> str:
         return REJECTED if self.rejected else NEEDS_REVIEW if self.review else ACCEPTED
 
+    def rejected_for(self, code: str) -> bool:
+        return any(r.code == code for r in self.rejected)
+
 
 def judge(unit: UnitInput, *, with_patch: bool = False,
           snapshots: Mapping[str, list[str]] | None = None) -> Verdict:
@@ -175,7 +179,7 @@ def judge(unit: UnitInput, *, with_patch: bool = False,
     _status_reasons(unit, status, outcome, found)
     read = _result_reasons(unit, v, status, outcome, ended, found)
     found.rejected += _published_reasons(outcome)
-    found.rejected += _snapshot_reasons(unit.state_dir, snapshots)
+    found.rejected += _snapshot_reasons(unit, snapshots)
     if unit.packet.writes_code and ended:
         v.change = _change_reasons(unit, status, with_patch, found)
     if _hollow_no_tool_use(unit, status, outcome, read, v.change):
@@ -255,23 +259,28 @@ def _salvaged(unit: UnitInput, v: Verdict, outcome: Mapping[str, Any],
 
 def _change_reasons(unit: UnitInput, status: str | None, with_patch: bool,
                     found: _Findings) -> Change | None:
-    """A code unit's change, read from its clone, and what is wrong with it: no clone or no
-    base, what its tree holds that is never read (special files, links outside it, ...), a
-    clone prun cannot read, commits the worker made, a moved HEAD, paths outside its scope,
-    nothing changed. The base is the caller's (the ledger's), never the clone's marker."""
+    """A code unit's change, read from its clone (from the change ``prun clean`` saved when
+    the clone is gone), and what is wrong with it: no clone or no base, what its tree holds
+    that is never read (special files, links outside it, ...), a clone prun cannot read,
+    commits the worker made, a moved HEAD, paths outside its scope, nothing changed. The base
+    is the caller's (the ledger's), never the clone's marker."""
     workspace = unit.workspace
-    if not workspace or not os.path.isdir(os.path.join(workspace, ".git")):
-        if status in SUCCESS:
-            found.rejected.append(Reason("no-workspace", {"path": workspace or "none"}))
-        return None
-    if not unit.base:
-        found.rejected.append(Reason("no-base", {"path": workspace}))
-        return None
-    try:
-        change = read_change(workspace, unit.base, with_patch=with_patch)
-    except GitError:   # moved aside or removed since it was found
-        found.rejected.append(Reason("no-workspace", {"path": workspace}))
-        return None
+    vanished = False
+    change = None
+    if workspace and os.path.isdir(os.path.join(workspace, ".git")):
+        if not unit.base:
+            found.rejected.append(Reason("no-base", {"path": workspace}))
+            return None
+        try:
+            change = read_change(workspace, unit.base, with_patch=with_patch)
+        except GitError:   # moved aside or removed since it was found
+            vanished = True
+    if change is None:
+        change = _saved_change(unit, found)
+        if change is None:
+            if (vanished or status in SUCCESS) and not found.rejected_for("saved-change-broken"):
+                found.rejected.append(Reason("no-workspace", {"path": workspace or "none"}))
+            return None
     found.rejected += [Reason(f.code, f.facts()) for f in change.findings]
     found.rejected += [Reason("worker-committed", {"commit": c[:12]}) for c in change.commits]
     if change.head_moved:
@@ -280,6 +289,22 @@ def _change_reasons(unit: UnitInput, status: str | None, with_patch: bool,
                                     shared=unit.shared)
     if change.empty and change.complete and status in SUCCESS:
         found.review.append(Reason("hollow-empty-diff"))
+    return change
+
+
+def _saved_change(unit: UnitInput, found: _Findings) -> Change | None:
+    """The change ``prun clean`` saved before it removed the clone, None when there is none;
+    one that cannot be read back as it was saved (or was read against another base) is a
+    ``saved-change-broken`` reason."""
+    if not unit.saved or not os.path.lexists(unit.saved):
+        return None
+    try:
+        change = saved.load(unit.saved)
+        if unit.base and change.base != unit.base:
+            raise saved.Broken(f"it was read against {change.base[:12]}, not the attempt's base")
+    except saved.Broken as e:
+        found.rejected.append(Reason("saved-change-broken", {"path": unit.saved, "why": e.why}))
+        return None
     return change
 
 
@@ -292,17 +317,36 @@ def _hollow_no_tool_use(unit: UnitInput, status: str | None, outcome: Mapping[st
     return bool(read and read.claims) or bool(change and not change.empty)
 
 
-def _snapshot_reasons(state_dir: str | None,
+def _snapshot_reasons(unit: UnitInput,
                       snapshots: Mapping[str, list[str]] | None) -> list[Reason]:
-    """The read-only snapshots the unit was given that changed since they were made."""
-    reasons = []
-    for path in _snapshots(state_dir):
-        changes = (snapshots[path] if snapshots is not None and path in snapshots
-                   else _snapshot_changes(path))
+    """The read-only snapshots the unit was given that changed since they were made (for a
+    snapshot ``prun clean`` removed: what it found there before, saved with the attempt)."""
+    reasons: list[Reason] = []
+    kept: dict[str, list[str]] | None = None
+    for path in given_dirs(unit.state_dir):
+        if _is_snapshot(path):
+            changes = (snapshots[path] if snapshots is not None and path in snapshots
+                       else checked_snapshot(path))
+        else:
+            if kept is None:
+                kept = _saved_checks(unit, reasons)
+            changes = kept.get(path, [])
         if changes:
             reasons.append(Reason("snapshot-modified", {"snapshot": path, "first": changes[0],
                                                         "changes": len(changes)}))
     return reasons
+
+
+def _saved_checks(unit: UnitInput, reasons: list[Reason]) -> dict[str, list[str]]:
+    """What ``prun clean`` found in the snapshots it removed, as saved with this read-only
+    attempt ({} when nothing was saved); a record that cannot be read adds its reason."""
+    if unit.packet.writes_code or not unit.saved or not os.path.lexists(unit.saved):
+        return {}
+    try:
+        return saved.load_snapshots(unit.saved)
+    except saved.Broken as e:
+        reasons.append(Reason("saved-change-broken", {"path": unit.saved, "why": e.why}))
+        return {}
 
 
 def reconcile(units: Iterable[UnitInput], run_id: str | None = None, *,
@@ -314,7 +358,7 @@ def reconcile(units: Iterable[UnitInput], run_id: str | None = None, *,
     change that makes that link (``link-through``, ``prun.git.links``)."""
     ordered = sorted(units, key=lambda u: u.packet.id)
     shared = {path for u in ordered for path in _snapshots(u.state_dir)}
-    snapshots = {path: _snapshot_changes(path) for path in sorted(shared)}
+    snapshots = {path: checked_snapshot(path) for path in sorted(shared)}
     if len(ordered) < 2:
         verdicts = [judge(u, with_patch=with_patch, snapshots=snapshots) for u in ordered]
     else:
@@ -346,19 +390,26 @@ def _published_reasons(outcome: Mapping[str, Any]) -> list[Reason]:
     return [Reason("result-changed", {"path": ident["path"], "why": why})]
 
 
-def _snapshots(state_dir: str | None) -> list[str]:
-    """The read-only snapshots a unit was given (its extra directories that are snapshots)."""
-    if not state_dir:
-        return []
-    unit = read_json(os.path.join(state_dir, "unit.json"))
+def given_dirs(state_dir: str | None) -> list[str]:
+    """The extra directories a unit was given, as its ``unit.json`` names them."""
+    unit = read_json(os.path.join(state_dir, "unit.json")) if state_dir else None
     dirs = unit.get("add_dirs") if isinstance(unit, dict) else None
+    return [d for d in dirs or () if isinstance(d, str)] if isinstance(dirs, list) else []
+
+
+def _is_snapshot(path: str) -> bool:
     from .workspace import marker
 
-    return [d for d in dirs or () if isinstance(d, str)
-            and (marker(d) or {}).get("kind") == "snapshot"]
+    return (marker(path) or {}).get("kind") == "snapshot"
 
 
-def _snapshot_changes(path: str) -> list[str]:
+def _snapshots(state_dir: str | None) -> list[str]:
+    """The read-only snapshots a unit was given (its extra directories that are snapshots)."""
+    return [d for d in given_dirs(state_dir) if _is_snapshot(d)]
+
+
+def checked_snapshot(path: str) -> list[str]:
+    """What changed in the run's read-only snapshot at ``path`` since it was made."""
     from ..errors import PrunError
     from .snapshot import snapshot_changes
 
@@ -369,5 +420,5 @@ def _snapshot_changes(path: str) -> list[str]:
 
 
 __all__ = ["ACCEPTED", "LINE_WORD", "NEEDS_REVIEW", "REJECTED", "Reason", "Report", "UnitInput",
-           "Verdict", "judge", "plan_scope", "reconcile", "salvage", "scope_reasons",
-           "section_reasons", "sections"]
+           "Verdict", "checked_snapshot", "given_dirs", "judge", "plan_scope", "reconcile",
+           "salvage", "scope_reasons", "section_reasons", "sections"]

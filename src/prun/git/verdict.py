@@ -49,6 +49,8 @@ class UnitInput:
     rescoped: str | None = None         # a directly approved change of scope (why)
     may_write: tuple[str, ...] | None = None  # the globs it may change (default: see scope_reasons)
     shared: Mapping[str, str] | None = None   # the plan's shared paths -> integration owner
+    saved: str | None = None            # the record of its change once prun clean removed its
+                                        # clone (``prun.git.saved``): read when the clone is gone
 
 
 @dataclass

@@ -1,8 +1,9 @@
 """What the review page shows of one run, read fresh from the ledger, the state dirs and the
-clones: every packet with its executor and model, status, verdict (reconcile's), reasons,
-result, required sections, change (file by file, with each file's diff), cost and the
-person's decisions; the run's combined check and its log. No web library here: the server
-renders this, and ``--json`` prints it.
+clones (for a clone ``prun clean`` removed, the change it saved in the run dir): every packet
+with its executor and model, status, verdict (reconcile's), reasons, result, required
+sections, change (file by file, with each file's diff), cost and the person's decisions; the
+run's combined check and its log. No web library here: the server renders this, and
+``--json`` prints it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from .._util.fsutil import tail_bytes
 from ..errors import PrunError
 from ..executors.records import Usage
 from ..git.changes import FileChange
-from ..git.diffs import text_diffs
+from ..git.diffs import patch_diffs, text_diffs
 from ..git.reconcile import LINE_WORD, Verdict, reconcile
 from ..git.sections import section_reasons
 from ..plan import Packet
@@ -154,7 +155,9 @@ def _packet(rv: RunView, p: Packet, v: Verdict, decisions: list[Decision]) -> Pa
     result = _read(result_path, RESULT_LIMIT)
     files = list(v.change.files) if v.change else []
     diffs: dict[str, str] = {}
-    if v.change and files:
+    if v.change and files and v.change.saved:   # its clone removed by prun clean
+        diffs = patch_diffs(v.change.patch or b"", files[:DIFF_FILES], limit=DIFF_LIMIT)
+    elif v.change and files:
         try:
             diffs = text_diffs(v.change.clone, v.change.base, files[:DIFF_FILES],
                                limit=DIFF_LIMIT)

@@ -18,6 +18,7 @@ from typing import Any
 from .._util.timeparse import epoch
 from ..errors import UsageError
 from ..git.reconcile import UnitInput, plan_scope
+from ..git.saved import Place, place
 from ..plan import Packet, Plan
 
 TYPE_CHECKING = False
@@ -122,14 +123,24 @@ class RunView:
         out = []
         for p in self.packets:
             a = self.deciding(p.id) or {}
+            where = self.saved(p.id, a)
             out.append(UnitInput(
                 packet=p, attempt_id=a.get("id"), status=a.get("status"),
                 state_dir=a.get("state_dir"), workspace=a.get("workspace"),
                 base=a.get("base") or self.bases.get(p.id) or self.run.get("base"),
                 result_file=a.get("result_path"), executor=a.get("executor") or None,
                 rescoped=rescoped.get(p.id),
-                may_write=may_write[p.id], shared=shared))
+                may_write=may_write[p.id], shared=shared,
+                saved=where.record if where else None))
         return out
+
+    def saved(self, packet_id: str, attempt: Mapping[str, Any]) -> Place | None:
+        """Where ``prun clean`` saves the change of ``attempt`` (a row of ``packet_id``) when
+        it removes its clone; None for a run with no run dir, or no attempt."""
+        run_dir = self.run.get("run_dir")
+        if not run_dir or not attempt.get("id"):
+            return None
+        return place(run_dir, packet_id, attempt.get("seq") or 1)
 
 
 def find_run(ledger: Ledger, run_arg: str | None = None,

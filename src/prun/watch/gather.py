@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .._util.quoting import quote, rest_of_line
-from ..attempt import published
+from ..attempt import result_index as published
 from ..errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
