@@ -36,12 +36,18 @@ Enforced (Linux, bwrap; as root too):
 - Ending a unit works as without a sandbox: SIGTERM to the group reaches the main process (and
   whatever stayed in its group) and bwrap lets it finish in its own time; SIGKILL to the group
   ends everything inside at once. (bwrap would die of SIGTERM at once and, dying, kill the
-  namespace before the main process could handle it; so bwrap runs with SIGTERM ignored, and
+  namespace before the main process could handle it, or leave it without the monitor that
+  records its exit; so bwrap runs with SIGTERM ignored, and
   the main process gets it back at its default through ``env --default-signal=TERM``, GNU
   coreutils 8.31 or later.)
-- ``--die-with-parent``: when the process that started bwrap dies (even by SIGKILL), everything
-  inside is killed. A sandboxed worker does not outlive the process that spawned it (for a run,
-  its keeper).
+- ``die_with_parent`` (the default): bwrap's ``--die-with-parent``, so when the process that
+  started bwrap dies (even by SIGKILL), everything inside is killed: a standalone dispatcher's
+  worker, a cluster worker's unit. A run's worker is started without it and with
+  ``status_fd``: bwrap is then the unit's own monitor, which outlives the keeper that started
+  it (a ``kill -9``, the OOM killer) and writes the unit's exit to that descriptor, one JSON
+  object a line, ``{"child-pid": ...}`` as it starts and ``{"exit-code": N}`` when the unit's
+  init ends (N as below; nothing when bwrap itself is killed or cannot set up). The descriptor
+  is not passed on into the sandbox: the unit cannot write it.
 
 Exit codes, as the parent of bwrap sees them: the main process's exit code N gives N; its death
 by signal N gives 128+N (an ordinary exit of bwrap: the same number prun reports for an
@@ -120,13 +126,16 @@ def fresh_proc() -> bool:
 
 def wrap(argv: Sequence[str], *, writable: Sequence[str], read_only: Sequence[str],
          hidden: Sequence[str] = (), tmp: str | None = None,
-         covers: Sequence[tuple[str, str]] = ()) -> list[str]:
+         covers: Sequence[tuple[str, str]] = (), die_with_parent: bool = True,
+         status_fd: int | None = None) -> list[str]:
     """The argv that runs ``argv`` in a sandbox: the file system read-only, each path of
     ``writable`` writable, each of ``hidden`` an empty read-only folder, each of ``read_only``
     read-only (deeper paths over shallower ones); ``tmp`` (when given) writable at ``/tmp`` and
     ``/var/tmp``; each ``(source, destination)`` of ``covers`` read-only over its destination;
-    its own PID namespace, killed with its parent. Raises ``UsageError`` when no sandbox can be
-    made here or the program's name has a ``=`` (``env`` would take it for a variable)."""
+    its own PID namespace, killed with its parent unless ``die_with_parent`` is False; its
+    exit written to descriptor ``status_fd`` when one is given (bwrap's ``--json-status-fd``:
+    the caller opens it for bwrap). Raises ``UsageError`` when no sandbox can be made here or
+    the program's name has a ``=`` (``env`` would take it for a variable)."""
     why = unavailable()
     if why is not None:
         raise UsageError(f"no sandbox can be made here: {why}",
@@ -137,7 +146,8 @@ def wrap(argv: Sequence[str], *, writable: Sequence[str], read_only: Sequence[st
                          hint="rename the program or call it through its folder on PATH")
     probe = _probed()
     mounts = _mounts(probe.fresh_proc, writable, read_only, hidden, tmp)
-    return _argv(probe.bwrap, probe.env, list(argv), mounts, _covers(covers, mounts))
+    return _argv(probe.bwrap, probe.env, list(argv), mounts, _covers(covers, mounts),
+                 die_with_parent=die_with_parent, status_fd=status_fd)
 
 
 def _mounts(fresh: bool, writable: Sequence[str], read_only: Sequence[str],
@@ -206,7 +216,8 @@ def _visible(path: str, mounts: list[Mount]) -> bool:
 
 
 def _argv(bwrap: str, env: str, argv: list[str], mounts: list[Mount],
-          covers: list[tuple[str, str]]) -> list[str]:
+          covers: list[tuple[str, str]], *, die_with_parent: bool = True,
+          status_fd: int | None = None) -> list[str]:
     out = [env, "--ignore-signal=TERM", bwrap, "--ro-bind", "/", "/"]
     for dest, kind, source in mounts:
         if kind == _DEV:
@@ -225,8 +236,12 @@ def _argv(bwrap: str, env: str, argv: list[str], mounts: list[Mount],
     if os.geteuid() == 0:
         for cap in ROOT_CAPS_DROPPED:
             out += ["--cap-drop", cap]
-    return [*out, "--unshare-pid", "--die-with-parent", "--",
-            env, "--default-signal=TERM", *argv]
+    out.append("--unshare-pid")
+    if die_with_parent:
+        out.append("--die-with-parent")
+    if status_fd is not None:
+        out += ["--json-status-fd", str(status_fd)]
+    return [*out, "--", env, "--default-signal=TERM", *argv]
 
 
 def _run_probe() -> Probe:
