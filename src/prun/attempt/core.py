@@ -316,11 +316,10 @@ class Dispatch:
         places = Places(self, env, sandboxed=self.sandboxed)
         launch = p.executor.build(unit, env)
         argv = [program_path(launch, unit.workspace), *launch.argv[1:]]
-        kept = self.keeper is not None   # a run's unit, under a monitor that outlives the keeper
         if self.sandboxed:
             launch = places.own_stdin(launch)
-            argv = places.wrap(argv, unit.workspace, monitored=kept)
-        elif kept:
+            argv = places.wrap(argv, unit.workspace)
+        if self.keeper is not None:   # a run's unit: under a monitor that outlives the keeper
             argv = monitor.wrap(argv)
         return launch, argv
 

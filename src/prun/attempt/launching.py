@@ -104,15 +104,12 @@ class Places:
             f.write(self.d.p.prompt)
         return dataclasses.replace(launch, stdin_path=copy)
 
-    def wrap(self, argv: list[str], workspace: str, *, monitored: bool = False) -> list[str]:
+    def wrap(self, argv: list[str], workspace: str) -> list[str]:
         """``argv`` (its program's path first) in the sandbox: the unit's places writable (and
         a standalone unit's result folder), the rest read-only; the real repository and what
         the caller names read-only; the state dirs beside its own and every workspace hidden
         but for what is bound back; extra directories writable only in accept-edits mode; its
-        policy at ``/dev/prun-unit``; other agent CLIs masked when it may not start them.
-        ``monitored`` (a run's worker): bwrap is the unit's monitor, which outlives the process
-        that starts it and writes the unit's exit (``monitor``); else the sandbox dies with
-        that process."""
+        policy at ``/dev/prun-unit``; other agent CLIs masked when it may not start them."""
         from .._util.gitcmd import toplevel
         from .home import person_home
         from .sandbox import TMP_FOLDERS, wrap
@@ -146,11 +143,8 @@ class Places:
         gone = (*_real(*TMP_FOLDERS), *hidden)
         read_only += [k for k in keep if any(_within(k, g) for g in gone)]
         covers = [(self.policy, MARKER), *self._masks(program)]
-        from .monitor import STATUS_FD
-
         return wrap(argv, writable=writable, read_only=read_only, hidden=hidden, tmp=self.tmp,
-                    covers=covers, die_with_parent=not monitored,
-                    status_fd=STATUS_FD if monitored else None)
+                    covers=covers)
 
     def _masks(self, program: str) -> list[tuple[str, str]]:
         """(stub, file) for each other agent CLI on the person's PATH (or named by its

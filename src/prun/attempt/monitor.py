@@ -7,36 +7,38 @@ a closed terminal) would take every unit's exit with it. So the keeper starts ea
 a monitor, a process far smaller than itself, that stays the unit's parent whatever becomes of
 the keeper, waits for it and writes how it ended to the state dir's ``exit-status``
 (``statedir.EXIT_STATUS``), through descriptor ``STATUS_FD``, which the keeper opens on that
-file for the monitor before the spawn:
+file for the monitor before the spawn. The monitor is a POSIX ``sh`` (``wrap``; its memory:
+``bench/bench_monitor.py``, quoted in docs/reliability.md). It ignores SIGTERM, SIGINT and
+SIGHUP and runs the unit with them at their defaults (so SIGTERM to the group is the unit's,
+with its grace, as before), waits for it, writes its exit and exits with the same code. Its
+own notes (``sh`` says "Segmentation fault" of a child) go nowhere; the unit keeps its stderr,
+and has neither the status descriptor nor the copy of stderr.
 
-- sandboxed, bubblewrap itself: started without ``--die-with-parent`` and with
-  ``--json-status-fd`` (``sandbox.wrap(..., die_with_parent=False, status_fd=STATUS_FD)``);
-  everything inside still ends when the unit's main process ends (its PID namespace);
-- unsandboxed, a POSIX ``sh`` (``wrap``): it ignores SIGTERM, SIGINT and SIGHUP and runs the
-  unit with them at their defaults (so SIGTERM to the group is the unit's, with its grace, as
-  before), waits for it, writes its exit and exits with the same code. Its own notes (``sh``
-  says "Segmentation fault" of a child) go nowhere; the unit keeps its stderr, and has neither
-  the status descriptor nor the copy of stderr.
+Sandboxed, what the monitor runs is bubblewrap, with ``--die-with-parent`` as for any sandboxed
+worker: bwrap's parent is now the monitor, which outlives the keeper, so the unit runs on; when
+the unit's main process ends, bwrap exits and everything left inside its PID namespace is
+killed with it (``sandbox``); SIGKILL to the group kills the monitor and so everything inside.
+Unsandboxed, what left the unit's group is ended by the keeper while one runs, else by the
+supervisor that re-attaches the unit (``process.end_marked``: each process that carries the
+unit's ``PRUN_STATE_DIR``).
 
 Either way the monitor leads the unit's session and process group: the ledger's receipt, the
 keeper's ``spawned`` line and ``unit.json``'s ``worker`` name it, so ``prun cancel``, ``prun
 pause`` and a resumed supervisor signal the unit's group and re-attach to it as they did to a
 worker. The state dir's records are read-only to a sandboxed unit and the descriptor is not
-passed into the sandbox: the unit cannot write its own exit.
+passed on to the unit: a sandboxed unit cannot write its own exit.
 
 The file holds one JSON object a line; the unit's exit is ``{"exit-code": N}``: its exit
-status, or 128+N for its death by signal N. No such line (the monitor was killed itself, by
-SIGKILL to the whole group or before the unit started; bwrap could not set up) is no exit code:
+status, or 128+N for its death by signal N (bwrap's own failure to set up is its exit 1). No
+such line (the monitor was killed itself, by SIGKILL to the whole group) is no exit code:
 it is never made up (``exit_status`` gives None).
 """
 
 from __future__ import annotations
 
-import os
-
 STATUS_FD = 3
 SH = "/bin/sh"
-STATUS_LIMIT = 64 << 10    # bwrap writes two short lines
+STATUS_LIMIT = 64 << 10    # the monitor writes one short line
 NAME = "prun-monitor"      # the monitor's $0, as ``ps`` shows it
 # in the environment of every process of a unit (its state dir): what a unit left outside
 # its group while no keeper ran is found by it (``process.end_marked``)
@@ -78,9 +80,3 @@ def exit_status(path: str) -> int | None:
             code = value
     return code
 
-
-def status_path(state_dir: str) -> str:
-    """The ``exit-status`` file of ``state_dir``."""
-    from .statedir import EXIT_STATUS
-
-    return os.path.join(state_dir, EXIT_STATUS)

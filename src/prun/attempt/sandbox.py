@@ -29,25 +29,23 @@ Enforced (Linux, bwrap; as root too):
   file system; ``CAP_SYS_MODULE``, ``CAP_SYS_RAWIO``, ``CAP_MKNOD``). bwrap also sets
   no-new-privileges: a setuid program gains nothing inside.
 - Every process inside ends when the unit's main process ends (``--unshare-pid``: bwrap's own
-  init is PID 1 inside, the main process PID 2; when PID 2 exits, init exits with its code and
-  the kernel kills whatever is left in the namespace: ``setsid`` children, double-forked
-  daemons, processes that ignore SIGTERM). ``ps`` inside sees only the unit's processes when a
-  fresh ``/proc`` could be mounted here (it can as root).
+  init is PID 1 inside, the main process PID 2; when PID 2 exits, init tells bwrap its code and
+  bwrap exits with it; init, which would wait for every process left inside, dies with bwrap
+  (``--die-with-parent``), and with init the kernel kills whatever is left in the namespace:
+  ``setsid`` children, double-forked daemons, processes that ignore SIGTERM). ``ps`` inside
+  sees only the unit's processes when a fresh ``/proc`` could be mounted here (it can as
+  root).
 - Ending a unit works as without a sandbox: SIGTERM to the group reaches the main process (and
   whatever stayed in its group) and bwrap lets it finish in its own time; SIGKILL to the group
   ends everything inside at once. (bwrap would die of SIGTERM at once and, dying, kill the
-  namespace before the main process could handle it, or leave it without the monitor that
-  records its exit; so bwrap runs with SIGTERM ignored, and
+  namespace before the main process could handle it; so bwrap runs with SIGTERM ignored, and
   the main process gets it back at its default through ``env --default-signal=TERM``, GNU
   coreutils 8.31 or later.)
-- ``die_with_parent`` (the default): bwrap's ``--die-with-parent``, so when the process that
-  started bwrap dies (even by SIGKILL), everything inside is killed: a standalone dispatcher's
-  worker, a cluster worker's unit. A run's worker is started without it and with
-  ``status_fd``: bwrap is then the unit's own monitor, which outlives the keeper that started
-  it (a ``kill -9``, the OOM killer) and writes the unit's exit to that descriptor, one JSON
-  object a line, ``{"child-pid": ...}`` as it starts and ``{"exit-code": N}`` when the unit's
-  init ends (N as below; nothing when bwrap itself is killed or cannot set up). The descriptor
-  is not passed on into the sandbox: the unit cannot write it.
+- ``--die-with-parent``: when the process that started bwrap dies (even by SIGKILL), everything
+  inside is killed. A sandboxed worker does not outlive the process that spawned it: a
+  standalone dispatcher, a cluster worker's unit runner, and for a run's unit its monitor
+  (``attempt.monitor``), which outlives the run's keeper and supervisor and ends only after
+  bwrap has (or with SIGKILL to the unit's group).
 
 Exit codes, as the parent of bwrap sees them: the main process's exit code N gives N; its death
 by signal N gives 128+N (an ordinary exit of bwrap: the same number prun reports for an
@@ -126,16 +124,13 @@ def fresh_proc() -> bool:
 
 def wrap(argv: Sequence[str], *, writable: Sequence[str], read_only: Sequence[str],
          hidden: Sequence[str] = (), tmp: str | None = None,
-         covers: Sequence[tuple[str, str]] = (), die_with_parent: bool = True,
-         status_fd: int | None = None) -> list[str]:
+         covers: Sequence[tuple[str, str]] = ()) -> list[str]:
     """The argv that runs ``argv`` in a sandbox: the file system read-only, each path of
     ``writable`` writable, each of ``hidden`` an empty read-only folder, each of ``read_only``
     read-only (deeper paths over shallower ones); ``tmp`` (when given) writable at ``/tmp`` and
     ``/var/tmp``; each ``(source, destination)`` of ``covers`` read-only over its destination;
-    its own PID namespace, killed with its parent unless ``die_with_parent`` is False; its
-    exit written to descriptor ``status_fd`` when one is given (bwrap's ``--json-status-fd``:
-    the caller opens it for bwrap). Raises ``UsageError`` when no sandbox can be made here or
-    the program's name has a ``=`` (``env`` would take it for a variable)."""
+    its own PID namespace, killed with its parent. Raises ``UsageError`` when no sandbox can be
+    made here or the program's name has a ``=`` (``env`` would take it for a variable)."""
     why = unavailable()
     if why is not None:
         raise UsageError(f"no sandbox can be made here: {why}",
@@ -146,8 +141,7 @@ def wrap(argv: Sequence[str], *, writable: Sequence[str], read_only: Sequence[st
                          hint="rename the program or call it through its folder on PATH")
     probe = _probed()
     mounts = _mounts(probe.fresh_proc, writable, read_only, hidden, tmp)
-    return _argv(probe.bwrap, probe.env, list(argv), mounts, _covers(covers, mounts),
-                 die_with_parent=die_with_parent, status_fd=status_fd)
+    return _argv(probe.bwrap, probe.env, list(argv), mounts, _covers(covers, mounts))
 
 
 def _mounts(fresh: bool, writable: Sequence[str], read_only: Sequence[str],
@@ -216,8 +210,7 @@ def _visible(path: str, mounts: list[Mount]) -> bool:
 
 
 def _argv(bwrap: str, env: str, argv: list[str], mounts: list[Mount],
-          covers: list[tuple[str, str]], *, die_with_parent: bool = True,
-          status_fd: int | None = None) -> list[str]:
+          covers: list[tuple[str, str]]) -> list[str]:
     out = [env, "--ignore-signal=TERM", bwrap, "--ro-bind", "/", "/"]
     for dest, kind, source in mounts:
         if kind == _DEV:
@@ -236,12 +229,8 @@ def _argv(bwrap: str, env: str, argv: list[str], mounts: list[Mount],
     if os.geteuid() == 0:
         for cap in ROOT_CAPS_DROPPED:
             out += ["--cap-drop", cap]
-    out.append("--unshare-pid")
-    if die_with_parent:
-        out.append("--die-with-parent")
-    if status_fd is not None:
-        out += ["--json-status-fd", str(status_fd)]
-    return [*out, "--", env, "--default-signal=TERM", *argv]
+    return [*out, "--unshare-pid", "--die-with-parent", "--",
+            env, "--default-signal=TERM", *argv]
 
 
 def _run_probe() -> Probe:
