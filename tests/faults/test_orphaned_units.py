@@ -1,6 +1,6 @@
 """Units outlive prun's own processes: `kill -9` of a run's supervisor and its worker keeper
-together leaves every running unit to go on to its end under its monitor (bubblewrap in the
-sandbox, a small `sh` without it), which records its exit in the state dir; `prun resume`
+together leaves every running unit to go on to its end under its monitor (a small `sh`; in
+the sandbox, bubblewrap's parent), which records its exit in the state dir; `prun resume`
 re-attaches to the units still running and judges every one as if nothing had happened, and
 `prun cancel` ends them. Nothing runs twice, nothing is left running."""
 
