@@ -20,6 +20,23 @@ def counted_unit(pid: str, log: Path, *, hold: float = 0.0, **fields) -> dict:
             "prompt": f"unit {pid}", **fields}
 
 
+def gated_unit(pid: str, log: Path, gate: Path, *, first: str = "", then: str = "",
+               **fields) -> dict:
+    """A command packet that appends one line (its id) to ``log`` as it starts, runs
+    ``first`` (Python), runs on until the file ``gate`` exists, then runs ``then`` and prints a
+    result long enough to be accepted."""
+    code = (f"import os, pathlib, signal, subprocess, sys, time\n"
+            f"fd = os.open({str(log)!r}, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)\n"
+            f"os.write(fd, b'{pid}\\n'); os.close(fd)\n"
+            f"{first}\n"
+            f"while not pathlib.Path({str(gate)!r}).exists():\n"
+            f"    time.sleep(0.02)\n"
+            f"{then}\n"
+            f"print('unit {pid} did its work and reports it here in full')\n")
+    return {"id": pid, "executor": "command", "command": [sys.executable, "-c", code],
+            "prompt": f"unit {pid}", **fields}
+
+
 def executions(log: Path) -> dict[str, int]:
     counts: dict[str, int] = {}
     if log.exists():

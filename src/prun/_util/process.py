@@ -30,7 +30,7 @@ from .escapes import (
 )
 
 __all__ = ["GRACE_S", "AdoptedWorker", "Worker", "become_subreaper", "children", "create_time",
-           "end_escaped", "end_group", "is_own_child", "proc_info", "same_process_alive",
+           "end_escaped", "end_group", "end_marked", "is_own_child", "proc_info", "same_process_alive",
            "signal_escape", "spawn", "spawn_session", "start"]
 
 TYPE_CHECKING = False  # typing stays unimported: this module is on the dispatcher's fast path
@@ -202,20 +202,26 @@ def spawn(argv: list[str], *, cwd: str, env: dict[str, str], stdout_path: str,
 
 
 def spawn_session(argv: list[str], env: dict[str, str], *, stdin: str, stdout: str,
-                  stderr: str, reset_signals: tuple[int, ...] = ()) -> int:
+                  stderr: str, reset_signals: tuple[int, ...] = (),
+                  status: tuple[int, str] | None = None) -> int:
     """Start ``argv`` in a new session with ``posix_spawn`` (no fork of this process), stdin
     read from ``stdin``, stdout and stderr appended to their files, the signals in
-    ``reset_signals`` back to their defaults; gives its PID. For a single-threaded caller
-    that reaps its children itself (a run's keeper): the child starts in this process's
-    current directory. Raises ``OSError`` (or ``ValueError`` for a bad argument)."""
+    ``reset_signals`` back to their defaults; ``status`` (descriptor, path): that file made
+    empty and open for writing at that descriptor (a unit's monitor writes its exit there);
+    gives its PID. For a single-threaded caller that reaps its children itself (a run's
+    keeper): the child starts in this process's current directory. Raises ``OSError`` (or
+    ``ValueError`` for a bad argument)."""
     actions = [(os.POSIX_SPAWN_OPEN, 0, stdin, os.O_RDONLY, 0),
                (os.POSIX_SPAWN_OPEN, 1, stdout, _APPEND, 0o666),
                (os.POSIX_SPAWN_OPEN, 2, stderr, _APPEND, 0o666)]
+    if status is not None:
+        actions.append((os.POSIX_SPAWN_OPEN, status[0], status[1], _STATUS, 0o644))
     return os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True,
                           setsigdef=reset_signals)
 
 
 _APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+_STATUS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
 
 
 @functools.cache
@@ -280,6 +286,40 @@ def start(argv: list[str], **popen: Any) -> subprocess.Popen[Any]:
     (the other ``Popen`` arguments as given): for the processes prun starts to outlive a step,
     a detached supervisor or a run's keeper."""
     return subprocess.Popen(argv, start_new_session=True, close_fds=True, **popen)
+
+
+def end_marked(name: str, value: str, since: float | None) -> list[dict[str, Any]]:
+    """End every process whose environment has ``name=value`` and that started at ``since``
+    or later (the unit's processes carry its ``PRUN_STATE_DIR``; ``since`` is its monitor's
+    start): SIGTERM, then SIGKILL; each signal only to that very process (pid and start
+    time). For what a unit left outside its group while no keeper ran to end it. Gives
+    ``{"pid", "cmdline"}`` of each one ended. Without ``since``, nothing is ended."""
+    import psutil
+
+    if since is None:
+        return []
+    found = []
+    for p in psutil.process_iter(["create_time"]):
+        try:
+            if p.pid == os.getpid() or p.info["create_time"] + 0.05 < since \
+                    or p.environ().get(name) != value or p.status() == psutil.STATUS_ZOMBIE:
+                continue
+            found.append((p, p.cmdline()))
+        except (psutil.Error, OSError):
+            continue
+    ended = []
+    for p, cmdline in found:
+        try:
+            p.terminate()                # psutil refuses a pid that was reused meanwhile
+        except psutil.Error:
+            continue
+        ended.append({"pid": p.pid, "cmdline": cmdline})
+    for p, _ in found:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    return ended
 
 
 def end_group(worker: WorkerLike, grace: float) -> None:

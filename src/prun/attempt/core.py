@@ -259,8 +259,9 @@ class Dispatch:
         self.opening, self.copies = None, []
         record = (self.state.file(statedir.UNIT), self._launch_record(launch))
         try:
-            worker = await self.keeper.spawn_async(argv, **self._spawn_files(launch),
-                                                   files=files, copies=copies, record=record)
+            worker = await self.keeper.spawn_async(
+                argv, **self._spawn_files(launch), files=files, copies=copies, record=record,
+                status=self.state.file(statedir.EXIT_STATUS))
         except OSError as e:
             self.opening, self.copies = files, copies  # written by finish, unless the keeper
             return self._not_started(e)                # wrote them
@@ -302,6 +303,7 @@ class Dispatch:
         Places``: its tmp, private home and guard log) and prun's git wrapper first on
         PATH, and the argv that runs it: its program's path found, in the sandbox when it
         runs in one."""
+        from . import monitor
         from .launching import Places, program_path, sandbox_here
 
         p, sd = self.p, self.state
@@ -316,6 +318,8 @@ class Dispatch:
         if self.sandboxed:
             launch = places.own_stdin(launch)
             argv = places.wrap(argv, unit.workspace)
+        if self.keeper is not None:   # a run's unit: under a monitor that outlives the keeper
+            argv = monitor.wrap(argv)
         return launch, argv
 
     def _spawn(self, launch: Launch, argv: list[str]) -> Worker:

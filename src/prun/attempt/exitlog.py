@@ -1,8 +1,10 @@
 """The exit-code log of a run's state root, appended by the run's worker keeper
 (``prun.run.keeper_process``): ``<state dir name> spawned <pid> <start time>`` once a worker
 runs (before the supervisor is told), and ``<state dir name> <code>`` just after it is reaped.
-Read by the supervisor and by recovery: a worker's exit code is known only to its parent, and
-a worker whose launch a crash cut short is known to have started only from here."""
+Read by the supervisor and by recovery: a worker's exit code is known only to its parent (the
+unit's monitor, which writes it to the state dir's ``exit-status``: ``monitor``, and the keeper,
+which logs the monitor's), and a worker whose launch a crash cut short is known to have started
+only from here."""
 
 from __future__ import annotations
 
@@ -37,9 +39,14 @@ async def exit_code(worker: Worker, sd: statedir.StateDir) -> int | None:
 
 
 def recorded_exit(sd: statedir.StateDir, wait: bool = False) -> int | None:
-    """The worker's exit code as its keeper recorded it, or None. With ``wait``, a keeper that
-    still runs gets a moment to write it."""
+    """The worker's exit code as its monitor recorded it, else as its keeper did, or None.
+    With ``wait``, a keeper that still runs gets a moment to write it."""
     from .._util.process import same_process_alive
+    from .monitor import exit_status
+
+    code = exit_status(sd.file(statedir.EXIT_STATUS))
+    if code is not None:
+        return code
 
     deadline = time.monotonic() + KEEPER_LOG_WAIT_S
     delay = 0.005

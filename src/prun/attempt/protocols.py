@@ -23,10 +23,12 @@ class Keeper(Protocol):
                           stdout_path: str, stderr_path: str, stdin_path: str | None,
                           name: str, log: str, files: list[tuple[str, str]] | None = None,
                           copies: list[tuple[str, str]] | None = None,
-                          record: tuple[str, Mapping[str, Any]] | None = None) -> Worker:
+                          record: tuple[str, Mapping[str, Any]] | None = None,
+                          status: str | None = None) -> Worker:
         """Start a worker, awaited in the event loop that reads the keeper's answers: the
         keeper writes ``files`` (path, text) and ``copies`` (from, to) first, and ``record``
-        (``unit.json``) with the worker in it once it runs."""
+        (``unit.json``) with the worker in it once it runs; ``status`` is the file it opens
+        for the worker's monitor (``attempt.monitor``)."""
 
 
 class RemoteLauncher(Protocol):

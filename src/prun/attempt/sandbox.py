@@ -29,10 +29,12 @@ Enforced (Linux, bwrap; as root too):
   file system; ``CAP_SYS_MODULE``, ``CAP_SYS_RAWIO``, ``CAP_MKNOD``). bwrap also sets
   no-new-privileges: a setuid program gains nothing inside.
 - Every process inside ends when the unit's main process ends (``--unshare-pid``: bwrap's own
-  init is PID 1 inside, the main process PID 2; when PID 2 exits, init exits with its code and
-  the kernel kills whatever is left in the namespace: ``setsid`` children, double-forked
-  daemons, processes that ignore SIGTERM). ``ps`` inside sees only the unit's processes when a
-  fresh ``/proc`` could be mounted here (it can as root).
+  init is PID 1 inside, the main process PID 2; when PID 2 exits, init tells bwrap its code and
+  bwrap exits with it; init, which would wait for every process left inside, dies with bwrap
+  (``--die-with-parent``), and with init the kernel kills whatever is left in the namespace:
+  ``setsid`` children, double-forked daemons, processes that ignore SIGTERM). ``ps`` inside
+  sees only the unit's processes when a fresh ``/proc`` could be mounted here (it can as
+  root).
 - Ending a unit works as without a sandbox: SIGTERM to the group reaches the main process (and
   whatever stayed in its group) and bwrap lets it finish in its own time; SIGKILL to the group
   ends everything inside at once. (bwrap would die of SIGTERM at once and, dying, kill the
@@ -40,8 +42,10 @@ Enforced (Linux, bwrap; as root too):
   the main process gets it back at its default through ``env --default-signal=TERM``, GNU
   coreutils 8.31 or later.)
 - ``--die-with-parent``: when the process that started bwrap dies (even by SIGKILL), everything
-  inside is killed. A sandboxed worker does not outlive the process that spawned it (for a run,
-  its keeper).
+  inside is killed. A sandboxed worker does not outlive the process that spawned it: a
+  standalone dispatcher, a cluster worker's unit runner, and for a run's unit its monitor
+  (``attempt.monitor``), which outlives the run's keeper and supervisor and ends only after
+  bwrap has (or with SIGKILL to the unit's group).
 
 Exit codes, as the parent of bwrap sees them: the main process's exit code N gives N; its death
 by signal N gives 128+N (an ordinary exit of bwrap: the same number prun reports for an

@@ -14,6 +14,9 @@ Files (all optional until written; ``outcome.json`` is written last and means "f
                      dispatcher pid and start time; once the worker runs, its pid, process
                      group and start time (``worker``)
     outcome.json     outcome, exit code, backend status, error, timestamps (written last)
+    exit-status      a run's worker: its monitor's record of the unit's end, ``{"exit-code":
+                     N}`` (``prun.attempt.monitor``), written through a descriptor the keeper
+                     opened, so it outlives the keeper
     outbox/          units of a run: where the worker writes its own result
                      (``outbox/result.md``); prun publishes a copy at the result path (named in
                      ``result-file``)
@@ -72,6 +75,7 @@ QUOTA_NOTE = "quota-note"
 PROMPT = "prompt"
 UNIT = "unit.json"
 OUTCOME = "outcome.json"
+EXIT_STATUS = "exit-status"
 HANDOFF = "handoff.md"
 FALLBACK = "fallback.md"
 OUTBOX = "outbox"

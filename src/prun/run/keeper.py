@@ -3,8 +3,9 @@ run's workers, reaps them and logs their exit codes): ``Keeper``, its handle, wh
 start and signal workers and reads its answers in the event loop, and ``KeptWorker``, a worker
 it started, with the methods of ``process.Worker``.
 
-If the keeper dies, its workers are watched by pidfd (their exit codes are lost) and a fresh
-keeper is started for the spawns that follow.
+A run's worker is a unit under its monitor (``attempt.monitor``), which outlives the keeper.
+If the keeper dies, its workers run on: each is watched by pidfd and its exit code read from
+what its monitor wrote (``exit-status``); a fresh keeper is started for the spawns that follow.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -48,12 +50,14 @@ def _fd(pipe: IO[bytes] | None) -> int:
 class KeptWorker:
     """A worker the keeper started: the same methods as ``process.Worker``."""
 
-    def __init__(self, keeper: Keeper, pid: int, started: float | None):
+    def __init__(self, keeper: Keeper, pid: int, started: float | None,
+                 status: str | None = None):
         self.keeper = keeper
         self.pid = pid
         self.create_time = started
+        self.status = status      # where its monitor writes its exit (None: no monitor)
         self.code: int | None = None
-        self.orphan = False       # its keeper died: signalled directly, exit code unknown
+        self.orphan = False       # its keeper died: signalled directly, code from its monitor
         # the processes that left its group and were ended with it: pid, cmdline
         self.escaped: list[dict[str, Any]] = []
         self._done = threading.Event()
@@ -68,12 +72,21 @@ class KeptWorker:
         self._waiters.clear()
 
     def signal(self, sig: int) -> None:
-        if self._done.is_set():
-            return
+        """Signal its group through its keeper; an orphan's directly, and with SIGKILL what
+        it left outside its group that carries its state dir (no keeper takes those in)."""
         if self.orphan:
-            _killpg(self.pid, sig)
-        else:
+            self._signal_orphan(sig)
+        elif not self._done.is_set():
             self.keeper.signal(self.pid, sig)
+
+    def _signal_orphan(self, sig: int) -> None:
+        from .._util.process import end_marked
+        from ..attempt.monitor import STATE_DIR_VAR
+
+        _killpg(self.pid, sig)
+        if sig == signal.SIGKILL and self.status is not None:
+            self.escaped += end_marked(STATE_DIR_VAR, os.path.dirname(self.status),
+                                       self.create_time)
 
     def exited(self) -> bool:
         return self._done.is_set()
@@ -92,10 +105,15 @@ class KeptWorker:
                     self._waiters.remove(fut)
 
     def sweep(self) -> None:
-        """Nothing to do: the keeper ended the group before it reaped the leader."""
+        """Nothing to do while its keeper lives: the keeper ended the group before it reaped
+        the leader. An orphan's is ended here (SIGTERM, SIGKILL)."""
+        if self.orphan:
+            self._signal_orphan(signal.SIGTERM)
+            self._signal_orphan(signal.SIGKILL)
 
     def reap(self) -> int | None:
-        """The exit code (None if the keeper died before it could tell)."""
+        """The exit code (None if the keeper died before it could tell and no monitor wrote
+        it)."""
         return self.code
 
     def close(self) -> None:
@@ -113,6 +131,7 @@ class Keeper:
         self._lock = threading.Lock()
         self._next = 0
         self._pending: dict[int, asyncio.Future[KeptWorker]] = {}  # by request id
+        self._status: dict[int, str | None] = {}   # by request id: its monitor's status file
         self.workers: dict[int, KeptWorker] = {}
         self.ident: KeeperIdent = {}   # the keeper's pid and start time, in each unit.json
         self._buf = b""
@@ -162,11 +181,16 @@ class Keeper:
                           stdout_path: str, stderr_path: str, stdin_path: str | None,
                           name: str, log: str, files: list[tuple[str, str]] | None = None,
                           copies: list[tuple[str, str]] | None = None,
-                          record: tuple[str, Mapping[str, Any]] | None = None) -> KeptWorker:
+                          record: tuple[str, Mapping[str, Any]] | None = None,
+                          status: str | None = None) -> KeptWorker:
         """Start ``argv`` (its program a path) through the keeper, from the event loop that
         reads its answers: the request sent, the answer awaited. The keeper first writes
         ``files`` (path, text) and ``copies`` (from, to), and once the worker runs, ``record``
-        (path, ``unit.json``) with the worker in it. Raises ``OSError``."""
+        (path, ``unit.json``) with the worker in it. ``status``: the file the worker's monitor
+        writes its exit to (``attempt.monitor``), opened by the keeper at the monitor's
+        ``STATUS_FD``. Raises ``OSError``."""
+        from ..attempt.monitor import STATUS_FD
+
         fut: asyncio.Future[KeptWorker] = asyncio.get_running_loop().create_future()
         base = self.env
         with self._lock:
@@ -175,12 +199,14 @@ class Keeper:
             self._next += 1
             rid = self._next
             self._pending[rid] = fut
+            self._status[rid] = status
             self._send({"op": "spawn", "id": rid, "argv": argv, "cwd": cwd,
                         "set": {k: v for k, v in env.items() if base.get(k) != v},
                         "unset": [k for k in base if k not in env],
                         "stdin": stdin_path, "stdout": stdout_path, "stderr": stderr_path,
                         "name": name, "log": log, "files": files or [],
-                        "copies": copies or [], "record": record})
+                        "copies": copies or [], "record": record,
+                        "status": [STATUS_FD, status] if status else None})
         try:
             async with asyncio.timeout(SPAWN_WAIT_S):
                 return await fut
@@ -232,7 +258,8 @@ class Keeper:
                 w.escaped.append({"pid": int(escaped), "cmdline": json.loads(argv)})
         elif kind == "spawned":
             rid, pid, started = rest.split()
-            w = KeptWorker(self, int(pid), float(started) or None)
+            w = KeptWorker(self, int(pid), float(started) or None,
+                           self._status.get(int(rid)))
             self.workers[w.pid] = w
             self._resolve(int(rid), w)
         elif kind == "failed":
@@ -242,6 +269,7 @@ class Keeper:
     def _resolve(self, rid: int, value: KeptWorker | OSError) -> None:
         with self._lock:
             fut = self._pending.pop(rid, None)
+            self._status.pop(rid, None)
         if fut is None or fut.done():   # an answer nobody waits for any more
             return
         if isinstance(value, OSError):
@@ -250,8 +278,9 @@ class Keeper:
             fut.set_result(value)
 
     def _lost(self) -> None:
-        """The keeper died. Its workers now belong to init, which reaps them: watch each by
-        pidfd (its exit code is lost), fail spawns in flight, start a fresh keeper."""
+        """The keeper died. Its workers (each a unit under its monitor) run on and now belong to
+        init, which reaps them: watch each by pidfd (its code is what its monitor wrote), fail
+        spawns in flight, start a fresh keeper."""
         loop, old = self.loop, self.proc
         if loop is None or old is None:
             return
@@ -259,6 +288,7 @@ class Keeper:
         with self._lock:  # spawns wait for the new keeper
             self.proc = None
             pending, self._pending = self._pending, {}
+            self._status.clear()
             new = self.launch()
         loop.add_reader(_fd(new.stdout), self._readable)
         self._buf = b""
@@ -273,21 +303,28 @@ class Keeper:
                 pipe.close()
         with contextlib.suppress(subprocess.TimeoutExpired):
             old.wait(LOST_WAIT_S)
-        print(f"prun: the worker keeper (pid {old.pid}) died; exit codes of its running "
-              "workers are lost", file=sys.stderr)
+        print(f"prun: the worker keeper (pid {old.pid}) died; its running workers go on, "
+              "their exit codes recorded by their monitors", file=sys.stderr)
 
 
 def _watch_orphan(loop: asyncio.AbstractEventLoop, w: KeptWorker) -> None:
-    """A worker whose keeper died: signalled directly from now on, watched by its pidfd."""
+    """A worker whose keeper died: signalled directly from now on, watched by its pidfd, its
+    exit code read from what its monitor wrote once it has ended."""
+    from ..attempt.monitor import exit_status
+
     w.orphan = True
+
+    def code() -> int | None:
+        return exit_status(w.status) if w.status else None
+
     try:
         fd = os.pidfd_open(w.pid)
     except OSError:
-        return w._ended(None)
+        return w._ended(code())
 
     def ended() -> None:
         loop.remove_reader(fd)
         os.close(fd)
-        w._ended(None)
+        w._ended(code())
 
     loop.add_reader(fd, ended)

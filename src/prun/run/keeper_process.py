@@ -9,6 +9,12 @@ terminal's Ctrl-C does not reach it, and after the supervisor is gone it keeps r
 last worker has ended, then exits. It also takes the forks off the supervisor: a fork holds the
 supervisor's interpreter lock until the child has exec'd.
 
+A run's worker is a unit under its monitor (``attempt.monitor``: bwrap, or a small ``sh``),
+which the keeper starts with the unit's ``exit-status`` file open at its ``STATUS_FD``
+(``status``): if the keeper is killed too, the units run on to their end and their monitors
+record how each ended. What the keeper reaps and logs is the monitor, whose exit code is the
+unit's.
+
 The keeper only ever signals a process group whose leader it started and has not yet reaped, so
 the group id cannot have been reused. Before it reaps a leader that ended it ends what the
 leader left in its group (SIGTERM, then SIGKILL), as ``process.Worker.sweep`` does.
@@ -40,7 +46,8 @@ Protocol: one JSON object per line on the keeper's stdin; one line of words on i
     {"op": "env", "env": {...}}                  the base environment of later spawns
     {"op": "spawn", "id": N, "argv": [...], "cwd": D, "set": {...}, "unset": [...],
      "stdin": F|null, "stdout": F, "stderr": F, "name": S, "log": F,
-     "files": [[F, text], ...], "copies": [[from, F], ...], "record": [F, {...}]|null}
+     "files": [[F, text], ...], "copies": [[from, F], ...], "record": [F, {...}]|null,
+     "status": [FD, F]|null}                     F made empty, open at FD in the worker
     {"op": "signal", "pid": P, "sig": S}         signal P's group while P is unreaped
 
     spawned <id> <pid> <start time>              started (its own session and process group),
@@ -170,9 +177,11 @@ class _Server:
         try:
             _write_files(req.get("files") or (), req.get("copies") or ())
             os.chdir(req["cwd"])     # this process has one thread: its cwd is the child's
+            status = req.get("status")
             pid = spawn_session(req["argv"], env, stdin=req.get("stdin") or os.devnull,
                                 stdout=req["stdout"], stderr=req["stderr"],
-                                reset_signals=_RESET_SIGNALS)
+                                reset_signals=_RESET_SIGNALS,
+                                status=(int(status[0]), status[1]) if status else None)
         except OSError as e:
             self.write_record(req, None)
             what = f"{e.strerror or e}: {e.filename}" if e.filename else (e.strerror or str(e))

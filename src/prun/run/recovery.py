@@ -5,9 +5,12 @@ whose result could not be written (a full disk) is published now from its state 
 Finished packets stay finished; ledger rows a crash cut short are completed from the state
 dirs (each ``unit.json`` names its attempt); a packet whose last attempt is terminal but not
 final (quota, reassignment, no receipt) gets its next attempt; an attempt recorded but never
-launched is closed and launched again; a worker still running is re-attached (pidfd) and
-watched to its end; one that finished meanwhile is judged from what it left (its
-``outcome.json``, else its stream and the exit code its keeper logged).
+launched is closed and launched again; a worker still running (a unit under its monitor,
+which outlives the keeper: ``attempt.monitor``) is re-attached (pidfd) and watched to its end;
+one that finished meanwhile is judged from what it left (its ``outcome.json``, else its stream
+and the exit code its monitor wrote, else the one its keeper logged). What such a unit left
+outside its process group while no keeper ran (an unsandboxed unit's ``setsid`` child that
+kept its environment) is ended with it.
 """
 
 from __future__ import annotations
@@ -15,13 +18,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 from dataclasses import replace
 from typing import Any
 
 from .._util.fsutil import file_size
+from .._util.process import AdoptedWorker, end_marked
 from ..attempt import identity, statedir
 from ..attempt.dispatch import Request
 from ..attempt.finishing import UNPUBLISHED
+from ..attempt.monitor import STATE_DIR_VAR
 from ..attempt.outcome import Outcome
 from ..ledger import PACKET_STATUS, PacketStatus, Status, now_iso
 from .drive import watch
@@ -109,18 +115,41 @@ def launch_evidence(sd: statedir.StateDir, receipt: str | None = None) -> bool:
 
 def _running_with(state_dir: str) -> tuple[int, float] | None:
     """A live process whose environment names ``state_dir`` (``PRUN_STATE_DIR``): a worker
-    whose keeper died before it could log its start. Only the unit's own processes carry it
-    (the keeper sets it for the worker alone): what is found is the unit's, whatever its
-    state dir says."""
+    whose keeper died before it could log its start; the one that leads its own group (the
+    unit's monitor) when there is one. Only the unit's own processes carry it (the keeper
+    sets it for the worker alone): what is found is the unit's, whatever its state dir
+    says."""
     import psutil
 
+    found = None
     for p in psutil.process_iter(["pid", "create_time"]):
         try:
-            if p.environ().get("PRUN_STATE_DIR") == state_dir:
-                return p.info["pid"], p.info["create_time"]
+            if p.environ().get(STATE_DIR_VAR) == state_dir:
+                if os.getpgid(p.info["pid"]) == p.info["pid"]:
+                    return p.info["pid"], p.info["create_time"]
+                found = found or (p.info["pid"], p.info["create_time"])
         except (psutil.Error, OSError):
             continue
-    return None
+    return found
+
+
+class Reattached(AdoptedWorker):
+    """A worker an earlier supervisor started, re-attached: watched by its pidfd. SIGKILL to
+    its group (after its grace, or as it is swept once it exited) also ends what it left
+    outside its group that still carries its state dir: no keeper may be left to end that
+    (``escaped`` lists them)."""
+
+    __slots__ = ("escaped", "since", "state_dir")
+
+    def __init__(self, pid: int, pidfd: int, state_dir: str, since: float):
+        super().__init__(pid, pidfd)
+        self.state_dir, self.since = state_dir, since
+        self.escaped: list[dict[str, Any]] = []
+
+    def signal(self, sig: int) -> None:
+        super().signal(sig)
+        if sig == signal.SIGKILL:
+            self.escaped += end_marked(STATE_DIR_VAR, self.state_dir, self.since)
 
 
 def _prompt_seqs(sup: Supervisor) -> dict[str, int]:
@@ -203,7 +232,6 @@ async def adopt(sup: Supervisor, u: UnitState, row: dict[str, Any]) -> None:
     """An attempt an earlier supervisor launched: re-attach to its worker if it still runs
     (found through records its unit cannot write, ``identity.worker``), else judge it from
     its state dir (its ``outcome.json`` when it was judged already)."""
-    from .._util.process import AdoptedWorker
     from ..attempt.dispatch import recorded_exit, reopen
 
     sd = statedir.StateDir(row["state_dir"])
@@ -227,12 +255,15 @@ async def adopt(sup: Supervisor, u: UnitState, row: dict[str, Any]) -> None:
     if found is not None and fd is not None:
         with contextlib.suppress(OSError):   # the human record (a full disk: left as it was)
             sd.write(statedir.DISPATCH_PID, str(os.getpid()))
-        worker: RunWorker = AdoptedWorker(found[0], fd)
+        worker: RunWorker = Reattached(found[0], fd, sd.path, found[1])
         d.worker = worker
         sup.ledger.update_attempt(row["id"], "re-attached by a resumed supervisor",
                                   status=Status.RUNNING)
         sup.emit("reattached", u)
         return await watch(sup, u, d)
+    # it ended while no supervisor ran: what it left behind goes first, as a keeper would
+    d.escaped = await asyncio.to_thread(end_marked, STATE_DIR_VAR, sd.path,
+                                        found[1] if found else None)
     code = await asyncio.to_thread(recorded_exit, sd, True)  # the keeper may be logging it
     settle(sup, u, d.finish(code), None, executor=d.p.executor, workspace=d.workspace)
 
