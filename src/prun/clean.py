@@ -18,6 +18,7 @@ import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ._util.process import same_process_alive
 from ._util.quoting import quote, word
@@ -39,7 +40,6 @@ from .plan import Packet
 from .plan.boundary import DELETE, KEEP, NONE, NOTE, Retention
 from .views.model import RunView
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .ledger import Ledger
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Generic, Literal, TypeVar, overload
 
 from ..errors import GitError, PrunError
+from .bounded import run
 
 Out = TypeVar("Out", str, bytes)
 
@@ -61,8 +63,6 @@ def git(args: Sequence[str], cwd: str | os.PathLike[str] | None = None, *, check
         isolated: bool = False) -> Ran[str] | Ran[bytes]:
     """Run ``git -C cwd args...`` (bounded: ``process.run``); stdout and stderr captured.
     Raises ``GitError`` when ``check`` and git exits non-zero."""
-    from .bounded import run
-
     argv = ["git"]
     if cwd is not None:
         argv += ["-C", os.fspath(cwd)]
@@ -113,8 +113,6 @@ def toplevel(path: str | os.PathLike[str] | None = None) -> str | None:
     nearest folder at or above it that holds a ``.git`` (a folder, or the file of a worktree
     or submodule), symbolic links resolved; None when there is none. The one finder of a
     repository's root: no git process is started."""
-    from pathlib import Path
-
     p = Path(os.path.realpath(os.fspath(path) if path is not None else os.getcwd()))
     for folder in (p, *p.parents):
         if (folder / ".git").exists():

@@ -10,6 +10,9 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from .._util import process
+from .._util.fsutil import tail_bytes
+
 
 @dataclass(frozen=True)
 class Ran:
@@ -38,9 +41,6 @@ def run_bounded(command: str | Sequence[str], cwd: str, env: Mapping[str, str] |
     """Run ``command`` in ``cwd`` in its own process group, stdin closed, stdout and stderr to
     ``log_path``; past ``timeout`` seconds its whole group is ended. Leftover processes of the
     group are ended when its leader exits."""
-    from .._util import process
-    from .._util.fsutil import tail_bytes
-
     log_path = os.fspath(log_path)
     full_env = dict(os.environ if env is None else env)
     started = time.monotonic()

@@ -32,6 +32,9 @@ Root ignores file modes: the read-only modes stop accidents by other users, not 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
+import json
 import os
 import posixpath
 import re
@@ -193,8 +196,6 @@ def _locked(folder: str) -> Iterator[None]:
     """An exclusive ``flock`` on ``folder`` itself (no lock file to leave behind). The wait is
     bounded by the holder's work (its git calls time out) and the kernel releases the lock
     of a holder that dies."""
-    import fcntl
-
     fd = os.open(folder, os.O_RDONLY | os.O_CLOEXEC)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -229,8 +230,6 @@ def _record(path: str, base: str, listing: dict[str, os.stat_result]) -> Snapsho
     """Write ``listing`` (the lstat of every entry) as ``<name>.stat``, a JSON array of
     ``_entry`` rows, then the record ``<name>.json`` that names its fingerprint: a record is
     only ever beside its listing."""
-    import json
-
     entries = [_entry(rel, st) for rel, st in sorted(listing.items()) if rel != IGNORED]
     data = json.dumps(entries).encode()
     atomic_write(_listing_path(path), data)
@@ -241,15 +240,11 @@ def _record(path: str, base: str, listing: dict[str, os.stat_result]) -> Snapsho
 
 
 def _fingerprint(listing: bytes) -> str:
-    import hashlib
-
     return hashlib.sha256(listing).hexdigest()[:16]
 
 
 def _entries(path: str) -> list[_Entry]:
     """The recorded entries of the snapshot at ``path``, checked against its fingerprint."""
-    import json
-
     record, listing = read_json(_record_path(path)), read_bytes(_listing_path(path))
     if not isinstance(record, dict) or listing is None:
         raise StateError(f"no record of a snapshot at {path}",

@@ -32,11 +32,13 @@ the unit's own index is never read.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
 import re
 import shutil
 import stat
+import tempfile
 from collections.abc import Iterator, Sequence
 
 from .._util import gitcmd
@@ -167,8 +169,6 @@ class Building:
 def building(folder: str, repo_root: str, base: str) -> Iterator[Building]:
     """A new store borrowing from the store of ``base`` (made when needed), where a commit on
     top of ``base`` is made (``Building``). Nothing half-made is left behind."""
-    import tempfile
-
     parent = ensure_store(folder, repo_root, base)
     making = tempfile.mkdtemp(prefix=f"{PREFIX}start-", suffix=".making", dir=folder)
     try:
@@ -310,8 +310,6 @@ def discard(path: str) -> None:
 def locked(folder: str) -> Iterator[None]:
     """An exclusive ``flock`` on ``folder`` itself (no lock file left behind); the kernel
     releases it when its holder dies."""
-    import fcntl
-
     fd = os.open(folder, os.O_RDONLY | os.O_CLOEXEC)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)

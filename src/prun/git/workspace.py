@@ -22,6 +22,7 @@ file, and never where a base is taken from.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -34,7 +35,9 @@ from typing import TypedDict, cast
 from .._util import gitcmd
 from .._util.fsutil import atomic_write_json
 from ..errors import GitError, UsageError, WorkspaceError
+from ..settings import load
 from . import store as stores
+from .clonefiles import NotRegular, read_inside
 from .pushconfig import strip_push_config
 from .readonly import make_readonly
 from .untrusted import ATTRIBUTES, NEUTRAL_ENV
@@ -50,8 +53,6 @@ HOOK_NAMES = ("pre-commit", "prepare-commit-msg", "commit-msg", "pre-merge-commi
 def default_root(env: Mapping[str, str] | None = None) -> str:
     """Where workspaces go: ``$PRUN_WORKSPACE_ROOT``, else the user's state folder
     (``$XDG_STATE_HOME/prun/workspaces`` or ``~/.local/state/prun/workspaces``)."""
-    from ..settings import load
-
     return load(env).workspace_root
 
 
@@ -84,10 +85,6 @@ MARKER_MAX_BYTES = 64 * 1024
 def _read_marker(path: str) -> Marker | None:
     """A marker, read as a bounded regular file (a clone's is in reach of its unit: it may
     be a link, a FIFO or huge by now, and is then no marker)."""
-    import json
-
-    from .clonefiles import NotRegular, read_inside
-
     try:
         data = read_inside(os.path.dirname(path), os.path.basename(path), MARKER_MAX_BYTES)
         info = json.loads(data) if data else None

@@ -11,19 +11,23 @@ evidence is written under ``<run dir>/panel/`` and a ``panel`` event records the
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._util.fsutil import atomic_write, read_json, read_text
 from ..errors import UsageError
 from ..ledger import Ledger, RunRecord
+from ..run import control
+from ..run.freeze import deadline_of, freeze
+from ..run.keeper import Keeper
+from ..run.supervisor import Supervisor
 from . import answers, build, contract, crosscheck
 from .report import Report
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..run.events import Event
     from ..run.supervisor import Supervisor
@@ -35,8 +39,6 @@ CROSSCHECK_FILE = "crosscheck.json"
 
 def start(panel: build.Panel, ledger: Ledger) -> RunRecord:
     """Freeze the panel's plan as a run and keep what it was asked in its run dir."""
-    from ..run.freeze import deadline_of, freeze
-
     plan = build.plan(panel)
     deadline_of(plan, panel.deadline)  # a past deadline is refused before anything is made
     run = freeze(plan, ledger, parallel=plan.parallel, deadline=panel.deadline)
@@ -78,7 +80,6 @@ class FollowUps:
         judged = contract.judge(read_text(path) if path else None, self.schema)
         if judged.valid:
             return
-        from ..run import control
 
         self.asked.add(pid)
         sup.ledger.add_request(self.run_id, "followup", pid, cause="prun panel: the answer "
@@ -95,11 +96,6 @@ def supervise(ledger: Ledger, run_id: str, emit: Callable[[Event], None],
     """Drive the run to its end in this process (the worker keeper started first, as
     ``prun run`` does); returns the run's final status. ``on_claimed``: told once this
     process holds the run."""
-    import asyncio
-
-    from ..run.keeper import Keeper
-    from ..run.supervisor import Supervisor
-
     keeper = Keeper(dict(os.environ))
     keeper.launch()
     try:

@@ -6,9 +6,10 @@ owned-path globs (``globs``, compiled by ``automaton``); the independence test
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .model import DEFAULT_MODE, KINDS, DataBoundary, Packet, Plan
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     import os
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False
+from .boundary import parse_retention
+
 if TYPE_CHECKING:
 
     from .boundary import Retention
@@ -39,8 +41,6 @@ class DataBoundary:
     @property
     def retention_rule(self) -> Retention:
         """``retention`` parsed: keep, keep <duration>, delete, or a note."""
-        from .boundary import parse_retention
-
         return parse_retention(self.retention)
 
 

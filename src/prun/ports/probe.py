@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterable
 
 from ..errors import PortsExhausted
@@ -56,8 +57,6 @@ def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 def in_use(port: int) -> bool:
     """True when a ``bind()`` of ``port`` on 127.0.0.1 fails right now (someone listens there,
     or it is still in TIME_WAIT)."""
-    import socket
-
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:
             s.bind(("127.0.0.1", port))

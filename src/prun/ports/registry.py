@@ -14,6 +14,7 @@ warning, and the registry starts again empty.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import sys
 import threading
@@ -24,6 +25,7 @@ from functools import cached_property
 from typing import Any
 
 from .._util.fsutil import atomic_write
+from .._util.process import create_time, same_process_alive
 from ..errors import StateError
 from ..settings import PORT_LIMIT, load
 
@@ -73,8 +75,6 @@ class Holder:
     def of_process(cls, attempt_id: str, run_id: str | None = None,
                    packet_id: str | None = None, pid: int | None = None) -> Holder:
         """A holder whose ports last as long as process ``pid`` (default: this process)."""
-        from .._util.process import create_time
-
         pid = os.getpid() if pid is None else pid
         started = _this_process()[1] if pid == os.getpid() else create_time(pid)
         if started is None:
@@ -100,8 +100,6 @@ class Entry:
     def text(self) -> str:
         """The entry as the registry file holds it: one JSON object (kept once made: a
         registry with hundreds of entries is written at every reservation)."""
-        import json
-
         h = self.holder
         return json.dumps({"base": self.ports.base, "count": self.ports.count,
                            "kind": self.kind, "name": self.name, "attempt": h.attempt_id,
@@ -186,8 +184,6 @@ class Registry:
             _THREADS.release()
 
     def _load(self) -> list[Entry]:
-        import json
-
         try:
             with open(self.path, "rb") as f:
                 data = f.read()
@@ -240,7 +236,6 @@ def _live(entries: list[Entry], known: tuple[int, float | None] | None = None) -
     ``known`` are)."""
     if not entries:
         return entries
-    from .._util.process import same_process_alive
 
     alive: dict[tuple[int, float | None], bool] = {_this_process(): True}
     if known is not None:

@@ -23,7 +23,9 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from .snapshot import FileLock, GroupState, Snapshot, iso, load, snapshot_path
+from ..errors import PrunError
+from ..settings import config
+from .snapshot import FileLock, GroupState, Snapshot, iso, load, snapshot_path, update
 
 if TYPE_CHECKING:
     from ..settings.config import QuotaConfig
@@ -52,9 +54,6 @@ def warn(text: str) -> None:
 
 
 def _config(env: Mapping[str, str], strict: bool) -> QuotaConfig:
-    from ..errors import PrunError
-    from ..settings import config
-
     try:
         return config.quota(env)
     except PrunError as e:
@@ -101,8 +100,6 @@ def _due(snap: Snapshot, group: str, ttl_s: float) -> bool:
 
 
 def _merge(path: str, readings: list[GroupState]) -> Snapshot:
-    from .snapshot import update
-
     def change(groups: dict[str, GroupState]) -> None:
         for reading in readings:
             old = groups.get(reading.group)
@@ -174,7 +171,6 @@ def group_states(env: Mapping[str, str] | None = None,
     except Exception as e:
         return {g: GroupState(g, error=f"quota snapshot not available: {e}")
                 for g in known}
-    from ..settings import config
 
     try:
         cfg = config.quota(env)

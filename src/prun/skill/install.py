@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import __version__
+from .._util.gitcmd import toplevel
 from ..errors import UsageError
 from . import bundle
 
@@ -91,8 +93,6 @@ def check_target(target: str) -> str:
 
 def default_project(cwd: str | os.PathLike[str] | None = None) -> Path:
     """The repository holding ``cwd`` (default: the current folder)."""
-    from .._util.gitcmd import toplevel
-
     top = toplevel(cwd)
     if top is None:
         raise UsageError("this folder is not inside a git repository",
@@ -169,8 +169,6 @@ def inspect(loc: Location, shipped: Shipped | None = None) -> State:
 
 
 def _write_tree(dest: Path, shipped: Shipped, target: str) -> None:
-    from .. import __version__
-
     for rel, data in shipped.contents.items():
         file = dest.joinpath(*rel.split("/"))
         file.parent.mkdir(parents=True, exist_ok=True)

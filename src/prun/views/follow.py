@@ -12,8 +12,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False
+from rich.console import Console
+from rich.live import Live
+
+from ..settings import current
+from .lines import summary_lines
+from .live import frame, ledger_notices
+from .model import view
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -57,9 +65,6 @@ def follow_lines(ledger: Ledger, run_id: str, emit: Callable[[list[str]], None],
                  everything: bool = False) -> RunView:
     """Print ``prun status`` lines now and at each new event of the run, until it ends;
     returns the run as it ended (its last snapshot is its final summary)."""
-    from .lines import summary_lines
-    from .model import view
-
     changes = Changes(ledger, run_id)
     v = view(ledger, run_id)
     emit(summary_lines(v, everything))
@@ -80,13 +85,6 @@ def follow_lines(ledger: Ledger, run_id: str, emit: Callable[[list[str]], None],
 def follow_live(ledger: Ledger, run_id: str, console: Console | None = None) -> RunView:
     """The live view of the run, redrawn at each change and once a second, until it ends;
     the last frame stays on the screen. Returns the run as it ended."""
-    from rich.console import Console
-    from rich.live import Live
-
-    from ..settings import current
-    from .live import frame, ledger_notices
-    from .model import view
-
     console = console or Console()
     stall_s = current().stall_s
     changes = Changes(ledger, run_id)

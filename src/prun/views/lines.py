@@ -20,11 +20,11 @@ cancellations, stalls, parking, a stopped run); successes show in the final coun
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from .._util.quoting import quote, word
 from .._util.timeparse import epoch, format_duration
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .model import RunView, Spend, UnitView
 

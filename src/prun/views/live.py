@@ -15,15 +15,24 @@ control character from a name (rich passes escape sequences in plain strings thr
 
 from __future__ import annotations
 
+import textwrap
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
 
 from .._util.quoting import printable
 from .._util.shorten import MIN_WIDTH, shorten
 from .._util.timeparse import epoch, format_duration
+from ..run.events import NON_SUCCESS
+from ..settings import current
+from .model import view
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
@@ -114,10 +123,6 @@ def frame(view: RunView, notices: Sequence[str], *, width: int, height: int,
           driven_here: bool = False) -> RenderableType:
     """The whole view of ``view`` in at most ``width`` columns and ``height`` lines
     (``driven_here``: this process is its supervisor, whose liveness goes without saying)."""
-    from rich.console import Group
-    from rich.table import Table
-    from rich.text import Text
-
     now = time.time() if now is None else now
     head = [Text(line, style="bold") for line in head_lines(view, now, width, driven_here)]
     shown_notices = list(notices)[-max(0, min(NOTICES, height - 3 - len(head))):] \
@@ -144,8 +149,6 @@ def frame(view: RunView, notices: Sequence[str], *, width: int, height: int,
 def head_lines(view: RunView, now: float, width: int, driven_here: bool = False) -> list[str]:
     """The run's line: its id, status, the count of units in each state (what needs
     attention first) and its elapsed time, wrapped to ``width``."""
-    import textwrap
-
     run = view.run
     counts = view.counts()
     started, end = epoch(run["created_at"]), epoch(run["finished_at"]) or now
@@ -195,11 +198,6 @@ class LiveRenderer:
     twice a second; notices come from the supervisor's events."""
 
     def __init__(self, ledger: Ledger, run_id: str, console: Console | None = None):
-        from rich.console import Console
-        from rich.live import Live
-
-        from ..settings import current
-
         self.ledger, self.run_id = ledger, run_id
         self.console = console or Console()
         self.stall_s = current().stall_s
@@ -210,14 +208,10 @@ class LiveRenderer:
         self.live.start()
 
     def handle(self, ev: Event) -> None:
-        from ..run.events import NON_SUCCESS
-
         if ev.kind in NON_SUCCESS and ev.cause:
             self.notes = [*self.notes, f"{ev.packet_id or 'run'}: {ev.kind}: {ev.cause}"][-NOTICES:]
 
     def _frame(self) -> RenderableType:
-        from .model import view
-
         try:
             v = view(self.ledger, self.run_id)
         except Exception:  # a ledger busy for a moment: the last frame stays

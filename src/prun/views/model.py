@@ -13,15 +13,18 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._util.timeparse import epoch
+from ..attempt import statedir
 from ..errors import UsageError
 from ..git.reconcile import UnitInput, plan_scope
 from ..git.saved import Place, place
+from ..ledger import Status, repo_root
 from ..plan import Packet, Plan
+from ..run.detached import supervisor_alive
+from ..run.freeze import packet_from_spec
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlite3
 
@@ -154,7 +157,6 @@ def find_run(ledger: Ledger, run_arg: str | None = None,
             raise UsageError(f"no run {run_arg!r} in the ledger {ledger.path}",
                              hint="`prun ledger` lists the runs")
         return row
-    from ..ledger import repo_root
 
     root = repo_root(cwd)
     row = ledger.latest_run(str(root) if root is not None else None)
@@ -172,9 +174,6 @@ def open_run(ledger: Ledger, run_arg: str | None = None, cwd: str | None = None)
 
 def view(ledger: Ledger, run_id: str) -> RunView:
     """Run ``run_id`` as the ledger has it now."""
-    from ..run.detached import supervisor_alive
-    from ..run.freeze import packet_from_spec
-
     row = ledger.run(run_id)
     if row is None:
         raise UsageError(f"no run {run_id!r} in the ledger {ledger.path}",
@@ -227,8 +226,6 @@ class UnitView:
 
 def _unit(packet_id: str, status: str, attempts: list[dict[str, Any]], note: str | None,
           fallback: Mapping[str, Any], mark: Mapping[str, Any]) -> UnitView:
-    from ..ledger import Status
-
     a = attempts[-1] if attempts else None
     activity = None
     if a and a["state_dir"] and Status(a["status"]).live:
@@ -254,8 +251,6 @@ def _unit(packet_id: str, status: str, attempts: list[dict[str, Any]], note: str
 def _waits_for_receipt(status: str, a: Mapping[str, Any] | None) -> bool:
     """A unit handed to the coordinator (a handoff file in its state dir) whose receipt has
     not come yet."""
-    from ..attempt import statedir
-
     if status != "running" or a is None or a["receipt"] or not a["state_dir"] \
             or a["status"] != "pending":
         return False

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from .._util.quoting import quote, rest_of_line
 from ..attempt import result_index as published
 from ..errors import ExitCode, UsageError
+from .notify import Watch
 
 if TYPE_CHECKING:
     from .notify import Changes, Watch
@@ -98,8 +99,6 @@ def gather(paths: Iterable[str], *, emit: Callable[[str], None],
     ``TIMEOUT remaining=<k>`` and return 2 when ``timeout`` seconds pass first. A published
     result written again in place afterwards lands as ``CHANGED <path> reason=result-changed``
     and the return is 1 once every file has landed."""
-    from .notify import Watch
-
     files = list(dict.fromkeys(os.path.abspath(os.path.expanduser(p)) for p in paths))
     for p in files:
         if os.path.isdir(p):
