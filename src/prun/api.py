@@ -361,8 +361,18 @@ def dispatch(request: Request, *, on_state_dir: Callable[[str], None] | None = N
     (``prun dispatch``): ``on_state_dir`` hears the state dir as soon as it exists. Returns
     how it ended (``outcome.exit_code``: 0 succeeded, 1 failed, 75 quota, 124 timeout; a
     session unit's hand-off in ``outcome.lines``); a request refused before any state dir
-    was made raises ``UsageError``."""
-    return run_sync(request, on_state_dir=on_state_dir)
+    was made raises ``UsageError``. Call it from the main thread: while the unit runs,
+    SIGTERM, SIGINT and SIGHUP cancel it (its process group is ended and the outcome still
+    published); the caller's handlers are put back after."""
+    import signal
+
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT,
+                                                     signal.SIGHUP)}
+    try:
+        return run_sync(request, on_state_dir=on_state_dir)
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 # -- underneath ------------------------------------------------------------------------------
