@@ -136,7 +136,7 @@ class _Waiting:
         self.pending: dict[str, None] = dict.fromkeys(files)   # in the order given
         self.rule, self.watch, self.emit = rule, watch, emit
         self.polling, self.interval = polling, interval
-        self.by_entry = {published.entry_name(p): p for p in self.pending}  # index entry -> file
+        self.by_entry = {result_index.entry_name(p): p for p in self.pending}  # index entry -> file
         self.watched: dict[str, str] = {}      # file -> the folder watched for it
         self.ready_at: dict[str, float] = {}   # settling file -> when its stable window ends
         self.rewritten = 0                     # files published, then written again in place
