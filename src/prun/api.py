@@ -266,6 +266,15 @@ def reconcile(run: str | None = None, *, rescoped: Mapping[str, str] | None = No
     return report
 
 
+def rescoped_map(values: Iterable[str]) -> dict[str, str]:
+    """``--rescoped`` values (``PACKET`` or ``PACKET=WHY``) as ``reconcile`` takes them."""
+    out = {}
+    for v in values:
+        pid, _, why = v.partition("=")
+        out[pid.strip()] = why.strip() or "approved"
+    return out
+
+
 def reconcile_exit_code(report: Report) -> ExitCode:
     """0 every packet accepted (or re-scoped); 1 something rejected; 10 something needs
     review or has not finished."""

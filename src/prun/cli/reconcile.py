@@ -47,16 +47,8 @@ def _rescoped(text: str) -> str:
     return text
 
 
-def rescoped_map(values: list[str]) -> dict[str, str]:
-    out = {}
-    for v in values:
-        pid, _, why = v.partition("=")
-        out[pid.strip()] = why.strip() or "approved"
-    return out
-
-
 def run(args: argparse.Namespace) -> int:
-    from ..api import reconcile, reconcile_exit_code
+    from ..api import reconcile, reconcile_exit_code, rescoped_map
 
     report = reconcile(args.run_id, rescoped=rescoped_map(args.rescoped))
     if args.json:
