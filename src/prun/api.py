@@ -9,9 +9,9 @@ directory; ``$PRUN_LEDGER`` when set), returns a typed record, and raises a
 
     plan = prun.load_plan("plan.yaml")
     started = prun.run_plan(plan)                  # frozen; a supervisor drives it
-    while (woke := prun.wait(started.run_id, since=cursor)).exit_code not in prun.ENDED: ...
-    report = prun.reconcile(started.run_id)
-    result = prun.integrate(started.run_id)        # never commits
+    woke = prun.wait(started.run_id)               # until something needs attention
+    report = prun.reconcile(started.run_id)        # each packet's verdict
+    result = prun.integrate(started.run_id)        # applied and checked, never committed
 
 docs/api.md is this module's page.
 """
@@ -52,9 +52,6 @@ WAKE_CODES: Mapping[str, ExitCode] = {
     "stopped": ExitCode.STOPPED, "failed": ExitCode.UNIT_FAILED, "stalled": ExitCode.STALLED,
     "parked": ExitCode.PARKED, "supervisor-gone": ExitCode.SUPERVISOR_GONE,
     "succeeded": ExitCode.UNIT_SUCCEEDED, "handoff": ExitCode.HANDOFF}
-ENDED = frozenset({ExitCode.OK, ExitCode.FAILED, ExitCode.STOPPED, ExitCode.TIMEOUT})
-"""The exit codes of a wait that mean the run has ended (TIMEOUT: its deadline, or the
-wait's own ``timeout`` with nothing to report: look at ``Wake.timed_out``)."""
 
 
 # -- records ---------------------------------------------------------------------------------

@@ -48,6 +48,7 @@ def watch_tools(server: MCPServer[Any], st: Prun) -> None:
         at = st.folder(cwd)
         path = os.path.join(at, args.regular_file("plan", plan, at))
         where = None if repo is None else os.path.join(at, args.folder("repo", repo, at))
+        Argv("check").arg(path).opt("--repo", where).words()   # the bound on them together
 
         def work() -> tuple[int, list[str], Any]:
             report = api.check(path, repo=where, use_git=not no_git)
@@ -85,6 +86,7 @@ def watch_tools(server: MCPServer[Any], st: Prun) -> None:
                      all: Annotated[bool, Field(description="a line for every packet")] = False,
                      cwd: Cwd = None) -> Output:
         at = st.folder(cwd)
+        Argv("status").arg(run).words()   # the bound on the arguments together
 
         def work() -> tuple[int, list[str], Any]:
             view, doc = api.status_document(run, repo=at)
@@ -185,6 +187,7 @@ def control_tools(server: MCPServer[Any], st: Prun) -> None:
                             "(PACKET or PACKET=WHY)")] = None,
                         cwd: Cwd = None) -> Output:
         at = st.folder(cwd)
+        Argv("reconcile").arg(run).opt("--rescoped", rescoped).words()   # their bound together
 
         def work() -> tuple[int, list[str], Any]:
             report = api.reconcile(run, rescoped=api.rescoped_map(rescoped or []), repo=at)

@@ -2,13 +2,15 @@
 
 Tools are named as the commands (Claude Code shows them as ``mcp__prun__<name>``, Gemini CLI
 as ``mcp_prun_<name>``): check, run, status, wait, cancel, reassign, followup, reconcile,
-integrate, dispatch, receipt, quota, ledger, brief. Each runs its command in a child
-(``prun.mcp.child``) in ``cwd`` (else the server's working folder) and returns the command's
-lines as text and, as structured content, its ``--json`` fields (where it has ``--json``) plus
-``lines``, ``exit_code`` and ``exit_name``: complete on its own, because Claude Code shows the
-model the structured content rather than the text. An error is an MCP tool error whose text
-is one line ``prun: <what> (<how to fix>)``: the command's, or the server's own for an
-argument ``args`` refused (nothing ran), a bound passed, or a child something else ended.
+integrate, dispatch, receipt, quota, ledger, brief, panel, panel_result, review, decide. Each
+does what its command does in ``cwd`` (else the server's working folder): through the library
+in this process, or in a child where the call needs one (``prun.mcp.calls`` says which and
+why), and returns the command's lines as text and, as structured content, its ``--json``
+fields (where it has ``--json``) plus ``lines``, ``exit_code`` and ``exit_name``: complete on
+its own, because Claude Code shows the model the structured content rather than the text. An
+error is an MCP tool error whose text is one line ``prun: <what> (<how to fix>)``: the
+command's, or the server's own for an argument ``args`` refused (nothing ran), a bound passed,
+or a child something else ended.
 
 Resources: ``prun://runs/{run}/results`` lists a run's packets and their result URIs;
 ``prun://runs/{run}/results/{packet}`` is the result file of the packet's latest attempt.
