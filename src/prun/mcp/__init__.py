@@ -2,7 +2,7 @@
 and the entries that make Claude Code and Gemini CLI start it.
 
 Each tool does what its command does and returns the command's lines as text and its
-``--json`` as structured content. ``check``, ``status``, ``reconcile`` and the result resources
+``--json`` as structured content. ``status``, ``reconcile`` and the result resources
 call the library (``prun.api``) in the server's process; the other tools run their command in
 a child process (``python -m prun ...``, or ``python -m prun.cli.capture`` for the commands whose
 ``--json`` and lines it returns together) because the call needs one: a bound that must end

@@ -3,12 +3,14 @@ in this process through the library, ``prun.api``) and its result. Every tool mo
 this; the server (``prun.mcp.server``) registers them.
 
 A tool runs in this process when the library does what its command does and nothing about it
-needs a process of its own: ``check``, ``status``, ``reconcile`` and the result resources. The
+needs a process of its own: ``status``, ``reconcile`` and the result resources. The
 others keep a child (docs/mcp.md, "In the server or in a child"): a call with a bound that must
 be able to end whatever it started (``wait``, ``cancel``, ``reassign``, ``followup``, ``quota``,
 ``integrate`` with its check command, ``brief``, ``ledger``, ``review``, ``decide``,
 ``receipt``), a supervisor or unit that must outlive the call and never share the server's
-signals, subreaper or working folder (``run``, ``panel``, ``dispatch``), and code whose crash
+signals, subreaper or working folder (``run``, ``panel``, ``dispatch``), a call whose files
+are named relative to its own ``cwd`` in what it prints (``check``: its messages name the plan's
+files as given, which one process cannot do for calls in several folders), and code whose crash
 or stray output on stdout must not take the server and its stdio stream down.
 """
 

@@ -7,7 +7,6 @@ checked where it is, relative to the tool's folder; the command line is an ``arg
 # No ``from __future__ import annotations``: the SDK reads these signatures at run time.
 
 import json
-import os
 from dataclasses import asdict
 from typing import Annotated, Any
 
@@ -46,15 +45,11 @@ def watch_tools(server: MCPServer[Any], st: Prun) -> None:
                         description="compare bases as written")] = False,
                     cwd: Cwd = None) -> Output:
         at = st.folder(cwd)
-        path = os.path.join(at, args.regular_file("plan", plan, at))
-        where = None if repo is None else os.path.join(at, args.folder("repo", repo, at))
-        Argv("check").arg(path).opt("--repo", where).words()   # the bound on them together
-
-        def work() -> tuple[int, list[str], Any]:
-            report = api.check(path, repo=where, use_git=not no_git)
-            return (0 if report.ok else 1), report.lines(), report.to_json()
-
-        return await in_process("check", work, st, at)
+        argv = Argv("check").arg(args.regular_file("plan", plan, at))
+        if repo is not None:
+            argv.opt("--repo", args.folder("repo", repo, at))
+        argv.flag("--no-git", no_git)
+        return await st.both_of("check", argv, at, ctx)
 
     @server.tool(description="Start a plan in the background (prun run PLAN --detach): it is "
                  "checked and frozen, and the run id comes back at once (RUN <id>, run_id). "
