@@ -187,3 +187,13 @@ class Blocked(PrunError):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
+
+
+class NotIndependent(PrunError):
+    """A plan failed the independence test and no overlap was allowed: nothing was made.
+    ``lines`` are the test's ``FAIL`` lines and its summary line."""
+
+    def __init__(self, lines: tuple[str, ...]):
+        super().__init__("the plan fails the independence test; nothing was run",
+                         hint="fix the packets, or pass --allow-overlap to run it anyway")
+        self.lines = lines

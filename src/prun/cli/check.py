@@ -35,11 +35,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..plan import load_plan
-    from ..plan.independence import check
+    from ..api import check
 
-    plan = load_plan(args.plan)
-    report = check(plan, repo=args.repo, use_git=not args.no_git)
+    report = check(args.plan, repo=args.repo, use_git=not args.no_git)
     if args.json:
         sys.stdout.write(json.dumps(report.to_json(), sort_keys=True) + "\n")
     else:

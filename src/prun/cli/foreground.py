@@ -42,8 +42,6 @@ def supervise(ledger: Ledger, run_id: str, *, verbose: bool = False, plain: bool
 
 
 def exit_code(status: str) -> int:
-    from ..errors import ExitCode
-    from ..ledger import RunStatus
+    from ..api import run_exit_code
 
-    return {RunStatus.SUCCEEDED: ExitCode.OK, RunStatus.STOPPED: ExitCode.STOPPED,
-            RunStatus.TIMEOUT: ExitCode.TIMEOUT}.get(RunStatus(status), ExitCode.FAILED)
+    return run_exit_code(status)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .._util.quoting import quote, rest_of_line
-from ..attempt import result_index as published
+from ..attempt import result_index
 from ..errors import ExitCode, UsageError
 from .notify import Watch
 
@@ -53,7 +53,7 @@ class LandingRule:
 
     def __init__(self, window: float = DEFAULT_STABLE_WINDOW_S, index_folder: str | None = None):
         self.window = window
-        self.index_folder = index_folder or published.index_dir()
+        self.index_folder = index_folder or result_index.index_dir()
         # path -> (its device, inode, size and mtime, when that version was first seen)
         self._seen: dict[str, tuple[tuple[int, int, int, int], float]] = {}
 
@@ -66,9 +66,9 @@ class LandingRule:
             return FileState(path, "missing")
         if st.st_size == 0:
             return FileState(path, "empty")
-        if published.lookup(path, st, self.index_folder) is not None:
+        if result_index.lookup(path, st, self.index_folder) is not None:
             return FileState(path, "published", st.st_size)
-        if published.rewritten(path, st, self.index_folder):
+        if result_index.rewritten(path, st, self.index_folder):
             return FileState(path, "changed", st.st_size)
         sig = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         seen = self._seen.get(path)
@@ -135,7 +135,7 @@ class _Waiting:
         self.pending: dict[str, None] = dict.fromkeys(files)   # in the order given
         self.rule, self.watch, self.emit = rule, watch, emit
         self.polling, self.interval = polling, interval
-        self.by_entry = {published.entry_name(p): p for p in self.pending}  # index entry -> file
+        self.by_entry = {result_index.entry_name(p): p for p in self.pending}  # index entry -> file
         self.watched: dict[str, str] = {}      # file -> the folder watched for it
         self.ready_at: dict[str, float] = {}   # settling file -> when its stable window ends
         self.rewritten = 0                     # files published, then written again in place
