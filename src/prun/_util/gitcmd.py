@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, Literal, TypeVar, overload
 
@@ -81,17 +82,14 @@ def git(args: Sequence[str], cwd: str | os.PathLike[str] | None = None, *, check
     return Ran(code, done.stdout, stderr)
 
 
+@dataclass(frozen=True, slots=True)
 class Ran(Generic[Out]):
     """What a git command returned: its exit code, its stdout (text, or bytes when asked)
     and its stderr (text)."""
 
-    __slots__ = ("returncode", "stderr", "stdout")
     returncode: int
     stdout: Out
     stderr: str
-
-    def __init__(self, returncode: int, stdout: Out, stderr: str):
-        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
 
 
 def out(args: Sequence[str], cwd: str | os.PathLike[str] | None = None, *, check: bool = True,
