@@ -183,7 +183,7 @@ def after_terminal(sup: Recovering, u: UnitState, status: Status) -> None:
 
 def find_unrecorded(sup: Recovering) -> None:
     """Attempts whose state dir exists but whose ledger rows a crash cut short (the
-    supervisor batches its writes): complete them from the state dir's unit.json."""
+    supervisor died between its writes): complete them from the state dir's unit.json."""
     known = {a["id"]: dict(a) for a in sup.ledger.attempts(sup.run_id)}
     try:
         names = os.listdir(sup.paths.state)
