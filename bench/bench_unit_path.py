@@ -23,8 +23,8 @@ import threading
 from pathlib import Path
 
 # where this tree's unit is scheduled and where it is settled
-START = "prun.run.drive:attempt"
-END = "prun.run.settle:settle"
+START = "prun.run.life:life"
+END = "prun.run.loop:apply_end"
 
 
 def main() -> int:

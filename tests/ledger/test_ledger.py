@@ -156,43 +156,18 @@ def test_deferred_writes_flush_in_order_and_up_to_a_mark(tmp_path):
         assert events[0]["at"] <= events[1]["at"]   # stamped when called, not when flushed
 
 
-def test_writes_made_ahead_jump_the_queue_and_can_be_applied_alone(tmp_path):
+def test_a_failed_flush_keeps_the_queue(tmp_path):
     with Ledger.open(tmp_path / "l.sqlite") as led:
         led.defer_writes()
         led.record_attempt("a1", "queued", packet_id="p", executor="command")
-        led.update_attempt("a1", "ended", status=Status.SUCCEEDED)
-        with led.ahead():
-            led.record_attempt("b1", "queued", packet_id="q", executor="command")
-        with led.ahead(False):                      # not jumping: queued as usual
-            led.update_attempt("a1", None, error="late")
-        assert (led.pending, led.pending_ahead) == (5, 2)
-        assert led.flush_ahead() == 2               # b1 alone, a1 still waits
-        assert led.attempt("b1")["status"] == "pending" and led.attempt("a1") is None
-        with led.ahead():
-            led.record_attempt("c1", "queued", packet_id="r", executor="command")
-        assert led.flush(upto=4) == 4               # c1 first, then a1 and its end
-        assert led.attempt("c1") is not None and led.attempt("a1")["status"] == "succeeded"
-        assert led.attempt("a1")["error"] is None and led.pending == 1
-        led.stop_deferring()
-        assert led.attempt("a1")["error"] == "late"
-        assert [(e["attempt_id"], e["status"]) for e in led.events()] == [
-            ("b1", "pending"), ("c1", "pending"), ("a1", "pending"), ("a1", "succeeded")]
-        assert (led.ahead_applied, led.applied) == (4, 5)
-
-
-def test_a_failed_flush_keeps_the_writes_made_ahead_and_the_queue(tmp_path):
-    with Ledger.open(tmp_path / "l.sqlite") as led:
-        led.defer_writes()
-        led.record_attempt("a1", "queued", packet_id="p", executor="command")
-        with led.ahead():
-            led.record_attempt("b1", "queued", packet_id="q", executor="command")
+        led.record_attempt("b1", "queued", packet_id="q", executor="command")
         with Ledger.open(tmp_path / "l.sqlite") as other:
             other.conn.execute("BEGIN IMMEDIATE")   # another writer holds the lock
             led.conn.execute("PRAGMA busy_timeout=0")
             with pytest.raises(sqlite3.OperationalError):
                 led.flush()
             other.conn.execute("ROLLBACK")
-        assert (led.pending, led.pending_ahead) == (2, 2)
+        assert led.pending == 4
         led.stop_deferring()
         assert {a["id"] for a in led.attempts(None)} == {"a1", "b1"}
 
