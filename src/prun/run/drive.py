@@ -21,13 +21,24 @@ from typing import Any, NamedTuple
 
 from .._util.fsutil import atomic_write
 from ..attempt import statedir
-from ..attempt.dispatch import Dispatch, Request
+from ..attempt.dispatch import (
+    Dispatch,
+    Request,
+    admit,
+    finish,
+    hand_off,
+    plan,
+    start_async,
+    wait_async,
+)
+from ..attempt.dispatch import begin as begin_attempt
 from ..errors import Blocked, PrunError, QuotaExhausted
 from ..git.reconcile import UnitInput, plan_scope
 from ..ledger import PacketStatus, Status, now_iso
 from ..ports.reserve import PortsUnavailable
 from . import brief, schedule
 from .choices import QuotaPools, Workspace
+from .keeper import KeeperLauncher
 from .session import session
 from .settle import no_receipt, settle
 from .unit import UnitState, parse_time
@@ -35,9 +46,9 @@ from .unit import UnitState, parse_time
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .._util.worker import WorkerLike as RunWorker
+    from ..attempt.launcher import Launcher
     from ..attempt.outcome import Outcome
     from ..executors.base import Executor
-    from ..executors.records import Launch
     from ..ports.reserve import Reservation
     from .supervisor import Supervisor
 
@@ -116,12 +127,9 @@ async def attempt(sup: Supervisor, u: UnitState, pools: QuotaPools) -> None:
 
 
 async def launch(opened: Opened) -> bool:
-    """Start the opened attempt's worker: planned in ``open_attempt``, started by the
-    keeper from the loop (a cluster's attempt: sent from a thread)."""
-    d = opened.dispatch
-    if d.remote is not None:
-        return await asyncio.to_thread(d.launch)
-    return opened.planned is not None and await d.launch_kept(opened.planned)
+    """Start the opened attempt's worker: planned in ``open_attempt``, started by its
+    launcher from the loop (the keeper's; a cluster's sends it from a thread)."""
+    return opened.planned and await start_async(opened.dispatch)
 
 
 async def opened_attempt(sup: Supervisor, u: UnitState, opened: Opened) -> None:
@@ -134,7 +142,7 @@ async def opened_attempt(sup: Supervisor, u: UnitState, opened: Opened) -> None:
         sup.emit("based", u, "starts from the accepted changes of "
                  + ", ".join(place.applied), base=place.base)
     if refused is not None:
-        await asyncio.to_thread(d.finish, None, refused=refused)
+        await asyncio.to_thread(finish, d, None, refused=refused)
         sup.commits.unsynced = True
         sup.ledger.update_attempt(aid, "quota gate refused", status=Status.QUOTA,
                                   state_dir=d.state.path, reason="quota",
@@ -145,7 +153,7 @@ async def opened_attempt(sup: Supervisor, u: UnitState, opened: Opened) -> None:
     if opened.handed is not None:
         return await session(sup, u, d, opened.handed)
     if not opened.launched:
-        await asyncio.to_thread(d.finish, None)
+        await asyncio.to_thread(finish, d, None)
         sup.commits.unsynced = True
         return no_receipt(sup, u, aid, f"start {d.p.executor.name} for packet {u.packet.id}",
                           d.launch_error, state_dir=d.state.path)
@@ -171,7 +179,7 @@ class Opened(NamedTuple):
     refused: QuotaExhausted | None   # the quota gate refused it before any launch
     handed: Outcome | None = None    # a session unit: handed to the coordinator instead
     ready: bool = False              # begun, to be launched once its ledger row is durable
-    planned: tuple[Launch, list[str]] | None = None   # its launch and argv, when ready
+    planned: bool = False            # its launch planned (``d.planned``), when ready
 
 
 def quick_start(sup: Supervisor, u: UnitState, ex: Executor) -> bool:
@@ -245,22 +253,24 @@ def open_attempt(sup: Supervisor, u: UnitState, held: Reservation | None, execut
     except PrunError:
         shutil.rmtree(state.path, ignore_errors=True)  # nothing was written in it yet
         raise
-    remote = None
+    launcher: Launcher[Dispatch]
     if sup.cluster is not None:   # a cluster run: the attempt is launched on a Dask worker
-        remote = sup.cluster.unit(kind=place.kind, workspace=place.path, base=place.base,
-                                  snapshot=place.snapshot, repo_root=sup.run["repo_root"],
-                                  setup=sup.run["setup"], fresh=reuse is None,
-                                  ports=schedule.ports_there(sup, u))
-    d = Dispatch(prepared, state, dispatcher_pid=os.getpid(), record=False, in_run=True,
-                 keeper=sup.keeper, dispatcher_started=sup.started, remote=remote)
+        launcher = sup.cluster.unit(kind=place.kind, workspace=place.path, base=place.base,
+                                    snapshot=place.snapshot, repo_root=sup.run["repo_root"],
+                                    setup=sup.run["setup"], fresh=reuse is None,
+                                    ports=schedule.ports_there(sup, u))
+    else:                         # else by the run's keeper
+        launcher = KeeperLauncher(sup.keeper)
+    d = Dispatch(prepared, launcher, state, dispatcher_pid=os.getpid(),
+                 dispatcher_started=sup.started)
+    begin_attempt(d)
     try:
-        d.begin()
+        admit(d)
     except QuotaExhausted as e:
         return Opened(d, place, text, False, e)
     if not prepared.executor.launches_process:  # a session unit: the coordinator runs it
-        return Opened(d, place, text, False, None, d.hand_off())
-    planned = d.plan_launch() if remote is None else None
-    return Opened(d, place, text, False, None, ready=True, planned=planned)
+        return Opened(d, place, text, False, None, hand_off(d))
+    return Opened(d, place, text, False, None, ready=True, planned=plan(d))
 
 
 def read_only(sup: Supervisor, place: Workspace, brief_file: str) -> tuple[str, ...]:
@@ -319,14 +329,14 @@ async def watch(sup: Supervisor, u: UnitState, d: Dispatch) -> None:
     stop = u.stop = asyncio.Event()
     if u.cancel_requested or u.superseded:
         stop.set()
-    code, why = await d.wait_async(stop, sup.deadline,
-                                   on_end=lambda why: ending(sup, u, why))
+    code, why = await wait_async(d, stop, sup.deadline,
+                                 on_end=lambda why: ending(sup, u, why))
     d.escaped = list(getattr(worker, "escaped", ()))  # ended by the keeper with it
     quiet = True
     if why is not None:
         remote = getattr(worker, "quiesce", None)   # a cluster's worker confirms it there
         quiet = await (_bounded(remote()) if remote is not None else quiesce(worker.pid))
-    finishing = functools.partial(d.finish, code, timed_out=why == "timeout",
+    finishing = functools.partial(finish, d, code, timed_out=why == "timeout",
                                   cancelled=why == "cancelled")
     outcome = (finishing() if quick_finish(d.p.executor)
                else await asyncio.to_thread(finishing))

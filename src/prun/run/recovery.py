@@ -25,7 +25,7 @@ from typing import Any
 from .._util.fsutil import file_size
 from .._util.process import AdoptedWorker, end_marked
 from ..attempt import identity, statedir
-from ..attempt.dispatch import Request
+from ..attempt.dispatch import Request, finish
 from ..attempt.finishing import UNPUBLISHED
 from ..attempt.monitor import STATE_DIR_VAR
 from ..attempt.outcome import Outcome
@@ -265,7 +265,7 @@ async def adopt(sup: Supervisor, u: UnitState, row: dict[str, Any]) -> None:
     d.escaped = await asyncio.to_thread(end_marked, STATE_DIR_VAR, sd.path,
                                         found[1] if found else None)
     code = await asyncio.to_thread(recorded_exit, sd, True)  # the keeper may be logging it
-    settle(sup, u, d.finish(code), None, executor=d.p.executor, workspace=d.workspace)
+    settle(sup, u, finish(d, code), None, executor=d.p.executor, workspace=d.workspace)
 
 
 async def republish(sup: Supervisor, u: UnitState, row: dict[str, Any]) -> None:
@@ -279,7 +279,7 @@ async def republish(sup: Supervisor, u: UnitState, row: dict[str, Any]) -> None:
     u.state_dir = sd.path
     d = reopen(request(sup, u, row, sd), sd.path, row["receipt"])
     u.started = d.launched_at
-    outcome = await asyncio.to_thread(d.finish, row["exit_code"])
+    outcome = await asyncio.to_thread(finish, d, row["exit_code"])
     sup.emit("republished", u, outcome.reason)
     settle(sup, u, outcome, None, executor=d.p.executor, workspace=d.workspace)
 
@@ -299,7 +299,8 @@ async def orphaned(sup: Supervisor, u: UnitState, d: Any) -> None:
     d.lost = ("worker-lost", "the supervisor that sent it to the cluster died; its result "
               "could not be collected")
     why = "cancelled" if u.cancel_requested else None
-    settle(sup, u, await asyncio.to_thread(d.finish, None, cancelled=why is not None), why,
+    settle(sup, u, await asyncio.to_thread(finish, d, None,
+                                                  cancelled=why is not None), why,
            executor=d.p.executor, workspace=d.workspace, quiet=quiet)
 
 

@@ -9,7 +9,6 @@ import threading
 from supkit import OUTPUT, Run, unit
 
 from prun import executors
-from prun.attempt.core import Dispatch
 from prun.run import drive
 
 
@@ -18,18 +17,18 @@ def _where(monkeypatch) -> dict[str, list[str]]:
     loop_thread = threading.get_ident()   # the test drives the supervisor in this thread
     seen: dict[str, list[str]] = {}
     here = lambda: "loop" if threading.get_ident() == loop_thread else "thread"  # noqa: E731
-    opening, finishing = drive.open_attempt, Dispatch.finish
+    opening, finishing = drive.open_attempt, drive.finish
 
     def open_attempt(sup, u, *args):
         seen.setdefault(u.packet.id, []).append(f"open:{here()}")
         return opening(sup, u, *args)
 
-    def finish(self, *args, **kw):
-        seen.setdefault(self.p.request.unit_id, []).append(f"finish:{here()}")
-        return finishing(self, *args, **kw)
+    def finish(d, *args, **kw):
+        seen.setdefault(d.p.request.unit_id, []).append(f"finish:{here()}")
+        return finishing(d, *args, **kw)
 
     monkeypatch.setattr(drive, "open_attempt", open_attempt)
-    monkeypatch.setattr(Dispatch, "finish", finish)
+    monkeypatch.setattr(drive, "finish", finish)
     return seen
 
 
