@@ -9,7 +9,7 @@ import os
 
 from prun import executors
 from prun.attempt.statedir import StateDir
-from prun.attempt.waiting import Follower
+from prun.attempt.stream import Follower
 
 INIT = {"event": "init", "conversation_id": "conv-1", "model": "m"}
 RESULT = {"event": "result", "result": {"conversation_id": "conv-1", "status": "SUCCESS",

@@ -1,4 +1,4 @@
-"""The supervisor's wait (``Dispatch.wait_async``), in process: it ends at the worker's exit,
+"""The supervisor's wait (``waiting.wait_async``), in process: it ends at the worker's exit,
 at a stop or at its deadline, and leaves no task of its own behind."""
 
 from __future__ import annotations
@@ -10,7 +10,16 @@ import time
 
 import pytest
 
-from prun.attempt.dispatch import Dispatch, Request, prepare
+from prun.attempt.dispatch import (
+    Dispatch,
+    LocalLauncher,
+    Request,
+    admit,
+    begin,
+    prepare,
+    wait_async,
+)
+from prun.attempt.dispatch import launch as start
 
 
 @pytest.fixture
@@ -21,16 +30,17 @@ def launched(tmp_path):
         req = Request("command", str(prompt), str(tmp_path / f"result-{time.monotonic_ns()}.md"),
                       "w1", command=f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}",
                       sandbox="off", timeout_s=60)
-        d = Dispatch(prepare(req))
-        d.begin()
-        assert d.launch(), d.launch_error
+        d = Dispatch(prepare(req), LocalLauncher())
+        begin(d)
+        admit(d)
+        assert start(d), d.launch_error
         return d
     return launch
 
 
 def _wait(d: Dispatch, **kw) -> tuple[int | None, str | None, set]:
     async def main():
-        got = await d.wait_async(**kw)
+        got = await wait_async(d, **kw)
         return (*got, asyncio.all_tasks() - {asyncio.current_task()})
     return asyncio.run(main())
 
@@ -48,7 +58,7 @@ def test_it_ends_the_group_at_a_stop_and_says_why(launched):
     async def main():
         stop = asyncio.Event()
         asyncio.get_running_loop().call_later(0.2, stop.set)
-        got = await d.wait_async(stop, on_end=ended.append)
+        got = await wait_async(d, stop, on_end=ended.append)
         return (*got, asyncio.all_tasks() - {asyncio.current_task()})
 
     started = time.monotonic()

@@ -15,6 +15,7 @@ import time
 
 from ..errors import QuotaExhausted
 from . import statedir
+from .beginning import write_opening
 from .publish import keep_fallback, publish
 from .statedir import iso
 
@@ -37,7 +38,7 @@ def finish(d: Dispatch, exit_code: int | None, *, timed_out: bool = False,
            cancelled: bool = False, refused: QuotaExhausted | None = None) -> Outcome:
     """Judge the run, publish the result (or FALLBACK), write outcome.json last."""
     try:
-        d.write_opening()   # kept for a keeper that did not start the worker
+        write_opening(d)   # kept for a keeper that did not start the worker
     except OSError:         # a full disk: outcome.json says what it can
         pass
     follower = d.follow()
@@ -146,7 +147,7 @@ def conclude(d: Dispatch, verdict: str, error: str | None, exit_code: int | None
              published: str | None, sibling: str | None, stream: StreamResult,
              hit: QuotaHit | None) -> Outcome:
     """Write ``outcome.json`` (last of the state dir's files), then index a result that
-    landed and record the end in the ledger."""
+    landed (its driver records the end in the ledger)."""
     from . import result_index as index
 
     p, sd = d.p, d.state
@@ -160,7 +161,6 @@ def conclude(d: Dispatch, verdict: str, error: str | None, exit_code: int | None
     if landed is not None:  # waiters treat the result as landed from now on
         index.record(p.result_file, sd.path, outcome=sd.file(statedir.OUTCOME),
                      state_root=p.config.state_root)
-    d.record_step("finish")
     return d.outcome
 
 
@@ -187,7 +187,19 @@ def _outcome(d: Dispatch, verdict: str, error: str | None, exit_code: int | None
         quota=Quota(hit.group, hit.resets_at, hit.message) if hit else None,
         started_at=iso(d.started), finished_at=iso(finished),
         duration_s=round(finished - d.started, 3), state_dir=d.state.path,
-        result_identity=landed, sandboxed=d.sandboxed, escaped=tuple(d.escaped))
+        result_identity=landed, sandboxed=d.sandboxed, escaped=tuple(d.escaped),
+        notes=stream_notes(stream))
+
+
+def stream_notes(stream: StreamResult) -> tuple[str, ...]:
+    """What the outcome notes of the worker's stream: its lines that were not JSON objects
+    (corrupt, cut, or too long to keep), which were skipped, not read."""
+    if not stream.bad_lines:
+        return ()
+    n = stream.bad_lines
+    return (f"corrupt-stream: {n} line{'s' if n > 1 else ''} of its stream "
+            f"{'were' if n > 1 else 'was'} not a JSON object and {'were' if n > 1 else 'was'} "
+            "skipped",)
 
 
 def _stderr_tail(d: Dispatch) -> str:

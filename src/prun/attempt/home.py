@@ -140,7 +140,7 @@ def _copy_file(source: str, dest: str, budget: _Budget, *, follow: bool) -> None
         if not stat.S_ISREG(st.st_mode):
             return
         if st.st_size > MAX_FILE_BYTES:
-            from .launching import say_once
+            from .._util.say import say_once
 
             say_once(f"prun: warning: {source} is not copied into units' homes: it is larger "
                      f"than {MAX_FILE_BYTES >> 20} MiB")

@@ -98,8 +98,10 @@ def settle(sd: statedir.StateDir, *, cancelled: bool = False) -> Outcome:
     the path its dispatcher recorded, ``outcome.json`` written (its exit code unknown: it was
     its dispatcher's to see), its ledger row closed. Refused while its dispatcher or worker
     still runs."""
-    from . import identity
+    from . import identity, recording
     from .core import Dispatch
+    from .finishing import finish
+    from .local import LocalLauncher
     from .outcome import Outcome
 
     if (done := sd.outcome) is not None:
@@ -110,11 +112,13 @@ def settle(sd: statedir.StateDir, *, cancelled: bool = False) -> Outcome:
             assert proc is not None
             raise StateError(f"the {who} of {sd.path} still runs (pid {proc[0]})",
                              hint=f"`prun cancel {sd.path}` ends it")
-    d = Dispatch(_request(sd), sd, dispatcher_pid=os.getpid(), record=True)
+    d = Dispatch(_request(sd), LocalLauncher(), sd, dispatcher_pid=os.getpid())
     worker = identity.standalone_worker(sd)
     d.launched_at = worker[1] if worker else None
     d.receipt = f"pid:{worker[0]}@{worker[1]:.3f}" if worker else None
-    return d.finish(None, cancelled=cancelled)
+    outcome = finish(d, None, cancelled=cancelled)
+    recording.finished(d)
+    return outcome
 
 
 def _request(sd: statedir.StateDir) -> Prepared:

@@ -1,45 +1,11 @@
-"""What the dispatcher relies on of the objects other layers hand it, as Protocols, and the
-records it writes, as TypedDicts: for the type checker. The dispatcher's fast path imports
+"""The records the dispatcher writes, as TypedDicts: for the type checker (the launch seam's
+Protocol is ``launcher``). The dispatcher's fast path imports
 this module only under ``TYPE_CHECKING`` (``typing`` costs milliseconds there)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NotRequired, Protocol, TypedDict
-
-if TYPE_CHECKING:
-    from .._util.worker import WorkerLike as Worker  # the one worker Protocol
-
-
-class Keeper(Protocol):
-    """A run's worker keeper (``prun.run.keeper.Keeper``): it starts a worker as its child and
-    logs the worker's exit code to ``log`` when it reaps it."""
-
-    @property
-    def ident(self) -> Mapping[str, Any]:
-        """The keeper's pid and start time, kept in each worker's record."""
-
-    async def spawn_async(self, argv: list[str], *, cwd: str, env: dict[str, str],
-                          stdout_path: str, stderr_path: str, stdin_path: str | None,
-                          name: str, log: str, files: list[tuple[str, str]] | None = None,
-                          copies: list[tuple[str, str]] | None = None,
-                          record: tuple[str, Mapping[str, Any]] | None = None,
-                          status: str | None = None) -> Worker:
-        """Start a worker, awaited in the event loop that reads the keeper's answers: the
-        keeper writes ``files`` (path, text) and ``copies`` (from, to) first, and ``record``
-        (``unit.json``) with the worker in it once it runs; ``status`` is the file it opens
-        for the worker's monitor (``attempt.monitor``)."""
-
-
-class RemoteLauncher(Protocol):
-    """A cluster run's launcher (``prun.cluster.client.Launcher``): it sends the attempt
-    to a remote worker and returns the handle the supervisor watches."""
-
-    @property
-    def address(self) -> str:
-        """The cluster's address, recorded in ``unit.json``."""
-
-    def launch(self, d: Any) -> Worker: ...
+from typing import Any, NotRequired, TypedDict
 
 
 class RemoteRecord(TypedDict):

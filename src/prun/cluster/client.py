@@ -4,9 +4,10 @@ One ``distributed.Client`` per supervisor (its own event-loop thread, so Dask's 
 runs in the supervisor's loop). Any scheduler will do, Dask's defaults included: one that runs
 a task again after its worker died (``allowed-failures`` above 0) runs nothing twice, because
 each attempt is claimed before it launches (``claim``). ``unit`` gives the launcher of one
-attempt, whose ``launch`` submits it (``retries=0``, its own key) with the base's bundle as a
-task argument: the bundle is a task of its own, one per base, so Dask sends it to each worker
-once and can make it again if the worker holding it dies (a scattered bundle would be lost).
+attempt (``attempt.launcher.Launcher``), whose ``start`` submits it (``retries=0``, its own
+key) with the base's bundle as a task argument: the bundle is a task of its own, one per
+base, so Dask sends it to each worker once and can make it again if the worker holding it
+dies (a scattered bundle would be lost).
 Progress comes back on one topic per run (``Worker.log_event`` → ``Client.subscribe_topic``):
 the scheduler relays each event at once and in order with the task's completion, no polling
 on either side. The scheduler's own ``remove-worker`` events (topic ``all``) say when a
@@ -18,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -31,6 +33,7 @@ LANDING_THREADS = 4   # what comes back is written into the local state dirs her
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..attempt.core import Dispatch
+    from ..attempt.launcher import Planned
     from .remote import RemoteWorker
     from .task import WorkerPorts
 
@@ -169,7 +172,11 @@ class Cluster:
 
 
 class Launcher:
-    """What ``Dispatch.launch`` calls for one attempt of a cluster run."""
+    """A cluster run's attempt, sent to a Dask worker (``attempt.launcher.Launcher``):
+    followed and stopped through its ``RemoteWorker``. Its files are synced by the run."""
+
+    durable = False
+    stages = False
 
     def __init__(self, cluster: Cluster, *, kind: str, workspace: str, base: str | None,
                  snapshot: str | None, repo_root: str | None, setup: str | None, fresh: bool,
@@ -183,9 +190,38 @@ class Launcher:
     def address(self) -> str:
         return self.cluster.config.address
 
-    def launch(self, d: Dispatch) -> RemoteWorker:
-        """Submit the attempt; returns its remote worker at once (the task may queue).
-        Raises ``OSError`` when it cannot be submitted."""
+    def plan(self, d: Dispatch) -> Planned:
+        """Nothing to plan here (the worker's task builds its own argv): its workspace
+        made."""
+        d.work_dir()
+        return None
+
+    def start(self, d: Dispatch, planned: Planned) -> RemoteWorker:
+        """Submit the attempt; returns its remote worker at once (the task may queue). Its
+        receipt is the task's key; ``unit.json`` names the cluster instead of a local worker
+        (no local process to signal). ``LaunchError`` when it cannot be submitted."""
+        from ..attempt import statedir
+        from ..attempt.statedir import iso
+        from ..errors import LaunchError
+
+        try:
+            w = self.submit(d)
+        except OSError as e:
+            raise LaunchError(f"cannot send {d.p.executor.name} to the cluster: {e}") from None
+        d.launched_at = time.time()
+        d.receipt = f"dask:{w.key}"
+        record = d.unit_record()
+        record["remote"] = {"cluster": self.address, "key": w.key,
+                            "submitted_at": iso(d.launched_at)}
+        d.state.write_json(statedir.UNIT, record)
+        return w
+
+    async def start_async(self, d: Dispatch, planned: Planned) -> RemoteWorker:
+        """``start`` from a thread (sending may bundle the base)."""
+        return await asyncio.to_thread(self.start, d, planned)
+
+    def submit(self, d: Dispatch) -> RemoteWorker:
+        """Submit the attempt's task. Raises ``OSError`` when it cannot be submitted."""
         from .remote import RemoteWorker
         from .task import run_unit
 

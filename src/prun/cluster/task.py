@@ -180,12 +180,16 @@ def _dispatch(spec: dict[str, Any], root: str, unit_dir: str, ws: str, snapshot:
               out: dict[str, Any], claim: Future[claims.Refusal | None]) -> None:
     """The unit through the dispatcher's ``Dispatch``, once the claim says it may run."""
     from ..attempt import statedir
+    from ..attempt.beginning import admit, begin
+    from ..attempt.launching import launch
+    from ..attempt.local import LocalLauncher
     from ..attempt.request import prepare
 
     state = statedir.create(spec["unit_id"], os.path.join(unit_dir, "state"))
     request = _request(spec, unit_dir, state.path, ws, snapshot, root, held)
-    d = WorkerDispatch(prepare(request), state, record=False, in_run=True)
-    d.begin()   # all on this worker's own files: nothing runs before the claim is answered
+    d = Dispatch(prepare(request), LocalLauncher(durable=False), state)
+    begin(d)   # all on this worker's own files: nothing runs before the claim is answered
+    admit(d, gate=False)   # no quota gate: the coordinator asked it
     out["begun_at"] = time.time()
     refused = claim.result(CLAIM_S)
     out["claimed_at"] = time.time()
@@ -195,7 +199,7 @@ def _dispatch(spec: dict[str, Any], root: str, unit_dir: str, ws: str, snapshot:
     if refused is not None:
         out.update(refused=refused.text, refused_by=refused.by)
         return
-    launched = d.launch()
+    launched = launch(d)
     out["sandboxed"] = d.sandboxed
     if not launched:
         out["launch_error"] = d.launch_error
@@ -234,13 +238,6 @@ def _guard(pgid: int, grace: float) -> Any:
     from .guard import guard
 
     return guard(pgid, grace)
-
-
-class WorkerDispatch(Dispatch):
-    """The dispatcher's ``Dispatch`` without the quota gate: the coordinator asked it."""
-
-    def _gate(self) -> None:
-        return None
 
 
 def _env() -> dict[str, str]:

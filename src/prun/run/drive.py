@@ -14,7 +14,18 @@ from dataclasses import dataclass
 
 from .._util.fsutil import atomic_write
 from ..attempt import statedir
-from ..attempt.dispatch import Dispatch, Prepared, Request, prepare
+from ..attempt.dispatch import (
+    Dispatch,
+    Prepared,
+    Request,
+    admit,
+    hand_off,
+    plan,
+    prepare,
+    start_async,
+)
+from ..attempt.dispatch import begin as begin_attempt
+from ..attempt.launcher import Launcher
 from ..attempt.outcome import Outcome
 from ..errors import PrunError, QuotaExhausted
 from ..git.reconcile import UnitInput, plan_scope
@@ -25,6 +36,7 @@ from . import brief, choices, schedule
 from .choices import Workspace
 from .context import RunContext
 from .dependents import start
+from .keeper import KeeperLauncher
 from .unit import UnitState
 
 
@@ -99,28 +111,35 @@ def brief_attempt(ctx: RunContext, u: UnitState, held: Reservation | None,
 
 
 async def open_attempt(ctx: RunContext, u: UnitState, b: Briefed) -> Opened:
-    """The launch seam: build the attempt's ``Dispatch`` and start it (through the keeper;
-    on a Dask worker for a cluster run; a session unit is handed to the coordinator). Its
-    ledger row is committed already. Returns whether its worker started."""
-    remote = None
+    """The launch seam: build the attempt's ``Dispatch`` with its launcher (the run's keeper;
+    a Dask worker for a cluster run) and start it (a session unit is handed to the
+    coordinator instead). Its ledger row is committed already. Returns whether its worker
+    started."""
+    launcher: Launcher[Dispatch]
     if ctx.cluster is not None:   # a cluster run: the attempt is launched on a Dask worker
         place = b.place
-        remote = ctx.cluster.unit(kind=place.kind, workspace=place.path, base=place.base,
-                                  snapshot=place.snapshot, repo_root=ctx.run["repo_root"],
-                                  setup=ctx.run["setup"], fresh=b.fresh,
-                                  ports=schedule.ports_there(ctx, u))
-    d = Dispatch(b.prepared, b.state, dispatcher_pid=os.getpid(), record=False, in_run=True,
-                 keeper=ctx.keeper, dispatcher_started=ctx.started, remote=remote)
+        launcher = ctx.cluster.unit(kind=place.kind, workspace=place.path, base=place.base,
+                                    snapshot=place.snapshot, repo_root=ctx.run["repo_root"],
+                                    setup=ctx.run["setup"], fresh=b.fresh,
+                                    ports=schedule.ports_there(ctx, u))
+    else:
+        launcher = KeeperLauncher(ctx.keeper)
+    d = Dispatch(b.prepared, launcher, b.state, dispatcher_pid=os.getpid(),
+                 dispatcher_started=ctx.started)
     try:
-        await asyncio.to_thread(d.begin)
+        await asyncio.to_thread(_begin, d)
     except QuotaExhausted as e:
         return Opened(d, refused=e)
     if not b.prepared.executor.launches_process:  # a session unit: the coordinator runs it
-        return Opened(d, handed=d.hand_off())
-    if remote is not None:
-        return Opened(d, launched=await asyncio.to_thread(d.launch))
-    planned = await asyncio.to_thread(d.plan_launch)
-    return Opened(d, launched=planned is not None and await d.launch_kept(planned))
+        return Opened(d, handed=hand_off(d))
+    planned = await asyncio.to_thread(plan, d)
+    return Opened(d, launched=planned and await start_async(d))
+
+
+def _begin(d: Dispatch) -> None:
+    """The attempt's opening files, then its quota gate (``QuotaExhausted`` when it refuses)."""
+    begin_attempt(d)
+    admit(d)
 
 
 def read_only(ctx: RunContext, place: Workspace, brief_file: str) -> tuple[str, ...]:

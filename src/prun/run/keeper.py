@@ -1,7 +1,8 @@
 """The supervisor's side of the worker keeper (``keeper_process``, the process that starts a
 run's workers, reaps them and logs their exit codes): ``Keeper``, its handle, which asks it to
-start and signal workers and reads its answers in the event loop, and ``KeptWorker``, a worker
-it started, with the methods of ``process.Worker``.
+start and signal workers and reads its answers in the event loop, ``KeptWorker``, a worker
+it started, with the methods of ``process.Worker``, and ``KeeperLauncher``, the way a run's
+attempt is launched through it (``attempt.launcher.Launcher``).
 
 A run's worker is a unit under its monitor (``attempt.monitor``), which outlives the keeper.
 If the keeper dies, its workers run on: each is watched by pidfd and its exit code read from
@@ -19,7 +20,11 @@ import subprocess
 import sys
 import threading
 from collections.abc import Mapping
-from typing import IO, Any, TypedDict
+from typing import IO, TYPE_CHECKING, Any, Protocol, TypedDict
+
+if TYPE_CHECKING:
+    from ..attempt.core import Dispatch
+    from ..attempt.launcher import Planned
 
 SPAWN_WAIT_S = 60.0      # a spawn reply normally takes a millisecond
 CLOSE_WAIT_S = 5.0
@@ -328,3 +333,70 @@ def _watch_orphan(loop: asyncio.AbstractEventLoop, w: KeptWorker) -> None:
         w._ended(code())
 
     loop.add_reader(fd, ended)
+
+
+class Spawner(Protocol):
+    """What ``KeeperLauncher`` needs of a keeper (``Keeper``)."""
+
+    @property
+    def ident(self) -> Mapping[str, Any]: ...
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None: ...
+
+    async def spawn_async(self, argv: list[str], *, cwd: str, env: dict[str, str],
+                          stdout_path: str, stderr_path: str, stdin_path: str | None,
+                          name: str, log: str, files: list[tuple[str, str]] | None = None,
+                          copies: list[tuple[str, str]] | None = None,
+                          record: tuple[str, Mapping[str, Any]] | None = None,
+                          status: str | None = None) -> Any: ...
+
+
+class KeeperLauncher:
+    """A run's attempt, launched through its keeper (``attempt.launcher.Launcher``): under a
+    monitor that outlives the keeper (``attempt.monitor``), its opening files written by the
+    keeper as it starts it (``stages``), its ``unit.json`` with its worker too. Followed and
+    stopped through ``KeptWorker``. Its files are synced by the run, not one by one."""
+
+    durable = False
+    stages = True
+
+    def __init__(self, keeper: Spawner):
+        self.keeper = keeper
+
+    def plan(self, d: Dispatch) -> Planned:
+        from ..attempt import monitor
+        from ..attempt.launching import build
+
+        planned = build(d)
+        assert planned is not None
+        launch, argv = planned
+        return launch, monitor.wrap(argv)
+
+    def start(self, d: Dispatch, planned: Planned) -> Any:
+        """From a thread other than the run's event loop: started there, awaited here."""
+        loop = self.keeper.loop
+        if loop is None:
+            raise OSError(0, "the worker keeper is not running")
+        return asyncio.run_coroutine_threadsafe(self.start_async(d, planned),
+                                                loop).result(SPAWN_WAIT_S)
+
+    async def start_async(self, d: Dispatch, planned: Planned) -> Any:
+        from ..attempt import statedir
+        from ..attempt.launching import launch_record, receipt, spawn_files
+
+        if planned is None:
+            raise RuntimeError("a kept launch is planned first")
+        launch, argv = planned
+        files, copies = d.opening or [], d.copies
+        d.opening, d.copies = None, []
+        record = (d.state.file(statedir.UNIT), launch_record(d, launch))
+        try:
+            worker = await self.keeper.spawn_async(
+                argv, **spawn_files(d, launch), files=files, copies=copies, record=record,
+                status=d.state.file(statedir.EXIT_STATUS))
+        except OSError:
+            d.opening, d.copies = files, copies  # written by finish, unless the keeper
+            raise                                # wrote them
+        receipt(d, worker)   # the keeper wrote unit.json, its worker in it
+        return worker

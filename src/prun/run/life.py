@@ -21,7 +21,7 @@ from typing import Any
 
 from .. import executors
 from .._util.worker import WorkerLike
-from ..attempt.dispatch import Dispatch
+from ..attempt.dispatch import Dispatch, finish, wait_async
 from ..attempt.finishing import UNPUBLISHED
 from ..attempt.outcome import Outcome
 from ..errors import Blocked as BlockedError
@@ -106,7 +106,7 @@ async def started(ctx: RunContext, u: UnitState, opened: Opened) -> End:
     session unit), not dispatched if its worker did not start, else watched to its end."""
     aid, d, refused = u.current_attempt, opened.dispatch, opened.refused
     if refused is not None:
-        await asyncio.to_thread(d.finish, None, refused=refused)
+        await asyncio.to_thread(finish, d, None, refused=refused)
         ctx.ledger.update_attempt(aid, "quota gate refused", status=Status.QUOTA,
                                   state_dir=d.state.path, reason="quota",
                                   error=refused.line(), resets_at=refused.resets_at,
@@ -116,7 +116,7 @@ async def started(ctx: RunContext, u: UnitState, opened: Opened) -> End:
     if opened.handed is not None:
         return await session(ctx, u, d, opened.handed)
     if not opened.launched:
-        await asyncio.to_thread(d.finish, None)
+        await asyncio.to_thread(finish, d, None)
         return no_receipt(ctx, u, aid, f"start {d.p.executor.name} for packet {u.packet.id}",
                           d.launch_error, state_dir=d.state.path)
     u.started = d.launched_at
@@ -136,14 +136,14 @@ async def watch(ctx: RunContext, u: UnitState, d: Dispatch) -> End:
     stop = u.stop = asyncio.Event()
     if u.cancel_requested or u.superseded:
         stop.set()
-    code, why = await d.wait_async(stop, ctx.state.deadline,
+    code, why = await wait_async(d, stop, ctx.state.deadline,
                                    on_end=lambda why: ending(ctx, u, why))
     d.escaped = list(getattr(worker, "escaped", ()))  # ended by the keeper with it
     quiet = True
     if why is not None:
         remote = getattr(worker, "quiesce", None)   # a cluster's worker confirms it there
         quiet = await (_bounded(remote()) if remote is not None else quiesce(worker.pid))
-    outcome = await asyncio.to_thread(d.finish, code, timed_out=why == "timeout",
+    outcome = await asyncio.to_thread(finish, d, code, timed_out=why == "timeout",
                                       cancelled=why == "cancelled")
     return settle(ctx, u, outcome, why, executor=d.p.executor, workspace=d.workspace,
                   quiet=quiet)

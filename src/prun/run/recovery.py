@@ -27,7 +27,7 @@ from .._util.fsutil import file_size
 from .._util.process import AdoptedWorker, end_marked
 from .._util.worker import WorkerLike as RunWorker
 from ..attempt import identity, statedir
-from ..attempt.dispatch import Request
+from ..attempt.dispatch import Request, finish
 from ..attempt.finishing import UNPUBLISHED
 from ..attempt.monitor import STATE_DIR_VAR
 from ..attempt.outcome import Outcome
@@ -285,7 +285,7 @@ async def adopt(sup: Recovering, u: UnitState, row: dict[str, Any]) -> End:
     d.escaped = await asyncio.to_thread(end_marked, STATE_DIR_VAR, sd.path,
                                         found[1] if found else None)
     code = await asyncio.to_thread(recorded_exit, sd, True)  # the keeper may be logging it
-    return settle(sup.ctx, u, d.finish(code), None, executor=d.p.executor,
+    return settle(sup.ctx, u, finish(d, code), None, executor=d.p.executor,
                   workspace=d.workspace)
 
 
@@ -300,7 +300,7 @@ async def republish(sup: Recovering, u: UnitState, row: dict[str, Any]) -> End:
     u.state_dir = sd.path
     d = reopen(request(sup, u, row, sd), sd.path, row["receipt"])
     u.started = d.launched_at
-    outcome = await asyncio.to_thread(d.finish, row["exit_code"])
+    outcome = await asyncio.to_thread(finish, d, row["exit_code"])
     sup.emit("republished", u, outcome.reason)
     return settle(sup.ctx, u, outcome, None, executor=d.p.executor, workspace=d.workspace)
 
@@ -320,7 +320,7 @@ async def orphaned(sup: Recovering, u: UnitState, d: Any) -> End:
     d.lost = ("worker-lost", "the supervisor that sent it to the cluster died; its result "
               "could not be collected")
     why = "cancelled" if u.cancel_requested else None
-    return settle(sup.ctx, u, await asyncio.to_thread(d.finish, None,
+    return settle(sup.ctx, u, await asyncio.to_thread(finish, d, None,
                                                       cancelled=why is not None), why,
                   executor=d.p.executor, workspace=d.workspace, quiet=quiet)
 
