@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -29,6 +30,8 @@ from typing import Any
 from ._util.gitcmd import toplevel
 from .attempt.dispatch import Request, run_sync
 from .attempt.outcome import Outcome
+from .attempt.subdispatch import refusal
+from .cluster.config import resolve
 from .errors import ExitCode, NotIndependent, UsageError
 from .git.integrate import CHECK_TIMEOUT_DEFAULT, Integration, UnitResult, add_worktree
 from .git.integrate import integrate as integrate_changes
@@ -43,6 +46,7 @@ from .plan.pair_report import Report as CheckReport
 from .run.detached import spawn_supervisor, supervisor_alive
 from .run.freeze import deadline_of, freeze, preflight
 from .run.paths import RunPaths
+from .settings import current
 from .views.model import RunView, Spend, find_run, view
 
 PathLike = str | os.PathLike[str]
@@ -121,10 +125,6 @@ def freeze_run(plan: Plan | PathLike, *, parallel: int | None = None,
     bad plan, deadline, base, port or cluster: in every refusal nothing is made, not even
     the ledger. ``cluster`` is a Dask scheduler's address (default: the plan's, else
     ``$PRUN_CLUSTER``)."""
-    from .attempt.subdispatch import refusal
-    from .cluster.config import resolve
-    from .settings import current
-
     if (refused := refusal()) is not None:   # inside a unit that may not start agents
         raise refused
     p = _plan(plan)
@@ -370,8 +370,6 @@ def dispatch(request: Request, *, on_state_dir: Callable[[str], None] | None = N
     was made raises ``UsageError``. Call it from the main thread: while the unit runs,
     SIGTERM, SIGINT and SIGHUP cancel it (its process group is ended and the outcome still
     published); the caller's handlers are put back after."""
-    import signal
-
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT,
                                                      signal.SIGHUP)}
     try:

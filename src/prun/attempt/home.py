@@ -16,9 +16,10 @@ the executor names that is itself a symbolic link (a dotfile kept elsewhere) is 
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
@@ -158,8 +159,6 @@ def carry(earlier: str, home: str) -> None:
     """Move an earlier attempt's home (a real folder, never a link) to ``home``, the
     follow-up's own place, where each attempt's home always is; copied when it cannot be
     moved (another file system). Nothing happens when the earlier one is not a folder."""
-    import shutil
-
     try:
         if not stat.S_ISDIR(os.lstat(earlier).st_mode):
             return

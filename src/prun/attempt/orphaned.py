@@ -14,11 +14,17 @@ import os
 import shlex
 import signal
 import time
+from typing import TYPE_CHECKING
 
+from .._util.process import same_process_alive
 from ..errors import StateError, UsageError
-from . import statedir
+from . import identity, recording, statedir
+from .core import Dispatch
+from .finishing import finish
+from .local import LocalLauncher
+from .outcome import Outcome
+from .request import Request, prepare
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .outcome import Outcome
     from .request import Prepared
@@ -28,8 +34,6 @@ if TYPE_CHECKING:
 def standalone(path: str) -> statedir.StateDir:
     """The state dir of a standalone unit: one whose dispatcher kept its record beside it
     (one of a run is its supervisor's to settle)."""
-    from . import identity
-
     sd = statedir.open_existing(path)
     if identity.facts(sd).get("result_file"):
         return sd
@@ -48,8 +52,6 @@ def cancel(sd: statedir.StateDir, grace: float, wait: float) -> str:
     """End a standalone unit: its live dispatcher is told (SIGTERM: it ends its worker and
     judges it); else a live worker's group is ended (SIGTERM, ``grace``, SIGKILL) and the
     unit settled. Returns the outcome's kind."""
-    from . import identity
-
     if (done := _outcome(sd)) is not None:
         return done
     if identity.alive(dispatcher := identity.dispatcher(sd)):
@@ -79,8 +81,6 @@ def _outcome(sd: statedir.StateDir) -> str | None:
 def _end_group(pid: int, start: float, grace: float) -> None:
     """SIGTERM the group the recorded worker leads, ``grace`` seconds, then SIGKILL; only
     while that very process (its start time) still leads it."""
-    from .._util.process import same_process_alive
-
     for sig, pause in ((signal.SIGTERM, grace), (signal.SIGKILL, 0.0)):
         if not same_process_alive(pid, start):
             return
@@ -98,12 +98,6 @@ def settle(sd: statedir.StateDir, *, cancelled: bool = False) -> Outcome:
     the path its dispatcher recorded, ``outcome.json`` written (its exit code unknown: it was
     its dispatcher's to see), its ledger row closed. Refused while its dispatcher or worker
     still runs."""
-    from . import identity, recording
-    from .core import Dispatch
-    from .finishing import finish
-    from .local import LocalLauncher
-    from .outcome import Outcome
-
     if (done := sd.outcome) is not None:
         return Outcome.from_json(done)
     for who, proc in (("dispatcher", identity.dispatcher(sd)),
@@ -124,9 +118,6 @@ def settle(sd: statedir.StateDir, *, cancelled: bool = False) -> Outcome:
 def _request(sd: statedir.StateDir) -> Prepared:
     """The unit's request as its dispatcher recorded it beside the state dir (the model
     from its ``unit.json``: it only names what ran)."""
-    from . import identity
-    from .request import Request, prepare
-
     known, unit, argv = identity.facts(sd), sd.unit, identity.command(sd)
     model = unit.get("requested_model")
     executor = known.get("executor") or "command"

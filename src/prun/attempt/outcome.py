@@ -14,12 +14,12 @@ keeps the CLI's own record beside them.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ExitCode
+from ..executors.records import Usage, count, dollars
 from ..ledger.statuses import OutcomeKind
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..executors.records import Denial, Usage
     from .protocols import ResultIdentity
@@ -124,8 +124,6 @@ def _str(value: object) -> str | None:
 
 def _spend(tokens: object, cost: object) -> Usage | None:
     """``outcome.json``'s ``tokens`` and ``cost_usd`` read back."""
-    from ..executors.records import Usage, count, dollars
-
     t = tokens if isinstance(tokens, dict) else {}
     spent = Usage(count(t.get("in")), count(t.get("out")), count(t.get("cached")), dollars(cost))
     return spent if spent.reported else None

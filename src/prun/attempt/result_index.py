@@ -28,9 +28,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from typing import Any
+import time
+from typing import TYPE_CHECKING, Any
 
-TYPE_CHECKING = False
+from .._util.fsutil import open_regular, read_json
+from .publish import RESULT_LIMIT
+from .statedir import RECORD_LIMIT
+
 if TYPE_CHECKING:
     from .protocols import ResultIdentity
 
@@ -62,9 +66,6 @@ def identity(result_file: str, *, content: bool = True) -> ResultIdentity | None
     larger than prun publishes (``publish.RESULT_LIMIT``): its path, device, inode, size and
     modification time (what ``lookup`` checks), and with ``content`` its SHA-256 (what
     ``changed`` checks: a published result must never change)."""
-    from .._util.fsutil import open_regular
-    from .publish import RESULT_LIMIT
-
     path = os.path.abspath(result_file)
     try:
         fd = open_regular(path, RESULT_LIMIT)
@@ -169,8 +170,6 @@ def _link_entry(source: str, final: str, folder: str) -> bool:
 
 def _prune(folder: str) -> None:
     """Remove entries older than ``KEEP_S``, once a day (a marker file's age says when)."""
-    import time
-
     marker = os.path.join(folder, ".pruned")
     now = time.time()
     try:
@@ -229,8 +228,5 @@ def lookup(result_file: str, st: os.stat_result | None = None,
 def _entry(path: str) -> dict[str, Any] | None:
     """An index entry (a unit's ``outcome.json``, linked in), read as untrusted: a regular
     file of at most ``statedir.RECORD_LIMIT`` bytes holding a JSON object, else None."""
-    from .._util.fsutil import read_json
-    from .statedir import RECORD_LIMIT
-
     entry = read_json(path, limit=RECORD_LIMIT)
     return entry if isinstance(entry, dict) else None

@@ -5,10 +5,11 @@ not a JSON object is counted (``StreamResult.bad_lines``) and the attempt's outc
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
+from .._util.fsutil import UnsafeFile, open_regular
 from . import statedir
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..executors.base import StreamReader
     from ..executors.records import StreamResult
@@ -43,7 +44,6 @@ class Follower:
         """Feed the stream's new complete lines to the reader; record the session id early."""
         if not self.event_stream or self.refused:
             return
-        from .._util.fsutil import UnsafeFile, open_regular
 
         try:
             fd = open_regular(self.state.file(statedir.TAIL))

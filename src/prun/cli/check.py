@@ -22,6 +22,7 @@ import argparse
 import json
 import sys
 
+from ..api import check
 from . import options
 
 
@@ -35,8 +36,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..api import check
-
     report = check(args.plan, repo=args.repo, use_git=not args.no_git)
     if args.json:
         sys.stdout.write(json.dumps(report.to_json(), sort_keys=True) + "\n")

@@ -3,19 +3,21 @@ table or the terse lines, then the summary and the run's exit code (not a comman
 
 from __future__ import annotations
 
+import os
 import sys
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False
+from ..api import run_exit_code
+from ..run.keeper import Keeper
+from ..views.lines import summary_lines
+from ..views.model import view
+
 if TYPE_CHECKING:
     from ..ledger import Ledger
 
 
 def supervise(ledger: Ledger, run_id: str, *, verbose: bool = False, plain: bool = False) -> int:
     """Drive the run in this process with a renderer; print the summary; the exit code."""
-    import os
-
-    from ..run.keeper import Keeper
-
     keeper = Keeper(dict(os.environ))
     keeper.launch()  # its start-up overlaps the supervisor's imports
     try:
@@ -33,8 +35,6 @@ def supervise(ledger: Ledger, run_id: str, *, verbose: bool = False, plain: bool
             renderer.close()
     finally:
         keeper.close()
-    from ..views.lines import summary_lines
-    from ..views.model import view
 
     for line in summary_lines(view(ledger, run_id)):
         print(line)
@@ -42,6 +42,4 @@ def supervise(ledger: Ledger, run_id: str, *, verbose: bool = False, plain: bool
 
 
 def exit_code(status: str) -> int:
-    from ..api import run_exit_code
-
     return run_exit_code(status)

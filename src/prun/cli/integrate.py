@@ -40,6 +40,9 @@ from __future__ import annotations
 import argparse
 import json
 
+from .._util.timeparse import parse_duration
+from ..api import integrate, integrate_exit_code
+from ..git.integrate import UnitResult
 from . import options
 
 
@@ -61,10 +64,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .._util.timeparse import parse_duration
-    from ..api import integrate, integrate_exit_code
-    from ..git.integrate import UnitResult
-
     timeout = parse_duration(args.check_timeout, what="--check-timeout")
 
     def say(lines: list[str]) -> None:

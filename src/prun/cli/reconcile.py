@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from ..api import reconcile, reconcile_exit_code, rescoped_map
 from . import options
 
 
@@ -48,8 +49,6 @@ def _rescoped(text: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..api import reconcile, reconcile_exit_code, rescoped_map
-
     report = reconcile(args.run_id, rescoped=rescoped_map(args.rescoped))
     if args.json:
         print(json.dumps(report.as_dict(), indent=2, sort_keys=True))

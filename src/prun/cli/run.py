@@ -35,7 +35,12 @@ import argparse
 import sys
 
 from .._util.quoting import word
+from ..api import freeze_run
+from ..api import run_plan as detached
+from ..errors import NotIndependent
+from ..ledger import Ledger
 from . import options
+from .foreground import supervise
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -57,11 +62,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..api import freeze_run
-    from ..api import run_plan as detached
-    from ..errors import NotIndependent
-    from ..ledger import Ledger
-
     start = detached if args.detach else freeze_run
     try:
         r = start(args.plan, parallel=args.parallel, deadline=args.deadline,
@@ -76,7 +76,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"RUN {r.run_id} packets={r.packets} parallel={r.parallel} "
           f"{word('base', r.base or 'none')} {word('deadline', r.deadline or 'none')}",
           flush=True)
-    from .foreground import supervise
 
     with Ledger.open(r.ledger) as ledger:
         return supervise(ledger, r.run_id, verbose=args.verbose, plain=args.plain)

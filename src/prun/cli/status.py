@@ -25,10 +25,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
+from ..api import status_document
+from ..errors import ExitCode, UsageError
+from ..ledger import Ledger
+from ..views.follow import follow_lines, follow_live
+from ..views.lines import summary_lines
+from ..views.model import find_run
 from . import options
+from .foreground import exit_code
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..ledger import Ledger
 
@@ -43,12 +50,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..api import status_document
-    from ..errors import UsageError
-    from ..ledger import Ledger
-    from ..views.lines import summary_lines
-    from ..views.model import find_run
-
     watch = args.watch or getattr(args, "command", None) == "top"
     if watch and args.json:
         raise UsageError("--watch and --json do not go together",
@@ -68,11 +69,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _watch(ledger: Ledger, run_id: str, *, everything: bool, plain: bool) -> int:
-    from ..errors import ExitCode
-    from ..views.follow import follow_lines, follow_live
-    from ..views.lines import summary_lines
-    from .foreground import exit_code
-
     def emit(lines: list[str]) -> None:
         sys.stdout.write("\n".join(lines) + "\n")
         sys.stdout.flush()

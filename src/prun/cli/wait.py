@@ -23,6 +23,10 @@ from __future__ import annotations
 
 import argparse
 
+from .._util.quoting import word
+from .._util.timeparse import parse_duration
+from ..api import wait
+from ..views.lines import run_line
 from . import options
 
 
@@ -37,11 +41,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .._util.quoting import word
-    from .._util.timeparse import parse_duration
-    from ..api import wait
-    from ..views.lines import run_line
-
     limit = parse_duration(args.timeout, what="--timeout") if args.timeout else None
     woke = wait(args.run_id, since=args.since, timeout=limit, any_done=args.any)
     for ev in woke.events:

@@ -21,9 +21,12 @@ level, so importing prun and every local command stay free of it. See docs/clust
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False
+from .client import Cluster
+
 if TYPE_CHECKING:
     import asyncio
     from collections.abc import AsyncIterator
@@ -40,9 +43,7 @@ async def connected(config: ClusterConfig | None, run_id: str,
     if config is None:
         yield None
         return
-    import asyncio
 
-    from .client import Cluster
 
     cluster = await asyncio.to_thread(Cluster.connect, config, run_id, loop)
     try:

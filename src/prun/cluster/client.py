@@ -18,19 +18,28 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..attempt import statedir
+from ..attempt.statedir import iso
+from ..errors import LaunchError
+from .bundle import make_bundle
+from .claim import CANCEL, LOST, claimed, give_up
 from .config import ClusterConfig
 from .connect import connect_client
-from .remote import KEY_PREFIX
+from .reach import end_on_workers, land_patch
+from .remote import KEY_PREFIX, RemoteWorker
+from .running import signal_unit
+from .task import carry, run_unit
 
 SCHEDULER_TOPIC = "all"   # where the scheduler logs its own events (a worker removed ...)
 LANDING_THREADS = 4   # what comes back is written into the local state dirs here
 
-TYPE_CHECKING = False
+
 if TYPE_CHECKING:
     from ..attempt.core import Dispatch
     from ..attempt.launcher import Planned
@@ -84,9 +93,6 @@ class Cluster:
     def bundle(self, commit: str, source: str) -> tuple[Any, int, bool]:
         """The task holding the bundle of ``commit`` (made from ``source``), its size, and
         whether this call made it (once per base per run)."""
-        from .bundle import make_bundle
-        from .task import carry
-
         with self.lock:
             found = self.bundles.get(commit)
             if found is not None:
@@ -100,10 +106,6 @@ class Cluster:
     def signal(self, attempt_id: str, worker: str, sig: int) -> None:
         """Signal the unit's process group on ``worker`` (through the scheduler; not from
         the client's own thread). A worker that is gone has nothing left to signal."""
-        import sys
-
-        from .running import signal_unit
-
         try:
             self.client.run(signal_unit, attempt_id, int(sig), workers=[worker], wait=False)
         except Exception as e:
@@ -114,9 +116,6 @@ class Cluster:
         """A unit whose supervisor died (a resumed supervisor's): given up, ended on its
         worker (SIGTERM, ``grace``, SIGKILL) and its diff landed here. Whether its group was
         confirmed gone (or it ran nowhere any more)."""
-        from .claim import LOST
-        from .reach import end_on_workers, land_patch
-
         found = end_on_workers(self.client, attempt_id, grace, LOST)
         if found.patch:
             land_patch(state_dir, workspace, found.patch)
@@ -124,17 +123,11 @@ class Cluster:
 
     def claimed(self, attempt_id: str) -> list[str]:
         """The workers that claimed the attempt, first first (``claim.claimed``)."""
-        from .claim import claimed
-
         return claimed(self.client, attempt_id)
 
     def cancel_unstarted(self, attempt_id: str, sig: int) -> None:
         """An attempt not known to have started is cancelled: its task refuses to launch it,
         and a worker that claimed it already is sent ``sig``."""
-        import sys
-
-        from .claim import CANCEL, give_up
-
         try:
             claimed = give_up(self.client, attempt_id, CANCEL)
         except Exception as e:
@@ -200,10 +193,6 @@ class Launcher:
         """Submit the attempt; returns its remote worker at once (the task may queue). Its
         receipt is the task's key; ``unit.json`` names the cluster instead of a local worker
         (no local process to signal). ``LaunchError`` when it cannot be submitted."""
-        from ..attempt import statedir
-        from ..attempt.statedir import iso
-        from ..errors import LaunchError
-
         try:
             w = self.submit(d)
         except OSError as e:
@@ -222,9 +211,6 @@ class Launcher:
 
     def submit(self, d: Dispatch) -> RemoteWorker:
         """Submit the attempt's task. Raises ``OSError`` when it cannot be submitted."""
-        from .remote import RemoteWorker
-        from .task import run_unit
-
         spec = self.spec(d)
         source = self.source()
         bundle, size, made = (self.cluster.bundle(self.base, source)

@@ -5,9 +5,13 @@ snapshot of the base."""
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-TYPE_CHECKING = False
+from ..git import workspace as ws
+from ..git.setup import run_setup, sandboxed
+from ..git.snapshot import ensure_snapshot
+from .bundle import apply_start, ensure_repo, tree_of
+
 if TYPE_CHECKING:
     from .bundle import Start
 
@@ -19,11 +23,6 @@ def place(spec: dict[str, Any], bundle: bytes | None, root: str, unit_dir: str,
     clone's uncommitted start, then the plan's setup); a read-only unit a scratch dir and
     the snapshot of the base. ``env``: the worker's environment (the setup's, with the
     unit's variables)."""
-    from ..git import workspace as ws
-    from ..git.setup import run_setup
-    from ..git.snapshot import ensure_snapshot
-    from .bundle import apply_start, ensure_repo, tree_of
-
     base = spec.get("base")
     repo = ensure_repo(root, base, bundle) if base and bundle is not None else None
     os.makedirs(unit_dir, exist_ok=True)
@@ -47,8 +46,6 @@ def place(spec: dict[str, Any], bundle: bytes | None, root: str, unit_dir: str,
 
 def _setup_sandbox(spec: dict[str, Any], root: str) -> dict[str, Any]:
     """The setup command runs in the sandbox where the unit will (the bases read-only)."""
-    from ..git.setup import sandboxed
-
     return {"sandbox": sandboxed(spec.get("sandbox")),
             "read_only": [os.path.join(root, "bases")]}
 

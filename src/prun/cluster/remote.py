@@ -25,13 +25,14 @@ import signal as signals
 import threading
 import time
 from concurrent.futures import Executor
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..attempt import statedir
+from .bundle import apply
 from .claim import CANCEL
 from .config import ClusterConfig
+from .running import landed_tail
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..attempt.core import Dispatch
 
@@ -144,8 +145,6 @@ class RemoteWorker:
     def _landed_tail(self) -> None:
         """Tell the worker how much of the tail is written here (from a landing thread: the
         client's own must not wait for the scheduler)."""
-        from .running import landed_tail
-
         with self._lock:
             have, where = self._have, self.worker_address
         if where is not None:
@@ -350,8 +349,6 @@ class RemoteWorker:
             self._apply(patch)
 
     def _apply(self, patch: bytes) -> None:
-        from .bundle import apply
-
         if self.kind != "clone":
             self.d.lost = ("diff-not-applied", "a read-only unit changed its workspace on the "
                            f"worker; the diff is kept in {PATCH_FILE}")

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Mapping
 
 from ..errors import StateError
+from ..settings import current
 from .statuses import OutcomeKind, Status, attempt_status
 from .store import Ledger
 from .writes import now_iso
@@ -89,6 +90,4 @@ def record_receipt(state_dir: str, unit: Mapping[str, object], receipt: str) -> 
 
 def _off() -> bool:
     """``PRUN_LEDGER=off``: standalone dispatches record nothing."""
-    from ..settings import current
-
     return current().ledger_off

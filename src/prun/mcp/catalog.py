@@ -17,8 +17,10 @@ from mcp_types import ToolAnnotations
 from pydantic import Field
 
 from .. import api
+from .._util.fsutil import read_head
 from .._util.quoting import printable
-from ..errors import PrunError
+from .._util.timeparse import parse_duration
+from ..errors import PrunError, UsageError
 from ..views.lines import summary_lines
 from . import args
 from .args import Argv
@@ -265,8 +267,6 @@ def _checked(name: str, value: str, kind: Any) -> None:
 def _read_result(path: str) -> str | None:
     """The result file at ``path``: a regular file only (never a link, a FIFO, a device:
     ``fsutil.read_head``), its first ``RESULT_MAX`` bytes; None when there is none (or it is empty)."""
-    from .._util.fsutil import read_head
-
     data = read_head(path, RESULT_MAX + 1)
     if not data:   # none, empty, or not a regular file
         return None
@@ -288,9 +288,6 @@ async def _units(st: Prun, run: str) -> list[dict[str, Any]]:
 def _check_seconds(text: str | None) -> float:
     """``integrate``'s check_timeout in seconds (default 1 h), at most ``CHECK_MAX_S``: the
     call stays bounded. A duration that does not parse (or is too long) is refused here."""
-    from .._util.timeparse import parse_duration
-    from ..errors import UsageError
-
     if not text:
         return 3600.0
     try:

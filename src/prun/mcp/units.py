@@ -12,6 +12,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult
 from pydantic import Field
 
+from ..settings import current
 from . import args, child, tools
 from .args import Argv
 from .calls import MAX_WAIT_S, START_S, Cwd, Output, Prun, RunOpt, error, result, too_much
@@ -185,8 +186,6 @@ async def _dispatch(st: Prun, argv: Argv, unit_id: str, folder: str, ctx: Contex
 def _stderr_folder() -> str:
     """Where a standalone dispatcher's stderr goes while the MCP server relays it: the user's
     state folder for prun (``$XDG_STATE_HOME/prun/mcp``)."""
-    from ..settings import current
-
     folder = os.path.join(str(current().user_state), "mcp")
     os.makedirs(folder, exist_ok=True)
     return folder

@@ -12,11 +12,16 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..plan import Packet
+from .. import executors
+from ..errors import LaunchError, UsageError
+from ..git import workspace as ws
+from ..git.setup import run_setup, sandboxed
+from ..hooks.git_wrapper import git_wrapper_dir
+from ..plan import Packet, routing
 from ..quota.snapshot import parse_time
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..executors.base import Executor
     from ..quota.snapshot import GroupState
@@ -34,9 +39,6 @@ def route_all(packets: Sequence[Packet], env: Mapping[str, str]) -> dict[str, Ro
     ``prun.plan.routing`` (the seed's Executors rule, the project's policy, current quota).
     Quota is read only when a unit may draw on a metered pool: a batch whose every packet
     names an executor without quota groups (command units) reads no snapshot and runs no probe."""
-    from .. import executors
-    from ..plan import routing
-
     needs = [routing.Need.of(p) for p in packets]
     states: dict[str, GroupState] = {}
     if any(n.named is None or executors.get(n.named).quota_groups() for n in needs):
@@ -72,10 +74,6 @@ def workspace(packet: Packet, *, root: str, seq: int, repo_root: str | None,
     ``reuse``: a follow-up keeps its predecessor's workspace, whose base the ledger recorded
     (``reuse_base``; never read from the workspace); ``scratch_ready()``: ``root`` is known to
     be outside any git work tree."""
-    from ..errors import UsageError
-    from ..git import workspace as ws
-    from ..git.setup import run_setup, sandboxed
-
     snapshot = None
     if not packet.writes_code and packet.snapshot and repo_root and base:
         snapshot = snapshot_of(base)
@@ -113,9 +111,6 @@ def workspace(packet: Packet, *, root: str, seq: int, repo_root: str | None,
 def git_wrapper(user_state: str) -> str | None:
     """The folder of the git wrapper every worker of the run gets first on its PATH (made
     once for the run; None when there is no git to wrap)."""
-    from ..errors import LaunchError
-    from ..hooks.git_wrapper import git_wrapper_dir
-
     try:
         return git_wrapper_dir(user_state)
     except LaunchError:

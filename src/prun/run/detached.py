@@ -4,22 +4,25 @@ that it holds the run, whether it is alive, and waking it to read its requests."
 from __future__ import annotations
 
 import os
+import select
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._util.process import same_process_alive, start
 from ..errors import StateError
 
 T = TypeVar("T")
 
-TYPE_CHECKING = False
+
 if TYPE_CHECKING:
     import sqlite3
 
 
 def supervisor_alive(run: Mapping[str, Any] | sqlite3.Row) -> bool:
-    from .._util.process import same_process_alive
-
     return same_process_alive(run["supervisor_pid"], run["supervisor_started"])
 
 
@@ -28,12 +31,6 @@ def spawn_supervisor(run_id: str, ledger_path: str | os.PathLike[str],
     """Start a detached supervisor for ``run_id`` (its own session; output to ``log``):
     ``python -m <module> RUN``, a module whose supervisor calls ``ready_signal()``'s function
     once it holds the run (``prun.panel.detached`` drives a panel so)."""
-    import select
-    import subprocess
-    import sys
-
-    from .._util.process import start
-
     # Return only once the supervisor holds the run, so a `prun wait` right after sees it: it
     # writes one byte on this pipe then (an exit before that closes it with nothing written).
     read_end, write_end = os.pipe()
@@ -83,8 +80,6 @@ def ready_signal() -> Callable[[], None] | None:
 
 def wake_supervisor(run: Mapping[str, Any] | sqlite3.Row) -> bool:
     """Tell a live supervisor to read its requests (SIGUSR1). False when none runs."""
-    import signal
-
     if not supervisor_alive(run):
         return False
     try:

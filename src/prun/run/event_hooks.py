@@ -17,6 +17,7 @@ import signal
 import time
 
 from .._util.process import Worker, spawn
+from ..settings import load
 from .events import Event
 
 MAX_CONCURRENT = 4
@@ -31,7 +32,6 @@ class EventHooks:
         self.command = command
         self.log_path = log_path
         self.env = env
-        from ..settings import load
 
         self.timeout = load(env).hook_timeout_s
         self._sem = asyncio.Semaphore(MAX_CONCURRENT)

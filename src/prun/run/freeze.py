@@ -15,17 +15,23 @@ import time
 from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .. import executors
+from .._util import gitcmd
 from .._util.timeparse import deadline_at
+from ..attempt.sandbox import unavailable
 from ..errors import GitError, StateError, UsageError
 from ..ledger import Ledger, PacketRecord, RunRecord, now_iso, prun_dir, repo_root
 from ..plan import DataBoundary, Packet, Plan
+from ..ports.reserve import port_request
+from ..settings import load, parse_sandbox
+from . import choices as unitprep
 from .paths import RunPaths
 
 DEFAULT_PARALLEL = 8
 
-TYPE_CHECKING = False
+
 if TYPE_CHECKING:
     import sqlite3
 
@@ -108,8 +114,6 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
            deadline: str | None = None, env: Mapping[str, str] | None = None,
            cluster: ClusterConfig | None = None) -> RunRecord:
     """Record the run in the ledger (one transaction) and make its run dir. Returns the run."""
-    from . import choices as unitprep
-
     env = os.environ if env is None else env
     root, base, bases = preflight(plan, env)    # a bad base or port entry: nothing made yet
     run_id = new_run_id()
@@ -155,9 +159,6 @@ def preflight(plan: Plan, env: Mapping[str, str] | None = None
     the run's) and its ``port:`` entries. Returns (root, run base, packet id -> base);
     UsageError (at the field) for a base that names no commit or a port entry that names no
     port."""
-    from .._util import gitcmd
-    from ..ports.reserve import port_request
-
     root = repo_root(plan.root)
     base = None
     if root is not None:
@@ -184,8 +185,6 @@ def preflight(plan: Plan, env: Mapping[str, str] | None = None
 def _packet_base(root: Path | None, plan: Plan, p: Packet, run_base: str | None) -> str | None:
     """The commit packet ``p`` starts from: its own base resolved, else the run's; a base that
     names no commit is refused (UsageError at its line) before anything is made."""
-    from .._util import gitcmd
-
     own = plan.base_of(p)
     if root is None or not own or own == (plan.base or "HEAD"):
         return run_base
@@ -201,9 +200,6 @@ def _sandboxes(plan: Plan, env: Mapping[str, str],
                routes: Mapping[str, Route]) -> dict[str, str]:
     """Each packet's sandbox setting (its own, else the plan's, else ``$PRUN_SANDBOX``, else
     auto). ``on`` where no sandbox can be made refuses the run before anything is frozen."""
-    from ..attempt.sandbox import unavailable
-    from ..settings import load, parse_sandbox
-
     default = parse_sandbox(plan.sandbox) if plan.sandbox else load(env).sandbox
     out = {p.id: p.sandbox or default for p in plan.packets}
     wanted = [p for p in plan.packets
@@ -218,7 +214,5 @@ def _sandboxes(plan: Plan, env: Mapping[str, str],
 
 def _launches(name: str) -> bool:
     """Whether units of executor ``name`` run as processes (a session unit does not)."""
-    from .. import executors
-
     ex = executors.lookup(name)
     return ex is None or ex.launches_process

@@ -22,6 +22,12 @@ import threading
 from collections.abc import Mapping
 from typing import IO, TYPE_CHECKING, Any, Protocol, TypedDict
 
+from .._util.fsutil import write_all
+from .._util.process import create_time, end_marked, start
+from ..attempt import monitor, statedir
+from ..attempt.launching import build, launch_record, receipt, spawn_files
+from ..attempt.monitor import STATE_DIR_VAR, STATUS_FD, exit_status
+
 if TYPE_CHECKING:
     from ..attempt.core import Dispatch
     from ..attempt.launcher import Planned
@@ -85,9 +91,6 @@ class KeptWorker:
             self.keeper.signal(self.pid, sig)
 
     def _signal_orphan(self, sig: int) -> None:
-        from .._util.process import end_marked
-        from ..attempt.monitor import STATE_DIR_VAR
-
         _killpg(self.pid, sig)
         if sig == signal.SIGKILL and self.status is not None:
             self.escaped += end_marked(STATE_DIR_VAR, os.path.dirname(self.status),
@@ -145,8 +148,6 @@ class Keeper:
     def launch(self) -> subprocess.Popen[bytes]:
         """Start the keeper process (before the event loop runs, so that its start-up overlaps
         the supervisor's); ``start`` does it if nobody did. Returns it."""
-        from .._util.process import create_time, start
-
         if self.proc is not None:
             return self.proc
         here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -194,8 +195,6 @@ class Keeper:
         (path, ``unit.json``) with the worker in it. ``status``: the file the worker's monitor
         writes its exit to (``attempt.monitor``), opened by the keeper at the monitor's
         ``STATUS_FD``. Raises ``OSError``."""
-        from ..attempt.monitor import STATUS_FD
-
         fut: asyncio.Future[KeptWorker] = asyncio.get_running_loop().create_future()
         base = self.env
         with self._lock:
@@ -225,8 +224,6 @@ class Keeper:
                 self._send({"op": "signal", "pid": pid, "sig": int(sig)})
 
     def _send(self, req: dict[str, Any]) -> None:
-        from .._util.fsutil import write_all
-
         if self.proc is None:
             return
         try:
@@ -315,8 +312,6 @@ class Keeper:
 def _watch_orphan(loop: asyncio.AbstractEventLoop, w: KeptWorker) -> None:
     """A worker whose keeper died: signalled directly from now on, watched by its pidfd, its
     exit code read from what its monitor wrote once it has ended."""
-    from ..attempt.monitor import exit_status
-
     w.orphan = True
 
     def code() -> int | None:
@@ -365,9 +360,6 @@ class KeeperLauncher:
         self.keeper = keeper
 
     def plan(self, d: Dispatch) -> Planned:
-        from ..attempt import monitor
-        from ..attempt.launching import build
-
         planned = build(d)
         assert planned is not None
         launch, argv = planned
@@ -382,9 +374,6 @@ class KeeperLauncher:
                                                 loop).result(SPAWN_WAIT_S)
 
     async def start_async(self, d: Dispatch, planned: Planned) -> Any:
-        from ..attempt import statedir
-        from ..attempt.launching import launch_record, receipt, spawn_files
-
         if planned is None:
             raise RuntimeError("a kept launch is planned first")
         launch, argv = planned

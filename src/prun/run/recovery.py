@@ -23,11 +23,13 @@ from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from typing import Any
 
-from .._util.fsutil import file_size
-from .._util.process import AdoptedWorker, end_marked
+import psutil
+
+from .._util.fsutil import atomic_write, file_size, read_text
+from .._util.process import AdoptedWorker, end_marked, same_process_alive
 from .._util.worker import WorkerLike as RunWorker
 from ..attempt import identity, statedir
-from ..attempt.dispatch import Request, finish
+from ..attempt.dispatch import Request, finish, recorded_exit, reopen
 from ..attempt.finishing import UNPUBLISHED
 from ..attempt.monitor import STATE_DIR_VAR
 from ..attempt.outcome import Outcome
@@ -139,8 +141,6 @@ def _running_with(state_dir: str) -> tuple[int, float] | None:
     unit's monitor) when there is one. Only the unit's own processes carry it (the keeper
     sets it for the worker alone): what is found is the unit's, whatever its state dir
     says."""
-    import psutil
-
     found = None
     for p in psutil.process_iter(["pid", "create_time"]):
         try:
@@ -252,8 +252,6 @@ async def adopt(sup: Recovering, u: UnitState, row: dict[str, Any]) -> End:
     """An attempt an earlier supervisor launched: re-attach to its worker if it still runs
     (found through records its unit cannot write, ``identity.worker``), else judge it from
     its state dir (its ``outcome.json`` when it was judged already)."""
-    from ..attempt.dispatch import recorded_exit, reopen
-
     sd = statedir.StateDir(row["state_dir"])
     u.state_dir = sd.path
     unit = sd.unit
@@ -294,8 +292,6 @@ async def republish(sup: Recovering, u: UnitState, row: dict[str, Any]) -> End:
     ``publish-failed``): judged again from what its state dir kept (its stream, the exit
     code the ledger recorded) and its result published now, so that its packet ends as it
     would have. Nothing is launched."""
-    from ..attempt.dispatch import reopen
-
     sd = statedir.StateDir(row["state_dir"])
     u.state_dir = sd.path
     d = reopen(request(sup, u, row, sd), sd.path, row["receipt"])
@@ -330,8 +326,6 @@ def request(sup: Recovering, u: UnitState, row: dict[str, Any],
     """The request of the attempt in ``row``, as its state dir and the ledger recorded it.
     A prompt copy that a crash left missing or empty is restored first: from the attempt's
     frozen brief (``prompts/<packet>.<n>.md``), else from the packet's prompt in the ledger."""
-    from .._util.fsutil import atomic_write, read_text
-
     if file_size(sd.file(statedir.PROMPT)) == 0:
         frozen = read_text(str(sup.paths.prompts / f"{u.packet.id}.{row['seq']}.md"))
         atomic_write(sd.file(statedir.PROMPT), frozen or u.packet.prompt)
@@ -349,8 +343,6 @@ def request(sup: Recovering, u: UnitState, row: dict[str, Any],
 def still_running(worker: tuple[int, float]) -> int | None:
     """A pidfd of ``worker`` (pid, start time: ``identity.worker``) if that very process
     still runs, else None."""
-    from .._util.process import same_process_alive
-
     pid, started = worker
     if not same_process_alive(pid, started):
         return None
