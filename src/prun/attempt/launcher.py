@@ -40,8 +40,9 @@ class Launcher(Protocol[Dispatch]):
 
     @property
     def durable(self) -> bool:
-        """Whether each of the attempt's files is synced as it is written (a standalone
-        dispatcher's: nothing else syncs them; a run syncs its own)."""
+        """Whether each of the attempt's files is synced as it is written (so, on this machine,
+        always: its end is recorded after them; a Dask worker's task, whose files travel
+        back to be written by the run, does not)."""
 
     @property
     def stages(self) -> bool:

@@ -166,9 +166,10 @@ class Cluster:
 
 class Launcher:
     """A cluster run's attempt, sent to a Dask worker (``attempt.launcher.Launcher``):
-    followed and stopped through its ``RemoteWorker``. Its files are synced by the run."""
+    followed and stopped through its ``RemoteWorker``. What comes back is synced as it is
+    written here, before the run records its end."""
 
-    durable = False
+    durable = True
     stages = False
 
     def __init__(self, cluster: Cluster, *, kind: str, workspace: str, base: str | None,

@@ -351,9 +351,10 @@ class KeeperLauncher:
     """A run's attempt, launched through its keeper (``attempt.launcher.Launcher``): under a
     monitor that outlives the keeper (``attempt.monitor``), its opening files written by the
     keeper as it starts it (``stages``), its ``unit.json`` with its worker too. Followed and
-    stopped through ``KeptWorker``. Its files are synced by the run, not one by one."""
+    stopped through ``KeptWorker``. Its result and ``outcome.json`` are synced as they are
+    written, before the run records its end: a power loss loses no result the ledger shows."""
 
-    durable = False
+    durable = True
     stages = True
 
     def __init__(self, keeper: Spawner):

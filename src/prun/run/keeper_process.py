@@ -72,6 +72,7 @@ import selectors
 import signal
 import sys
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._util.fsutil import atomic_write, atomic_write_json, write_all
@@ -88,28 +89,32 @@ _RESET_SIGNALS = (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGXFSZ)
 _APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT
 
 
+@dataclass(frozen=True, slots=True)
 class _Kid:
     """A worker the keeper started."""
 
-    __slots__ = ("attempt", "log", "name", "pid", "rid")
+    rid: int
+    pid: int
+    name: str
+    log: str
+    attempt: str | None
 
-    def __init__(self, rid: int, pid: int, name: str, log: str, attempt: str | None):
-        self.rid, self.pid, self.name, self.log, self.attempt = rid, pid, name, log, attempt
 
-
+@dataclass(slots=True)
 class _Escape:
     """A process that left a worker's group and was reparented to the keeper."""
 
-    __slots__ = ("cmdline", "ended", "held_by", "kill_at", "owners", "pid", "start")
+    pid: int
+    start: float
+    cmdline: list[str]
+    owners: set[int]                  # the spawn ids of the workers it may descend from
+    ended: bool = False               # SIGTERM sent
+    held_by: int | None = None        # the worker whose exit line waits for it to go
+    kill_at: float | None = None      # when SIGKILL is due (None: not yet, or sent)
 
-    def __init__(self, info: ProcInfo, owners: set[int]):
-        self.pid: int = info["pid"]
-        self.start: float = info["start"]
-        self.cmdline: list[str] = info["cmdline"]
-        self.owners = owners              # the spawn ids of the workers it may descend from
-        self.ended = False                # SIGTERM sent
-        self.held_by: int | None = None   # the worker whose exit line waits for it to go
-        self.kill_at: float | None = None  # when SIGKILL is due (None: not yet, or sent)
+    @classmethod
+    def of(cls, info: ProcInfo, owners: set[int]) -> _Escape:
+        return cls(info["pid"], info["start"], info["cmdline"], owners)
 
 
 class _Server:
@@ -263,7 +268,7 @@ class _Server:
             groups.add(info["pgid"])
             if info["pgid"] in self.kids or info["pgid"] in self.swept:
                 continue                     # its worker's group signals reach it
-            esc = self.escapes[pid] = _Escape(info, self._owners(info))
+            esc = self.escapes[pid] = _Escape.of(info, self._owners(info))
             if esc.owners <= self.finished:  # its workers have all ended already
                 self.end(esc, max(esc.owners, default=None))
         self.swept &= groups
