@@ -10,8 +10,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
-
 from helpers import prun
 from prun.ledger import MIGRATIONS, Ledger, Status
 
@@ -137,39 +135,6 @@ def test_standalone_session_receipt_is_recorded(tmp_path):
     assert prun("receipt", state, "--attempt-id", "agent-7").returncode == 0
     (row,) = json.loads(prun("ledger", "--dispatches", "--json").stdout)
     assert row["status"] == "dispatched" and row["receipt"] == "agent-7"
-
-
-def test_deferred_writes_flush_in_order_and_up_to_a_mark(tmp_path):
-    with Ledger.open(tmp_path / "l.sqlite") as led:
-        led.defer_writes()
-        led.record_attempt("a1", "queued", packet_id="p", executor="command")
-        mark = led.pending
-        led.update_attempt("a1", "started", status=Status.DISPATCHED)
-        assert led.attempt("a1") is None            # nothing written yet
-        assert led.flush(upto=mark) == mark
-        assert led.attempt("a1")["status"] == "pending"
-        assert led.pending == 2                     # the update and its event wait
-        led.stop_deferring()
-        assert led.attempt("a1")["status"] == "dispatched"
-        events = led.events()
-        assert [e["status"] for e in events] == ["pending", "dispatched"]
-        assert events[0]["at"] <= events[1]["at"]   # stamped when called, not when flushed
-
-
-def test_a_failed_flush_keeps_the_queue(tmp_path):
-    with Ledger.open(tmp_path / "l.sqlite") as led:
-        led.defer_writes()
-        led.record_attempt("a1", "queued", packet_id="p", executor="command")
-        led.record_attempt("b1", "queued", packet_id="q", executor="command")
-        with Ledger.open(tmp_path / "l.sqlite") as other:
-            other.conn.execute("BEGIN IMMEDIATE")   # another writer holds the lock
-            led.conn.execute("PRAGMA busy_timeout=0")
-            with pytest.raises(sqlite3.OperationalError):
-                led.flush()
-            other.conn.execute("ROLLBACK")
-        assert led.pending == 4
-        led.stop_deferring()
-        assert {a["id"] for a in led.attempts(None)} == {"a1", "b1"}
 
 
 def test_decisions_are_kept_with_who_when_and_why_and_the_latest_on_an_attempt_counts(tmp_path):

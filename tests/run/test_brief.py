@@ -10,10 +10,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from runkit import write_plan
 
 from helpers import FAKES, calls, make_fake_cli, prun
 from prun.ledger import Ledger
+from runkit import write_plan
 
 # A command unit that records the brief it got on stdin and its environment.
 RECORD = textwrap.dedent("""

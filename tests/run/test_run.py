@@ -10,10 +10,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from runkit import poll, py_unit, write_plan
-
 from helpers import prun
 from prun.ledger import Ledger
+from runkit import poll, py_unit, write_plan
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

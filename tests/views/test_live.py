@@ -8,13 +8,13 @@ import os
 import time
 
 import pytest
-from runkit import py_unit, write_plan
 
 from prun.ledger import Ledger, Status, now_iso
 from prun.plan import load_plan
 from prun.run.freeze import freeze
 from prun.views.live import frame, ledger_notices
 from prun.views.model import view
+from runkit import py_unit, write_plan
 
 PREFIX = "investigate-the-flaky-integration-suite"   # 40 characters with the dash
 assert len(PREFIX + "-") == 40
@@ -61,7 +61,6 @@ def big(repo):
         finish(led, run_id, ids[i], "succeeded")
     for i in range(290, 295):
         finish(led, run_id, ids[i], "failed", reason="exit-nonzero")
-    led.flush()
     yield led, run_id, ids
     led.close()
 
@@ -116,7 +115,6 @@ def test_a_stalled_unit_comes_first_too(repo, tmp_path):
         quiet = 3600 if i in (7, 21, 28) else 1      # three units said nothing for an hour
         os.utime(sd / "tail", (time.time() - quiet, time.time() - quiet))
         start(led, run_id, pid, ago=4000, state_dir=str(sd))
-    led.flush()
     lines = render(view(led, run_id), width=60, height=10, stall_s=600.0)
     rows = table(lines)
     assert [(r[0], r[1]) for r in rows[:3]] == [("u07", "stalled"), ("u21", "stalled"),
@@ -129,11 +127,9 @@ def test_a_stalled_unit_comes_first_too(repo, tmp_path):
 def test_a_column_empty_in_every_row_is_left_out(repo):
     led, run_id = make_run(repo, ["a", "b"])
     finish(led, run_id, "a", "succeeded")
-    led.flush()
     header = render(view(led, run_id))[1]
     assert header.split() == ["unit", "state", "elapsed", "executor"]    # no model, no cost
     led.update_attempt(f"{run_id}:a:1", model="sonnet", cost_usd=0.0125)
-    led.flush()
     lines = render(view(led, run_id))
     assert lines[1].split() == ["unit", "state", "elapsed", "executor", "model", "cost"]
     assert lines[3].split() == ["a", "succeeded", "5s", "command", "sonnet", "$0.0125"]

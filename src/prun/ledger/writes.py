@@ -1,5 +1,4 @@
-"""The ledger's writes: one ``BEGIN IMMEDIATE`` transaction per write, or, while a busy writer
-(the run supervisor) defers them, a queue applied in one short transaction per flush.
+"""The ledger's writes: one ``BEGIN IMMEDIATE`` transaction per write.
 
 Every write is a list of statements ``(sql, params, message if no row changed)``.
 """
@@ -7,7 +6,6 @@ Every write is a list of statements ``(sql, params, message if no row changed)``
 from __future__ import annotations
 
 import sqlite3
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,75 +28,19 @@ def now_iso(ts: float | None = None) -> str:
 
 
 class WriteQueue:
-    """A ledger connection's writes: transactions, and the queue while writes are deferred."""
+    """A ledger connection's writes: one short ``BEGIN IMMEDIATE`` transaction each."""
 
     def __init__(self, conn: sqlite3.Connection, path: Path):
         self.conn = conn
         self.path = path
         self._depth = 0
-        self._deferred: list[Stmt] | None = None
-        self.applied = 0     # queued writes applied so far (``applied + pending``: ever queued)
-
-    # batching: a busy writer (the run supervisor) queues its writes and applies them in one
-    # short transaction per flush, so other writers are never shut out for long.
-    def defer_writes(self) -> None:
-        """Queue every write until ``flush()`` (call it often; a crash loses the queue)."""
-        if self._deferred is None:
-            self._deferred = []
-
-    def flush(self, upto: int | None = None) -> int:
-        """Apply the queued writes (the first ``upto`` of them) in one transaction; returns
-        how many. If the transaction fails the queue is kept (and the error raised)."""
-        queued: list[Stmt] | None
-        if upto is None or self._deferred is None:
-            queued, rest = self._deferred, []
-        else:
-            queued, rest = self._deferred[:upto], self._deferred[upto:]
-        if not queued:
-            return 0
-        self._apply(queued)   # raises with the queue kept: the next flush tries again
-        self._deferred = rest
-        self.applied += len(queued)
-        return len(queued)
-
-    def _apply(self, stmts: list[Stmt]) -> None:
-        """Queued statements in one transaction; one that changes no row it should have, or
-        breaks a constraint, is skipped with a warning (a crash may have made it moot)."""
-        with self.transaction() as c:
-            for sql, params, missing in stmts:
-                try:
-                    if c.execute(sql, params).rowcount == 0 and missing:
-                        print(f"prun: warning: ledger write skipped: {missing}",
-                              file=sys.stderr)
-                except sqlite3.IntegrityError as e:
-                    print(f"prun: warning: ledger write skipped: {e}", file=sys.stderr)
-
-    def _queue(self, *stmts: Stmt) -> bool:
-        """Queue ``stmts`` while writes are deferred; False when they are not: the caller
-        runs them itself."""
-        if self._deferred is None:
-            return False
-        self._deferred.extend(stmts)
-        return True
 
     def _write(self, *stmts: Stmt) -> None:
-        """Run (sql, params, message if no row changed) statements in one transaction, or
-        queue them, ready to run, while writes are deferred."""
-        if self._queue(*stmts):
-            return
+        """Run (sql, params, message if no row changed) statements in one transaction."""
         with self.transaction() as c:
             for sql, params, missing in stmts:
                 if c.execute(sql, params).rowcount == 0 and missing:
                     raise StateError(missing)
-
-    @property
-    def pending(self) -> int:
-        """How many writes are queued."""
-        return len(self._deferred or ())
-
-    def stop_deferring(self) -> None:
-        self.flush()
-        self._deferred = None
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
