@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from prun._util.fsutil import atomic_write_json
-from prun.run import ports
+from prun.ports import reserve as ports
 
 
 def per_unit_ports(env: dict, units: int, live: int) -> float:

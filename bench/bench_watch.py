@@ -36,7 +36,7 @@ from pathlib import Path
 
 from prun._util.fsutil import publish_new
 from prun._util.process import create_time
-from prun.attempt import published
+from prun.attempt import result_index as published
 
 WAKE = "monitor wake-up (exit)"
 TEXT = "# Result\n\nEverything the unit was asked for, in one write.\n"

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from helpers import FAKES, make_fake_cli
+from helpers import FAKES, make_fake_cli, working_repo
 from prun.attempt import sandbox
 
 
@@ -33,6 +33,12 @@ def isolated_env(tmp_path, monkeypatch, cache_home):
                 "ANTIGRAVITY_DISPATCH_TIMEOUT_SECONDS", "PRUN_AGY_SANDBOX", "PRUN_SCRATCH_CWD",
                 "PRUN_AGY_QUOTA_GATE", "PRUN_AGY_BIN", "PRUN_CLAUDE_BIN", "PRUN_GEMINI_BIN"):
         monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    """A real git repository as the working directory (workspaces and the ledger beside it)."""
+    return working_repo(tmp_path, monkeypatch, {"README": "a repository for tests\n"})
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """The shape of the code, checked: the dependency rule (import-linter, contracts in
-pyproject.toml) and what the dispatcher's path to its STATE-DIR line imports."""
+pyproject.toml), no import cycle between modules, and what the dispatcher's path to its
+STATE-DIR line imports."""
 
 from __future__ import annotations
 
@@ -21,6 +22,70 @@ def test_the_layers_and_independence_contracts_hold():
                        timeout=300)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
     assert "BROKEN" not in p.stdout
+
+
+def strongly_connected(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The graph's strongly connected components (Tarjan's algorithm, without recursion)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        m = stack.pop()
+                        on_stack.discard(m)
+                        component.append(m)
+                        if m == node:
+                            break
+                    found.append(sorted(component))
+            elif child not in index:
+                index[child] = low[child] = len(index)
+                stack.append(child)
+                on_stack.add(child)
+                work.append((child, iter(sorted(edges.get(child, ())))))
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+    return found
+
+
+def test_strongly_connected_finds_a_cycle_and_leaves_a_chain_alone():
+    assert strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [
+        ["a", "b", "c"], ["d"]]
+    assert all(len(c) == 1 for c in strongly_connected({"a": {"b"}, "b": {"c"}, "c": set()}))
+
+
+def test_no_module_imports_itself_back_whatever_the_import():
+    """Zero cycles between prun's modules, counting every import: at the top, inside a
+    function, and under ``TYPE_CHECKING``."""
+    grimp = pytest.importorskip("grimp")
+    graph = grimp.build_graph("prun", include_external_packages=False,
+                              exclude_type_checking_imports=False)
+    edges = {m: set(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
+    cycles = [c for c in strongly_connected(edges) if len(c) > 1]
+    lines = []
+    for cycle in cycles:
+        lines.append(f"cycle of {len(cycle)}: " + ", ".join(cycle))
+        for a in cycle:
+            for b in sorted(edges[a] & set(cycle)):
+                for d in graph.get_import_details(importer=a, imported=b):
+                    lines.append(f"  {a}:{d['line_number']}: {d['line_contents']}")
+    assert not cycles, "\n".join(lines)
 
 
 # What the STATE-DIR line must not wait for (docs/dispatch.md, "Speed"): the command table

@@ -29,13 +29,6 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-TYPE_CHECKING = False  # typing stays unimported: this module is on the dispatcher's fast path
-if TYPE_CHECKING:  # types of the layers above, named in annotations only
-    from collections.abc import Sequence
-
-    from .git.workspace import SetupResult
-    from .run.ports import Holder, PortRange
-
 
 class ExitCode(IntEnum):
     """Every exit code of every ``prun`` command; each means one thing wherever it appears."""
@@ -125,7 +118,7 @@ class StateError(PrunError):
 class GitError(PrunError):
     """A git command failed: ``argv``, ``returncode`` and ``stderr`` say how."""
 
-    def __init__(self, argv: Sequence[str], returncode: int, stderr: str, *,
+    def __init__(self, argv: list[str] | tuple[str, ...], returncode: int, stderr: str, *,
                  hint: str | None = None):
         first = (stderr.strip().splitlines() or [f"exit code {returncode}"])[-1]
         super().__init__(f"git {' '.join(argv)}: {first}", hint=hint)
@@ -139,15 +132,19 @@ class WorkspaceError(PrunError):
 
 
 class SetupFailed(WorkspaceError):
-    """The plan's setup command failed or timed out; ``result`` (a ``SetupResult``) holds what
-    happened."""
+    """The plan's setup ``command`` failed (``returncode``) or timed out (``timed_out``);
+    ``last_line`` is the last line of its output and ``log`` the file that holds all of it."""
 
-    def __init__(self, result: SetupResult, command: str | Sequence[str]):
-        why = "timed out" if result.timed_out else f"exited with code {result.exit_code}"
-        last = result.tail.strip().splitlines()[-1:] or [""]
-        super().__init__(f"setup command {command!r} {why}: {last[0]}".rstrip(": "),
-                         hint=f"see {result.log}; fix the plan's setup command")
-        self.result = result
+    def __init__(self, command: str, *, returncode: int | None, timed_out: bool,
+                 last_line: str, log: str):
+        why = "timed out" if timed_out else f"exited with code {returncode}"
+        super().__init__(f"setup command {command!r} {why}: {last_line}".rstrip(": "),
+                         hint=f"see {log}; fix the plan's setup command")
+        self.command = command
+        self.returncode = returncode
+        self.timed_out = timed_out
+        self.last_line = last_line
+        self.log = log
 
 
 class PortsUnavailable(PrunError):
@@ -155,18 +152,22 @@ class PortsUnavailable(PrunError):
 
 
 class PortBusy(PortsUnavailable):
-    """A fixed port the unit asked for (``wanted``, a port range) is held by another live
-    ``holder`` (run, packet, attempt)."""
+    """A fixed port the unit asked for (``wanted``: first port and count) is held by another
+    live attempt (``attempt_id`` of ``run_id``, ``packet_id``)."""
 
-    def __init__(self, port: int, wanted: PortRange, holder: Holder):
-        what = f"port {port}" if wanted.count == 1 else f"port {port} of port:{wanted}"
+    def __init__(self, port: int, wanted: tuple[int, int], *, attempt_id: str,
+                 run_id: str | None, packet_id: str | None):
+        base, count = wanted
+        what = f"port {port}" if count == 1 else f"port {port} of port:{base}-{base + count - 1}"
         super().__init__(
-            f"{what} is held by attempt {holder.attempt_id} (run {holder.run_id or '-'}, "
-            f"packet {holder.packet_id or '-'})",
+            f"{what} is held by attempt {attempt_id} (run {run_id or '-'}, "
+            f"packet {packet_id or '-'})",
             hint="it is free again when that attempt ends; port:NAME gives a port of its own")
         self.port = port
         self.wanted = wanted
-        self.holder = holder
+        self.attempt_id = attempt_id
+        self.run_id = run_id
+        self.packet_id = packet_id
 
 
 class PortsExhausted(PortsUnavailable):
@@ -186,3 +187,13 @@ class Blocked(PrunError):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
+
+
+class NotIndependent(PrunError):
+    """A plan failed the independence test and no overlap was allowed: nothing was made.
+    ``lines`` are the test's ``FAIL`` lines and its summary line."""
+
+    def __init__(self, lines: tuple[str, ...]):
+        super().__init__("the plan fails the independence test; nothing was run",
+                         hint="fix the packets, or pass --allow-overlap to run it anyway")
+        self.lines = lines

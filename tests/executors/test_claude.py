@@ -257,3 +257,19 @@ def test_reader_takes_the_answer_from_result_and_ignores_garbage():
                        "type": "result", "session_id": "s1"}))
     s = r.finish("")
     assert s.bad_lines == 1 and s.response == "the answer" and s.session_id == "s1"
+
+
+def test_a_corrupt_stream_line_is_noted_in_the_outcome(claude_unit):
+    """Lines that are not JSON objects among good ones: the unit is judged by the good ones,
+    and its outcome says how many were skipped, instead of counting them silently."""
+    p = claude_unit.dispatch(env={"FAKE_CLAUDE_SCENARIO": "corrupt_line"})
+    assert p.returncode == 0, p.stderr
+    out = claude_unit.outcome
+    assert out["outcome"] == "succeeded"
+    assert out["notes"] == ["corrupt-stream: 2 lines of its stream were not a JSON object "
+                            "and were skipped"]
+
+
+def test_a_clean_stream_has_no_note(claude_unit):
+    assert claude_unit.dispatch().returncode == 0
+    assert claude_unit.outcome["notes"] == []

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from prun import executors, quota
+from prun import executors
 from prun.errors import UsageError
 from prun.executors.base import ORDINARY, SONNET
 from prun.plan import routing
@@ -50,12 +50,13 @@ def test_codex_and_unknown_names_are_refused():
     assert e.value.hint == "choose one of agy, claude, command, gemini, session"
 
 
-def test_a_builtin_lookup_imports_one_module_and_no_metadata():
+def test_a_builtin_lookup_imports_its_own_module_and_no_metadata():
     code = ("import sys; from prun import executors; executors.get('command'); "
             "print(sorted(m for m in sys.modules if m.startswith('prun.executors.') "
             "or m == 'importlib.metadata'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "['prun.executors.base', 'prun.executors.command']"
+    assert out.stdout.strip() == ("['prun.executors.base', 'prun.executors.command', "
+                                  "'prun.executors.settings']")
 
 
 def test_routing_and_quota_read_the_flags():
@@ -67,8 +68,7 @@ def test_routing_and_quota_read_the_flags():
         ["claude", "session"]
     assert [n for n in executors.names() if executors.get(n).takes_command] == ["command"]
     agy = executors.get("agy")
-    assert agy.quota_groups() == ("agy-gemini", "agy-claude-gpt") == tuple(
-        quota.executor_groups(agy))
+    assert agy.quota_groups() == ("agy-gemini", "agy-claude-gpt")
     assert dict(agy.model_fallback) == {"agy-claude-gpt": "agy-gemini"}
     assert executors.get("command").gate(None, {}) is None   # no gate by default
 

@@ -1,7 +1,8 @@
 """A fake Claude Code CLI (``claude -p``) for tests: the real 2.1.x stream-json, scripted by env.
 
 FAKE_CLAUDE_SCENARIO  success (default), tool_use, permission_denied, bash, error_status,
-                      rate_limit, quota, nonzero_exit, no_result, hang, timeout_api, writes_result
+                      rate_limit, quota, nonzero_exit, no_result, hang, timeout_api, writes_result,
+                      corrupt_line (a line that is not a JSON object among good ones)
 FAKE_CLAUDE_RESPONSE  the final answer text
 FAKE_CLAUDE_ANSWERS   a JSON file {packet id: [answer of call 1, of call 2, ...]}: the
                       unit's n-th call answers its n-th text (a follow-up is call 2)
@@ -228,6 +229,14 @@ if scenario == "success":
     assistant(mid, {"type": "text", "text": answer})
     save(prompt, answer)
     result(answer)
+elif scenario == "corrupt_line":
+    mid = msg_id()
+    sys.stdout.write('{"type": "assistant", "message": {"id": "cut\n')   # cut mid-object
+    sys.stdout.write("[1, 2]\n")                                          # JSON, not an object
+    sys.stdout.flush()
+    assistant(mid, {"type": "text", "text": answer})
+    save(prompt, answer)
+    result(answer)
 elif scenario == "writes_result":
     with open(os.environ["PRUN_RESULT_FILE"], "w") as f:
         f.write("# Result written by the worker\n\nAll sections present.\n")
@@ -314,5 +323,5 @@ elif scenario == "hang":
     signal.signal(signal.SIGTERM, lambda *a: os._exit(143))
     while True:
         time.sleep(3600)
-elif scenario not in ("success", "writes_result", "tool_use"):
+elif scenario not in ("success", "writes_result", "tool_use", "corrupt_line"):
     sys.exit(f"fake claude: unknown scenario {scenario}")

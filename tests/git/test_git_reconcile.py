@@ -21,7 +21,7 @@ from prun.git.reconcile import (
 )
 from prun.plan import Packet, Plan
 from prun.plan.independence import check
-from prun.run.view import RunView
+from prun.views.model import RunView
 
 SUMMARY = "## Summary\n\nChanged the app.\n\n## Verification\n\nran pytest: 3 passed\n"
 

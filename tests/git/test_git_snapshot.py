@@ -17,6 +17,7 @@ from gitrepo import commit_all, g, gout, write
 
 from prun.errors import StateError, UsageError
 from prun.git import workspace
+from prun.git.pushconfig import push_config
 from prun.git.snapshot import CHANGES_SHOWN, ensure_snapshot, remove_snapshot, snapshot_changes
 
 WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
@@ -164,7 +165,7 @@ def test_it_has_no_way_out_and_no_trace_of_its_source(repo, base, parent, tmp_pa
     g(repo, "config", "branch.main.remote", "origin")
     snap = ensure_snapshot(str(parent), str(repo), base)
     assert gout(snap.path, "remote") == ""
-    assert workspace.push_config(snap.path) == []
+    assert push_config(snap.path) == []
     assert gout(snap.path, "config", "protocol.allow") == "never"
     r = g(snap.path, "push", "--no-verify", str(bare), "HEAD:refs/heads/x", check=False)
     assert r.returncode != 0

@@ -18,9 +18,9 @@ from gitrepo import g, gout, write
 from prun.git import store, workspace
 from prun.git.changes import read_change
 from prun.git.clonefiles import NotRegular, append_inside, read_head, read_inside
-from prun.git.commands import run_setup
 from prun.git.diffs import text_diffs
 from prun.git.scan import scan
+from prun.git.setup import run_setup
 
 HOSTILE = str(Path(__file__).with_name("hostile.py"))
 

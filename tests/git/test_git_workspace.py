@@ -9,7 +9,10 @@ import sys
 import pytest
 from gitrepo import commit_all, g, gone, gout, write
 
+from prun.errors import SetupFailed
 from prun.git import workspace
+from prun.git.pushconfig import push_config, strip_push_config
+from prun.git.setup import run_setup
 
 
 def test_clone_is_detached_at_base_with_no_remote_and_guard_hooks(repo, tmp_path):
@@ -21,7 +24,7 @@ def test_clone_is_detached_at_base_with_no_remote_and_guard_hooks(repo, tmp_path
     assert g(clone, "symbolic-ref", "-q", "HEAD", check=False).returncode != 0  # detached
     assert not (tmp_path / "ws" / "u1" / "later.txt").exists()
     assert gout(clone, "remote") == ""
-    assert workspace.push_config(clone) == []
+    assert push_config(clone) == []
     assert gout(clone, "config", "core.longpaths") == "true"
     hooks = gout(clone, "config", "core.hooksPath")
     assert os.path.samefile(hooks, workspace.hooks_dir())
@@ -67,7 +70,7 @@ def test_worker_push_is_refused_and_no_remote_is_reachable(repo, tmp_path):
     before = gout(bare, "for-each-ref")
     clone = workspace.make_clone(repo, "HEAD", tmp_path / "ws" / "u1")
     assert gout(clone, "remote") == ""
-    assert workspace.push_config(clone) == []
+    assert push_config(clone) == []
     for args in (["push", "origin", "HEAD:refs/heads/x"],
                  ["push", str(bare), "HEAD:refs/heads/x"],
                  ["push", "--no-verify", str(bare), "HEAD:refs/heads/x"],
@@ -84,10 +87,10 @@ def test_strip_push_config_removes_every_way_out(repo, tmp_path):
     g(clone, "config", "remote.backup.pushurl", "ssh://example.invalid/x")
     g(clone, "config", "url.ssh://example.invalid/.pushInsteadOf", "https://example.invalid/")
     g(clone, "config", "remote.pushDefault", "backup")
-    assert len(workspace.push_config(clone)) >= 3
-    removed = workspace.strip_push_config(clone)
+    assert len(push_config(clone)) >= 3
+    removed = strip_push_config(clone)
     assert "remote.backup.pushurl" in removed
-    assert workspace.push_config(clone) == []
+    assert push_config(clone) == []
     assert gout(clone, "remote") == ""
 
 
@@ -133,7 +136,7 @@ def test_remove_refuses_what_prun_did_not_make(repo, tmp_path):
 
 def test_setup_runs_in_the_clone_and_its_files_stay_out_of_the_diff(repo, tmp_path):
     clone = workspace.make_clone(repo, "HEAD", tmp_path / "ws" / "u1")
-    res = workspace.run_setup(clone, "echo SECRET=1 > .env && mkdir -p deps && touch deps/x "
+    res = run_setup(clone, "echo SECRET=1 > .env && mkdir -p deps && touch deps/x "
                               "&& echo prepared", timeout=30)
     assert res.ok and res.exit_code == 0 and "prepared" in res.tail
     assert set(res.excluded) == {".env", "deps"}
@@ -142,11 +145,11 @@ def test_setup_runs_in_the_clone_and_its_files_stay_out_of_the_diff(repo, tmp_pa
 
 def test_setup_failure_is_reported_with_its_exit_code_and_output(tmp_path):
     scratch = workspace.make_scratch(tmp_path / "ws", "u")
-    with pytest.raises(workspace.SetupFailed) as err:
-        workspace.run_setup(scratch, "echo cannot link deps >&2; exit 3", timeout=30)
-    assert err.value.result.exit_code == 3
+    with pytest.raises(SetupFailed) as err:
+        run_setup(scratch, "echo cannot link deps >&2; exit 3", timeout=30)
+    assert err.value.returncode == 3
     assert "cannot link deps" in err.value.message
-    res = workspace.run_setup(scratch, [sys.executable, "-c", "raise SystemExit(4)"], check=False)
+    res = run_setup(scratch, [sys.executable, "-c", "raise SystemExit(4)"], check=False)
     assert not res.ok and res.exit_code == 4
 
 
@@ -154,6 +157,6 @@ def test_setup_timeout_ends_its_whole_process_group(tmp_path):
     scratch = workspace.make_scratch(tmp_path / "ws", "u")
     pidfile = tmp_path / "child.pid"
     cmd = f"sleep 60 & echo $! > {pidfile}; wait"
-    res = workspace.run_setup(scratch, cmd, timeout=0.5, check=False)
+    res = run_setup(scratch, cmd, timeout=0.5, check=False)
     assert res.timed_out and not res.ok and res.exit_code is None
     assert gone(int(pidfile.read_text()))

@@ -6,13 +6,6 @@ from __future__ import annotations
 import pytest
 from panelkit import Panelists
 
-from helpers import working_repo
-
-
-@pytest.fixture
-def repo(tmp_path, monkeypatch):
-    return working_repo(tmp_path, monkeypatch, {"README": "a repository for panels\n"})
-
 
 @pytest.fixture
 def panelists(tmp_path, monkeypatch, repo) -> Panelists:

@@ -12,7 +12,7 @@ from prun.git.reconcile import scope_reasons
 from prun.plan import Packet, Plan
 from prun.plan.globs import covers, fixed_prefix, fixed_suffix, matches, overlap
 from prun.plan.independence import check
-from prun.run.view import RunView
+from prun.views.model import RunView
 
 # Segments a glob is made of: literals (file and folder names), wildcards, classes.
 GLOB_SEGMENTS = ["a", "b", "ab", "x.md", "docs", "*", "?", "**", "*.md", "a*", "?b", "[ab]",

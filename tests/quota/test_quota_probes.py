@@ -12,7 +12,6 @@ from quota_helpers import entry, iso, runs
 
 from prun import executors, quota
 from prun.executors import get as get_executor
-from prun.executors.base import QuotaHit
 
 
 def state(group):
@@ -136,7 +135,7 @@ def test_backend_failure_forces_refresh_past_ttl(q):
     other = q.probe("agy-claude-gpt", json={"left": 0.6})
     claude = q.probe("claude", json={"left": 0.9})
     q.write_snapshot({"agy-gemini": entry(0.9, age_s=5), "agy-claude-gpt": entry(0.9, age_s=5)})
-    quota.after_backend_failure(get_executor("agy"), env=None)
+    quota.after_backend_failure(get_executor("agy").quota_groups(), env=None)
     assert runs(count) == 1 and runs(other) == 1
     assert runs(claude) == 0  # only the failed executor's groups
     groups = q.read_snapshot()["groups"]
@@ -144,21 +143,21 @@ def test_backend_failure_forces_refresh_past_ttl(q):
 
 
 def test_backend_failure_without_probes_does_nothing(q):
-    quota.after_backend_failure(get_executor("agy"), env=None)
+    quota.after_backend_failure(get_executor("agy").quota_groups(), env=None)
     assert not q.snapshot.exists()
 
 
 def test_hit_stands_against_a_later_probe_until_it_resets(q):
     q.probe("agy-gemini", json={"left": 0.7})
-    quota.record_hit(QuotaHit("agy-gemini", iso(1800), "Resets in 30m."), env=None)
-    quota.after_backend_failure(get_executor("agy"), env=None)
+    quota.record_hit("agy-gemini", iso(1800), "Resets in 30m.", env=None)
+    quota.after_backend_failure(get_executor("agy").quota_groups(), env=None)
     s = state("agy-gemini")
     assert s.empty and s.source == "hit"
 
 
 def test_probe_replaces_a_hit_whose_reset_was_only_estimated(q):
     q.probe("claude", json={"left": 0.7})
-    quota.record_hit(QuotaHit("claude", None, "usage limit"), env=None)
+    quota.record_hit("claude", None, "usage limit", env=None)
     quota.current(None, ["claude"], force=True)
     s = state("claude")
     assert s.left == 0.7 and s.source == "probe"

@@ -9,7 +9,6 @@ import pytest
 from quota_helpers import entry, iso
 
 from prun import executors, quota
-from prun.executors.base import QuotaHit
 from prun.quota.snapshot import GroupState, load, update
 
 BAD_FILES = {
@@ -95,8 +94,8 @@ def test_extra_groups_in_snapshot_are_listed(q):
 
 
 def test_record_hit_writes_empty_with_reset(q):
-    quota.record_hit(QuotaHit("agy-claude-gpt", "2030-01-01T00:00:00+00:00",
-                              "Individual quota reached. Resets in 34m."), env=None)
+    quota.record_hit("agy-claude-gpt", "2030-01-01T00:00:00+00:00",
+                              "Individual quota reached. Resets in 34m.", env=None)
     data = q.read_snapshot()
     g = data["groups"]["agy-claude-gpt"]
     assert g["left"] == 0.0 and g["source"] == "hit"
@@ -107,7 +106,7 @@ def test_record_hit_writes_empty_with_reset(q):
 
 def test_record_hit_without_reset_time_is_estimated(q):
     q.set("hit_reset", "10m")
-    quota.record_hit(QuotaHit("claude", None, "usage limit reached"), env=None)
+    quota.record_hit("claude", None, "usage limit reached", env=None)
     s = quota.group_states(known=executors.quota_groups())["claude"]
     assert s.empty and s.reset_estimated
     assert s.resets_at[:16] in (iso(600)[:16], iso(599)[:16])
@@ -115,7 +114,7 @@ def test_record_hit_without_reset_time_is_estimated(q):
 
 def test_record_hit_keeps_other_groups_and_repairs_bad_file(q):
     q.write_snapshot({"claude": entry(0.4), "agy-gemini": {"left": "x"}})
-    quota.record_hit(QuotaHit("gemini", None, "daily quota"), env=None)
+    quota.record_hit("gemini", None, "daily quota", env=None)
     groups = q.read_snapshot()["groups"]
     assert groups["claude"]["left"] == 0.4
     assert groups["gemini"]["left"] == 0.0
@@ -124,13 +123,13 @@ def test_record_hit_keeps_other_groups_and_repairs_bad_file(q):
 
 def test_record_hit_over_truncated_file(q):
     q.write_raw('{"groups": {')
-    quota.record_hit(QuotaHit("agy-gemini", None, "quota"), env=None)
+    quota.record_hit("agy-gemini", None, "quota", env=None)
     assert q.read_snapshot()["groups"]["agy-gemini"]["left"] == 0.0
 
 
 def test_record_hit_never_raises(q, capsys):
     q.snapshot.mkdir()  # the snapshot path is a directory: the write must fail
-    quota.record_hit(QuotaHit("agy-gemini", None, "quota"), env=None)
+    quota.record_hit("agy-gemini", None, "quota", env=None)
     err = capsys.readouterr().err
     assert err.startswith("prun: warning: could not record") and err.count("\n") == 1
 
@@ -150,7 +149,7 @@ def test_concurrent_updates_lose_nothing(q):
 
 
 def test_written_snapshot_matches_schema(q):
-    quota.record_hit(QuotaHit("agy-gemini", None, "quota"), env=None)
+    quota.record_hit("agy-gemini", None, "quota", env=None)
     data = json.loads(q.snapshot.read_text())
     assert data["version"] == 1 and data["updated_at"].endswith("Z")
     assert set(data["groups"]["agy-gemini"]) >= {"left", "resets_at", "read_at", "source",

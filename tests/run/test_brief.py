@@ -10,10 +10,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from runkit import write_plan
 
 from helpers import FAKES, calls, make_fake_cli, prun
 from prun.ledger import Ledger
+from runkit import write_plan
 
 # A command unit that records the brief it got on stdin and its environment.
 RECORD = textwrap.dedent("""
@@ -147,7 +147,7 @@ def test_agent_cli_gets_the_snapshot_as_its_extra_directory(repo, tmp_path, monk
     (call,) = calls(log)
     argv = call["argv"]
     snap = argv[argv.index(flag) + 1]
-    assert Path(snap, "README").read_text() == "a repository for runs\n"
+    assert Path(snap, "README").read_text() == "a repository for tests\n"
     assert call["cwd"] != snap
     prompt = argv[argv.index("-p") + 1]
     assert prompt.startswith("# prun unit `look`") and snap in prompt

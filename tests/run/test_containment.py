@@ -16,10 +16,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from runkit import write_plan
 
 from helpers import FAKES, make_fake_cli, prun
 from prun.ledger import Ledger
+from runkit import write_plan
 
 REAL_GIT = shutil.which("git")
 

@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
-from runkit import py_unit, write_plan
 
 from helpers import FAKES, make_fake_cli, prun
 from prun.ledger import Ledger
+from runkit import py_unit, write_plan
 
 
 @pytest.fixture

@@ -10,10 +10,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from runkit import write_plan
-
 from helpers import prun
 from prun.ledger import Ledger
+from runkit import write_plan
 
 
 def _unit(pid: str, code: str, **fields) -> dict:

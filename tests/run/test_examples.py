@@ -20,7 +20,7 @@ def _commit(repo: Path) -> None:
 
 def test_the_review_example_reads_the_code_through_its_snapshot(repo):
     shutil.copytree(ROOT / "examples" / "review", repo / "examples" / "review")
-    for module in ("run/brief", "run/dependents", "run/ports", "git/snapshot"):
+    for module in ("run/brief", "run/dependents", "ports/reserve", "git/snapshot"):
         target = repo / "src" / "prun" / f"{module}.py"
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / "src" / "prun" / f"{module}.py", target)

@@ -9,10 +9,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from runkit import write_plan
-
 from helpers import FAKES, calls, make_fake_cli, prun
 from prun.ledger import Ledger
+from runkit import write_plan
 
 QUOTA_AGY = Path(__file__).parent / "fake_agy_quota.py"
 

@@ -14,10 +14,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from runkit import poll
 
 from prun._util.process import end_group, same_process_alive
 from prun.run.keeper import Keeper
+from runkit import poll
 
 
 async def _spawn(keeper: Keeper, tmp: Path, name: str, code: str, **kw):

@@ -8,10 +8,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from runkit import poll, write_plan
-
 from helpers import prun
 from prun.ledger import Ledger
+from runkit import poll, write_plan
 
 HOLD = textwrap.dedent("""
     import json, os, pathlib, time

@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from runkit import write_plan
 
 from helpers import calls, make_fake_cli, prun
 from prun.ledger import Ledger
+from runkit import write_plan
 
 FAKE = Path(__file__).parent / "fake_agy_quota.py"
 

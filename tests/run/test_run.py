@@ -10,10 +10,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from runkit import poll, py_unit, write_plan
-
 from helpers import prun
 from prun.ledger import Ledger
+from runkit import poll, py_unit, write_plan
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -162,7 +161,7 @@ def test_deadline_cancels_the_unit_and_its_descendants(repo, tmp_path):
             "p = subprocess.Popen(['sleep', '300']); "
             f"open({str(pidfile)!r}, 'w').write(str(p.pid)); time.sleep(300)")
     plan = write_plan(repo / "plan.yaml", [py_unit("slow", code)], deadline="2s",
-                      sandbox="off")  # its pid as the host sees it (tests/sandbox: sandboxed)
+                      sandbox="off")  # its pid as the host sees it (tests/attempt/sandbox: sandboxed)
     r = prun("run", str(plan), "-v")
     assert r.returncode == 124, r.stdout + r.stderr
     run_id = r.stdout.split()[1]

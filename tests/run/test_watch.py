@@ -16,10 +16,9 @@ import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from runkit import py_unit, write_plan
-
 from helpers import prun
 from prun._util.timeparse import epoch
+from runkit import py_unit, write_plan
 
 LONG = "a result that is long enough to count as one, " * 3
 

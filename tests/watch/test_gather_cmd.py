@@ -15,7 +15,7 @@ from watchkit import age, publish
 
 from helpers import prun
 from prun._util.fsutil import publish_new
-from prun.attempt import published
+from prun.attempt import result_index as published
 from prun.watch.gather import LandingRule
 
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from prun._util.fsutil import publish_new
-from prun.attempt import published
+from prun.attempt import result_index as published
 
 
 def wait_for(condition, timeout: float = 20.0, what: str = "condition"):

@@ -20,7 +20,7 @@ TYPE_CHECKING = False  # typing stays unimported: the dispatcher's fast path imp
 if TYPE_CHECKING:
     from typing import TypedDict
 
-    from .process import WorkerLike
+    from .worker import WorkerLike
 
     class ProcInfo(TypedDict):
         """What ``proc_info`` tells of a process."""

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Generic, Literal, TypeVar, overload
 
 from ..errors import GitError, PrunError
+from .bounded import run
 
 Out = TypeVar("Out", str, bytes)
 
@@ -61,8 +64,6 @@ def git(args: Sequence[str], cwd: str | os.PathLike[str] | None = None, *, check
         isolated: bool = False) -> Ran[str] | Ran[bytes]:
     """Run ``git -C cwd args...`` (bounded: ``process.run``); stdout and stderr captured.
     Raises ``GitError`` when ``check`` and git exits non-zero."""
-    from .bounded import run
-
     argv = ["git"]
     if cwd is not None:
         argv += ["-C", os.fspath(cwd)]
@@ -75,23 +76,20 @@ def git(args: Sequence[str], cwd: str | os.PathLike[str] | None = None, *, check
         raise PrunError(f"git {' '.join(args)} took longer than {timeout:.0f}s")
     code, stderr = done.returncode or 0, done.stderr.decode("utf-8", "replace")
     if check and code != 0:
-        raise GitError(args, code, stderr)
+        raise GitError(list(args), code, stderr)
     if text:
         return Ran(code, done.stdout.decode("utf-8", "surrogateescape"), stderr)
     return Ran(code, done.stdout, stderr)
 
 
+@dataclass(frozen=True, slots=True)
 class Ran(Generic[Out]):
     """What a git command returned: its exit code, its stdout (text, or bytes when asked)
     and its stderr (text)."""
 
-    __slots__ = ("returncode", "stderr", "stdout")
     returncode: int
     stdout: Out
     stderr: str
-
-    def __init__(self, returncode: int, stdout: Out, stderr: str):
-        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
 
 
 def out(args: Sequence[str], cwd: str | os.PathLike[str] | None = None, *, check: bool = True,
@@ -113,8 +111,6 @@ def toplevel(path: str | os.PathLike[str] | None = None) -> str | None:
     nearest folder at or above it that holds a ``.git`` (a folder, or the file of a worktree
     or submodule), symbolic links resolved; None when there is none. The one finder of a
     repository's root: no git process is started."""
-    from pathlib import Path
-
     p = Path(os.path.realpath(os.fspath(path) if path is not None else os.getcwd()))
     for folder in (p, *p.parents):
         if (folder / ".git").exists():

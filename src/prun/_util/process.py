@@ -36,31 +36,9 @@ __all__ = ["GRACE_S", "AdoptedWorker", "Worker", "become_subreaper", "children",
 TYPE_CHECKING = False  # typing stays unimported: this module is on the dispatcher's fast path
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any, Protocol
+    from typing import Any
 
-    class WorkerLike(Protocol):
-        """What ``end_group``, ``end_escaped`` and a unit's watch need of a worker: a
-        ``Worker`` (``spawn``), an ``AdoptedWorker`` or a ``keeper.KeptWorker`` (a run's
-        worker, started by its keeper process). ``reap`` gives None when the exit code
-        cannot be had from the worker itself (then it is read from the run's exit-code log).
-        For annotations only (import it under ``if TYPE_CHECKING:``)."""
-
-        @property
-        def pid(self) -> int: ...
-
-        def signal(self, sig: int) -> None: ...
-
-        def exited(self) -> bool: ...
-
-        def wait_exit(self, timeout: float | None) -> bool: ...
-
-        async def await_exit(self) -> None: ...
-
-        def sweep(self) -> None: ...
-
-        def reap(self) -> int | None: ...
-
-        def close(self) -> None: ...
+    from .worker import WorkerLike
 
 GRACE_S = 5.0
 """How long a bounded command (``bounded.run``) gets between SIGTERM and SIGKILL. A worker's grace is

@@ -14,7 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import yaml
+from yaml.nodes import MappingNode, SequenceNode
+
 from ..errors import UsageError
+from .quoting import quote
 
 if TYPE_CHECKING:
     from yaml.nodes import Node
@@ -35,8 +39,6 @@ class Doc:
 
     def key_line(self, path: Sequence[str | int], key: str) -> int:
         """1-based line of the key ``key`` in the mapping at ``path``."""
-        from yaml.nodes import MappingNode
-
         node = _walk(self.node, path)
         if isinstance(node, MappingNode):
             for k, _v in node.value:
@@ -56,8 +58,6 @@ def load(text: str, source: str, *, offset: int = 0) -> Doc:
     character YAML does not allow (NUL, other control characters), nests deeper than
     ``MAX_DEPTH``, or expands through aliases to more than ``MAX_NODES`` nodes or uses more
     than ``MAX_ALIASES`` aliases (a billion laughs never gets built)."""
-    import yaml
-
     _refuse_characters(text, source, offset)
     fast = getattr(yaml, "CSafeLoader", None)
     if fast is not None:  # libyaml: ten times faster on a plan of a thousand packets
@@ -112,8 +112,6 @@ _NOT_YAML = re.compile("[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd"
 
 
 def _refuse_characters(text: str, source: str, offset: int) -> None:
-    from .quoting import quote
-
     bad = _NOT_YAML.search(text)
     if bad:
         line = text.count("\n", 0, bad.start()) + 1 + offset
@@ -127,8 +125,6 @@ def _check_shape(root: Node, source: str, offset: int) -> None:
     expands to more than MAX_NODES values, or that contains itself (a recursive alias).
     Each distinct node is looked at once (its expanded size remembered), so a document built
     to expand exponentially is refused in time linear in its text."""
-    from yaml.nodes import MappingNode, SequenceNode
-
     size: dict[int, int] = {}
     refs: dict[int, int] = {}   # how many times each node is reached: more than once is an alias
     open_: set[int] = set()
@@ -171,8 +167,6 @@ def _check_shape(root: Node, source: str, offset: int) -> None:
 
 
 def _children(node: Node) -> list[Node]:
-    from yaml.nodes import MappingNode, SequenceNode
-
     if isinstance(node, MappingNode):
         return [n for pair in node.value for n in pair]
     if isinstance(node, SequenceNode):
@@ -192,8 +186,6 @@ def _plain(value: Any) -> Any:
 
 
 def _refuse_duplicate_keys(node: Node, source: str, offset: int) -> None:
-    from yaml.nodes import MappingNode, SequenceNode
-
     stack: list[Node] = [node]
     while stack:
         n = stack.pop()
@@ -213,8 +205,6 @@ def _refuse_duplicate_keys(node: Node, source: str, offset: int) -> None:
 
 
 def _walk(node: Node | None, path: Sequence[str | int]) -> Node | None:
-    from yaml.nodes import MappingNode, SequenceNode
-
     for step in path:
         if node is None:
             return None

@@ -3,33 +3,43 @@
 The life of one attempt, readable on one screen:
 
     prepared = prepare(request)        # validate everything; nothing is created (UsageError: exit 2)
-    d = Dispatch(prepared)             # the state dir exists from here on (STATE-DIR line)
-    d.begin()                          # prompt copy, result-file, dispatch-pid, unit.json, gate
-    d.launch()                         # spawn in its own process group, stdin closed
-    d.wait()                           # until exit or deadline (then the group is ended)
-    outcome = d.finish(...)            # judge, publish result or FALLBACK, outcome.json last
+    d = Dispatch(prepared, launcher)   # the state dir exists from here on (STATE-DIR line)
+    begin(d); admit(d)                 # prompt copy, result-file, dispatch-pid; gate, unit.json
+    launch(d)                          # the launcher starts it, in its own process group
+    wait(d)                            # until exit or deadline (then the group is ended)
+    outcome = finish(d, ...)           # judge, publish result or FALLBACK, outcome.json last
 
-``run_sync`` strings these together for ``prun dispatch``; the run supervisor drives the same
-steps from its event loop (``wait_async``). Exit codes: 0 succeeded, 1 failed, 2 refused before
+``run_sync`` strings these together for ``prun dispatch`` (a ``LocalLauncher``); the run's
+``drive`` calls the same steps from its event loop (``start_async``, ``wait_async``) with its
+keeper's launcher, or the cluster's. Exit codes: 0 succeeded, 1 failed, 2 refused before
 a state dir existed, 75 quota gate refused, 124 timeout.
 
 Where each part lives (this module names the dispatcher's API):
 
     request      Request, Prepared, prepare: what is asked, validated
-    core         Dispatch: its state, begin, launch or hand_off; reopen (``prun resume``)
-    launching    the program's path, the git wrapper on PATH, the sandbox's mounts
-    waiting      wait, wait_async, and the Follower that reads the worker's stream
+    core         Dispatch: the attempt's plain state; reopen (``prun resume``)
+    launcher     Launcher: the launch seam (how its process is started, followed, stopped)
+    beginning    begin, admit: the opening files, the quota gate, unit.json
+    launching    plan, launch, start_async, hand_off; the program's path, the sandbox's mounts
+    local        LocalLauncher: the worker as this process's child
+    waiting      wait, wait_async; ``stream``: the Follower that reads the worker's stream
     finishing    finish: judge, quota, publish (``publish``), outcome.json (``outcome``)
-    standalone   run_sync: ``prun dispatch`` in one process
-    statedir, exitlog, published, sandbox, shapes: the files, logs and types underneath
+    standalone   run_sync: ``prun dispatch`` in one process; ``recording``: its ledger rows
+    statedir, exitlog, result_index, sandbox, protocols: the files, logs and types underneath
 """
 
 from __future__ import annotations
 
+from .beginning import admit, begin
 from .core import Dispatch, reopen
 from .exitlog import recorded_exit
+from .finishing import finish
+from .launching import hand_off, launch, plan, start_async
+from .local import LocalLauncher
 from .request import Prepared, Request, prepare
 from .standalone import run_sync
+from .waiting import wait, wait_async
 
-__all__ = ["Dispatch", "Prepared", "Request", "prepare", "recorded_exit", "reopen",
-           "run_sync"]
+__all__ = ["Dispatch", "LocalLauncher", "Prepared", "Request", "admit", "begin", "finish",
+           "hand_off", "launch", "plan", "prepare", "recorded_exit", "reopen", "run_sync",
+           "start_async", "wait", "wait_async"]

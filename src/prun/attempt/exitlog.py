@@ -15,7 +15,7 @@ from . import statedir
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .._util.process import WorkerLike as Worker
+    from .._util.worker import WorkerLike as Worker
 
 EXIT_LOG = ".exit-codes"
 KEEPER_LOG_WAIT_S = 5.0   # a keeper writes a code just after it reaps the worker

@@ -15,6 +15,7 @@ import time
 
 from ..errors import QuotaExhausted
 from . import statedir
+from .beginning import write_opening
 from .publish import keep_fallback, publish
 from .statedir import iso
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from ..executors.records import QuotaHit, StreamResult
     from .core import Dispatch
     from .outcome import Outcome
-    from .shapes import ResultIdentity
+    from .protocols import ResultIdentity
 
 STDERR_TAIL_BYTES = 20000   # what the executor reads of stderr for a resume refusal or a quota
 # verdicts after which no quota error is looked for, and after which quota is not re-read
@@ -37,7 +38,7 @@ def finish(d: Dispatch, exit_code: int | None, *, timed_out: bool = False,
            cancelled: bool = False, refused: QuotaExhausted | None = None) -> Outcome:
     """Judge the run, publish the result (or FALLBACK), write outcome.json last."""
     try:
-        d.write_opening()   # kept for a keeper that did not start the worker
+        write_opening(d)   # kept for a keeper that did not start the worker
     except OSError:         # a full disk: outcome.json says what it can
         pass
     follower = d.follow()
@@ -134,11 +135,11 @@ def quota_after(d: Dispatch, verdict: str, exit_code: int | None, stream: Stream
             from .. import quota
 
             hit.group = hit.group or ex.quota_group(d.settings.model)
-            quota.record_hit(hit, d.p.env)
+            quota.record_hit(hit.group, hit.resets_at, hit.message, d.p.env)
     if verdict not in NO_QUOTA_REREAD and d.launch_error is None:
         from .. import quota
 
-        quota.after_backend_failure(ex, d.p.env)
+        quota.after_backend_failure(ex.quota_groups(), d.p.env)
     return hit
 
 
@@ -146,8 +147,8 @@ def conclude(d: Dispatch, verdict: str, error: str | None, exit_code: int | None
              published: str | None, sibling: str | None, stream: StreamResult,
              hit: QuotaHit | None) -> Outcome:
     """Write ``outcome.json`` (last of the state dir's files), then index a result that
-    landed and record the end in the ledger."""
-    from . import published as index
+    landed (its driver records the end in the ledger)."""
+    from . import result_index as index
 
     p, sd = d.p, d.state
     landed = index.identity(p.result_file) if verdict not in UNPUBLISHED else None
@@ -155,12 +156,11 @@ def conclude(d: Dispatch, verdict: str, error: str | None, exit_code: int | None
                          landed)
     try:
         sd.write_json(statedir.OUTCOME, d.outcome.to_json(), durable=d.durable)
-    except OSError as e:  # the state dir's disk is full too: the ledger still hears the end
-        d.outcome_error = f"cannot write {sd.file(statedir.OUTCOME)}: {e.strerror or e}"
+    except OSError:  # the state dir's disk is full too: the ledger still hears the end
+        pass
     if landed is not None:  # waiters treat the result as landed from now on
         index.record(p.result_file, sd.path, outcome=sd.file(statedir.OUTCOME),
                      state_root=p.config.state_root)
-    d.record_step("finish")
     return d.outcome
 
 
@@ -187,7 +187,19 @@ def _outcome(d: Dispatch, verdict: str, error: str | None, exit_code: int | None
         quota=Quota(hit.group, hit.resets_at, hit.message) if hit else None,
         started_at=iso(d.started), finished_at=iso(finished),
         duration_s=round(finished - d.started, 3), state_dir=d.state.path,
-        result_identity=landed, sandboxed=d.sandboxed, escaped=tuple(d.escaped))
+        result_identity=landed, sandboxed=d.sandboxed, escaped=tuple(d.escaped),
+        notes=stream_notes(stream))
+
+
+def stream_notes(stream: StreamResult) -> tuple[str, ...]:
+    """What the outcome notes of the worker's stream: its lines that were not JSON objects
+    (corrupt, cut, or too long to keep), which were skipped, not read."""
+    if not stream.bad_lines:
+        return ()
+    n = stream.bad_lines
+    return (f"corrupt-stream: {n} line{'s' if n > 1 else ''} of its stream "
+            f"{'were' if n > 1 else 'was'} not a JSON object and {'were' if n > 1 else 'was'} "
+            "skipped",)
 
 
 def _stderr_tail(d: Dispatch) -> str:

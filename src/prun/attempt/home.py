@@ -16,9 +16,10 @@ the executor names that is itself a symbolic link (a dotfile kept elsewhere) is 
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
@@ -140,7 +141,7 @@ def _copy_file(source: str, dest: str, budget: _Budget, *, follow: bool) -> None
         if not stat.S_ISREG(st.st_mode):
             return
         if st.st_size > MAX_FILE_BYTES:
-            from .launching import say_once
+            from .._util.say import say_once
 
             say_once(f"prun: warning: {source} is not copied into units' homes: it is larger "
                      f"than {MAX_FILE_BYTES >> 20} MiB")
@@ -158,8 +159,6 @@ def carry(earlier: str, home: str) -> None:
     """Move an earlier attempt's home (a real folder, never a link) to ``home``, the
     follow-up's own place, where each attempt's home always is; copied when it cannot be
     moved (another file system). Nothing happens when the earlier one is not a folder."""
-    import shutil
-
     try:
         if not stat.S_ISDIR(os.lstat(earlier).st_mode):
             return

@@ -10,6 +10,10 @@ folder) are the state dirs beside its own and every workspace but its own and it
 snapshot; a unit that may not start other agents (``subdispatch`` off, the default) finds a
 refusing stub instead of every other agent CLI and of prun. Without the sandbox the same places
 and variables are given, and nothing is enforced.
+
+The launch step: ``plan`` (the launch's file work, any thread: ``build``, the argv), then
+``start`` or ``start_async`` (the ``Launcher`` starts it); ``launch`` is both, blocking. A
+session unit is handed off instead (``hand_off``): nothing is launched.
 """
 
 from __future__ import annotations
@@ -17,11 +21,24 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import time
+
+from .._util.say import say_once
+from ..errors import LaunchError
+from . import statedir
+from .exitlog import path as _exit_log
+from .statedir import worker_entry
 
 TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
 if TYPE_CHECKING:
+    from typing import Any
+
+    from .._util.worker import WorkerLike as Worker
     from ..executors.records import Launch
     from .core import Dispatch
+    from .launcher import Planned
+    from .outcome import Outcome
+    from .protocols import UnitRecord
 
 NODE_LAUNCHED = (".js", ".mjs", ".cjs", ".exe")   # what an npm launcher links to
 
@@ -52,7 +69,7 @@ class Places:
     git wrapper first on PATH."""
 
     def __init__(self, d: Dispatch, env: dict[str, str], *, sandboxed: bool):
-        from . import home, statedir, subdispatch
+        from . import home, subdispatch
 
         p, sd = d.p, d.state
         self.d = d
@@ -93,8 +110,6 @@ class Places:
         """``launch`` reading its prompt from a copy in the unit's tmp, not from the state
         dir's ``prompt``: a process can open its own stdin again for writing through
         ``/proc/self/fd/0``, past any read-only mount."""
-        from . import statedir
-
         if launch.stdin_path != self.d.state.file(statedir.PROMPT):
             return launch
         import dataclasses
@@ -219,8 +234,6 @@ def program_path(launch: Launch, workspace: str) -> str:
     is taken in the workspace, a bare name is looked up on the launch's PATH."""
     import shutil
 
-    from ..errors import LaunchError
-
     prog = launch.argv[0]
     path = launch.env.get("PATH")
     found = shutil.which(os.path.join(workspace, prog) if "/" in prog else prog, path=path)
@@ -238,7 +251,6 @@ def git_wrapper_first(env: dict[str, str], folder: str | None, user_state: str) 
     """Put prun's git wrapper (``folder``, else the one made under ``user_state``) first on
     the worker's PATH (every executor): it refuses commit, push and destructive git with one
     line, and passes everything else to the real git. Returns its folder (None: no git)."""
-    from ..errors import LaunchError
     from ..hooks.git_wrapper import git_wrapper_dir
 
     try:
@@ -251,17 +263,138 @@ def git_wrapper_first(env: dict[str, str], folder: str | None, user_state: str) 
     return folder
 
 
-_SAID: set[str] = set()
-
-
-def say_once(line: str) -> None:
-    """``line`` on stderr, once per process."""
-    if line not in _SAID:
-        _SAID.add(line)
-        import sys
-
-        print(line, file=sys.stderr, flush=True)
-
-
 def redact_prompt(argv: list[str], prompt: str) -> list[str]:
     return ["<prompt>" if a == prompt else a for a in argv]
+
+
+# the launch step -------------------------------------------------------------------------------
+def plan(d: Dispatch) -> bool:
+    """The launch's file work (any thread), by its launcher: ``d.planned``. False (with the
+    reason kept for ``finish``) if it cannot be built."""
+    if d.launcher is None:
+        raise RuntimeError(f"attempt {d.p.request.attempt_id} has no launcher")
+    try:
+        d.planned = d.launcher.plan(d)
+    except LaunchError as e:
+        d.launch_error = e.line()
+        return False
+    except OSError as e:
+        return not_started(d, e)
+    return True
+
+
+def launch(d: Dispatch) -> bool:
+    """Plan and start the worker, blocking. False (the reason kept) if it cannot start."""
+    if not plan(d):
+        return False
+    return start(d)
+
+
+def start(d: Dispatch) -> bool:
+    """Start the planned worker (blocking, any thread). False (the reason kept) if it did
+    not start."""
+    if d.launcher is None:
+        raise RuntimeError(f"attempt {d.p.request.attempt_id} has no launcher")
+    try:
+        d.worker = d.launcher.start(d, d.planned)
+    except LaunchError as e:
+        d.launch_error = e.line()
+        return False
+    except OSError as e:
+        return not_started(d, e)
+    return True
+
+
+async def start_async(d: Dispatch) -> bool:
+    """``start``, from the run's event loop: no thread waits for a keeper's answer."""
+    if d.launcher is None:
+        raise RuntimeError(f"attempt {d.p.request.attempt_id} has no launcher")
+    try:
+        d.worker = await d.launcher.start_async(d, d.planned)
+    except LaunchError as e:
+        d.launch_error = e.line()
+        return False
+    except OSError as e:
+        return not_started(d, e)
+    return True
+
+
+def not_started(d: Dispatch, e: OSError) -> bool:
+    d.launch_error = f"cannot start {d.p.executor.name}: {e}"
+    return False
+
+
+def hand_off(d: Dispatch) -> Outcome:
+    """A session unit: write what the coordinator hands its subagent; nothing is launched
+    or waited for."""
+    from ..ledger.statuses import OutcomeKind
+    from .outcome import Outcome
+
+    text, lines = d.p.executor.hand_off(d.unit())
+    d.state.write(statedir.HANDOFF, text)
+    d.state.write_json(statedir.UNIT, d.unit_record())  # with its workspace
+    return Outcome(OutcomeKind.HANDED_OFF, "handed-off", unit_id=d.p.request.unit_id,
+                   attempt_id=d.p.request.attempt_id, executor=d.p.executor.name,
+                   state_dir=d.state.path, lines=tuple(lines))
+
+
+def build(d: Dispatch) -> Planned:
+    """The executor's launch, with the unit's variables, its own places (``Places``: its tmp,
+    private home and guard log) and prun's git wrapper first on PATH, and the argv that runs
+    it: its program's path found, in the sandbox when it runs in one."""
+    p, sd = d.p, d.state
+    unit = d.unit()
+    env = dict(p.env)
+    env.update(p.request.extra_env)
+    env.update({"PRUN_UNIT_ID": p.request.unit_id, "PRUN_STATE_DIR": sd.path,
+                "PRUN_RESULT_FILE": d.write_path})
+    d.sandboxed = sandbox_here(d)
+    places = Places(d, env, sandboxed=d.sandboxed)
+    launch = p.executor.build(unit, env)
+    argv = [program_path(launch, unit.workspace), *launch.argv[1:]]
+    if d.sandboxed:
+        launch = places.own_stdin(launch)
+        argv = places.wrap(argv, unit.workspace)
+    return launch, argv
+
+
+def spawn_files(d: Dispatch, launch: Launch) -> dict[str, Any]:
+    """Where the worker runs and what it reads and writes, as ``spawn`` takes them."""
+    sd, workspace = d.state, d.work_dir()
+    return {"cwd": workspace, "env": launch.env, "stdout_path": sd.file(statedir.TAIL),
+            "stderr_path": sd.file(statedir.STDERR),
+            "stdin_path": absolute(launch.stdin_path, workspace),
+            "name": os.path.basename(sd.path), "log": _exit_log(sd)}
+
+
+def launch_record(d: Dispatch, launch: Launch) -> UnitRecord:
+    """``unit.json`` at the launch: with the argv (the prompt redacted) and the sandbox."""
+    record = d.unit_record()
+    record["argv"] = redact_prompt(launch.argv, d.p.prompt)
+    record["sandbox"] = d.sandboxed
+    return record
+
+
+def receipt(d: Dispatch, worker: Worker) -> float | None:
+    """The launch's time and receipt (``pid:<pid>@<start time>``); gives the worker's start
+    time (kept in ``d.worker_started``)."""
+    from .._util.process import create_time
+
+    d.launched_at = time.time()
+    started: float | None = (getattr(worker, "create_time", None)
+                             or create_time(worker.pid))
+    d.receipt = f"pid:{worker.pid}@{started or d.launched_at:.3f}"
+    d.worker_started = started
+    return started
+
+
+def record_launch(d: Dispatch, launch: Launch, worker: Worker) -> None:
+    """The receipt, and ``unit.json`` with the argv, the sandbox and the worker."""
+    started = receipt(d, worker)
+    record = launch_record(d, launch)
+    record["worker"] = worker_entry(worker.pid, started, d.launched_at or time.time())
+    try:
+        d.state.write_json(statedir.UNIT, record)
+    except OSError as e:  # a full disk: the worker runs all the same and is watched
+        print(f"prun: warning: {d.state.file(statedir.UNIT)} not updated at launch: "
+              f"{e.strerror or e}", file=sys.stderr)

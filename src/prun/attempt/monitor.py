@@ -36,6 +36,10 @@ it is never made up (``exit_status`` gives None).
 
 from __future__ import annotations
 
+import json
+
+from .._util.fsutil import read_text
+
 STATUS_FD = 3
 SH = "/bin/sh"
 STATUS_LIMIT = 64 << 10    # the monitor writes one short line
@@ -65,10 +69,6 @@ def wrap(argv: list[str]) -> list[str]:
 def exit_status(path: str) -> int | None:
     """The unit's exit as its monitor wrote it to ``path`` (an ``exit-status`` file), or None
     when it wrote none, or the file is missing, not a regular file or holds no such line."""
-    import json
-
-    from .._util.fsutil import read_text
-
     code = None
     for line in (read_text(path, limit=STATUS_LIMIT) or "").splitlines():
         try:

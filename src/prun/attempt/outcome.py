@@ -14,15 +14,15 @@ keeps the CLI's own record beside them.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ExitCode
+from ..executors.records import Usage, count, dollars
 from ..ledger.statuses import OutcomeKind
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..executors.records import Denial, Usage
-    from .shapes import ResultIdentity
+    from .protocols import ResultIdentity
 
 EXIT_CODE = {OutcomeKind.SUCCEEDED: ExitCode.OK, OutcomeKind.TIMEOUT: ExitCode.TIMEOUT,
              OutcomeKind.QUOTA: ExitCode.QUOTA, OutcomeKind.HANDED_OFF: ExitCode.OK}
@@ -67,6 +67,7 @@ class Outcome:
     result_identity: ResultIdentity | None = None   # what was published: size, SHA-256, ...
     sandboxed: bool | None = None
     escaped: tuple[dict[str, Any], ...] = ()        # processes that left its group, ended
+    notes: tuple[str, ...] = ()           # what else was seen: a corrupt stream line, ...
     lines: tuple[str, ...] = field(default=(), compare=False)  # a session unit's hand-off
 
     @property
@@ -85,6 +86,7 @@ class Outcome:
         d["exit_code"] = int(self.exit_code)
         d["quota"] = asdict(self.quota) if self.quota else None
         d["denials"], d["escaped"] = list(self.denials), list(self.escaped) or None
+        d["notes"] = list(self.notes)
         s = self.spend
         d["tokens"] = {"in": s.tokens_in if s else None, "out": s.tokens_out if s else None,
                        "cached": s.tokens_cached if s else None}
@@ -110,6 +112,8 @@ class Outcome:
             if isinstance(d.get("denials"), list) else ()
         values["escaped"] = tuple(x for x in d.get("escaped") or () if isinstance(x, dict)) \
             if isinstance(d.get("escaped"), list) else ()
+        values["notes"] = tuple(x for x in d.get("notes") or () if isinstance(x, str)) \
+            if isinstance(d.get("notes"), list) else ()
         values["spend"] = _spend(d.get("tokens"), d.get("cost_usd"))
         return cls(kind=kind, reason=_str(d.get("reason")) or str(kind), **values)
 
@@ -120,8 +124,6 @@ def _str(value: object) -> str | None:
 
 def _spend(tokens: object, cost: object) -> Usage | None:
     """``outcome.json``'s ``tokens`` and ``cost_usd`` read back."""
-    from ..executors.records import Usage, count, dollars
-
     t = tokens if isinstance(tokens, dict) else {}
     spent = Usage(count(t.get("in")), count(t.get("out")), count(t.get("cached")), dollars(cost))
     return spent if spent.reported else None
@@ -132,7 +134,8 @@ _FIELDS = tuple(f for f in Outcome.__dataclass_fields__ if f not in ("kind", "li
 
 # what each field of outcome.json may hold when read back (bool is an int: excluded where a
 # number is meant)
-_BUILT = frozenset({"kind", "reason", "quota", "denials", "escaped", "spend", "lines"})
+_BUILT = frozenset({"kind", "reason", "quota", "denials", "escaped", "notes", "spend",
+                    "lines"})
 _NUM = (int, float)
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "error": str, "published": str, "worker_exit": int, "backend_status": str,

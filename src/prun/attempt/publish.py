@@ -26,7 +26,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .._util.fsutil import UnsafeFile
     from ..executors.records import StreamResult
-    from .dispatch import Dispatch
+    from .core import Dispatch
 
 MIN_RESPONSE_BYTES = 20
 TAIL_LINES = 60

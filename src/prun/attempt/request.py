@@ -20,7 +20,8 @@ TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..executors.base import Executor, Settings
+    from ..executors.base import Executor
+    from ..executors.settings import Settings
     from ..settings import Settings as PrunSettings
 
 # A prompt travels in argv for agy, claude and gemini; Linux caps one argument at 128 KiB.

@@ -1,13 +1,22 @@
-"""``prun dispatch``: one attempt run whole in this process (``run_sync``), its signals
-turned into a cancel, the processes that escaped its worker's group ended with it."""
+"""``prun dispatch``: one attempt run whole in this process (``run_sync``), the driver that
+calls its steps in order (``beginning``, ``launching``, ``waiting``, ``finishing``) with a
+``LocalLauncher``; its signals turned into a cancel, the processes that escaped its worker's
+group ended with it. It records itself: in the ledger (``recording``) and beside its state dir
+(``identity``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from ..errors import Cancelled, QuotaExhausted
+from . import identity, recording
+from .beginning import admit, begin
 from .core import Dispatch
+from .finishing import finish
+from .launching import hand_off, launch
+from .local import LocalLauncher
 from .request import Request, prepare
+from .waiting import wait
 
 TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
 if TYPE_CHECKING:
@@ -21,7 +30,7 @@ def run_sync(req: Request, on_state_dir: Callable[[str], None] | None = None) ->
     import signal
 
     prepared = prepare(req)
-    d = Dispatch(prepared)
+    d = Dispatch(prepared, LocalLauncher())
     from .._util.process import become_subreaper
 
     reaper = become_subreaper()  # what leaves the worker's group comes back here to be ended
@@ -39,7 +48,10 @@ def run_sync(req: Request, on_state_dir: Callable[[str], None] | None = None) ->
         _end_escaped(d)
     if at.handed is not None:
         return at.handed
-    return d.finish(at.code, timed_out=at.timed_out, cancelled=at.cancelled, refused=at.refused)
+    outcome = finish(d, at.code, timed_out=at.timed_out, cancelled=at.cancelled,
+                     refused=at.refused)
+    recording.finished(d)
+    return outcome
 
 
 class _Progress:
@@ -57,15 +69,25 @@ class _Progress:
 
 def _steps(d: Dispatch, at: _Progress) -> None:
     """Begin, then launch and wait (or hand a session unit off: the coordinator runs it)."""
+    begin(d)
+    recording.begun(d)
     try:
-        d.begin()
+        admit(d)
     except QuotaExhausted as e:
         at.refused = e
         return
-    if not d.p.executor.launches_process:
-        at.handed = d.hand_off()
-    elif d.launch():
-        at.code, at.timed_out = d.wait()
+    p = d.p
+    identity.record(d.state, dispatcher=[d.dispatcher_pid, d.dispatcher_started],
+                    unit_id=p.request.unit_id, executor=p.executor.name,
+                    result_file=p.result_file, workspace=d.workspace, mode=p.mode,
+                    command=list(p.command) or None)   # beside the state dir, out of its reach
+    if not p.executor.launches_process:
+        at.handed = hand_off(d)
+    elif launch(d):
+        identity.record(d.state, worker=[d.running().pid, d.worker_started],
+                        workspace=d.workspace)
+        recording.launched(d)
+        at.code, at.timed_out = wait(d)
 
 
 def _stop(d: Dispatch, at: _Progress) -> None:

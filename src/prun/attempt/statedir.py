@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
-    from .shapes import WorkerRecord
+    from .protocols import WorkerRecord
 
 TAIL = "tail"
 STDERR = "stderr"

@@ -16,10 +16,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
+from .._util import gitcmd
+from ..errors import GitError, UsageError
+from ..ledger import Ledger, repo_root
+from ..plan import Plan
+from ..plan.independence import ancestors
+from ..run import brief
+from ..run.brief import TASK_HEADING
+from ..views.model import open_run
 from . import options
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..plan import Packet, Plan
 
@@ -36,8 +44,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..errors import UsageError
-
     if args.plan:
         if args.attempt:
             raise UsageError("--attempt names an attempt of a run, not of a plan",
@@ -47,9 +53,6 @@ def run(args: argparse.Namespace) -> int:
         plan = load_plan(args.plan)
         packet = _packet(plan, args.packet, plan.path or args.plan)
         return _print(args, packet.id, None, _preview(plan, packet, None, None))
-    from ..ledger import Ledger
-    from ..plan import Plan
-    from ..run.view import open_run
 
     with Ledger.open(create=False) as ledger:
         view = open_run(ledger, args.run_id)
@@ -74,8 +77,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _packet(plan: Plan, packet_id: str, where: str) -> Packet:
-    from ..errors import UsageError
-
     packet = plan.packet(packet_id)
     if packet is None:
         raise UsageError(f"no packet {packet_id!r} in {where}",
@@ -85,9 +86,6 @@ def _packet(plan: Plan, packet_id: str, where: str) -> Packet:
 
 def _preview(plan: Plan, packet: Packet, run_dir: str | None, base: str | None) -> str:
     """What the first attempt of ``packet`` would receive, with launch-time values marked."""
-    from ..plan.independence import ancestors
-    from ..run import brief
-
     if base is None and plan.path:
         base = _head(plan)
     results = f"{run_dir}/results" if run_dir else "<run dir>/results"
@@ -105,10 +103,6 @@ def _preview(plan: Plan, packet: Packet, run_dir: str | None, base: str | None) 
 
 
 def _head(plan: Plan) -> str | None:
-    from .._util import gitcmd
-    from ..errors import GitError
-    from ..ledger import repo_root
-
     root = repo_root(plan.root)
     if root is None:
         return None
@@ -119,8 +113,6 @@ def _head(plan: Plan) -> str | None:
 
 
 def _print(args: argparse.Namespace, packet_id: str, attempt_id: str | None, text: str) -> int:
-    from ..run.brief import TASK_HEADING
-
     preview = attempt_id is None
     if args.json:
         head, _, _ = text.partition(f"\n{TASK_HEADING}\n")

@@ -18,8 +18,15 @@ within --wait seconds (the request stands).
 from __future__ import annotations
 
 import argparse
+import os
 
 from .._util.quoting import quote
+from ..attempt.orphaned import cancel, standalone
+from ..errors import UsageError
+from ..ledger import Ledger
+from ..run.detached import spawn_supervisor, wait_for, wake_supervisor
+from ..run.paths import RunPaths
+from ..settings import current
 from . import options
 
 
@@ -33,13 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
-
     if os.path.isdir(args.target):  # a standalone unit's STATE_DIR
         return _standalone(args)
-    from ..errors import UsageError
-    from ..ledger import Ledger
-    from ..run.state import RunPaths, spawn_supervisor, wait_for, wake_supervisor
 
     with Ledger.open(create=False) as ledger:
         attempt = ledger.attempt(args.target) if ":" in args.target else None
@@ -91,9 +93,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _standalone(args: argparse.Namespace) -> int:
-    from ..attempt.settle import cancel, standalone
-    from ..settings import current
-
     sd = standalone(args.target)
     kind = cancel(sd, current().kill_grace_s, args.wait)
     print(f"CANCEL {quote(sd.path)} status={kind}")

@@ -22,6 +22,7 @@ import argparse
 import json
 import sys
 
+from ..api import check
 from . import options
 
 
@@ -35,11 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..plan import load_plan
-    from ..plan.independence import check
-
-    plan = load_plan(args.plan)
-    report = check(plan, repo=args.repo, use_git=not args.no_git)
+    report = check(args.plan, repo=args.repo, use_git=not args.no_git)
     if args.json:
         sys.stdout.write(json.dumps(report.to_json(), sort_keys=True) + "\n")
     else:

@@ -49,15 +49,29 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
+from typing import TYPE_CHECKING
 
+from ..clean import (
+    NOT_INTEGRATED,
+    drop_empty_run_folders,
+    finished_at,
+    holds,
+    retention,
+    running_units,
+    sweep,
+    until_text,
+)
+from ..errors import StateError
+from ..ledger import Ledger
+from ..views.model import open_run
 from . import options
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..run.clean import Sweep
-    from ..run.view import RunView
+    from ..clean import Sweep
+    from ..views.model import RunView
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -71,13 +85,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import time
-
-    from ..errors import StateError
-    from ..ledger import Ledger
-    from ..run.clean import NOT_INTEGRATED, drop_empty_run_folders, holds, running_units, sweep
-    from ..run.view import open_run
-
     with Ledger.open(create=False) as ledger:
         view = open_run(ledger, args.run_id)
         busy = running_units(view)
@@ -109,8 +116,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _as_json(view: RunView, done: Sweep, dry_run: bool) -> dict[str, Any]:
-    from ..run.clean import finished_at, retention, until_text
-
     finished = finished_at(view)
     rules = {p.id: retention(p) for p in view.packets}
 
@@ -129,8 +134,6 @@ def _as_json(view: RunView, done: Sweep, dry_run: bool) -> dict[str, Any]:
 def _refusals(view: RunView, done: Sweep) -> None:
     """A ``delete`` retention not honoured, or a change that could not be saved: one line,
     exit 1, after the lines of what was done."""
-    from ..errors import StateError
-
     if done.unsaved:
         pid, why = done.unsaved[0]
         raise StateError(f"the change of {pid} could not be saved in the run dir ({why}): "

@@ -16,8 +16,15 @@ died; 2 bad usage, Dask missing (prun-agents[dask]) or it could not start.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import time
 
+from .. import settings
+from .._util.quoting import printable, quote, word
+from ..cluster.connect import require
+from ..cluster.local import LocalCluster, check_host
 from . import options
 
 WORKERS_MAX = 64   # --workers
@@ -43,15 +50,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
-    import signal
-    import time
-
-    from .. import settings
-    from .._util.quoting import printable, quote, word
-    from ..cluster import require
-    from ..cluster.local import LocalCluster, check_host
-
     if not 0 <= args.port < 65536:
         from ..errors import UsageError
 

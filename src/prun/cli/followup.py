@@ -21,11 +21,18 @@ stands); 2 bad usage (no such run or packet, the packet never ran, empty prompt 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._util.quoting import quote
+from .._util.regular import read_regular
+from ..errors import UsageError
+from ..ledger import Ledger
+from ..run.detached import spawn_supervisor, wait_for, wake_supervisor
+from ..run.paths import RunPaths
+from ..views.model import open_run
 from . import options
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlite3
 
@@ -41,13 +48,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from ..errors import UsageError
-    from ..ledger import Ledger
-    from ..run.state import RunPaths, spawn_supervisor, wait_for, wake_supervisor
-    from ..run.view import open_run
-
     text = _read_prompt(args.prompt_file)
     with Ledger.open(create=False) as ledger:
         view = open_run(ledger, args.run_id)
@@ -83,9 +83,6 @@ PROMPT_MAX_BYTES = 8 * 1024 * 1024   # as a dispatched unit's prompt (docs/dispa
 
 def _read_prompt(path: str) -> str:
     """The follow-up request: a regular file of at most PROMPT_MAX_BYTES, UTF-8 text."""
-    from .._util.regular import read_regular
-    from ..errors import UsageError
-
     data = read_regular(path, PROMPT_MAX_BYTES, "prompt file")
     try:
         text = data.decode("utf-8")

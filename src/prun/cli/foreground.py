@@ -3,26 +3,28 @@ table or the terse lines, then the summary and the run's exit code (not a comman
 
 from __future__ import annotations
 
+import os
 import sys
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False
+from ..api import run_exit_code
+from ..run.keeper import Keeper
+from ..views.lines import summary_lines
+from ..views.model import view
+
 if TYPE_CHECKING:
     from ..ledger import Ledger
 
 
 def supervise(ledger: Ledger, run_id: str, *, verbose: bool = False, plain: bool = False) -> int:
     """Drive the run in this process with a renderer; print the summary; the exit code."""
-    import os
-
-    from ..run.keeper import Keeper
-
     keeper = Keeper(dict(os.environ))
     keeper.launch()  # its start-up overlaps the supervisor's imports
     try:
         from ..ledger import Ledger
-        from ..run.live import LiveRenderer
-        from ..run.render import LineRenderer
+        from ..run.events import LineRenderer
         from ..run.supervisor import run_supervisor
+        from ..views.live import LiveRenderer
 
         live = sys.stdout.isatty() and not plain
         renderer = LiveRenderer(Ledger.open(ledger.path), run_id) if live else \
@@ -33,8 +35,6 @@ def supervise(ledger: Ledger, run_id: str, *, verbose: bool = False, plain: bool
             renderer.close()
     finally:
         keeper.close()
-    from ..run.render import summary_lines
-    from ..run.view import view
 
     for line in summary_lines(view(ledger, run_id)):
         print(line)
@@ -42,8 +42,4 @@ def supervise(ledger: Ledger, run_id: str, *, verbose: bool = False, plain: bool
 
 
 def exit_code(status: str) -> int:
-    from ..errors import ExitCode
-    from ..ledger import RunStatus
-
-    return {RunStatus.SUCCEEDED: ExitCode.OK, RunStatus.STOPPED: ExitCode.STOPPED,
-            RunStatus.TIMEOUT: ExitCode.TIMEOUT}.get(RunStatus(status), ExitCode.FAILED)
+    return run_exit_code(status)

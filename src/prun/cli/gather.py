@@ -19,7 +19,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..settings import current
+from ..watch.gather import gather
+from ..watch.notify import exit_quickly, poll_interval, resolve_mode
 from . import options
+from .options import duration_option
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -35,11 +39,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..settings import current
-    from ..watch.gather import gather
-    from ..watch.notify import exit_quickly, poll_interval, resolve_mode
-    from .options import duration_option
-
     s = current()
     timeout = duration_option(args.timeout, "--timeout", s.gather_timeout_s)
     window = duration_option(args.stable_window, "--stable-window", s.stable_window_s)

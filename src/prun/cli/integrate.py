@@ -39,9 +39,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 
-from ..errors import ExitCode
+from .._util.timeparse import parse_duration
+from ..api import integrate, integrate_exit_code
+from ..git.integrate import UnitResult
 from . import options
 
 
@@ -63,109 +64,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .._util.gitcmd import toplevel
-    from .._util.timeparse import parse_duration
-    from ..errors import UsageError
-    from ..git.integrate import UnitResult, add_worktree, integrate
-    from ..git.journal import Journal
-    from ..git.reconcile import reconcile
-    from ..ledger import Ledger
-    from ..run.view import open_run
-
     timeout = parse_duration(args.check_timeout, what="--check-timeout")
-    with Ledger.open(create=False) as ledger:
-        view = open_run(ledger, args.run_id)
-        root = view.repo_root or toplevel()
-        if not root:
-            raise UsageError("the run records no repository and this is not one",
-                             hint="run prun integrate inside the repository")
-        if args.worktree:
-            check_worktree_path(root, args.worktree)
-        report = reconcile(view.unit_inputs(), run_id=view.id, with_patch=True, tree=root)
-        decided = ledger.current_decisions(view.id, {v.packet_id: v.attempt_id
-                                                     for v in report.verdicts})
-        decisions = {pid: row["decision"] for pid, row in decided.items()}
-        unknown = sorted(set(args.include) - {p.id for p in view.packets})
-        if unknown:
-            raise UsageError(f"no packet {', '.join(unknown)} in run {view.id}",
-                             hint=f"--include names packets of the run; `prun status {view.id} "
-                             "--all` lists them")
-        target = root
-        if args.worktree:
-            target = add_worktree(root, args.worktree, view.run.get("base") or "HEAD")
-        patch_dir = journal = None
-        if view.run.get("run_dir"):
-            patch_dir = os.path.join(view.run["run_dir"], "integrate")
-            journal = Journal(os.path.join(patch_dir, "journal.jsonl"))
-        check = None if args.no_check else view.run.get("check_command")
 
-        def say(lines: list[str]) -> None:
-            if lines and not args.json:
-                print("\n".join(lines), flush=True)
+    def say(lines: list[str]) -> None:
+        if lines and not args.json:
+            print("\n".join(lines), flush=True)
 
-        def unit(u: UnitResult) -> None:
-            say(u.lines())
+    def unit(u: UnitResult) -> None:
+        say(u.lines())
 
-        result = integrate(report, view.packets, target, include=args.include,
-                           decisions=decisions, check=check,
-                           check_timeout=timeout, patch_dir=patch_dir,
-                           allow_dirty=args.allow_dirty, journal=journal, on_notes=say,
-                           on_unit=unit)
-        ledger.record_event("integrate", run_id=view.id, cause="prun integrate",
-                            data={"target": target, "applied": result.applied,
-                                  "conflicts": result.conflicts,
-                                  "failed": result.failed or None,
-                                  "include": args.include or None,
-                                  "decisions": decisions or None,
-                                  "check": None if result.check is None else result.check.ok,
-                                  "check_log": result.check.log if result.check else None})
+    result = integrate(args.run_id, include=args.include, worktree=args.worktree,
+                       check=not args.no_check, check_timeout=timeout,
+                       allow_dirty=args.allow_dirty, on_unit=unit, on_notes=say)
     if args.json:
         print(json.dumps(result.as_dict(), indent=2, sort_keys=True))
     else:
         say(([result.check.line()] if result.check else []) + [result.summary()])
-    if result.conflicts:
-        return ExitCode.CONFLICT
-    if result.failed or (result.check is not None and not result.check.ok):
-        return ExitCode.FAILED
-    return ExitCode.OK
-
-
-def check_worktree_path(repo_root: str, path: str) -> None:
-    """Refuse (exit 2) an integration worktree at ``path`` inside any ``.git`` folder, or
-    inside the repository's own work tree (symbolic links resolved, also of the parts of
-    ``path`` that do not exist yet)."""
-    from pathlib import Path
-
-    from ..errors import UsageError
-
-    where = Path(os.path.realpath(os.path.abspath(path)))
-    root = Path(os.path.realpath(repo_root))
-    git_dirs = [Path(os.path.realpath(d)) for d in _git_dirs(str(root))]
-    if any(part.lower() == ".git" for part in where.parts) or \
-            any(where == d or d in where.parents for d in git_dirs):
-        raise UsageError(f"--worktree {path} is inside a .git folder",
-                         hint="give a new folder outside the repository, such as ../integration")
-    if where == root or root in where.parents:
-        raise UsageError(f"--worktree {path} is inside the repository's work tree {root}",
-                         hint="give a new folder outside the repository, such as ../integration")
-
-
-def _git_dirs(root: str) -> list[str]:
-    """The repository's git folders: ``.git``, and the folder a ``.git`` file (a worktree's,
-    a submodule's) points at with its ``gitdir:`` line, and that folder's common dir."""
-    dot = os.path.join(root, ".git")
-    found = [dot]
-    try:
-        with open(dot, encoding="utf-8", errors="replace") as f:
-            first = f.read(4096).splitlines()[:1]
-    except OSError:
-        return found
-    if first and first[0].startswith("gitdir:"):
-        gitdir = os.path.join(root, first[0][len("gitdir:"):].strip())
-        found.append(gitdir)
-        try:
-            with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as f:
-                found.append(os.path.join(gitdir, f.read(4096).strip()))
-        except OSError:
-            pass
-    return found
+    return integrate_exit_code(result)

@@ -17,12 +17,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
+from .._util.quoting import word
+from ..errors import UsageError
+from ..ledger import Ledger, default_path
 from . import options
 
 LIMIT_MAX = 10000  # --limit: runs listed at most
 
-TYPE_CHECKING = False
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
@@ -39,9 +43,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..errors import UsageError
-    from ..ledger import Ledger, default_path
-
     if args.path:
         print(default_path())
         return 0
@@ -78,8 +79,6 @@ _COLUMNS = {
 
 
 def _line(kind: str, row: Mapping[str, object]) -> str:
-    from .._util.quoting import word
-
     words = [kind]
     for k in _COLUMNS[kind]:
         value = row.get(k)

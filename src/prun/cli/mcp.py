@@ -32,7 +32,13 @@ is not a JSON object, or another `prun` entry without --force (nothing is writte
 from __future__ import annotations
 
 import argparse
+import shlex
+import sys
+from importlib.util import find_spec
 
+from .._util.quoting import word
+from ..errors import UsageError
+from ..mcp import config
 from . import options
 
 
@@ -57,19 +63,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _word(key: str, value: object) -> str:
     """``key=value``, the value quoted when it is not plain (``prun._util.quoting``)."""
-    from .._util.quoting import word
-
     return word(key, value)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.action is None:
         return _serve()
-    import shlex
-    import sys
-    from importlib.util import find_spec
 
-    from ..mcp import config
 
     cfg = config.config_file(args.target, user=args.user, project=args.project)
     where = [_word("for", cfg.target), _word("scope", cfg.scope), _word("path", cfg.path)]
@@ -90,10 +90,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _serve() -> int:
-    from importlib.util import find_spec
-
-    from ..errors import UsageError
-
     if find_spec("mcp") is None or find_spec("mcp.server.mcpserver") is None:
         raise UsageError("prun mcp needs the MCP SDK (mcp 2.x), which is not installed",
                          hint="pip install 'prun-agents[mcp]'")

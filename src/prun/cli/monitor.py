@@ -22,9 +22,17 @@ skill's monitor scripts set it to themselves).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
+from .._util.quoting import shell_word
+from .._util.timeparse import parse_duration
+from ..errors import UsageError
+from ..settings import current
+from ..watch.monitor import Monitor, digest_line, relaunch_argv, summary_line
+from ..watch.notify import exit_quickly, poll_interval, resolve_mode
 from . import options
+from .options import duration_option
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -46,16 +54,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-
-    from .._util.quoting import shell_word
-    from .._util.timeparse import parse_duration
-    from ..errors import UsageError
-    from ..settings import current
-    from ..watch.monitor import Monitor, digest_line, relaunch_argv, summary_line
-    from ..watch.notify import exit_quickly, poll_interval, resolve_mode
-    from .options import duration_option
-
     if not args.state_dirs and not args.seen_stalled:
         raise UsageError("no state dir given", hint="pass the STATE-DIR paths of the units")
     s = current()

@@ -11,7 +11,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from importlib.resources import files
 
+from .._util.fsutil import publish_new
+from .._util.quoting import quote
+from ..attempt.statedir import check_unit_id
+from ..errors import UsageError
 from . import options
 
 
@@ -27,10 +32,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def template(packet_id: str, *, kind: str | None = None) -> str:
     """The packet template text for ``packet_id``."""
-    from importlib.resources import files
-
-    from ..attempt.statedir import check_unit_id
-
     check_unit_id(packet_id)
     text = files("prun.plan").joinpath("templates/packet.md").read_text(encoding="utf-8")
     text = text.replace("{id}", packet_id).replace("{{", "{").replace("}}", "}")
@@ -40,9 +41,6 @@ def template(packet_id: str, *, kind: str | None = None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .._util.fsutil import publish_new
-    from ..errors import UsageError
-
     text = template(args.id, kind=args.kind)
     if args.output == "-":
         sys.stdout.write(text)
@@ -56,7 +54,6 @@ def run(args: argparse.Namespace) -> int:
     if not written:
         raise UsageError(f"{path} exists; not overwriting it",
                          hint="give another -o PATH, or move the old file away")
-    from .._util.quoting import quote
 
     sys.stdout.write(f"PACKET {quote(path)}\n")
     return 0

@@ -33,11 +33,15 @@ could not be dispatched); 124 the deadline passed.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from typing import TYPE_CHECKING
 
+from ..errors import UsageError
+from ..ledger import Ledger
+from ..panel import build, contract, drive
 from . import options
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -75,12 +79,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-
-    from ..errors import UsageError
-    from ..ledger import Ledger
-    from ..panel import drive
-
     if args.run_id:
         if args.question or args.schema:
             raise UsageError("--run prints an earlier panel: give no question or schema",
@@ -95,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
     with Ledger.open() as ledger:
         r = drive.start(panel, ledger)
         if args.detach:
-            from ..run.state import RunPaths, spawn_supervisor
+            from ..run.detached import spawn_supervisor
+            from ..run.paths import RunPaths
 
             spawn_supervisor(r["id"], ledger.path, RunPaths(drive.evidence_dir(r).parent).log,
                              module="prun.panel.detached")
@@ -104,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         say = _say(args.json)
         say(f"RUN {r['id']} panelists={panel.total} parallel={r['parallel']} "
             f"base={r['base'] or 'none'} deadline={r['deadline'] or 'none'}")
-        from ..run.render import LineRenderer
+        from ..run.events import LineRenderer
 
         renderer = LineRenderer(sys.stdout, verbose=args.verbose)
         try:
@@ -116,9 +115,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _panel(args: argparse.Namespace) -> Panel:
-    from ..errors import UsageError
-    from ..panel import build, contract
-
     if not args.question or not args.schema:
         raise UsageError("a panel needs a question file and --schema",
                          hint="prun panel QUESTION_FILE --schema VERDICT.schema.json")
@@ -147,8 +143,6 @@ def _quiet(event: Event) -> None:
 
 
 def _show(report: Report, as_json: bool) -> int:
-    import json
-
     if as_json:
         print(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
     else:

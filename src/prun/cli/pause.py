@@ -22,10 +22,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .._util.process import same_process_alive
 from .._util.quoting import quote, word
+from ..attempt import identity
+from ..attempt.statedir import OUTCOME, StateDir
+from ..cluster.reach import remote_of
+from ..cluster.reach import stop as stop_there
+from ..errors import StateError, UsageError
+from ..git.pause import pause
+from ..ledger import Ledger, Status
+from ..run.detached import wake_supervisor
+from ..settings import current
+from ..views.model import open_run
 from . import options
 
 
@@ -37,14 +50,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .._util.process import same_process_alive
-    from ..attempt import identity
-    from ..attempt.statedir import StateDir
-    from ..errors import UsageError
-    from ..git.pause import pause
-    from ..ledger import Ledger, Status
-    from ..run.view import open_run
-
     with Ledger.open(create=False) as ledger:
         view = open_run(ledger, args.run_id)
         if view.packet(args.packet_id) is None:
@@ -58,8 +63,6 @@ def run(args: argparse.Namespace) -> int:
         base = attempt.get("base") or view.bases.get(args.packet_id) or view.run.get("base")
 
         def ask_supervisor() -> bool:
-            from ..run.state import wake_supervisor
-
             ledger.add_request(view.id, "cancel", target=attempt["id"],
                                cause=f"paused: prun pause {args.packet_id}")
             return wake_supervisor(view.run)
@@ -94,8 +97,6 @@ def _remote_stop(attempt: Mapping[str, Any], live: bool,
     supervisor, which lands its diff in the clone; else, or when the supervisor has not
     judged it within the bound, through the cluster's scheduler, whose worker ends the
     unit's group (SIGTERM, the grace, SIGKILL) and sends its diff back, landed here."""
-    from ..cluster.reach import remote_of
-
     state_dir = attempt["state_dir"]
     if remote_of(state_dir) is None:
         return None
@@ -103,10 +104,6 @@ def _remote_stop(attempt: Mapping[str, Any], live: bool,
         return lambda: "gone"
 
     def stop() -> str:
-        from ..cluster.reach import stop as stop_there
-        from ..errors import StateError
-        from ..settings import current
-
         grace = current().kill_grace_s
         if ask_supervisor() and _judged(state_dir, 2 * grace + 5):
             return "stopped"
@@ -127,11 +124,6 @@ def _remote_stop(attempt: Mapping[str, Any], live: bool,
 def _judged(state_dir: str, within: float) -> bool:
     """Whether the attempt's ``outcome.json`` appears within ``within`` seconds (its
     supervisor has stopped it, landed its diff and judged it)."""
-    import os
-    import time
-
-    from ..attempt.statedir import OUTCOME
-
     end = time.monotonic() + within
     while not os.path.exists(os.path.join(state_dir, OUTCOME)):
         if time.monotonic() >= end:

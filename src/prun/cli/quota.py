@@ -19,12 +19,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import time
+from typing import TYPE_CHECKING
 
-from .._util.quoting import word
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from .. import executors, quota
+from .._util.quoting import printable, word
+from .._util.timeparse import format_duration
+from ..errors import StateError
+from ..quota.snapshot import parse_time
+from ..settings import config
 from . import options
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
@@ -43,13 +54,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
-    import time
-
-    from .. import executors, quota
-    from ..errors import StateError
-    from ..settings import config
-
     env = os.environ
     cfg = config.quota(env)  # a bad config file is exit 2 here, not a warning
     try:
@@ -77,8 +81,6 @@ def _fmt_left(left: float | None) -> str:
 
 
 def _fmt_age(age: float | None) -> str:
-    from .._util.timeparse import format_duration
-
     return "never" if age is None else format_duration(age)
 
 
@@ -93,8 +95,6 @@ def _line(s: GroupState, cfg: QuotaConfig, now: float) -> str:
 
 
 def _snapshot_age(snap: Snapshot, now: float) -> float | None:
-    from ..quota.snapshot import parse_time
-
     try:
         return now - parse_time(snap.updated_at) if snap.updated_at else None
     except (ValueError, OverflowError):
@@ -102,8 +102,6 @@ def _snapshot_age(snap: Snapshot, now: float) -> float | None:
 
 
 def _snapshot_line(snap: Snapshot, cfg: QuotaConfig, now: float) -> str:
-    from .._util.timeparse import format_duration
-
     line = (f"SNAPSHOT age={_fmt_age(_snapshot_age(snap, now))} "
             f"ttl={format_duration(cfg.ttl_s)}")
     if snap.problem:
@@ -129,12 +127,6 @@ def _round(x: float | None) -> float | None:
 
 def _table(snap: Snapshot, states: Mapping[str, GroupState], cfg: QuotaConfig,
            now: float) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    from .._util.quoting import printable
-
     table = Table(title=Text(f"quota snapshot: {printable(snap.path)}"))
     for col in ("group", "state", "left", "resets", "age", "source", "error"):
         table.add_column(col)

@@ -19,11 +19,21 @@ stands); 2 no such run or packet, a bad executor, or one outside the packet's da
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
 
+from .. import executors
 from .._util.quoting import quote, word
+from ..errors import UsageError
+from ..ledger import Ledger
+from ..plan import boundary
+from ..run.detached import spawn_supervisor, wait_for, wake_supervisor
+from ..run.freeze import packet_from_spec
+from ..run.paths import RunPaths
+from ..views.model import find_run
 from . import options
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlite3
 
@@ -42,14 +52,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from .. import executors
-    from ..errors import UsageError
-    from ..ledger import Ledger
-    from ..run.state import RunPaths, packet_from_spec, spawn_supervisor, wait_for, wake_supervisor
-    from ..run.view import find_run
-
     if args.executor:
         executors.get(args.executor)  # refuses unknown executors and codex (exit 2)
     with Ledger.open(create=False) as ledger:
@@ -83,11 +85,6 @@ def run(args: argparse.Namespace) -> int:
 def _inside_boundary(packet: Packet, executor: str) -> None:
     """Refuse (UsageError) a successor executor the packet's data may not go to: checked for
     the packet's model and for the model the executor would pick from this environment."""
-    import os
-
-    from .. import executors
-    from ..plan import boundary
-
     bound = packet.data.may_go_to
     model = executors.get(executor).settings(os.environ, model=packet.model).model
     for m in dict.fromkeys((model, packet.model)):

@@ -15,7 +15,12 @@ from __future__ import annotations
 
 import argparse
 
+from .. import executors
+from .._util.fsutil import publish_new
 from .._util.quoting import quote, word
+from ..attempt import statedir
+from ..errors import UsageError
+from ..ledger import record_receipt
 from . import options
 
 
@@ -27,11 +32,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .._util.fsutil import publish_new
-    from ..attempt import statedir
-    from ..errors import UsageError
-    from ..ledger import record_receipt
-
     attempt = (args.attempt_id or "").strip()
     if not attempt or not attempt.isprintable() or len(attempt) > options.NAME_MAX:
         raise UsageError("empty, multi-line or unprintable --attempt-id (or over "
@@ -42,7 +42,6 @@ def run(args: argparse.Namespace) -> int:
     unit = sd.unit
     if not unit:
         raise UsageError(f"no unit.json in {sd.path}", hint="pass the path printed as STATE-DIR")
-    from .. import executors
 
     ex = executors.lookup(unit.get("executor"))
     if ex is None or ex.launches_process:

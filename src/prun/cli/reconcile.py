@@ -27,12 +27,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..errors import ExitCode
+from ..api import reconcile, reconcile_exit_code, rescoped_map
 from . import options
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from ..git.reconcile import Report
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -52,44 +48,10 @@ def _rescoped(text: str) -> str:
     return text
 
 
-def rescoped_map(values: list[str]) -> dict[str, str]:
-    out = {}
-    for v in values:
-        pid, _, why = v.partition("=")
-        out[pid.strip()] = why.strip() or "approved"
-    return out
-
-
-def exit_code(report: Report) -> int:
-    from ..git.reconcile import REJECTED
-
-    if any(v.verdict == REJECTED and not v.rescoped for v in report.verdicts):
-        return ExitCode.FAILED
-    return ExitCode.OK if report.complete else ExitCode.NEEDS_REVIEW
-
-
 def run(args: argparse.Namespace) -> int:
-    from ..errors import UsageError
-    from ..git.reconcile import reconcile
-    from ..ledger import Ledger
-    from ..run.view import open_run
-
-    rescoped = rescoped_map(args.rescoped)
-    with Ledger.open(create=False) as ledger:
-        view = open_run(ledger, args.run_id)
-        unknown = set(rescoped) - {p.id for p in view.packets}
-        if unknown:
-            raise UsageError(f"no such packet in run {view.id}: {', '.join(sorted(unknown))}",
-                             hint="name packets by their ids")
-        report = reconcile(view.unit_inputs(rescoped), run_id=view.id, tree=view.repo_root)
-        ledger.record_event("reconcile", run_id=view.id, cause="prun reconcile",
-                            data={"accepted": report.count("accepted"),
-                                  "rejected": report.count("rejected"),
-                                  "needs-review": report.count("needs-review"),
-                                  "complete": report.complete,
-                                  "rescoped": rescoped or None})
+    report = reconcile(args.run_id, rescoped=rescoped_map(args.rescoped))
     if args.json:
         print(json.dumps(report.as_dict(), indent=2, sort_keys=True))
     else:
         print("\n".join(report.lines()))
-    return exit_code(report)
+    return reconcile_exit_code(report)

@@ -10,8 +10,15 @@ exit codes: as `prun run` (0, 1, 3, 124); 1 also when the run's supervisor is st
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
+from ..errors import StateError
+from ..ledger import Ledger
+from ..run.detached import spawn_supervisor, supervisor_alive
+from ..run.paths import RunPaths
+from ..views.model import find_run
 from . import options
+from .foreground import supervise
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -22,14 +29,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from ..errors import StateError
-    from ..ledger import Ledger
-    from ..run.state import RunPaths, spawn_supervisor, supervisor_alive
-    from ..run.view import find_run
-    from .foreground import supervise
-
     with Ledger.open(create=False) as ledger:
         run = find_run(ledger, args.run_id)
         if supervisor_alive(run):

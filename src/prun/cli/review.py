@@ -30,8 +30,13 @@ exit codes (README, "Exit codes"): 0 served until stopped, or the decision was r
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+from importlib.util import find_spec
 
+from ..errors import ExitCode, UsageError
+from ..ledger import Ledger
+from ..views.model import find_run
 from . import options
 
 
@@ -53,10 +58,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..errors import ExitCode, UsageError
-    from ..ledger import Ledger
-    from ..run.view import find_run
-
     if args.note is not None and not args.decide:
         raise UsageError("--note goes with --decide", hint="prun review RUN --decide PACKET "
                          "reject --note TEXT, or write the note on the page")
@@ -81,11 +82,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _serve(ledger_path: str, run_id: str, args: argparse.Namespace) -> int:
-    import asyncio
-    from importlib.util import find_spec
-
-    from ..errors import ExitCode, UsageError
-
     missing = [m for m in ("aiohttp", "markdown_it", "pygments") if find_spec(m) is None]
     if missing:
         raise UsageError(f"prun review needs {', '.join(missing)}, which is not installed",

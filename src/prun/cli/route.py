@@ -24,9 +24,18 @@ the packet's data boundary, or a unit no executor inside its boundary can run).
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False
+from .. import executors
+from ..errors import ExitCode, UsageError
+from ..plan import load_packet, load_plan, routing
+from ..quota import group_states
+from . import options
+from .options import ExecutorName
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
@@ -35,9 +44,6 @@ if TYPE_CHECKING:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from . import options
-    from .options import ExecutorName
-
     p.add_argument("packets", nargs="*", metavar="PACKET_FILE", type=options.path,
                    help="packet files (.md with front matter) or plan files (.yaml)")
     p.add_argument("--executor", action=ExecutorName, default=None,
@@ -57,12 +63,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-    import os
-
-    from ..errors import ExitCode, UsageError
-    from ..plan import routing
-
     if args.packets:
         if args.executor or args.session_tools or args.model or args.kind != "read-only":
             raise UsageError("unit flags (--executor, --session-tools, --kind, --model) are for "
@@ -94,17 +94,11 @@ def run(args: argparse.Namespace) -> int:
 def _group_states(env: Mapping[str, str]) -> dict[str, GroupState]:
     """The quota readings per group (stale ones refreshed where probes exist; never raises:
     an unreadable snapshot leaves every group unknown, with the reason in its ``error``)."""
-    from .. import executors
-    from ..quota import group_states
-
     return dict(group_states(env, executors.quota_groups()))
 
 
 def _needs_from_file(path: str) -> list[Need]:
     """Routing needs from a plan file (.yaml/.yml) or a packet file, loaded and validated."""
-    from ..plan import model as plan
-    from ..plan import routing
-
     if path.endswith((".yaml", ".yml")):
-        return [routing.Need.of(p) for p in plan.load_plan(path).packets]
-    return [routing.Need.of(plan.load_packet(path))]
+        return [routing.Need.of(p) for p in load_plan(path).packets]
+    return [routing.Need.of(load_packet(path))]

@@ -35,14 +35,12 @@ import argparse
 import sys
 
 from .._util.quoting import word
+from ..api import freeze_run
+from ..api import run_plan as detached
+from ..errors import NotIndependent
+from ..ledger import Ledger
 from . import options
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from pathlib import Path
-
-    from ..cluster.config import ClusterConfig
-    from ..plan import Plan
+from .foreground import supervise
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -64,59 +62,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..attempt.subdispatch import refusal
-    from ..ledger import Ledger
-    from ..plan import load_plan
-    from ..plan.independence import check
-    from ..run.state import RunPaths, deadline_of, freeze, preflight, spawn_supervisor
-
-    if (refused := refusal()) is not None:   # inside a unit that may not start agents (its
-        raise refused                         # dispatches are refused again at prepare)
-    plan = load_plan(args.plan)
-    deadline_of(plan, args.deadline)  # refused before the ledger is made
-    report = check(plan)
-    if not report.ok and not args.allow_overlap:
-        sys.stdout.write("\n".join(report.lines()) + "\n")
-        print("prun: the plan fails the independence test; nothing was run (fix the packets, "
-              "or pass --allow-overlap to run it anyway)", file=sys.stderr)
+    start = detached if args.detach else freeze_run
+    try:
+        r = start(args.plan, parallel=args.parallel, deadline=args.deadline,
+                  allow_overlap=args.allow_overlap, cluster=args.cluster)
+    except NotIndependent as e:
+        sys.stdout.write("\n".join(e.lines) + "\n")
+        print(f"prun: {e.line()}", file=sys.stderr)
         return 1
-    preflight(plan)                          # bases and ports, before the ledger is opened
-    cluster = _cluster(args.cluster, plan)   # reached (or refused) before anything is made
-    with Ledger.open() as ledger:
-        r = freeze(plan, ledger, parallel=args.parallel, deadline=args.deadline,
-                   cluster=cluster)
-        if not report.ok:
-            ledger.record_event("overlap-allowed", run_id=r["id"], cause="prun run "
-                                "--allow-overlap", data={"failures": [f.line() for f in
-                                                                      report.failures]})
-        if args.detach:
-            run_dir = r.get("run_dir")
-            assert run_dir, "freeze makes every run's folder"
-            spawn_supervisor(r["id"], ledger.path, RunPaths(_path(run_dir)).log)
-            print(f"RUN {r['id']}")
-            return 0
-        print(f"RUN {r['id']} packets={len(plan.packets)} parallel={r['parallel']} "
-              f"{word('base', r['base'] or 'none')} {word('deadline', r['deadline'] or 'none')}",
-              flush=True)
-        from .foreground import supervise
+    if args.detach:
+        print(f"RUN {r.run_id}")
+        return 0
+    print(f"RUN {r.run_id} packets={r.packets} parallel={r.parallel} "
+          f"{word('base', r.base or 'none')} {word('deadline', r.deadline or 'none')}",
+          flush=True)
 
-        return supervise(ledger, r["id"], verbose=args.verbose, plain=args.plain)
-
-
-def _cluster(given: str | None, plan: Plan) -> ClusterConfig | None:
-    """The run's cluster (``--cluster``, the plan's, ``$PRUN_CLUSTER``), checked reachable."""
-    from .. import settings
-    from ..cluster.config import resolve
-
-    conf = resolve(given, plan.cluster, plan.worker_lost, settings.current().cluster)
-    if conf is not None:
-        from ..cluster.client import probe
-
-        probe(conf.address)
-    return conf
-
-
-def _path(p: str) -> Path:
-    from pathlib import Path
-
-    return Path(p)
+    with Ledger.open(r.ledger) as ledger:
+        return supervise(ledger, r.run_id, verbose=args.verbose, plain=args.plain)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 
 from .._util.quoting import quote, word
+from ..attempt.orphaned import settle, standalone
 from . import options
 
 
@@ -27,8 +28,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..attempt.settle import settle, standalone
-
     sd = standalone(args.state_dir)
     outcome = settle(sd)
     print(f"SETTLED {quote(sd.path)} outcome={outcome.kind.value} "

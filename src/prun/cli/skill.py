@@ -28,7 +28,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
+from .._util.gitcmd import toplevel
+from .._util.quoting import word
+from ..errors import UsageError
+from ..skill import install as inst
 from . import options
 
 
@@ -56,14 +61,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _word(key: str, value: object) -> str:
     """``key=value``, the value quoted when it is not plain (``prun._util.quoting``)."""
-    from .._util.quoting import word
-
     return word(key, value)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..skill import install as inst
-
     if args.action == "show":
         return _show(args)
     loc = inst.location(args.target, user=args.user, project=args.project)
@@ -80,12 +81,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from .._util.gitcmd import toplevel
-    from ..errors import UsageError
-    from ..skill import install as inst
-
     project: Path | None = None
     if args.project is not None:
         given = Path(args.project).expanduser().resolve()

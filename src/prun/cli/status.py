@@ -25,13 +25,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
+from ..api import status_document
+from ..errors import ExitCode, UsageError
+from ..ledger import Ledger
+from ..views.follow import follow_lines, follow_live
+from ..views.lines import summary_lines
+from ..views.model import find_run
 from . import options
+from .foreground import exit_code
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..ledger import Ledger
-    from ..run.view import Spend
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -44,41 +50,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dataclasses import asdict
-
-    from ..errors import UsageError
-    from ..ledger import Ledger
-    from ..run.render import summary_lines
-    from ..run.view import find_run, view
-
     watch = args.watch or getattr(args, "command", None) == "top"
     if watch and args.json:
         raise UsageError("--watch and --json do not go together",
                          hint="`prun status RUN --json` once, or --watch for the view")
-    with Ledger.open(create=False) as ledger:
-        row = find_run(ledger, args.run_id)
-        if watch:
+    if watch:
+        with Ledger.open(create=False) as ledger:
+            row = find_run(ledger, args.run_id)
             return _watch(ledger, row["id"], everything=args.all, plain=args.plain)
-        v = view(ledger, row["id"])
-        if args.json:
-            json.dump({"run": v.run, "supervisor_alive": v.supervisor_alive,
-                       "counts": v.counts(), "units": [asdict(u) for u in v.units],
-                       "attempts": [dict(a) for a in ledger.attempts(row["id"])],
-                       "cost": {s.executor: cost_json(s) for s in v.spend()}},
-                      sys.stdout, indent=1, default=str)
-            sys.stdout.write("\n")
-            return 0
-        for line in summary_lines(v, everything=args.all):
-            print(line)
+    v, doc = status_document(args.run_id)
+    if args.json:
+        json.dump(doc, sys.stdout, indent=1, default=str)
+        sys.stdout.write("\n")
+        return 0
+    for line in summary_lines(v, everything=args.all):
+        print(line)
     return 0
 
 
 def _watch(ledger: Ledger, run_id: str, *, everything: bool, plain: bool) -> int:
-    from ..errors import ExitCode
-    from ..run.follow import follow_lines, follow_live
-    from ..run.render import summary_lines
-    from .foreground import exit_code
-
     def emit(lines: list[str]) -> None:
         sys.stdout.write("\n".join(lines) + "\n")
         sys.stdout.flush()
@@ -93,10 +83,3 @@ def _watch(ledger: Ledger, run_id: str, *, everything: bool, plain: bool) -> int
               "it over)", file=sys.stderr)
         return ExitCode.SUPERVISOR_GONE
     return exit_code(str(v.run["status"]))
-
-
-def cost_json(s: Spend) -> dict[str, object]:
-    """One executor's totals as ``--json`` carries them (names as in ``outcome.json``)."""
-    return {"attempts": s.attempts,
-            "tokens": {"in": s.tokens_in, "out": s.tokens_out, "cached": s.tokens_cached},
-            "cost_usd": s.cost_usd, "unknown": s.unknown}

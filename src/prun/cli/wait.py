@@ -22,21 +22,12 @@ report.
 from __future__ import annotations
 
 import argparse
-import json
-import time
 
-from ..errors import ExitCode
+from .._util.quoting import word
+from .._util.timeparse import parse_duration
+from ..api import wait
+from ..views.lines import run_line
 from . import options
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import sqlite3
-
-FAIL_STATUSES = {"failed", "timeout", "cancelled", "blocked"}
-CODES = {"stopped": ExitCode.STOPPED, "failed": ExitCode.UNIT_FAILED,
-         "stalled": ExitCode.STALLED, "parked": ExitCode.PARKED,
-         "supervisor-gone": ExitCode.SUPERVISOR_GONE, "succeeded": ExitCode.UNIT_SUCCEEDED,
-         "handoff": ExitCode.HANDOFF}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -49,82 +40,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--any", action="store_true", help="also wake when a unit succeeds")
 
 
-def classify(ev: sqlite3.Row, any_done: bool) -> str | None:
-    kind: str = ev["kind"]
-    status: str | None = ev["status"]
-    if kind in ("stalled", "stopped", "parked", "handoff"):
-        return kind
-    if kind == "packet" and status in FAIL_STATUSES:
-        return "failed"
-    if kind == "packet" and status == "succeeded" and any_done:
-        return "succeeded"
-    if kind == "run" and status not in (None, "running"):
-        return "run-done"
-    return None
-
-
 def run(args: argparse.Namespace) -> int:
-    from .._util.quoting import word
-    from .._util.timeparse import parse_duration
-    from ..ledger import Ledger
-    from ..run.render import run_line
-    from ..run.state import supervisor_alive
-    from ..run.view import find_run, view
-
     limit = parse_duration(args.timeout, what="--timeout") if args.timeout else None
-    start = time.monotonic()
-    delay = 0.05
-    with Ledger.open(create=False) as ledger:
-        run_id = find_run(ledger, args.run_id)["id"]
-        cursor = args.since
-        while True:
-            found: list[tuple[str, sqlite3.Row]] = []
-            for ev in ledger.events(run_id, since=cursor):
-                cursor = ev["seq"]
-                if ev["kind"] == "run" and ev["status"] == "running":
-                    # re-opened (a follow-up, a resume): its earlier end is no longer news
-                    found = [f for f in found if f[0] != "run-done"]
-                what = classify(ev, args.any)
-                if what:
-                    found.append((what, ev))
-            # read after the events: a run that ended meanwhile shows its end event next time
-            run = ledger.run(run_id)
-            assert run is not None  # the run just found; runs are never deleted
-            gone = not found and run["status"] == "running" and not supervisor_alive(run)
-            if found or gone:
-                for what, ev in found:
-                    words = ["EVENT", str(ev["seq"]), what]
-                    if ev["packet_id"]:
-                        words.append(word("packet", ev["packet_id"]))
-                    if ev["status"] and ev["status"] != what:
-                        words.append(word("status", ev["status"]))
-                    if ev["cause"]:
-                        words.append(word("cause", ev["cause"].splitlines()[0][:200]))
-                    data = json.loads(ev["data"]) if ev["data"] else {}
-                    words += [word(k, data[k]) for k in ("handoff", "receipt_cmd", "resets_at")
-                              if data.get(k)]
-                    print(" ".join(words))
-                if gone:
-                    print(f"EVENT {cursor} supervisor-gone cause=\"run `prun resume {run_id}`\"")
-                print(run_line(view(ledger, run_id)))
-                print(f"CURSOR {cursor}")
-                end = ledger.run(run_id)
-                assert end is not None
-                return _code(found, gone, end["status"])
-            if limit is not None and time.monotonic() - start >= limit:
-                print(run_line(view(ledger, run_id)))
-                print(f"CURSOR {cursor}")
-                return ExitCode.TIMEOUT
-            time.sleep(delay)
-            delay = min(delay * 1.5, 1.0)
-
-
-def _code(found: list[tuple[str, sqlite3.Row]], gone: bool, status: str) -> int:
-    kinds = [w for w, _ in found]
-    if "run-done" in kinds:
-        return {"succeeded": ExitCode.OK, "stopped": ExitCode.STOPPED}.get(status,
-                                                                          ExitCode.FAILED)
-    for k in ("stopped", "failed", "handoff", "stalled", "parked", "succeeded"):
-        if k in kinds:
-            return CODES[k]
-    return CODES["supervisor-gone"] if gone else ExitCode.FAILED
+    woke = wait(args.run_id, since=args.since, timeout=limit, any_done=args.any)
+    for ev in woke.events:
+        words = ["EVENT", str(ev.seq), ev.what]
+        if ev.packet_id:
+            words.append(word("packet", ev.packet_id))
+        if ev.status and ev.status != ev.what:
+            words.append(word("status", ev.status))
+        if ev.cause:
+            words.append(word("cause", ev.cause.splitlines()[0][:200]))
+        words += [word(k, ev.data[k]) for k in ("handoff", "receipt_cmd", "resets_at")
+                  if ev.data.get(k)]
+        print(" ".join(words))
+    if woke.supervisor_gone:
+        print(f"EVENT {woke.cursor} supervisor-gone cause=\"run `prun resume {woke.run_id}`\"")
+    print(run_line(woke.run))
+    print(f"CURSOR {woke.cursor}")
+    return woke.exit_code

@@ -21,28 +21,18 @@ level, so importing prun and every local command stay free of it. See docs/clust
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False
+from .client import Cluster
+
 if TYPE_CHECKING:
     import asyncio
     from collections.abc import AsyncIterator
 
     from .client import Cluster
     from .config import ClusterConfig
-
-EXTRA_HINT = "install it with: pip install 'prun-agents[dask]'"
-
-
-def require() -> None:
-    """Raise ``UsageError`` (exit 2) when Dask distributed is not installed."""
-    from ..errors import UsageError
-
-    try:
-        import distributed  # noqa: F401
-    except ImportError:
-        raise UsageError("a cluster run needs Dask distributed, which is not installed",
-                         hint=EXTRA_HINT)
 
 
 @contextlib.asynccontextmanager
@@ -53,9 +43,7 @@ async def connected(config: ClusterConfig | None, run_id: str,
     if config is None:
         yield None
         return
-    import asyncio
 
-    from .client import Cluster
 
     cluster = await asyncio.to_thread(Cluster.connect, config, run_id, loop)
     try:

@@ -10,6 +10,7 @@ to the coordinator's clone (``apply``, through a private ``GIT_DIR`` too)."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import tempfile
@@ -20,6 +21,8 @@ from dataclasses import dataclass
 from .._util import gitcmd
 from ..errors import GitError, WorkspaceError
 from ..git import store
+from ..git.clonefiles import BrokenClone
+from ..git.untrusted import reading
 
 BUNDLE_REF = "refs/heads/prun-base"
 _LOCKS: dict[str, threading.Lock] = {}
@@ -80,8 +83,6 @@ def ensure_repo(root: str, commit: str, bundle: bytes) -> str:
 @contextlib.contextmanager
 def _flocked(folder: str) -> Iterator[None]:
     """An exclusive ``flock`` on ``folder``: the worker processes of one machine share it."""
-    import fcntl
-
     fd = os.open(folder, os.O_RDONLY | os.O_CLOEXEC)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -119,9 +120,6 @@ class Start:
 def tree_of(clone: str, store_dir: str, base: str) -> Start:
     """The tree of everything in the clone's work tree now (untracked files included), written
     through a private ``GIT_DIR`` and index: nothing of the clone is touched."""
-    from ..git.clonefiles import BrokenClone
-    from ..git.untrusted import reading
-
     objects = os.path.join(store_dir, store.OWN, "starts", os.path.basename(
         tempfile.mkdtemp(prefix="start-", dir=_starts(store_dir))))
     try:
@@ -146,9 +144,6 @@ def diff_since(start: Start) -> bytes:
     like a unit's change: what the tree holds that must never be read (special files, nested
     repositories, files too large or sparse) is left out, links are kept (a link is data; the
     coordinator's reconcile judges where it points). Empty when the clone cannot be read."""
-    from ..git.clonefiles import BrokenClone
-    from ..git.untrusted import reading
-
     try:
         with reading(start.clone, start.tree, store=start.store,
                      borrow=[start.objects]) as r:
@@ -171,8 +166,6 @@ def apply(clone: str, patch: bytes) -> str | None:
     None, or why it did not apply."""
     if not patch:
         return None
-    from ..git.clonefiles import BrokenClone
-    from ..git.untrusted import reading
 
     try:
         with reading(clone, None, walk=False) as r:

@@ -4,9 +4,10 @@ One ``distributed.Client`` per supervisor (its own event-loop thread, so Dask's 
 runs in the supervisor's loop). Any scheduler will do, Dask's defaults included: one that runs
 a task again after its worker died (``allowed-failures`` above 0) runs nothing twice, because
 each attempt is claimed before it launches (``claim``). ``unit`` gives the launcher of one
-attempt, whose ``launch`` submits it (``retries=0``, its own key) with the base's bundle as a
-task argument: the bundle is a task of its own, one per base, so Dask sends it to each worker
-once and can make it again if the worker holding it dies (a scattered bundle would be lost).
+attempt (``attempt.launcher.Launcher``), whose ``start`` submits it (``retries=0``, its own
+key) with the base's bundle as a task argument: the bundle is a task of its own, one per
+base, so Dask sends it to each worker once and can make it again if the worker holding it
+dies (a scattered bundle would be lost).
 Progress comes back on one topic per run (``Worker.log_event`` → ``Client.subscribe_topic``):
 the scheduler relays each event at once and in order with the task's completion, no polling
 on either side. The scheduler's own ``remove-worker`` events (topic ``all``) say when a
@@ -17,44 +18,33 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..errors import UsageError
-from . import EXTRA_HINT, require
+from ..attempt import statedir
+from ..attempt.statedir import iso
+from ..errors import LaunchError
+from .bundle import make_bundle
+from .claim import CANCEL, LOST, claimed, give_up
 from .config import ClusterConfig
-from .remote import KEY_PREFIX
+from .connect import connect_client
+from .reach import end_on_workers, land_patch
+from .remote import KEY_PREFIX, RemoteWorker
+from .running import signal_unit
+from .task import carry, run_unit
 
-CONNECT_S = 10.0      # to reach the scheduler
 SCHEDULER_TOPIC = "all"   # where the scheduler logs its own events (a worker removed ...)
 LANDING_THREADS = 4   # what comes back is written into the local state dirs here
 
-TYPE_CHECKING = False
+
 if TYPE_CHECKING:
     from ..attempt.core import Dispatch
+    from ..attempt.launcher import Planned
     from .remote import RemoteWorker
     from .task import WorkerPorts
-
-
-def connect_client(address: str, timeout: float = CONNECT_S) -> Any:
-    """A ``distributed.Client`` connected to ``address``, or ``UsageError`` (exit 2) in one
-    line: Dask missing, or the scheduler unreachable."""
-    require()
-    from distributed import Client
-
-    try:
-        client: Any = Client(address, timeout=timeout, set_as_default=False)  # type: ignore[no-untyped-call]
-    except (OSError, TimeoutError, ValueError) as e:
-        raise UsageError(f"cannot reach the Dask scheduler at {address}: {str(e) or type(e).__name__}",
-                         hint="start it (`prun cluster local`, or `dask scheduler`) or fix "
-                              "--cluster / PRUN_CLUSTER")
-    return client
-
-
-def probe(address: str) -> None:
-    """Check that ``address`` is a scheduler prun can use, before a run is made."""
-    connect_client(address).close()
 
 
 class Cluster:
@@ -103,9 +93,6 @@ class Cluster:
     def bundle(self, commit: str, source: str) -> tuple[Any, int, bool]:
         """The task holding the bundle of ``commit`` (made from ``source``), its size, and
         whether this call made it (once per base per run)."""
-        from .bundle import make_bundle
-        from .task import carry
-
         with self.lock:
             found = self.bundles.get(commit)
             if found is not None:
@@ -119,10 +106,6 @@ class Cluster:
     def signal(self, attempt_id: str, worker: str, sig: int) -> None:
         """Signal the unit's process group on ``worker`` (through the scheduler; not from
         the client's own thread). A worker that is gone has nothing left to signal."""
-        import sys
-
-        from .running import signal_unit
-
         try:
             self.client.run(signal_unit, attempt_id, int(sig), workers=[worker], wait=False)
         except Exception as e:
@@ -133,9 +116,6 @@ class Cluster:
         """A unit whose supervisor died (a resumed supervisor's): given up, ended on its
         worker (SIGTERM, ``grace``, SIGKILL) and its diff landed here. Whether its group was
         confirmed gone (or it ran nowhere any more)."""
-        from .claim import LOST
-        from .reach import end_on_workers, land_patch
-
         found = end_on_workers(self.client, attempt_id, grace, LOST)
         if found.patch:
             land_patch(state_dir, workspace, found.patch)
@@ -143,17 +123,11 @@ class Cluster:
 
     def claimed(self, attempt_id: str) -> list[str]:
         """The workers that claimed the attempt, first first (``claim.claimed``)."""
-        from .claim import claimed
-
         return claimed(self.client, attempt_id)
 
     def cancel_unstarted(self, attempt_id: str, sig: int) -> None:
         """An attempt not known to have started is cancelled: its task refuses to launch it,
         and a worker that claimed it already is sent ``sig``."""
-        import sys
-
-        from .claim import CANCEL, give_up
-
         try:
             claimed = give_up(self.client, attempt_id, CANCEL)
         except Exception as e:
@@ -191,7 +165,12 @@ class Cluster:
 
 
 class Launcher:
-    """What ``Dispatch.launch`` calls for one attempt of a cluster run."""
+    """A cluster run's attempt, sent to a Dask worker (``attempt.launcher.Launcher``):
+    followed and stopped through its ``RemoteWorker``. What comes back is synced as it is
+    written here, before the run records its end."""
+
+    durable = True
+    stages = False
 
     def __init__(self, cluster: Cluster, *, kind: str, workspace: str, base: str | None,
                  snapshot: str | None, repo_root: str | None, setup: str | None, fresh: bool,
@@ -205,12 +184,34 @@ class Launcher:
     def address(self) -> str:
         return self.cluster.config.address
 
-    def launch(self, d: Dispatch) -> RemoteWorker:
-        """Submit the attempt; returns its remote worker at once (the task may queue).
-        Raises ``OSError`` when it cannot be submitted."""
-        from .remote import RemoteWorker
-        from .task import run_unit
+    def plan(self, d: Dispatch) -> Planned:
+        """Nothing to plan here (the worker's task builds its own argv): its workspace
+        made."""
+        d.work_dir()
+        return None
 
+    def start(self, d: Dispatch, planned: Planned) -> RemoteWorker:
+        """Submit the attempt; returns its remote worker at once (the task may queue). Its
+        receipt is the task's key; ``unit.json`` names the cluster instead of a local worker
+        (no local process to signal). ``LaunchError`` when it cannot be submitted."""
+        try:
+            w = self.submit(d)
+        except OSError as e:
+            raise LaunchError(f"cannot send {d.p.executor.name} to the cluster: {e}") from None
+        d.launched_at = time.time()
+        d.receipt = f"dask:{w.key}"
+        record = d.unit_record()
+        record["remote"] = {"cluster": self.address, "key": w.key,
+                            "submitted_at": iso(d.launched_at)}
+        d.state.write_json(statedir.UNIT, record)
+        return w
+
+    async def start_async(self, d: Dispatch, planned: Planned) -> RemoteWorker:
+        """``start`` from a thread (sending may bundle the base)."""
+        return await asyncio.to_thread(self.start, d, planned)
+
+    def submit(self, d: Dispatch) -> RemoteWorker:
+        """Submit the attempt's task. Raises ``OSError`` when it cannot be submitted."""
         spec = self.spec(d)
         source = self.source()
         bundle, size, made = (self.cluster.bundle(self.base, source)
@@ -256,4 +257,4 @@ class Launcher:
         }
 
 
-__all__ = ["EXTRA_HINT", "Cluster", "Launcher", "connect_client", "probe"]
+__all__ = ["Cluster", "Launcher"]

@@ -7,6 +7,9 @@ import json
 import os
 from dataclasses import dataclass
 
+from .._util.fsutil import atomic_write, read_json
+from ..settings import parse_cluster_address
+
 FILE = "cluster.json"
 WORKER_LOST = ("fail", "retry")
 
@@ -21,16 +24,12 @@ class ClusterConfig:
     worker_lost: str = "fail"
 
     def write(self, run_dir: str) -> None:
-        from .._util.fsutil import atomic_write
-
         atomic_write(os.path.join(run_dir, FILE),
                      json.dumps({"address": self.address, "worker_lost": self.worker_lost}))
 
 
 def read(run_dir: str) -> ClusterConfig | None:
     """The run's cluster, or None for a run on this machine."""
-    from .._util.fsutil import read_json
-
     data = read_json(os.path.join(run_dir, FILE))
     if not isinstance(data, dict) or not data.get("address"):
         return None
@@ -42,8 +41,6 @@ def resolve(given: str | None, plan_address: str | None, plan_lost: str,
             setting: str | None) -> ClusterConfig | None:
     """The run's cluster: ``--cluster``, else the plan's ``cluster:``, else
     ``$PRUN_CLUSTER``; None when none names one."""
-    from ..settings import parse_cluster_address
-
     if given:
         return ClusterConfig(parse_cluster_address(given, "--cluster"), plan_lost)
     address = plan_address or setting

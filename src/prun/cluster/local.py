@@ -9,14 +9,16 @@ task again when its worker died, which prun's claim makes harmless (``claim``)."
 from __future__ import annotations
 
 import ipaddress
-import json
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
 
+from .._util.fsutil import read_json
+from .._util.process import end_group, spawn
 from ..errors import UsageError
+from .connect import connect_client
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -63,9 +65,6 @@ class LocalCluster:
 
     def start(self) -> str:
         """Start them and wait until every worker has joined; returns the address."""
-        from .._util.process import spawn
-        from .client import connect_client
-
         os.makedirs(self.folder, exist_ok=True)
         sfile = os.path.join(self.folder, "scheduler.json")
         if os.path.exists(sfile):
@@ -89,8 +88,6 @@ class LocalCluster:
 
     def _address(self, sfile: str) -> str:
         """The scheduler's address, from the file it writes once it listens."""
-        from .._util.fsutil import read_json
-
         deadline = time.monotonic() + START_S
         delay = 0.01
         while time.monotonic() < deadline:
@@ -112,13 +109,7 @@ class LocalCluster:
 
     def stop(self, grace: float) -> None:
         """End every process it started, workers first (SIGTERM, grace, SIGKILL)."""
-        from .._util.process import end_group
-
         for p in reversed(self.procs):
             end_group(p, grace)
             p.reap()
         self.procs.clear()
-
-
-def describe(address: str, workers: int, folder: str) -> str:
-    return json.dumps({"address": address, "workers": workers, "logs": folder})

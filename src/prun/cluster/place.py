@@ -5,9 +5,13 @@ snapshot of the base."""
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-TYPE_CHECKING = False
+from ..git import workspace as ws
+from ..git.setup import run_setup, sandboxed
+from ..git.snapshot import ensure_snapshot
+from .bundle import apply_start, ensure_repo, tree_of
+
 if TYPE_CHECKING:
     from .bundle import Start
 
@@ -19,10 +23,6 @@ def place(spec: dict[str, Any], bundle: bytes | None, root: str, unit_dir: str,
     clone's uncommitted start, then the plan's setup); a read-only unit a scratch dir and
     the snapshot of the base. ``env``: the worker's environment (the setup's, with the
     unit's variables)."""
-    from ..git import workspace as ws
-    from ..git.snapshot import ensure_snapshot
-    from .bundle import apply_start, ensure_repo, tree_of
-
     base = spec.get("base")
     repo = ensure_repo(root, base, bundle) if base and bundle is not None else None
     os.makedirs(unit_dir, exist_ok=True)
@@ -33,11 +33,11 @@ def place(spec: dict[str, Any], bundle: bytes | None, root: str, unit_dir: str,
         path = ws.make_clone(repo, base, os.path.join(unit_dir, "work"))
         apply_start(path, spec.get("start_patch") or b"")
         if spec.get("setup"):
-            ws.run_setup(path, spec["setup"], env, base=base, **_setup_sandbox(spec, root))
+            run_setup(path, spec["setup"], env, base=base, **_setup_sandbox(spec, root))
         return path, None, tree_of(path, repo, base)
     path = ws.make_scratch(unit_dir, "work", parent_checked=_outside_git(root))
     if spec.get("setup"):
-        ws.run_setup(path, spec["setup"], env, **_setup_sandbox(spec, root))
+        run_setup(path, spec["setup"], env, **_setup_sandbox(spec, root))
     snapshot = None
     if repo is not None and base and spec.get("snapshot"):
         snapshot = ensure_snapshot(os.path.join(root, "snapshots"), repo, base).path
@@ -46,8 +46,6 @@ def place(spec: dict[str, Any], bundle: bytes | None, root: str, unit_dir: str,
 
 def _setup_sandbox(spec: dict[str, Any], root: str) -> dict[str, Any]:
     """The setup command runs in the sandbox where the unit will (the bases read-only)."""
-    from ..git.commands import sandboxed
-
     return {"sandbox": sandboxed(spec.get("sandbox")),
             "read_only": [os.path.join(root, "bases")]}
 

@@ -17,9 +17,14 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from .._util.fsutil import atomic_write
 from ..attempt.statedir import StateDir
-from ..errors import StateError
+from ..errors import PrunError, StateError, UsageError
 from . import claim
+from .bundle import apply
+from .connect import connect_client
+from .remote import PATCH_FILE
+from .running import stop_unit
 
 
 @dataclass
@@ -50,9 +55,6 @@ def stop(state_dir: str, attempt_id: str, grace: float, *, why: str = claim.CANC
     """Stop the remote unit of ``state_dir`` through its cluster's scheduler and land its
     diff into ``workspace`` (its local clone). Raises ``StateError`` when the cluster cannot
     be reached, ``UsageError`` for a unit that ran here."""
-    from ..errors import PrunError, UsageError
-    from .client import connect_client
-
     remote = remote_of(state_dir)
     if remote is None:
         raise UsageError(f"{state_dir} is not a unit of a cluster run")
@@ -75,8 +77,6 @@ def end_on_workers(client: Any, attempt_id: str, grace: float, why: str) -> Stop
     """Give the attempt up in the scheduler's claims, then end its unit on each worker that
     claimed it (the first that runs it answers). ``why``: the coordinator's entry
     (``claim.CANCEL`` or ``claim.LOST``)."""
-    from .running import stop_unit
-
     for where in claim.give_up(client, attempt_id, why):
         try:
             answer = client.run(stop_unit, attempt_id, grace, workers=[where],
@@ -93,10 +93,6 @@ def end_on_workers(client: Any, attempt_id: str, grace: float, why: str) -> Stop
 def land_patch(state_dir: str, workspace: str | None, patch: bytes) -> str | None:
     """Write the unit's diff as ``remote.patch`` and apply it to its local clone; None, or
     why it did not apply (it stays in ``remote.patch``)."""
-    from .._util.fsutil import atomic_write
-    from .bundle import apply
-    from .remote import PATCH_FILE
-
     atomic_write(os.path.join(state_dir, PATCH_FILE), patch)
     if not workspace or not os.path.isdir(os.path.join(workspace, ".git")):
         return f"no clone at {workspace} to apply it to"

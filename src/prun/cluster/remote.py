@@ -1,5 +1,5 @@
 """``RemoteWorker``: the supervisor's handle on a unit running on a Dask worker, with the
-methods of the process helper's workers (``_util.process.WorkerLike``), so the supervisor
+methods of the process helper's workers (``_util.worker.WorkerLike``), so the supervisor
 watches it, ends it and judges it as it does a local one.
 
 While the unit runs, its tail's growth arrives as events and is written at its offsets into
@@ -24,20 +24,50 @@ import pickle
 import signal as signals
 import threading
 import time
-from typing import Any
+from concurrent.futures import Executor
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..attempt import statedir
+from .bundle import apply
 from .claim import CANCEL
+from .config import ClusterConfig
+from .running import landed_tail
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..attempt.core import Dispatch
-    from .client import Cluster
 
 KEY_PREFIX = "prun-unit-"     # a unit's task key: this and its attempt id
 REMOTE_FILE = "remote.json"   # in the local state dir: where and how it ran, the wire's bytes
 PATCH_FILE = "remote.patch"   # the diff the unit's task returned
 EVENT_WAIT_S = 30.0           # for a payload sent as an event, once its task has ended
+
+
+class Cluster(Protocol):
+    """What a unit's handle needs of its run's connection to the cluster (``client.Cluster``)."""
+
+    @property
+    def config(self) -> ClusterConfig: ...
+
+    @property
+    def client(self) -> Any: ...                        # a ``distributed.Client``
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop: ...    # the supervisor's
+
+    @property
+    def landing(self) -> Executor: ...                  # where what comes back is written
+
+    @property
+    def gone(self) -> set[str]: ...                     # workers the scheduler removed
+
+    @property
+    def workers(self) -> dict[str, RemoteWorker]: ...   # running units, by attempt id
+
+    def signal(self, attempt_id: str, worker: str, sig: int) -> None: ...
+
+    def cancel_unstarted(self, attempt_id: str, sig: int) -> None: ...
+
+    def claimed(self, attempt_id: str) -> list[str]: ...
 
 
 class RemoteWorker:
@@ -115,8 +145,6 @@ class RemoteWorker:
     def _landed_tail(self) -> None:
         """Tell the worker how much of the tail is written here (from a landing thread: the
         client's own must not wait for the scheduler)."""
-        from .running import landed_tail
-
         with self._lock:
             have, where = self._have, self.worker_address
         if where is not None:
@@ -321,8 +349,6 @@ class RemoteWorker:
             self._apply(patch)
 
     def _apply(self, patch: bytes) -> None:
-        from .bundle import apply
-
         if self.kind != "clone":
             self.d.lost = ("diff-not-applied", "a read-only unit changed its workspace on the "
                            f"worker; the diff is kept in {PATCH_FILE}")

@@ -18,18 +18,31 @@ What the coordinator calls on a running unit (a signal, a stop) is in ``running`
 
 from __future__ import annotations
 
+import asyncio
 import os
+import pickle
+import shutil
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from .. import settings
+from .._util.fsutil import tail_bytes
+from .._util.process import end_group
+from ..attempt import statedir
+from ..attempt.beginning import admit, begin
 from ..attempt.core import Dispatch
+from ..attempt.launching import launch
+from ..attempt.local import LocalLauncher
+from ..attempt.request import Request, prepare
+from ..errors import PortsUnavailable
 from . import claim as claims
+from .bundle import diff_since
+from .guard import guard
 from .place import place
 from .running import LOCK, RUNNING, Running
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .bundle import Start
 
@@ -48,7 +61,7 @@ _CLEANER = ThreadPoolExecutor(1, thread_name_prefix="prun-cleaner")   # finished
 
 class WorkerPorts(Protocol):
     """A unit's ports as its task reserves them on this machine (the run's side makes it:
-    ``prun.run.ports.PortsThere``): ``take`` gives what is held, whose ``env()`` are the
+    ``prun.ports.ranges.PortsThere``): ``take`` gives what is held, whose ``env()`` are the
     unit's variables, and ``give_back`` returns it."""
 
     def take(self, attempt_id: str, env: Mapping[str, str]) -> Any: ...
@@ -59,11 +72,8 @@ class WorkerPorts(Protocol):
 def run_unit(spec: dict[str, Any], bundle: bytes | None) -> dict[str, Any]:
     """Run one attempt (``spec``, made by ``client``) from ``bundle`` (the base); returns the
     payload ``remote.RemoteWorker`` lands. Never raises for what the unit did."""
-    import shutil
-
     from distributed import get_worker
 
-    from .. import settings
 
     worker = get_worker()
     s = settings.current()
@@ -101,8 +111,6 @@ def _send(worker: Any, topic: str, aid: str, out: dict[str, Any]) -> dict[str, A
     """A small payload goes back as the run's last event for this attempt (the scheduler
     relays it at once; no fetch from this worker afterwards), and the task returns only that
     it did; a large one is the task's return value."""
-    import pickle
-
     if len(pickle.dumps(out, protocol=5)) > EVENT_PAYLOAD_BYTES:
         return out
     worker.log_event(topic, {"a": aid, "k": "end", "p": out})
@@ -126,8 +134,6 @@ def _claim(worker: Any, aid: str) -> Future[claims.Refusal | None]:
     """Claim ``aid`` in the scheduler's record (``claim``), in the worker's event loop: this
     worker's entry first, then the record read back. The answer is None, or why it must not
     run (launched already on another worker, cancelled before it started, given up)."""
-    import asyncio
-
     async def ask() -> claims.Refusal | None:
         await worker.scheduler.set_metadata(keys=claims.keys(aid, worker.id),
                                             value=worker.address)
@@ -165,8 +171,6 @@ def _take_ports(ports: WorkerPorts, aid: str, entry: Running) -> Any:
     """The unit's ports, reserved on this machine before it starts. A fixed port another
     unit here holds, or no room left, is waited for; None if the unit is stopped
     meanwhile."""
-    from ..errors import PortsUnavailable
-
     while True:
         try:
             return ports.take(aid, _env())
@@ -179,13 +183,11 @@ def _dispatch(spec: dict[str, Any], root: str, unit_dir: str, ws: str, snapshot:
               start: Start | None, held: dict[str, str], entry: Running, worker: Any,
               out: dict[str, Any], claim: Future[claims.Refusal | None]) -> None:
     """The unit through the dispatcher's ``Dispatch``, once the claim says it may run."""
-    from ..attempt import statedir
-    from ..attempt.request import prepare
-
     state = statedir.create(spec["unit_id"], os.path.join(unit_dir, "state"))
     request = _request(spec, unit_dir, state.path, ws, snapshot, root, held)
-    d = WorkerDispatch(prepare(request), state, record=False, in_run=True)
-    d.begin()   # all on this worker's own files: nothing runs before the claim is answered
+    d = Dispatch(prepare(request), LocalLauncher(durable=False), state)
+    begin(d)   # all on this worker's own files: nothing runs before the claim is answered
+    admit(d, gate=False)   # no quota gate: the coordinator asked it
     out["begun_at"] = time.time()
     refused = claim.result(CLAIM_S)
     out["claimed_at"] = time.time()
@@ -195,7 +197,7 @@ def _dispatch(spec: dict[str, Any], root: str, unit_dir: str, ws: str, snapshot:
     if refused is not None:
         out.update(refused=refused.text, refused_by=refused.by)
         return
-    launched = d.launch()
+    launched = launch(d)
     out["sandboxed"] = d.sandboxed
     if not launched:
         out["launch_error"] = d.launch_error
@@ -231,21 +233,10 @@ def _dispatch(spec: dict[str, Any], root: str, unit_dir: str, ws: str, snapshot:
 
 
 def _guard(pgid: int, grace: float) -> Any:
-    from .guard import guard
-
     return guard(pgid, grace)
 
 
-class WorkerDispatch(Dispatch):
-    """The dispatcher's ``Dispatch`` without the quota gate: the coordinator asked it."""
-
-    def _gate(self) -> None:
-        return None
-
-
 def _env() -> dict[str, str]:
-    from .. import settings
-
     return dict(settings.current().env)
 
 
@@ -254,10 +245,6 @@ def _request(spec: dict[str, Any], unit_dir: str, state_dir: str, ws: str,
     """The dispatcher's request on this worker: the coordinator's, its paths made this
     worker's (the brief names the coordinator's state dir, workspace and snapshot), with the
     variables of the ports reserved here."""
-    from .. import settings
-    from ..attempt import statedir
-    from ..attempt.request import Request
-
     result = os.path.join(unit_dir, "results", spec["result_name"])
     os.makedirs(os.path.dirname(result), exist_ok=True)
     prompt_file = os.path.join(unit_dir, "prompt.md")
@@ -295,9 +282,6 @@ def _watch(d: Dispatch, w: Any, entry: Running, worker: Any, topic: str,
            spec: dict[str, Any]) -> tuple[int | None, bool, int]:
     """Until the unit exits (or the worker's backstop deadline passes), pushing the tail's
     growth every PUSH_S. Returns (exit code, timed out here, tail bytes pushed)."""
-    from .._util.process import end_group
-    from ..attempt import statedir
-
     tail = d.state.file(statedir.TAIL)
     sent, timed_out = 0, False
     aid = spec["attempt_id"]
@@ -394,8 +378,6 @@ def _read_from(path: str, offset: int) -> bytes:
 
 
 def _read_end(path: str, limit: int) -> bytes:
-    from .._util.fsutil import tail_bytes
-
     try:
         return tail_bytes(path, limit)
     except OSError:
@@ -403,8 +385,6 @@ def _read_end(path: str, limit: int) -> bytes:
 
 
 def _diff(ws: str, start: Start) -> bytes:
-    from .bundle import diff_since
-
     return diff_since(start)
 
 

@@ -40,7 +40,8 @@ import re
 from collections.abc import Mapping
 
 from ..errors import UsageError
-from .base import ORDINARY, Executor, HomeFiles, Settings, StreamReader
+from .base import ORDINARY, Executor, HomeFiles, StreamReader
+from .settings import Settings
 
 TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
 if TYPE_CHECKING:

@@ -30,6 +30,7 @@ import os
 from collections.abc import Mapping
 
 from ..errors import LaunchError
+from .settings import Settings
 
 TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
 if TYPE_CHECKING:
@@ -56,34 +57,6 @@ MODES = ("accept-edits", "plan")
 # An executor's role in the seed's split of units without a named executor (``split_role``).
 ORDINARY = "ordinary"   # may carry the ordinary share (policy ``routing.ordinary``)
 SONNET = "sonnet"       # runs Sonnet units (``routing.sonnet``, ``routing.session_tools``)
-
-
-class Settings:
-    """A unit's resolved executor settings (what will actually be asked of the CLI).
-
-    A plain class rather than a dataclass: it is built on the dispatcher's path to its first
-    output line, where importing ``dataclasses`` alone would cost more than the rest.
-    """
-
-    __slots__ = ("effort", "extra", "model", "timeout_s")
-
-    def __init__(self, model: str | None, effort: str | None, timeout_s: float,
-                 extra: Mapping[str, object] | None = None):
-        self.model = model
-        self.effort = effort
-        self.timeout_s = timeout_s
-        self.extra = dict(extra or {})  # executor-specific, e.g. agy's sandbox
-
-    def replace(self, *, model: str | None, effort: str | None) -> Settings:
-        """These settings with another model and effort (the quota gate's MODEL-FALLBACK)."""
-        return Settings(model=model, effort=effort, timeout_s=self.timeout_s, extra=self.extra)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Settings) and all(
-            getattr(self, k) == getattr(other, k) for k in self.__slots__)
-
-    def __repr__(self) -> str:
-        return "Settings(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__) + ")"
 
 
 class HomeFiles:

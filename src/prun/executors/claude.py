@@ -57,7 +57,8 @@ import sys
 from collections.abc import Mapping
 
 from ..errors import UsageError
-from .base import SONNET, Executor, HomeFiles, Settings, StreamReader, as_object
+from .base import SONNET, Executor, HomeFiles, StreamReader, as_object
+from .settings import Settings
 
 TYPE_CHECKING = False  # the records are imported where used (the dispatcher's fast path)
 if TYPE_CHECKING:

@@ -45,7 +45,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from .base import ORDINARY, Executor, HomeFiles, Settings, StreamReader, as_object
+from .base import ORDINARY, Executor, HomeFiles, StreamReader, as_object
+from .settings import Settings
 
 TYPE_CHECKING = False  # the records are imported where used (the dispatcher's fast path)
 if TYPE_CHECKING:

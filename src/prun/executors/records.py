@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
-from .base import Settings
+from .settings import Settings
 
 TEXT_KEPT = 1 << 20     # characters of assistant text kept for a FALLBACK's salvage
 

@@ -25,7 +25,8 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
-from .base import SONNET, Executor, Settings, StreamReader
+from .base import SONNET, Executor, StreamReader
+from .settings import Settings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

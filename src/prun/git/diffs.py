@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+from .._util.quoting import quote
 from .changes import FileChange
 from .clonefiles import BrokenClone
 from .patchfile import blocks
@@ -79,8 +80,6 @@ def _split(out: bytes, files: Iterable[FileChange], limit: int, *,
 
 def _binary_line(old: str | None, new: str | None) -> str:
     """git's line for a binary file in a text diff."""
-    from .._util.quoting import quote
-
     return (f"Binary files {quote('a/' + old) if old else '/dev/null'} and "
             f"{quote('b/' + new) if new else '/dev/null'} differ\n")
 

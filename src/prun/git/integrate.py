@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -36,6 +37,7 @@ from ..errors import PrunError, UsageError
 from ..plan import Packet
 from . import backup, links
 from .changes import Change, FileChange, read_change
+from .commands import run_bounded
 from .journal import Journal, Previous
 from .patchfile import blocks
 from .verdict import ACCEPTED, Report, Verdict
@@ -325,8 +327,6 @@ def _record_held(into: _Target, v: Verdict) -> None:
 def _check(check: str | Sequence[str], target: str, env: Mapping[str, str] | None,
            timeout: float, patch_dir: str | None) -> CheckResult:
     """The plan's combined check, run on the result."""
-    from .commands import run_bounded
-
     fd, log = tempfile.mkstemp(prefix="prun-check-", suffix=".log",
                                dir=patch_dir if patch_dir else None)
     os.close(fd)
@@ -568,8 +568,6 @@ def _dirty(target: str, paths: Sequence[str]) -> list[str]:
 
 def _failed_paths(stderr: str) -> list[str]:
     """The paths ``git apply --check`` complained about."""
-    import re
-
     found = []
     for pattern in (r"^error: patch failed: (.+):\d+$", r"^error: (.+): already exists in",
                     r"^error: (.+): does not exist in", r"^error: (.+): patch does not apply$",

@@ -16,9 +16,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import psutil
+
 from .._util.fsutil import atomic_write, atomic_write_json
 from .._util.process import same_process_alive
 from ..errors import GitError, StateError
+from ..settings import current
+from .changes import read_change
+from .workspace import clone_base
 
 if TYPE_CHECKING:
     import psutil
@@ -41,8 +46,6 @@ class PauseResult:
 
 
 def _kill_grace() -> float:
-    from ..settings import current
-
     return current().kill_grace_s
 
 
@@ -50,8 +53,6 @@ def stop_recorded_group(worker: Proc | None, grace: float | None = None) -> str:
     """End the group ``worker`` leads (pid, start time, from ``identity.worker``): SIGTERM to
     the group, then SIGKILL to members still there after ``grace`` seconds. Returns
     ``stopped``, ``gone`` (it had already ended) or ``not-started`` (no worker recorded)."""
-    import psutil
-
     if worker is None:
         return "not-started"
     pid, started = worker
@@ -91,8 +92,6 @@ def stop_recorded_group(worker: Proc | None, grace: float | None = None) -> str:
 
 def _wait_gone(procs: Iterable[psutil.Process], timeout: float) -> list[psutil.Process]:
     """Bounded wait until every process has exited (a zombie counts as gone)."""
-    import psutil
-
     deadline = time.monotonic() + timeout
     while True:
         left = []
@@ -109,8 +108,6 @@ def _wait_gone(procs: Iterable[psutil.Process], timeout: float) -> list[psutil.P
 
 def _process(worker: Proc | None) -> psutil.Process | None:
     """``worker`` as a psutil process, or None when it is not running any more."""
-    import psutil
-
     if worker is None or not same_process_alive(*worker):
         return None
     try:
@@ -122,9 +119,6 @@ def _process(worker: Proc | None) -> psutil.Process | None:
 def _save_patch(result: PauseResult, workspace: str | None, base: str | None) -> bool:
     """Write the clone's change as ``paused.patch``; False when the clone cannot be read
     (gone, or moved to ``<clone>.quarantined`` by the supervisor meanwhile)."""
-    from .changes import read_change
-    from .workspace import clone_base
-
     for path in (workspace, f"{workspace}.quarantined" if workspace else None):
         if not path or not os.path.isdir(os.path.join(path, ".git")):
             continue

@@ -27,12 +27,16 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import executors
 from .._util.fsutil import atomic_write, read_json, read_lines, read_text, tail_bytes
-from ..errors import GitError
+from ..attempt.result_index import changed
+from ..errors import GitError, PrunError
 from . import saved
 from .changes import Change, read_change
+from .links import reasons as link_reasons
 from .scope import plan_scope, scope_reasons
 from .sections import section_reasons, sections
+from .snapshot import snapshot_changes
 from .verdict import (
     ACCEPTED,
     LINE_WORD,
@@ -43,6 +47,7 @@ from .verdict import (
     UnitInput,
     Verdict,
 )
+from .workspace import marker
 
 RECOVERED_RESULT = "recovered-result.md"    # written in the state dir by the FALLBACK salvage
 TAIL_SALVAGE_BYTES = 200_000
@@ -103,7 +108,6 @@ def salvage(state_dir: str, executor: str | None) -> str | None:
     if not raw.strip():
         return None
     text = None
-    from .. import executors
 
     ex = executors.lookup(executor)
     if ex is not None and ex.event_stream:
@@ -369,7 +373,6 @@ def reconcile(units: Iterable[UnitInput], run_id: str | None = None, *,
                                                 16)) as ex:
             verdicts = list(ex.map(lambda u: judge(u, with_patch=with_patch,
                                                    snapshots=snapshots), ordered))
-    from .links import reasons as link_reasons
 
     across = link_reasons({v.packet_id: v.change for v in verdicts if v.change}, tree)
     for v in verdicts:
@@ -381,8 +384,6 @@ def reconcile(units: Iterable[UnitInput], run_id: str | None = None, *,
 
 def _published_reasons(outcome: Mapping[str, Any]) -> list[Reason]:
     """A published result that changed after publication is never accepted."""
-    from ..attempt.published import changed
-
     ident = outcome.get("result_identity")
     why = changed(ident)
     if not why or not isinstance(ident, dict):  # changed() says why only of a recorded dict
@@ -398,8 +399,6 @@ def given_dirs(state_dir: str | None) -> list[str]:
 
 
 def _is_snapshot(path: str) -> bool:
-    from .workspace import marker
-
     return (marker(path) or {}).get("kind") == "snapshot"
 
 
@@ -410,9 +409,6 @@ def _snapshots(state_dir: str | None) -> list[str]:
 
 def checked_snapshot(path: str) -> list[str]:
     """What changed in the run's read-only snapshot at ``path`` since it was made."""
-    from ..errors import PrunError
-    from .snapshot import snapshot_changes
-
     try:
         return snapshot_changes(path)
     except PrunError as e:  # its record is gone or was tampered with: that is a change too

@@ -19,7 +19,7 @@ Made once, under an exclusive ``flock`` on ``parent`` (the others wait for it wh
    and the marker ``.git/prun-workspace.json`` (kind ``snapshot``, the base) written, so
    ``workspace.remove`` and ``prun clean`` remove it;
 4. every write bit taken off every file and folder, ``.git`` included
-   (``workspace.drop_write`` on each entry);
+   (``readonly.drop_write`` on each entry);
 5. renamed to its final name (a half-made snapshot is never visible under it), then recorded
    outside it (atomic, durable writes): the stat of every entry in ``<name>.stat``, then
    ``<name>.json`` with the base and the fingerprint of that listing. Finding the snapshot
@@ -32,6 +32,9 @@ Root ignores file modes: the read-only modes stop accidents by other users, not 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
+import json
 import os
 import posixpath
 import re
@@ -42,17 +45,10 @@ from dataclasses import dataclass
 
 from .._util import gitcmd
 from .._util.fsutil import atomic_write, atomic_write_json, read_bytes, read_json
-from ..errors import GitError, StateError, UsageError
-from .workspace import (
-    CLONE_MARKER,
-    WorkspaceError,
-    _inside,
-    _write_marker,
-    drop_write,
-    marker,
-    remove,
-    strip_push_config,
-)
+from ..errors import GitError, StateError, UsageError, WorkspaceError
+from .pushconfig import strip_push_config
+from .readonly import drop_write
+from .workspace import CLONE_MARKER, _inside, _write_marker, marker, remove
 
 CHANGES_SHOWN = 20                      # items ``snapshot_changes`` lists before a count
 IGNORED = ".git/index"                  # see ``snapshot_changes``
@@ -200,8 +196,6 @@ def _locked(folder: str) -> Iterator[None]:
     """An exclusive ``flock`` on ``folder`` itself (no lock file to leave behind). The wait is
     bounded by the holder's work (its git calls time out) and the kernel releases the lock
     of a holder that dies."""
-    import fcntl
-
     fd = os.open(folder, os.O_RDONLY | os.O_CLOEXEC)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -236,8 +230,6 @@ def _record(path: str, base: str, listing: dict[str, os.stat_result]) -> Snapsho
     """Write ``listing`` (the lstat of every entry) as ``<name>.stat``, a JSON array of
     ``_entry`` rows, then the record ``<name>.json`` that names its fingerprint: a record is
     only ever beside its listing."""
-    import json
-
     entries = [_entry(rel, st) for rel, st in sorted(listing.items()) if rel != IGNORED]
     data = json.dumps(entries).encode()
     atomic_write(_listing_path(path), data)
@@ -248,15 +240,11 @@ def _record(path: str, base: str, listing: dict[str, os.stat_result]) -> Snapsho
 
 
 def _fingerprint(listing: bytes) -> str:
-    import hashlib
-
     return hashlib.sha256(listing).hexdigest()[:16]
 
 
 def _entries(path: str) -> list[_Entry]:
     """The recorded entries of the snapshot at ``path``, checked against its fingerprint."""
-    import json
-
     record, listing = read_json(_record_path(path)), read_bytes(_listing_path(path))
     if not isinstance(record, dict) or listing is None:
         raise StateError(f"no record of a snapshot at {path}",

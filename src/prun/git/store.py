@@ -15,7 +15,7 @@ folder):
    read-only in every unit's sandbox, and so is the real repository;
 2. its ``origin`` removed and the push config stripped: nothing in it names the repository;
 3. the marker ``prun-store.json`` (kind ``store``, the commit) written, and every write bit
-   taken off (``workspace.drop_write``, as the run's snapshot does; root ignores modes, the
+   taken off (``readonly.drop_write``, as the run's snapshot does; root ignores modes, the
    mount is what holds) except on ``prun/``, where prun keeps what it knows of each clone;
 4. renamed to its final name (a half-made store is never found).
 
@@ -32,16 +32,20 @@ the unit's own index is never read.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
 import re
 import shutil
 import stat
+import tempfile
 from collections.abc import Iterator, Sequence
 
 from .._util import gitcmd
 from .._util.fsutil import atomic_write_json, read_json
 from ..errors import GitError, WorkspaceError
+from .pushconfig import strip_push_config
+from .readonly import drop_write
 
 MARKER = "prun-store.json"
 PREFIX, SUFFIX = "objects-", ".git"
@@ -165,8 +169,6 @@ class Building:
 def building(folder: str, repo_root: str, base: str) -> Iterator[Building]:
     """A new store borrowing from the store of ``base`` (made when needed), where a commit on
     top of ``base`` is made (``Building``). Nothing half-made is left behind."""
-    import tempfile
-
     parent = ensure_store(folder, repo_root, base)
     making = tempfile.mkdtemp(prefix=f"{PREFIX}start-", suffix=".making", dir=folder)
     try:
@@ -269,8 +271,6 @@ def _fresh(path: str) -> str:
 def _seal(making: str, commit: str) -> None:
     """Check the store holds ``commit``, strip what names its source, mark it, and take the
     write bits off everything but its own folder."""
-    from .workspace import drop_write, strip_push_config
-
     gitcmd.rev(making, commit)
     with contextlib.suppress(GitError):
         gitcmd.git(["remote", "remove", "origin"], making)
@@ -310,8 +310,6 @@ def discard(path: str) -> None:
 def locked(folder: str) -> Iterator[None]:
     """An exclusive ``flock`` on ``folder`` itself (no lock file left behind); the kernel
     releases it when its holder dies."""
-    import fcntl
-
     fd = os.open(folder, os.O_RDONLY | os.O_CLOEXEC)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)

@@ -10,10 +10,9 @@
   push, rebase and branch or tag changes. prun reads it back only through
   ``prun.git.untrusted``.
 * ``snapshot_readonly``: a read-only copy of a directory a unit should only read
-  (``make_readonly`` takes the write bits off a tree, ``drop_write`` off one entry).
-* ``run_setup``: the plan's ``setup`` command in a fresh workspace, bounded, in its own process
-  group, in the sandbox where the unit runs in one; files it creates are excluded from the
-  clone's diff (``prun.git.commands``, named here too).
+  (``prun.git.readonly``).
+
+The plan's ``setup`` command runs in a fresh workspace through ``prun.git.setup``.
 
 Every workspace carries a marker (``.git/prun-workspace.json`` in a clone,
 ``.prun-workspace.json`` elsewhere); ``remove`` deletes only directories that carry one. A
@@ -23,6 +22,7 @@ file, and never where a base is taken from.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -34,8 +34,13 @@ from typing import TypedDict, cast
 
 from .._util import gitcmd
 from .._util.fsutil import atomic_write_json
-from ..errors import GitError, SetupFailed, UsageError, WorkspaceError
-from .commands import SetupResult, run_setup, setup_log
+from ..errors import GitError, UsageError, WorkspaceError
+from ..settings import load
+from . import store as stores
+from .clonefiles import NotRegular, read_inside
+from .pushconfig import strip_push_config
+from .readonly import make_readonly
+from .untrusted import ATTRIBUTES, NEUTRAL_ENV
 
 MARKER = ".prun-workspace.json"
 CLONE_MARKER = "prun-workspace.json"        # inside the clone's .git folder
@@ -48,8 +53,6 @@ HOOK_NAMES = ("pre-commit", "prepare-commit-msg", "commit-msg", "pre-merge-commi
 def default_root(env: Mapping[str, str] | None = None) -> str:
     """Where workspaces go: ``$PRUN_WORKSPACE_ROOT``, else the user's state folder
     (``$XDG_STATE_HOME/prun/workspaces`` or ``~/.local/state/prun/workspaces``)."""
-    from ..settings import load
-
     return load(env).workspace_root
 
 
@@ -82,10 +85,6 @@ MARKER_MAX_BYTES = 64 * 1024
 def _read_marker(path: str) -> Marker | None:
     """A marker, read as a bounded regular file (a clone's is in reach of its unit: it may
     be a link, a FIFO or huge by now, and is then no marker)."""
-    import json
-
-    from .clonefiles import NotRegular, read_inside
-
     try:
         data = read_inside(os.path.dirname(path), os.path.basename(path), MARKER_MAX_BYTES)
         info = json.loads(data) if data else None
@@ -156,7 +155,6 @@ def _hooks_for(git_dir: str) -> str:
 
 
 # Config keys that could give a clone a way out: any remote, URL rewrites, a default push remote.
-_PUSH_KEYS = ("remote.", "url.", "branch.", "push.", "credential.")
 
 
 def make_clone(repo_root: str | os.PathLike[str], base: str, dest: str | os.PathLike[str], *,
@@ -172,8 +170,6 @@ def make_clone(repo_root: str | os.PathLike[str], base: str, dest: str | os.Path
     (a dependent's start), so its checkout reads no configuration but the clone's own and
     selects no driver and no conversion, whatever its ``.gitattributes`` say.
     """
-    from . import store as stores
-
     repo_root = os.path.abspath(os.fspath(repo_root))
     dest = os.path.abspath(os.fspath(dest))
     if _inside(dest, repo_root):
@@ -221,8 +217,6 @@ def _checkout(dest: str, commit: str, neutral: bool) -> None:
     """Check ``commit`` out in the fresh clone ``dest``: in parallel (one worker per core: the
     files are most of a clone's cost), into a plain index, which prun keeps a copy of as its
     stat cache. ``neutral``: see ``make_clone``."""
-    from .untrusted import ATTRIBUTES, NEUTRAL_ENV
-
     argv = ["-c", "checkout.workers=0", "-c", "core.splitIndex=false",
             "-c", "core.untrackedCache=false", "-c", "index.sparse=false",
             "-c", "core.fsmonitor=false", "checkout", "--quiet", "--detach", commit]
@@ -238,32 +232,6 @@ def _checkout(dest: str, commit: str, neutral: bool) -> None:
                    isolated=True)
     finally:
         os.unlink(attributes)
-
-
-def strip_push_config(clone: str | os.PathLike[str]) -> list[str]:
-    """Remove every remote, URL rewrite (``insteadOf``/``pushInsteadOf``), branch upstream,
-    push default and credential helper from the clone's own config. Returns the keys removed."""
-    listing = gitcmd.git(["config", "--local", "--null", "--list"], clone, check=False).stdout
-    removed: list[str] = []
-    for entry in filter(None, listing.split("\0")):
-        key = entry.split("\n", 1)[0]
-        if key.lower().startswith(_PUSH_KEYS) and key not in removed:
-            gitcmd.git(["config", "--local", "--unset-all", key], clone, check=False)
-            removed.append(key)
-    return removed
-
-
-def push_config(clone: str | os.PathLike[str]) -> list[str]:
-    """Config entries (``key=value``) in the clone that name a remote or a push URL (should be
-    none)."""
-    listing = gitcmd.git(["config", "--local", "--null", "--list"], clone, check=False).stdout
-    found = []
-    for entry in filter(None, listing.split("\0")):
-        key, _, value = entry.partition("\n")
-        k = key.lower()
-        if k.startswith("remote.") or k.endswith((".pushinsteadof", ".insteadof", ".pushurl")):
-            found.append(f"{key}={value}")
-    return found
 
 
 def clone_base(clone: str | os.PathLike[str]) -> str | None:
@@ -300,37 +268,6 @@ def snapshot_readonly(src: str | os.PathLike[str], dest: str | os.PathLike[str])
     return dest
 
 
-_WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
-
-
-def make_readonly(root: str | os.PathLike[str]) -> None:
-    """Take every write permission off ``root`` and everything under it (``drop_write`` on
-    each entry, a folder after what it holds)."""
-    root = os.fspath(root)
-    for folder, dirs, files in os.walk(root, topdown=False):
-        for name in files + dirs:
-            path = os.path.join(folder, name)
-            drop_write(path, os.lstat(path))
-    drop_write(root, os.lstat(root))
-
-
-def drop_write(path: str, st: os.stat_result) -> bool:
-    """Take the write bits off the entry at ``path`` whose lstat is ``st``; True if its mode
-    changed. A symbolic link is left alone (its mode means nothing), and so is an entry with no
-    write bit (not even its ctime moves). A writable file hard-linked from elsewhere (a local
-    clone links the source's object files) is replaced by a copy first, so the other tree
-    keeps its modes: its folder must still be writable then."""
-    mode = stat.S_IMODE(st.st_mode)
-    if stat.S_ISLNK(st.st_mode) or not mode & _WRITE_BITS:
-        return False
-    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
-        copy = f"{path}.prun-unshare"
-        shutil.copy2(path, copy)
-        os.replace(copy, path)
-    os.chmod(path, mode & ~_WRITE_BITS)
-    return True
-
-
 # Removal ------------------------------------------------------------------------------------
 
 def remove(path: str | os.PathLike[str]) -> bool:
@@ -353,9 +290,7 @@ def remove(path: str | os.PathLike[str]) -> bool:
                 pass
         func(p)
 
-    from .store import keeper_of
-
-    kept = keeper_of(path)   # before the clone goes: its record is found by its path
+    kept = stores.keeper_of(path)   # before the clone goes: its record is found by its path
     os.chmod(path, stat.S_IMODE(os.stat(path).st_mode) | stat.S_IWUSR | stat.S_IXUSR)
     shutil.rmtree(path, onerror=_writable_then_retry)
     _forget(path, kept)
@@ -365,27 +300,27 @@ def remove(path: str | os.PathLike[str]) -> bool:
 def made_by_prun(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is a workspace prun made: a real folder with prun's marker, or a clone
     its store keeps a record of (a unit may have broken its clone's marker)."""
-    from . import store
-
     path = os.path.abspath(os.fspath(path))
     if not os.path.isdir(path) or os.path.islink(path):
         return False
-    return marker(path) is not None or store.keeper_of(path) is not None
+    return marker(path) is not None or stores.keeper_of(path) is not None
 
 
 def _forget(path: str, kept: str | None) -> None:
     """Drop what prun kept of a removed workspace beside it: a clone's record in its store,
     the setup command's log."""
-    from . import store
-
     if kept:
-        store.forget(kept, path)
+        stores.forget(kept, path)
     log = setup_log(path)
     if os.path.isfile(log) and not os.path.islink(log):
         os.unlink(log)
 
 
-__all__ = ["Marker", "SetupFailed", "SetupResult", "WorkspaceError", "clone_base", "default_root",
-           "drop_write", "made_by_prun", "make_clone", "make_readonly", "make_scratch", "marker",
-           "push_config",
-           "remove", "run_setup", "set_clone_base", "snapshot_readonly", "strip_push_config"]
+def setup_log(workspace: str | os.PathLike[str]) -> str:
+    """Where the setup command's output goes: ``<workspace>.setup.log``, beside the workspace
+    (out of its reach: the run's folder of workspaces is read-only in the sandbox)."""
+    return os.path.abspath(os.fspath(workspace)).rstrip(os.sep) + ".setup.log"
+
+
+__all__ = ["Marker", "clone_base", "default_root", "made_by_prun", "make_clone", "make_scratch",
+           "marker", "remove", "set_clone_base", "setup_log", "snapshot_readonly"]

@@ -12,7 +12,10 @@ unit's PATH and over the file each one's launcher points to (``prun.attempt.laun
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
+import tempfile
 
 STUBS = "agent-stubs"     # the folder under a state root holding one folder per set of names
 STUB = ".prun-stub"       # the stub itself, in every such folder
@@ -25,10 +28,6 @@ SCRIPT = ("#!/bin/sh\n# prun's agent stub: a unit that may not start other agent
 
 def stub_dir(state_root: str, names: list[str]) -> str:
     """The folder whose files are the stubs for ``names`` (made on first use)."""
-    import hashlib
-    import shutil
-    import tempfile
-
     names = sorted(set(names))
     key = hashlib.sha256("\0".join([SCRIPT, *names]).encode()).hexdigest()[:16]
     parent = os.path.join(state_root, STUBS)

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:  # the type checker sees the package's module
     from . import git_policy
 else:

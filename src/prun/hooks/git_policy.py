@@ -27,7 +27,10 @@ with.
 from __future__ import annotations
 
 import itertools
+import json
 import os
+import re
+import shlex
 
 ALWAYS = {"commit", "push", "pull", "merge", "rebase", "cherry-pick", "revert", "am",
           "update-ref", "filter-branch", "filter-repo", "send-pack", "http-push", "fast-import"}
@@ -130,8 +133,6 @@ def alias_refusal(opts: list[str], value: str, args: list[str], depth: int = 0) 
 
 def expand_alias(opts: list[str], value: str, args: list[str]) -> list[str] | None:
     """git's arguments once the alias ``value`` is expanded (None if it does not parse)."""
-    import shlex
-
     try:
         return [*opts, *shlex.split(value), *args]
     except ValueError:
@@ -201,9 +202,6 @@ def _base_dir(opts: list[str]) -> str:
 
 def _segments(command_line: str) -> list[list[str]]:
     """Simple commands of a shell line, split at ; & | ( ) ` and $( outside quotes."""
-    import re
-    import shlex
-
     lex = shlex.shlex(command_line, posix=True, punctuation_chars=_PUNCT)
     lex.whitespace_split = True
     try:
@@ -221,8 +219,6 @@ def _segments(command_line: str) -> list[list[str]]:
 
 def log_refusal(why: str, command: str) -> None:
     """One JSON line in ``$PRUN_STATE_DIR/guard.log`` (when that folder exists)."""
-    import json
-
     state_dir = os.environ.get("PRUN_STATE_DIR")
     if state_dir and os.path.isdir(state_dir):
         try:

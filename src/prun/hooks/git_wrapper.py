@@ -20,10 +20,15 @@ A guard against accidents, not a wall: the real git called by its path gets past
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shlex
+import shutil
+import subprocess
 import sys
+import tempfile
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:  # the type checker sees the package's module
     from . import git_policy
 else:
@@ -44,11 +49,6 @@ READ_ONLY = ("status", "diff", "log", "show", "blame", "grep", "ls-files", "ls-t
 def git_wrapper_dir(state_root: str) -> str:
     """The folder whose ``git`` is the wrapper (made on first use). Raises ``LaunchError``
     when there is no git on PATH to wrap."""
-    import hashlib
-    import shlex
-    import shutil
-    import tempfile
-
     real = _real_git()
     if real is None:
         from ..errors import LaunchError
@@ -119,8 +119,6 @@ def refusal(real: str, args: list[str]) -> str | None:
 
 
 def _configured_alias(real: str, opts: list[str], name: str) -> str | None:
-    import subprocess
-
     try:
         p = subprocess.run([real, *opts, "config", "--get", f"alias.{name}"],
                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

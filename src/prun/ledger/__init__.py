@@ -13,7 +13,7 @@
 
 from .attempts import AttemptFields
 from .decisions import DECISIONS
-from .dispatches import record_dispatch, record_receipt
+from .dispatches import record_receipt
 from .migrations import MIGRATIONS
 from .runs import PacketRecord, RunRecord
 from .statuses import (
@@ -32,5 +32,4 @@ from .writes import now_iso
 __all__ = ["ATTEMPT_STATUS", "DECISIONS", "MIGRATIONS", "PACKET_STATUS", "TERMINAL",
            "AttemptFields", "Ledger",
            "OutcomeKind", "PacketRecord", "PacketStatus", "RunRecord", "RunStatus", "Status",
-           "attempt_status", "default_path", "now_iso", "prun_dir", "record_dispatch",
-           "record_receipt", "repo_root"]
+           "attempt_status", "default_path", "now_iso", "prun_dir", "record_receipt", "repo_root"]

@@ -1,40 +1,73 @@
-"""What a standalone ``prun dispatch`` records in the ledger: its attempt as it begins, launches
-and finishes, and a session unit's receipt. Never raises: an unwritable ledger costs one warning
-on stderr, not the dispatch."""
+"""What a standalone ``prun dispatch`` records in the ledger: its attempt as it begins
+(``begun``), launches (``launched``) and finishes (``finished``), and a session unit's receipt,
+each from plain values its driver passes (``prun.attempt.recording``). Never raises: an
+unwritable ledger costs one warning on stderr, not the dispatch."""
 
 from __future__ import annotations
 
 import os
 import sqlite3
 import sys
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
 
 from ..errors import StateError
+from ..settings import current
 from .statuses import OutcomeKind, Status, attempt_status
 from .store import Ledger
 from .writes import now_iso
 
-if TYPE_CHECKING:
-    from ..attempt.dispatch import Dispatch
-
 _warned = False
 
 
-def record_dispatch(step: str, dispatch: Dispatch) -> None:
-    """Record a standalone ``prun dispatch`` attempt (``step``: begin, launch, finish).
-
-    Never raises: an unwritable ledger costs one warning on stderr, not the dispatch.
-    """
+def _guarded(write: Callable[[Ledger], None]) -> None:
+    """``write`` on the ledger, never raising: one warning, then nothing more is tried."""
     global _warned
     if _warned or _off():
         return
     try:
-        _record_dispatch(step, dispatch)
+        ledger = Ledger.open()
+        try:
+            write(ledger)
+        finally:
+            ledger.close()
     except (sqlite3.Error, OSError, StateError, ValueError) as e:  # never fails a dispatch
         _warned = True
         print(f"prun: warning: the ledger was not updated ({e}); the dispatch goes on",
               file=sys.stderr)
+
+
+def begun(attempt_id: str, *, packet_id: str, executor: str, requested_model: str | None,
+          model: str | None, mode: str, workspace: str | None, state_dir: str,
+          result_path: str, continue_from: str | None) -> None:
+    """A standalone attempt's row, as it begins."""
+    _guarded(lambda ledger: ledger.record_attempt(
+        attempt_id, "prun dispatch", packet_id=packet_id, executor=executor,
+        requested_model=requested_model, model=model, routing_reason="named by the caller",
+        mode=mode, workspace=workspace, state_dir=state_dir, result_path=result_path,
+        continue_from=continue_from))
+
+
+def launched(attempt_id: str, *, receipt: str | None, workspace: str | None,
+             model: str | None, sandboxed: bool | None) -> None:
+    """Its worker started."""
+    _guarded(lambda ledger: ledger.update_attempt(
+        attempt_id, "worker started", status=Status.DISPATCHED, receipt=receipt,
+        workspace=workspace, model=model, dispatched_at=now_iso(), sandboxed=sandboxed))
+
+
+def finished(attempt_id: str, *, kind: OutcomeKind, reason: str, exit_code: int,
+             error: str | None, resets_at: str | None, dispatched: bool,
+             tokens_in: int | None = None, tokens_out: int | None = None,
+             tokens_cached: int | None = None, cost_usd: float | None = None) -> None:
+    """Its end (``dispatched``: a worker was started, or the coordinator attached a
+    receipt; else it ends not dispatched, unless the quota gate refused it)."""
+    status = attempt_status(kind)
+    if not dispatched and kind != OutcomeKind.QUOTA:
+        status = Status.NOT_DISPATCHED
+    _guarded(lambda ledger: ledger.update_attempt(
+        attempt_id, reason, status=status, reason=reason, exit_code=exit_code,
+        error=error or None, resets_at=resets_at, tokens_in=tokens_in, tokens_out=tokens_out,
+        tokens_cached=tokens_cached, cost_usd=cost_usd, finished_at=now_iso()))
 
 
 def record_receipt(state_dir: str, unit: Mapping[str, object], receipt: str) -> None:
@@ -57,42 +90,4 @@ def record_receipt(state_dir: str, unit: Mapping[str, object], receipt: str) -> 
 
 def _off() -> bool:
     """``PRUN_LEDGER=off``: standalone dispatches record nothing."""
-    from ..settings import current
-
     return current().ledger_off
-
-
-def _record_dispatch(step: str, d: Dispatch) -> None:
-    p = d.p
-    attempt_id = os.path.basename(d.state.path)
-    ledger = Ledger.open()
-    try:
-        if step == "begin":
-            ledger.record_attempt(
-                attempt_id, "prun dispatch", packet_id=p.request.unit_id,
-                executor=p.executor.name, requested_model=d.requested_model,
-                model=d.settings.model, routing_reason="named by the caller", mode=p.mode,
-                workspace=d.workspace, state_dir=d.state.path, result_path=p.result_file,
-                continue_from=p.request.continue_from)
-        elif step == "launch":
-            ledger.update_attempt(attempt_id, "worker started", status=Status.DISPATCHED,
-                                  receipt=d.receipt, workspace=d.workspace,
-                                  model=d.settings.model, dispatched_at=now_iso(),
-                                  sandboxed=d.sandboxed)
-        elif step == "finish":
-            o = d.outcome
-            assert o is not None, "a dispatch finishes once its outcome is judged"
-            status = attempt_status(o.kind)
-            if not d.receipt and o.kind != OutcomeKind.QUOTA:
-                status = Status.NOT_DISPATCHED
-            spent = o.spend
-            ledger.update_attempt(attempt_id, o.reason, status=status, reason=o.reason,
-                                  exit_code=int(o.exit_code), error=(o.error or None),
-                                  resets_at=o.quota.resets_at if o.quota else None,
-                                  tokens_in=spent.tokens_in if spent else None,
-                                  tokens_out=spent.tokens_out if spent else None,
-                                  tokens_cached=spent.tokens_cached if spent else None,
-                                  cost_usd=spent.cost_usd if spent else None,
-                                  finished_at=now_iso())
-    finally:
-        ledger.close()

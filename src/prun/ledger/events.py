@@ -17,11 +17,9 @@ class EventLog(WriteQueue):
                      status: str | None = None, cause: str = "",
                      data: Mapping[str, object] | None = None,
                      at: str | None = None) -> int | None:
-        """Append one event; returns its sequence number (None while writes are deferred)."""
+        """Append one event; returns its sequence number."""
         stmt = self._event(kind, run_id=run_id, packet_id=packet_id, attempt_id=attempt_id,
                            status=status, cause=cause, data=data, at=at)
-        if self._queue(stmt):
-            return None
         with self.transaction() as c:
             return c.execute(stmt[0], stmt[1]).lastrowid
 

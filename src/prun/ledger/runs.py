@@ -81,13 +81,9 @@ class RunLog(EventLog):
                     self._event("run-frozen", run_id=run["id"], status=RunStatus.RUNNING,
                                 cause=cause, data={"packets": len(packets)}, at=at))
 
-    def set_run(self, run_id: str, cause: str, **fields: object) -> None:
-        """Update a run's columns (status, supervisor_pid, finished_at ...) with an event."""
-        if fields:
-            self._write(*self._run_update(run_id, cause, fields))
-
     def _update_run(self, run_id: str, cause: str, fields: Mapping[str, object]) -> None:
-        """``set_run`` inside the caller's transaction, even while writes are deferred."""
+        """Update a run's columns (status, supervisor_pid, finished_at ...) with an event, inside
+        the caller's transaction."""
         with self.transaction() as c:
             for sql, params, _ in self._run_update(run_id, cause, fields):
                 c.execute(sql, params)
@@ -160,10 +156,6 @@ class RunLog(EventLog):
 
     def take_requests(self, run_id: str) -> list[sqlite3.Row]:
         """The run's unhandled requests, marked handled (one transaction)."""
-        if self._deferred is not None and not self.conn.execute(
-                "SELECT 1 FROM requests WHERE run_id = ? AND handled_at IS NULL LIMIT 1",
-                (run_id,)).fetchone():
-            return []
         with self.transaction() as c:
             rows = c.execute("SELECT * FROM requests WHERE run_id = ? AND handled_at IS NULL"
                              " ORDER BY id", (run_id,)).fetchall()

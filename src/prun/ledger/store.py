@@ -32,7 +32,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from .._util.gitcmd import toplevel
 from ..errors import StateError
+from ..settings import current
 from .attempts import AttemptLog
 from .decisions import DecisionLog
 from .migrations import MIGRATIONS, _statements
@@ -46,8 +48,6 @@ BUSY_TIMEOUT_MS = 60_000
 
 def repo_root(start: str | os.PathLike[str] | None = None) -> Path | None:
     """The enclosing git work tree (``gitcmd.toplevel``) as a Path, or None."""
-    from .._util.gitcmd import toplevel
-
     root = toplevel(start)
     return Path(root) if root else None
 
@@ -65,8 +65,6 @@ def prun_dir(root: Path) -> Path:
 def default_path(start: str | os.PathLike[str] | None = None, *, create: bool = True) -> Path:
     """``$PRUN_LEDGER``, else ``.prun/ledger.sqlite`` at the repository's root (``.prun``
     made when ``create``), else the user's state folder."""
-    from ..settings import current
-
     s = current()
     if s.ledger:
         return Path(s.ledger)

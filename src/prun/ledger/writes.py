@@ -1,16 +1,11 @@
-"""The ledger's writes: one ``BEGIN IMMEDIATE`` transaction per write, or, while a busy writer
-(the run supervisor) defers them, a queue applied in one short transaction per flush.
+"""The ledger's writes: one ``BEGIN IMMEDIATE`` transaction per write.
 
-Every write is a list of statements ``(sql, params, message if no row changed)``. Writes made
-inside ``ahead()`` jump the queue: they are applied before every queued write, and can be
-applied alone (``flush_ahead``), so that a launching attempt's new row need not wait for what
-was queued before it (the ends of settled units, committed only once their files are synced).
+Every write is a list of statements ``(sql, params, message if no row changed)``.
 """
 
 from __future__ import annotations
 
 import sqlite3
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,110 +28,19 @@ def now_iso(ts: float | None = None) -> str:
 
 
 class WriteQueue:
-    """A ledger connection's writes: transactions, and the queue while writes are deferred."""
+    """A ledger connection's writes: one short ``BEGIN IMMEDIATE`` transaction each."""
 
     def __init__(self, conn: sqlite3.Connection, path: Path):
         self.conn = conn
         self.path = path
         self._depth = 0
-        self._deferred: list[Stmt] | None = None
-        self.applied = 0     # queued writes applied so far (``applied + pending``: ever queued)
-        self._ahead: list[Stmt] = []   # writes made in ``ahead()``, applied before the queue
-        self._ahead_depth = 0
-        self.ahead_applied = 0   # writes made ahead applied so far (``+ pending_ahead``: ever)
-
-    # batching: a busy writer (the run supervisor) queues its writes and applies them in one
-    # short transaction per flush, so other writers are never shut out for long.
-    def defer_writes(self) -> None:
-        """Queue every write until ``flush()`` (call it often; a crash loses the queue)."""
-        if self._deferred is None:
-            self._deferred = []
-
-    def flush(self, upto: int | None = None) -> int:
-        """Apply the writes made ahead, then the queued writes (the first ``upto`` of them),
-        in one transaction; returns how many queued writes. If the transaction fails the
-        queue is kept (and the error raised)."""
-        queued: list[Stmt] | None
-        if upto is None or self._deferred is None:
-            queued, rest = self._deferred, []
-        else:
-            queued, rest = self._deferred[:upto], self._deferred[upto:]
-        if not queued:
-            self.flush_ahead()
-            return 0
-        ahead = self._ahead
-        self._apply(ahead + queued)   # raises with both kept: the next flush tries again
-        self._ahead, self._deferred = [], rest
-        self.ahead_applied += len(ahead)
-        self.applied += len(queued)
-        return len(queued)
-
-    def flush_ahead(self) -> int:
-        """Apply only the writes made ahead, in one transaction; returns how many."""
-        ahead = self._ahead
-        if not ahead:
-            return 0
-        self._apply(ahead)
-        self._ahead = []
-        self.ahead_applied += len(ahead)
-        return len(ahead)
-
-    def _apply(self, stmts: list[Stmt]) -> None:
-        """Queued statements in one transaction; one that changes no row it should have, or
-        breaks a constraint, is skipped with a warning (a crash may have made it moot)."""
-        with self.transaction() as c:
-            for sql, params, missing in stmts:
-                try:
-                    if c.execute(sql, params).rowcount == 0 and missing:
-                        print(f"prun: warning: ledger write skipped: {missing}",
-                              file=sys.stderr)
-                except sqlite3.IntegrityError as e:
-                    print(f"prun: warning: ledger write skipped: {e}", file=sys.stderr)
-
-    @contextmanager
-    def ahead(self, jump: bool = True) -> Iterator[None]:
-        """While writes are deferred, the writes made inside jump the queue (unless not
-        ``jump``): applied before every queued write, at the next flush or alone by
-        ``flush_ahead``. Only for rows that no queued write touches or depends on (a new
-        attempt's own row and its events)."""
-        step = 1 if jump else 0
-        self._ahead_depth += step
-        try:
-            yield
-        finally:
-            self._ahead_depth -= step
-
-    def _queue(self, *stmts: Stmt) -> bool:
-        """Queue ``stmts`` (ahead, inside ``ahead()``) while writes are deferred; False when
-        they are not: the caller runs them itself."""
-        if self._deferred is None:
-            return False
-        (self._ahead if self._ahead_depth else self._deferred).extend(stmts)
-        return True
 
     def _write(self, *stmts: Stmt) -> None:
-        """Run (sql, params, message if no row changed) statements in one transaction, or
-        queue them, ready to run, while writes are deferred."""
-        if self._queue(*stmts):
-            return
+        """Run (sql, params, message if no row changed) statements in one transaction."""
         with self.transaction() as c:
             for sql, params, missing in stmts:
                 if c.execute(sql, params).rowcount == 0 and missing:
                     raise StateError(missing)
-
-    @property
-    def pending(self) -> int:
-        """How many writes are queued (besides those made ahead)."""
-        return len(self._deferred or ())
-
-    @property
-    def pending_ahead(self) -> int:
-        """How many writes made ahead wait for a flush."""
-        return len(self._ahead)
-
-    def stop_deferring(self) -> None:
-        self.flush()
-        self._deferred = None
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

@@ -7,28 +7,25 @@ checked where it is, relative to the tool's folder; the command line is an ``arg
 # No ``from __future__ import annotations``: the SDK reads these signatures at run time.
 
 import json
+from dataclasses import asdict
 from typing import Annotated, Any
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
-from . import args, tools
+from .. import api
+from .._util.fsutil import read_head
+from .._util.quoting import printable
+from .._util.timeparse import parse_duration
+from ..errors import PrunError, UsageError
+from ..views.lines import summary_lines
+from . import args
 from .args import Argv
-from .server import (
-    DEFAULT_WAIT_S,
-    MARGIN_S,
-    MAX_WAIT_S,
-    Cwd,
-    Limit,
-    Output,
-    Prun,
-    RunOpt,
-    Seconds,
-    _run_id,
-    _wait_fields,
-)
+from .calls import DEFAULT_WAIT_S, MARGIN_S, MAX_WAIT_S, Cwd, Limit, Output, Prun, RunOpt, Seconds, in_process
+from .lines import run_id_fields, wait_fields
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 ACTS = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
@@ -37,7 +34,7 @@ CHECK_MAX_S = 24 * 3600.0           # the longest check_timeout integrate may be
 PlanFile = Annotated[args.PathText, Field(description="the plan file (YAML): a regular file")]
 
 
-def _watch_tools(server: MCPServer[Any], st: Prun) -> None:
+def watch_tools(server: MCPServer[Any], st: Prun) -> None:
     """check, run, status and wait."""
     @server.tool(description="The independence test (prun check PLAN): may the plan's packets "
                  "run side by side. Lines: FAIL <rule> <a> <b> ... why= fix=, then OK or FAILED; "
@@ -75,7 +72,7 @@ def _watch_tools(server: MCPServer[Any], st: Prun) -> None:
         argv = Argv("run").arg(args.regular_file("plan", plan, at)).flag("--detach", True)
         argv.opt("--parallel", parallel).opt("--deadline", deadline)
         argv.flag("--allow-overlap", allow_overlap)
-        return await st.lines_of("run", argv, at, ctx, extra=_run_id)
+        return await st.lines_of("run", argv, at, ctx, extra=run_id_fields)
 
     @server.tool(description="A run's state (prun status [RUN] --json): the RUN line, a UNIT "
                  "line per packet that needs attention, a COST line per executor (tokens, usd), "
@@ -86,7 +83,13 @@ def _watch_tools(server: MCPServer[Any], st: Prun) -> None:
                      all: Annotated[bool, Field(description="a line for every packet")] = False,
                      cwd: Cwd = None) -> Output:
         at = st.folder(cwd)
-        return await st.both_of("status", Argv("status").arg(run).flag("--all", all), at, ctx)
+        Argv("status").arg(run).words()   # the bound on the arguments together
+
+        def work() -> tuple[int, list[str], Any]:
+            view, doc = api.status_document(run, repo=at)
+            return 0, summary_lines(view, everything=all), doc
+
+        return await in_process("status", work, st, at)
 
     @server.tool(description="Block until the run has something to act on (prun wait): EVENT "
                  "lines, the RUN line, CURSOR <n>. Pass cursor back as since for the next event. "
@@ -112,7 +115,7 @@ def _watch_tools(server: MCPServer[Any], st: Prun) -> None:
         return await st.lines_of("wait", argv, at, ctx, progress_total=timeout,
                                  limit=st.limit(timeout + MARGIN_S,
                                                 f"its timeout plus {MARGIN_S:.0f} s"),
-                                 extra=_wait_fields)
+                                 extra=wait_fields)
 
 
 def _waited(st: Prun, wait: float | None) -> Limit:
@@ -120,7 +123,7 @@ def _waited(st: Prun, wait: float | None) -> Limit:
     return st.limit(seconds + MARGIN_S, f"its wait ({seconds:.0f} s) plus {MARGIN_S:.0f} s")
 
 
-def _control_tools(server: MCPServer[Any], st: Prun) -> None:
+def control_tools(server: MCPServer[Any], st: Prun) -> None:
     """cancel, reassign, followup, reconcile and integrate."""
     @server.tool(description="Cancel a run, one attempt (RUN:PACKET:N) or one packet "
                  "(prun cancel): CANCEL <target> status=<s> once the group is confirmed gone; "
@@ -181,8 +184,13 @@ def _control_tools(server: MCPServer[Any], st: Prun) -> None:
                             "(PACKET or PACKET=WHY)")] = None,
                         cwd: Cwd = None) -> Output:
         at = st.folder(cwd)
-        argv = Argv("reconcile").arg(run).opt("--rescoped", rescoped)
-        return await st.both_of("reconcile", argv, at, ctx)
+        Argv("reconcile").arg(run).opt("--rescoped", rescoped).words()   # their bound together
+
+        def work() -> tuple[int, list[str], Any]:
+            report = api.reconcile(run, rescoped=api.rescoped_map(rescoped or []), repo=at)
+            return api.reconcile_exit_code(report), report.lines(), report.as_dict()
+
+        return await in_process("reconcile", work, st, at)
 
     @server.tool(description="Apply a run's accepted changes to the working tree and run the "
                  "plan's combined check; never commits (prun integrate --json). APPLIED, "
@@ -213,7 +221,7 @@ def _control_tools(server: MCPServer[Any], st: Prun) -> None:
         return await st.both_of("integrate", argv, at, ctx, limit=limit)
 
 
-def _results(server: MCPServer[Any], st: Prun) -> None:
+def result_resources(server: MCPServer[Any], st: Prun) -> None:
     """A run's result files as resources, by packet id."""
     @server.resource("prun://runs/{run}/results", name="results", mime_type="application/json",
                      description="A run's packets: status, result file and the URI of each "
@@ -259,8 +267,6 @@ def _checked(name: str, value: str, kind: Any) -> None:
 def _read_result(path: str) -> str | None:
     """The result file at ``path``: a regular file only (never a link, a FIFO, a device:
     ``fsutil.read_head``), its first ``RESULT_MAX`` bytes; None when there is none (or it is empty)."""
-    from .._util.fsutil import read_head
-
     data = read_head(path, RESULT_MAX + 1)
     if not data:   # none, empty, or not a regular file
         return None
@@ -272,24 +278,16 @@ def _read_result(path: str) -> str | None:
 
 async def _units(st: Prun, run: str) -> list[dict[str, Any]]:
     _checked("run", run, args.Id)
-    envelope, failure = await st.capture(Argv("status").arg(run), st.folder_of(run), None,
-                                         lines=False)
-    if envelope is None:
-        raise ResourceError(failure)
-    data = tools.loads(envelope.get("json"))
-    if envelope.get("exit_code") != 0 or not isinstance(data, dict):
-        last = (str(envelope.get("stderr") or "").strip().splitlines() or ["no such run"])[-1]
-        raise ResourceError(last if last.startswith("prun: ") else f"prun: {last}")
-    units = data.get("units")
-    return [u for u in units if isinstance(u, dict)] if isinstance(units, list) else []
+    try:
+        view = await anyio.to_thread.run_sync(lambda: api.status(run, repo=st.folder_of(run)))
+    except PrunError as e:
+        raise ResourceError(f"prun: {printable(e.line())}") from None
+    return [asdict(u) for u in view.units]
 
 
 def _check_seconds(text: str | None) -> float:
     """``integrate``'s check_timeout in seconds (default 1 h), at most ``CHECK_MAX_S``: the
     call stays bounded. A duration that does not parse (or is too long) is refused here."""
-    from .._util.timeparse import parse_duration
-    from ..errors import UsageError
-
     if not text:
         return 3600.0
     try:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._util.fsutil import atomic_write
 from ..errors import UsageError
 
 SERVER = "prun"
@@ -138,8 +139,6 @@ def _approved(path: Path) -> tuple[dict[str, Any], list[Any]]:
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:
-    from .._util.fsutil import atomic_write
-
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .._util.quoting import unquote
+
 
 def words(line: str) -> list[str]:
     """Split a line on blanks outside JSON-quoted values."""
@@ -66,3 +68,45 @@ def first(lines: list[str], word: str) -> dict[str, Any] | None:
         if line.split(" ", 1)[0] == word:
             return parse(line)
     return None
+
+
+def run_id_fields(lines: list[str]) -> dict[str, Any]:
+    """``run_id`` from the ``RUN <id>`` line (run, panel)."""
+    rec = first(lines, "RUN")
+    return {"run_id": rec["args"][0]} if rec and rec["args"] else {}
+
+
+def wait_fields(lines: list[str]) -> dict[str, Any]:
+    """``run_id``, ``cursor`` and ``events`` from the lines of ``prun wait``."""
+    fields = run_id_fields(lines)
+    cursor = first(lines, "CURSOR")
+    if cursor and cursor["args"]:
+        try:
+            fields["cursor"] = int(cursor["args"][0])
+        except ValueError:
+            fields["cursor"] = cursor["args"][0]
+    events = []
+    for line in lines:
+        if line.startswith("EVENT "):
+            rec = parse(line)
+            args = rec.pop("args")
+            rec.pop("word")
+            event: dict[str, Any] = {"seq": int(args[0]) if args and args[0].isdigit() else None,
+                                     "kind": args[1] if len(args) > 1 else None}
+            event.update(rec)
+            events.append(event)
+    fields["events"] = events
+    return fields
+
+
+def dispatch_fields(lines: list[str]) -> dict[str, Any]:
+    """The paths and receipt command a dispatcher's lines name (STATE-DIR, RESULT-FILE...)."""
+    fields: dict[str, Any] = {}
+    for line in lines:
+        key, _, value = line.partition(" ")
+        if key in ("STATE-DIR", "RESULT-FILE", "HANDOFF-FILE", "WORKSPACE"):
+            fields[key.lower().replace("-", "_")] = (unquote(value) if value.startswith('"')
+                                                     else value)
+        elif key == "RECEIPT-CMD":
+            fields["receipt_cmd"] = value
+    return fields

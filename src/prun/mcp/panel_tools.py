@@ -10,13 +10,14 @@ from pydantic import Field
 
 from . import args
 from .args import Argv
+from .calls import Cwd, Output, Prun
 from .catalog import ACTS, READ_ONLY
-from .server import Cwd, Output, Prun, _run_id
+from .lines import run_id_fields
 
 Count = Annotated[int | None, Field(ge=0, le=100)]
 
 
-def _panel_tools(server: MCPServer[Any], st: Prun) -> None:
+def panel_tools(server: MCPServer[Any], st: Prun) -> None:
     """panel and panel_result."""
     @server.tool(description="Ask a cross-vendor panel in the background (prun panel QUESTION "
                  "--schema S --detach): the same question and JSON Schema to claude, gemini and "
@@ -42,7 +43,7 @@ def _panel_tools(server: MCPServer[Any], st: Prun) -> None:
         for flag, value in (("--claude", claude), ("--gemini", gemini), ("--agy", agy),
                             ("--timeout", timeout), ("--deadline", deadline)):
             argv.opt(flag, value)
-        return await st.lines_of("panel", argv, at, ctx, extra=_run_id)
+        return await st.lines_of("panel", argv, at, ctx, extra=run_id_fields)
 
     @server.tool(description="The cross-check of a panel run (prun panel --run RUN --json): "
                  "PANEL ... verdict=agree|review|none, a PANELIST line each, FIELD <field> "

@@ -10,11 +10,11 @@ from pydantic import Field
 
 from . import args
 from .args import Argv
+from .calls import Cwd, Output, Prun, RunOpt
 from .catalog import ACTS, READ_ONLY
-from .server import Cwd, Output, Prun, RunOpt
 
 
-def _review_tools(server: MCPServer[Any], st: Prun) -> None:
+def review_tools(server: MCPServer[Any], st: Prun) -> None:
     """review and decide."""
     @server.tool(description="What the person's review page shows, as data (prun review "
                  "[RUN] --json): each packet's verdict and reasons, result, change per file, "

@@ -12,24 +12,15 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult
 from pydantic import Field
 
+from ..settings import current
 from . import args, child, tools
 from .args import Argv
+from .calls import MAX_WAIT_S, START_S, Cwd, Output, Prun, RunOpt, error, result, too_much
 from .catalog import ACTS, READ_ONLY
-from .server import (
-    MAX_WAIT_S,
-    START_S,
-    Cwd,
-    Output,
-    Prun,
-    RunOpt,
-    _dispatch_fields,
-    _error,
-    _result,
-    _too_much,
-)
+from .lines import dispatch_fields
 
 
-def _unit_tools(server: MCPServer[Any], st: Prun) -> None:
+def unit_tools(server: MCPServer[Any], st: Prun) -> None:
     """dispatch, receipt, quota, ledger and brief."""
     @server.tool(description="Run one unit on one executor outside a plan (prun dispatch): "
                  "STATE-DIR <dir> at once, the result published atomically at result_file "
@@ -172,31 +163,29 @@ async def _dispatch(st: Prun, argv: Argv, unit_id: str, folder: str, ctx: Contex
         tg.cancel_scope.cancel()
     with open(err_path, encoding="utf-8", errors="replace") as f:
         stderr = f.read(64 * 1024)
-    fields = _dispatch_fields(done.lines)
+    fields = dispatch_fields(done.lines)
     if done.over_limit:
         os.unlink(err_path)
-        return _error(_too_much("dispatch"))
+        return error(too_much("dispatch"))
     if done.exit_code is None and fields.get("state_dir"):
         # still running: its stderr keeps going to the file
         fields.update(running=True, stderr_file=err_path)
         out = tools.outcome(spec, 0, done.lines, "", extra=fields)
         out.structured["exit_code"] = None
         out.structured["exit_name"] = None
-        return _result(out)
+        return result(out)
     os.unlink(err_path)
     if done.exit_code is None:
-        return _error(f"prun: prun dispatch printed no STATE-DIR line within "
+        return error(f"prun: prun dispatch printed no STATE-DIR line within "
                       f"{wait + START_S:.0f}s, the bound of this call (its wait plus "
                       f"{START_S:.0f} s) and was stopped (see prun dispatch --help)")
     fields["running"] = False
-    return _result(tools.outcome(spec, done.exit_code, done.lines, stderr, extra=fields))
+    return result(tools.outcome(spec, done.exit_code, done.lines, stderr, extra=fields))
 
 
 def _stderr_folder() -> str:
     """Where a standalone dispatcher's stderr goes while the MCP server relays it: the user's
     state folder for prun (``$XDG_STATE_HOME/prun/mcp``)."""
-    from ..settings import current
-
     folder = os.path.join(str(current().user_state), "mcp")
     os.makedirs(folder, exist_ok=True)
     return folder

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jsonschema import exceptions, validators
+
+from .._util.regular import read_regular
 from ..errors import UsageError
 
 MAX_ERRORS = 10           # validation errors named (in a follow-up, in the evidence)
@@ -45,8 +48,6 @@ def load(question_file: str, schema_file: str) -> Contract:
 
 def load_schema(path: str) -> dict[str, Any]:
     """A JSON Schema file, parsed and checked against its own metaschema."""
-    from jsonschema import exceptions, validators
-
     text = _read(path, "schema file")
     try:
         schema = json.loads(text)
@@ -72,8 +73,6 @@ FILE_MAX_BYTES = 8 * 1024 * 1024   # a question or a schema file
 
 def _read(path: str, what: str) -> str:
     """A question or schema file: a regular file of at most FILE_MAX_BYTES, UTF-8 text."""
-    from .._util.regular import read_regular
-
     if not Path(path).exists():
         raise UsageError(f"{path}: no such {what}", hint="check the path")
     data = read_regular(path, FILE_MAX_BYTES, what)
@@ -167,8 +166,6 @@ def fenced_json(text: str) -> list[str]:
 
 def validate(answer: Any, schema: dict[str, Any]) -> list[str]:
     """The schema's complaints about ``answer``, one line each (``$.path: message``)."""
-    from jsonschema import validators
-
     cls = validators.validator_for(schema)
     errors = sorted(cls(schema).iter_errors(answer), key=lambda e: list(map(str, e.path)))
     return [f"{json_path(e.absolute_path)}: {_first_line(e.message)}" for e in errors]

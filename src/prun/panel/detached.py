@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import sys
 
+from ..ledger import Ledger
+from ..run.detached import ready_signal
+from ..run.events import LineRenderer
+from . import drive
+
 
 def main(argv: list[str] | None = None) -> int:
-    from ..ledger import Ledger
-    from ..run.render import LineRenderer
-    from ..run.state import ready_signal
-    from . import drive
-
     args = sys.argv[1:] if argv is None else argv
     run_id = args[0]
     with Ledger.open() as ledger:

@@ -11,22 +11,24 @@ evidence is written under ``<run dir>/panel/`` and a ``panel`` event records the
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._util.fsutil import atomic_write, read_json, read_text
 from ..errors import UsageError
 from ..ledger import Ledger, RunRecord
+from ..run.freeze import deadline_of, freeze
+from ..run.keeper import Keeper
+from ..run.loop import Loop
 from . import answers, build, contract, crosscheck
 from .report import Report
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..run.events import Event
-    from ..run.supervisor import Supervisor
 
 PANEL_DIR = "panel"
 PANEL_FILE = "panel.json"          # what the panel was asked: question, schema, counts
@@ -35,8 +37,6 @@ CROSSCHECK_FILE = "crosscheck.json"
 
 def start(panel: build.Panel, ledger: Ledger) -> RunRecord:
     """Freeze the panel's plan as a run and keep what it was asked in its run dir."""
-    from ..run.state import deadline_of, freeze
-
     plan = build.plan(panel)
     deadline_of(plan, panel.deadline)  # a past deadline is refused before anything is made
     run = freeze(plan, ledger, parallel=plan.parallel, deadline=panel.deadline)
@@ -70,7 +70,7 @@ class FollowUps:
         self.say = say
         self.asked: set[str] = set()
 
-    def hear(self, sup: Supervisor, ev: Event) -> None:
+    def hear(self, sup: Loop, ev: Event) -> None:
         pid = ev.packet_id
         if ev.kind != "succeeded" or pid is None or pid in self.asked:
             return
@@ -78,13 +78,11 @@ class FollowUps:
         judged = contract.judge(read_text(path) if path else None, self.schema)
         if judged.valid:
             return
-        from ..run import control
-
         self.asked.add(pid)
         sup.ledger.add_request(self.run_id, "followup", pid, cause="prun panel: the answer "
                                f"does not pass the schema ({len(judged.errors)} error(s))",
                                data=contract.fix_prompt(judged.errors))
-        control.requests_sent(sup)
+        sup.requests_sent()
         if self.say is not None:
             self.say(f"ANSWER {pid} invalid attempt={ev.attempt_id} "
                      f"errors={len(judged.errors)} followup=yes")
@@ -95,22 +93,17 @@ def supervise(ledger: Ledger, run_id: str, emit: Callable[[Event], None],
     """Drive the run to its end in this process (the worker keeper started first, as
     ``prun run`` does); returns the run's final status. ``on_claimed``: told once this
     process holds the run."""
-    import asyncio
-
-    from ..run.keeper import Keeper
-    from ..run.supervisor import Supervisor
-
     keeper = Keeper(dict(os.environ))
     keeper.launch()
     try:
-        holder: list[Supervisor] = []
+        holder: list[Loop] = []
 
         def hear(ev: Event) -> None:
             emit(ev)
             if holder:
                 followups.hear(holder[0], ev)
 
-        sup = Supervisor(ledger, run_id, emit=hear, keeper=keeper, on_claimed=on_claimed)
+        sup = Loop(ledger, run_id, emit=hear, keeper=keeper, on_claimed=on_claimed)
         holder.append(sup)
         return asyncio.run(sup.run_until_done())
     finally:

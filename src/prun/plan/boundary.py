@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from .. import executors
+from .._util.timeparse import parse_duration
 from ..errors import UsageError
 
 FAMILIES = ("google", "anthropic", "openai", "local")
@@ -35,8 +37,6 @@ NONE = "none"        # no retention given
 
 def recipients(executor: str, model: str | None) -> tuple[str, ...]:
     """Where a unit on ``executor`` with ``model`` sends its data (name first, then families)."""
-    from .. import executors
-
     return executors.get(executor).recipients(model)
 
 
@@ -52,8 +52,6 @@ def allowed(may_go_to: Iterable[str], executor: str, model: str | None) -> bool:
 def unknown(may_go_to: Iterable[str]) -> str | None:
     """The first entry of ``may_go_to`` that is neither an executor nor a family, or None
     (a built-in's name is known without reading the installed packages' entry points)."""
-    from .. import executors
-
     return next((e for e in may_go_to if e not in FAMILIES and not executors.known(e)), None)
 
 
@@ -96,7 +94,6 @@ def parse_retention(text: str | None) -> Retention:
         return Retention(NOTE, text=text)
     if not rest.strip():
         return Retention(KEEP, text=text)
-    from .._util.timeparse import parse_duration
 
     try:
         seconds = parse_duration(rest.strip(), what="retention")

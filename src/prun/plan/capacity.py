@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .policy import Policy
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..executors.base import Executor
 

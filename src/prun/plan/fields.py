@@ -7,16 +7,22 @@ against the registry and what it can run, the data boundary, ``timeout``, ``sand
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
 import os
 import shlex
 from collections.abc import Sequence
 from typing import TypedDict
 
+from .. import executors
 from .._util import yamldoc
+from .._util.bounded import run
 from .._util.timeparse import parse_duration
 from ..errors import UsageError
+from ..settings import parse_sandbox
+from . import boundary
 from .model import DataBoundary
+from .routing import takes_session_tools
 from .validation import dotted
 
 Where = Sequence[str | int]     # a path of keys and indexes into a YAML document
@@ -99,7 +105,6 @@ def shell_line(doc: yamldoc.Doc, key: str, value: str | list[str] | None) -> Non
     ``/bin/sh`` cannot parse (``sh -n``: read, nothing run), at its line."""
     if not isinstance(value, str) or not os.path.exists(SH):
         return
-    from .._util.bounded import run
 
     try:
         done = run([SH, "-n", "-c", value], timeout=10)
@@ -130,8 +135,6 @@ def executor_of(fields: PacketFields) -> str:
 
 def check_executor(doc: yamldoc.Doc, where: Where, name: str) -> None:
     """Refuse an executor name the registry does not know (or refuses: codex), at its line."""
-    from .. import executors
-
     if name == "auto" or executors.known(name):
         return
     at = [*where, "executor"]
@@ -149,9 +152,6 @@ def check_executor(doc: yamldoc.Doc, where: Where, name: str) -> None:
 def check_runs_on(doc: yamldoc.Doc, where: Where, fields: PacketFields, executor: str) -> None:
     """Refuse a packet its named ``executor`` cannot run: one that needs session tools on an
     outside process, or one without a command on an executor that runs a command."""
-    from .. import executors
-    from .routing import takes_session_tools
-
     check_executor(doc, where, executor)
     ex = executors.get(executor)
     if fields.get("session_tools") and not takes_session_tools(ex):
@@ -171,9 +171,6 @@ def data_boundary(doc: yamldoc.Doc, where: Where, raw: PacketFields, fields: Pac
     """The data boundary of ``fields``, checked (see ``prun.plan.boundary``): every ``may_go_to``
     entry an executor or a family, a ``keep`` retention with a good duration, and a named
     executor inside the boundary. Lines point at the packet's own fields (``raw``)."""
-    from .. import executors
-    from . import boundary
-
     data = fields.get("data") or {}
     raw_go = data.get("may_go_to")
     may_go_to = _strs(raw_go)
@@ -221,7 +218,6 @@ def sandbox(doc: yamldoc.Doc, where: Where, value: str | bool | None) -> str | N
     """A ``sandbox:`` value as auto, on or off (YAML's unquoted on/off are booleans)."""
     if value is None:
         return None
-    from ..settings import parse_sandbox
 
     try:
         return parse_sandbox(value)
@@ -244,7 +240,6 @@ def deadline(doc: yamldoc.Doc, value: int | float | str) -> str:
         return str(value)
     except UsageError:
         pass
-    import datetime as dt
 
     try:
         dt.datetime.fromisoformat(str(value))

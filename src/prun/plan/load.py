@@ -20,6 +20,7 @@ from typing import cast
 from .._util import yamldoc
 from .._util.regular import MiB, read_regular
 from ..errors import UsageError
+from ..settings import parse_cluster_address
 from .fields import (
     PacketFields,
     PlanFields,
@@ -208,8 +209,6 @@ def load_plan(path: str | os.PathLike[str]) -> Plan:
 
 def _cluster(doc: yamldoc.Doc, value: object) -> dict[str, str]:
     """A plan's ``cluster:``: an address, or a mapping of ``address`` and ``worker_lost``."""
-    from ..settings import parse_cluster_address
-
     if value is None:
         return {}
     if isinstance(value, dict):

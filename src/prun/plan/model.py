@@ -11,13 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False
+from .boundary import parse_retention
+
 if TYPE_CHECKING:
-    import os
 
     from .boundary import Retention
-    from .fields import PacketFields
 
 KINDS = ("read-only", "code")
 # The mode a packet gets when it names none, by kind. Both kinds work in a workspace prun made
@@ -25,7 +25,7 @@ KINDS = ("read-only", "code")
 # ``mode: plan`` is the strictly read-only opt-in.
 DEFAULT_MODE = {"read-only": "accept-edits", "code": "accept-edits"}
 
-__all__ = ["DEFAULT_MODE", "KINDS", "DataBoundary", "Packet", "Plan", "load_packet", "load_plan"]
+__all__ = ["DEFAULT_MODE", "KINDS", "DataBoundary", "Packet", "Plan"]
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,6 @@ class DataBoundary:
     @property
     def retention_rule(self) -> Retention:
         """``retention`` parsed: keep, keep <duration>, delete, or a note."""
-        from .boundary import parse_retention
-
         return parse_retention(self.retention)
 
 
@@ -146,17 +144,3 @@ class Plan:
     @property
     def ids(self) -> tuple[str, ...]:
         return tuple(p.id for p in self.packets)
-
-
-def load_packet(path: str | os.PathLike[str], *, defaults: PacketFields | None = None) -> Packet:
-    """Read one packet file (YAML front matter, Markdown prompt). See ``prun.plan.load``."""
-    from .load import load_packet as _load
-
-    return _load(path, defaults=defaults)
-
-
-def load_plan(path: str | os.PathLike[str]) -> Plan:
-    """Read a plan file and its packets, validated. See ``prun.plan.load``."""
-    from .load import load_plan as _load
-
-    return _load(path)

@@ -7,10 +7,12 @@ docs/routing.md).
 from __future__ import annotations
 
 import os
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import executors
 from .._util import gitcmd
 from ..errors import UsageError
 from ..executors.base import ORDINARY, SONNET
@@ -21,16 +23,12 @@ POLICY_FILE = os.path.join(".prun", "policy.toml")
 def members(role: str) -> tuple[str, ...]:
     """The executors whose ``split_role`` is ``role``: those with session tools first (the
     in-session Sonnet before headless claude), then in the registry's order."""
-    from .. import executors
-
     found = [ex for ex in executors.all() if ex.split_role == role]
     return tuple(ex.name for ex in sorted(found, key=lambda ex: not ex.session_tools))
 
 
 def pools() -> tuple[str, ...]:
     """Every routing pool an executor takes from (the keys a policy's ``[capacity]`` may use)."""
-    from .. import executors
-
     return tuple(sorted({p for ex in executors.all() if (p := ex.routing_pool())}))
 
 
@@ -103,8 +101,6 @@ def load_policy(path: str | None) -> Policy:
 
 
 def _read_toml(path: str) -> dict[str, object]:
-    import tomllib
-
     try:
         with open(path, "rb") as f:
             return tomllib.load(f)

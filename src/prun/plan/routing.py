@@ -36,7 +36,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from .. import executors
+from .._util.quoting import quote, word
 from ..errors import UsageError
 from ..executors.base import SONNET
 from . import boundary
@@ -44,9 +47,8 @@ from .capacity import Pools, Target
 from .model import Packet
 from .policy import POLICY_FILE, Policy, find_policy, load_policy, members, pools
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import TypedDict  # for annotations only: routing stays off typing at run time
+    from typing import TypedDict
 
     from ..executors.base import Executor
 
@@ -114,8 +116,6 @@ class Decision:
         return self.action == "wait"
 
     def line(self) -> str:
-        from .._util.quoting import quote, word
-
         kind = "WAIT" if self.waits else "ROUTE"
         return (f"{kind} {quote(self.packet)} {word('executor', self.executor)} "
                 f"{word('model', self.model or '-')} action={self.action} "
@@ -137,8 +137,6 @@ def route(needs: Iterable[Need], states: Mapping[str, object] | None = None,
 
 def _check_units(needs: list[Need]) -> None:
     """Refuse a batch with an id twice, or a unit naming an executor prun refuses (codex)."""
-    from .. import executors
-
     seen: set[str] = set()
     for n in needs:
         if n.id in seen:
@@ -192,13 +190,9 @@ class _Batch:
 
     def _model(self, name: str, model: str | None) -> str | None:
         """The model ``name`` runs for a unit asking for ``model`` (None: its default)."""
-        from .. import executors
-
         return executors.get(name).settings(self.env, model=model).model
 
     def _target(self, name: str, need: Need) -> Target:
-        from .. import executors
-
         ex = executors.get(name)
         model = self._model(name, need.model or self.policy.models.get(name))
         return Target(ex, ex.routing_pool(), ex.quota_group(model), model)

@@ -10,11 +10,16 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import fastjsonschema
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
 
 from .._util import yamldoc
+from .._util.quoting import quote
 from ..errors import UsageError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
 
@@ -38,8 +43,6 @@ def validate(doc: yamldoc.Doc, schema_name: str) -> None:
     if _compiled(schema_name)(doc.data):
         check_text(doc)
         return
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import best_match
 
     root = schema(schema_name)
     validator = Draft202012Validator(root, format_checker=Draft202012Validator.FORMAT_CHECKER)
@@ -55,8 +58,6 @@ def validate(doc: yamldoc.Doc, schema_name: str) -> None:
 def _compiled(name: str) -> Callable[[object], bool]:
     """The schema ``name`` as a fastjsonschema function, compiled once per process:
     ``f(data)`` is True if valid."""
-    import fastjsonschema
-
     check = fastjsonschema.compile(schema(name))
 
     def valid(data: object) -> bool:
@@ -101,8 +102,6 @@ def check_text(doc: yamldoc.Doc) -> None:
 
 def _check_string(doc: yamldoc.Doc, where: list[str | int], text: str, named: bool,
                   key: bool = False) -> None:
-    from .._util.quoting import quote
-
     what = "key" if key else "value"
     if "\x00" in text:
         raise UsageError(f"{doc.where(where)}: {dotted(where)}: a NUL character in a {what}",

@@ -8,8 +8,8 @@ Public surface:
 
     group_states(env, known) -> {group: GroupState}  every group, stale readings refreshed first
     current(env, groups, force) -> Snapshot     the snapshot, refreshed where due
-    record_hit(hit, env)                        a run just failed on a quota error: record empty
-    after_backend_failure(executor, env)        force a re-read of the executor's groups
+    record_hit(group, resets_at, message, env)  a run just failed on a quota error: record empty
+    after_backend_failure(groups, env)          force a re-read of the executor's groups
 
 Nothing here raises into the dispatcher: a broken config, snapshot or probe becomes one
 ``prun: warning:`` line on stderr and the dispatch goes on as asked.
@@ -23,17 +23,16 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from .gate import GateDecision
-from .snapshot import FileLock, GroupState, Snapshot, iso, load, snapshot_path
+from ..errors import PrunError
+from ..settings import config
+from .snapshot import FileLock, GroupState, Snapshot, iso, load, snapshot_path, update
 
 if TYPE_CHECKING:
-    from ..executors.base import Executor
-    from ..executors.records import QuotaHit
     from ..settings.config import QuotaConfig
 
 __all__ = [
-    "GateDecision", "GroupState", "Snapshot", "after_backend_failure", "current",
-    "executor_groups", "group_states", "group_states_of", "record_hit",
+    "GroupState", "Snapshot", "after_backend_failure", "current",
+    "group_states", "group_states_of", "record_hit",
     "snapshot_path", "warn",
 ]
 
@@ -55,9 +54,6 @@ def warn(text: str) -> None:
 
 
 def _config(env: Mapping[str, str], strict: bool) -> QuotaConfig:
-    from ..errors import PrunError
-    from ..settings import config
-
     try:
         return config.quota(env)
     except PrunError as e:
@@ -104,8 +100,6 @@ def _due(snap: Snapshot, group: str, ttl_s: float) -> bool:
 
 
 def _merge(path: str, readings: list[GroupState]) -> Snapshot:
-    from .snapshot import update
-
     def change(groups: dict[str, GroupState]) -> None:
         for reading in readings:
             old = groups.get(reading.group)
@@ -122,25 +116,27 @@ def _hit_stands(state: GroupState | None) -> bool:
             and not state.reset_estimated)
 
 
-def record_hit(hit: QuotaHit, env: Mapping[str, str] | None = None) -> None:
-    """A run failed on a quota error: record its group as empty until it resets. Never raises.
+def record_hit(group: str | None, resets_at: str | None, message: str,
+               env: Mapping[str, str] | None = None) -> None:
+    """A run failed on a quota error (an executor's ``QuotaHit``): record its ``group`` as empty
+    until it resets. Never raises.
 
-    ``hit`` is an ``executors.base.QuotaHit``; with no reset time in the error, the group
-    counts as empty for ``[quota] hit_reset`` (default 15 minutes), marked ``reset_estimated``.
+    With no reset time in the error (``resets_at`` None), the group counts as empty for
+    ``[quota] hit_reset`` (default 15 minutes), marked ``reset_estimated``.
     """
     env = os.environ if env is None else env
     try:
-        group = (hit.group or "").strip()
+        group = (group or "").strip()
         if not group:
             return
         from .snapshot import normalise_time, update
 
-        resets_at = normalise_time(hit.resets_at)
+        resets_at = normalise_time(resets_at)
         estimated = resets_at is None
         if estimated:
             resets_at = iso(time.time() + _config(env, strict=False).hit_reset_s)
-        message = " ".join((hit.message or "").split())[:500] or None
-        entry = GroupState(group, 0.0, resets_at, iso(), "hit", None, message, estimated)
+        note = " ".join((message or "").split())[:500] or None
+        entry = GroupState(group, 0.0, resets_at, iso(), "hit", None, note, estimated)
 
         def change(groups: dict[str, GroupState]) -> None:
             groups[group] = entry
@@ -150,19 +146,14 @@ def record_hit(hit: QuotaHit, env: Mapping[str, str] | None = None) -> None:
         warn(f"could not record the quota error in the snapshot: {e}")
 
 
-def executor_groups(executor: Executor) -> list[str]:
-    """The quota groups a unit on ``executor`` can draw from (the executor says)."""
-    return list(executor.quota_groups())
-
-
-def after_backend_failure(executor: Executor, env: Mapping[str, str] | None = None) -> None:
-    """Re-read the executor's groups now, past the TTL (bounded by the probe timeout).
+def after_backend_failure(groups: Iterable[str], env: Mapping[str, str] | None = None) -> None:
+    """Re-read an executor's quota ``groups`` now, past the TTL (bounded by the probe timeout).
 
     Never raises; does nothing when no probe is configured for those groups.
     """
     env = os.environ if env is None else env
     try:
-        groups = executor_groups(executor)
+        groups = list(groups)
         if groups:
             current(env, groups, force=True)
     except Exception as e:
@@ -180,7 +171,6 @@ def group_states(env: Mapping[str, str] | None = None,
     except Exception as e:
         return {g: GroupState(g, error=f"quota snapshot not available: {e}")
                 for g in known}
-    from ..settings import config
 
     try:
         cfg = config.quota(env)

@@ -20,8 +20,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from . import current, warn
+from .snapshot import normalise_time
+
 if TYPE_CHECKING:
-    from ..executors.base import Settings
+    from ..executors.settings import Settings
     from .snapshot import GroupState
 
 OFF = {"off", "0", "false", "no"}
@@ -39,8 +42,6 @@ class GateDecision:
 def switched_off(env: Mapping[str, str], variable: str) -> bool:
     """True when ``variable`` turns a gate off (off/0/false/no); anything else but on/1/true/
     yes/empty is warned about and leaves the gate on."""
-    from . import warn
-
     switch = env.get(variable, "").strip().lower()
     if switch in OFF:
         return True
@@ -52,8 +53,6 @@ def switched_off(env: Mapping[str, str], variable: str) -> bool:
 def readings(groups: Iterable[str], env: Mapping[str, str]) -> dict[str, GroupState] | None:
     """The snapshot's state of each of ``groups`` (stale ones re-read where probes exist), or
     None when the snapshot cannot be trusted: the gate is skipped, with one warning line."""
-    from . import current, warn
-
     groups = tuple(groups)
     try:
         snap = current(env, groups)
@@ -70,6 +69,4 @@ def readings(groups: Iterable[str], env: Mapping[str, str]) -> dict[str, GroupSt
 
 def reset_of(state: GroupState) -> str:
     """When ``state``'s group resets, as an ISO time, or ``unknown``."""
-    from .snapshot import normalise_time
-
     return normalise_time(state.resets_at) or "unknown"

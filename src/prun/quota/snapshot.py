@@ -20,6 +20,7 @@ read-modify-write under an advisory lock beside the file, published by temp file
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
@@ -27,6 +28,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+
+import platformdirs
+
+from .._util.fsutil import atomic_write_json
 
 SCHEMA_VERSION = 1
 # A read_at further ahead of this machine's clock than this is not believed.
@@ -39,7 +44,6 @@ def snapshot_path(env: Mapping[str, str] | None = None) -> str:
     given = env.get("PRUN_QUOTA_SNAPSHOT", "").strip()
     if given:
         return os.path.abspath(os.path.expanduser(given))
-    import platformdirs
 
     return os.path.join(platformdirs.user_cache_dir("prun", appauthor=False), "quota.json")
 
@@ -238,8 +242,6 @@ def update(path: str, change: Callable[[dict[str, GroupState]], None]) -> Snapsh
 
     Unreadable entries are dropped (the file is repaired); the write is atomic.
     """
-    from .._util.fsutil import atomic_write_json
-
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with FileLock(path + ".lock", wait_s=LOCK_WAIT_S):
         snap = load(path)
@@ -264,8 +266,6 @@ class FileLock:
         self.acquired = False
 
     def __enter__(self) -> FileLock:
-        import fcntl
-
         try:
             self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError:

@@ -7,13 +7,15 @@ leaves it out as a rejected verdict is). Used by the page and by ``prun review -
 from __future__ import annotations
 
 import os
+import pwd
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from .._util.quoting import quote
 from ..errors import UsageError
 from ..ledger import DECISIONS
-from ..run.view import view
+from ..views.model import view
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..ledger import Ledger
 
@@ -41,8 +43,6 @@ class Decided:
 
 def who_am_i() -> str:
     """The operating system's name for the user running this process."""
-    import pwd
-
     try:
         return pwd.getpwuid(os.getuid()).pw_name
     except KeyError:
@@ -74,6 +74,4 @@ def decide(ledger: Ledger, run_id: str, packet_id: str, decision: str, *,
 
 def _word(value: str) -> str:
     """A value as one token (``prun._util.quoting``)."""
-    from .._util.quoting import quote
-
     return quote(value)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._util.fsutil import tail_bytes
 from ..errors import PrunError
@@ -21,11 +21,10 @@ from ..git.diffs import patch_diffs, text_diffs
 from ..git.reconcile import LINE_WORD, Verdict, reconcile
 from ..git.sections import section_reasons
 from ..plan import Packet
-from ..run.view import RunView, view
+from ..views.model import RunView, view
 from .cost import as_dict, cost_of, spent
 from .diffview import DIFF_FILES, DIFF_LIMIT
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..ledger import Ledger
 

@@ -9,13 +9,12 @@ page reads with JavaScript off; its forms post without it too.
 from __future__ import annotations
 
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from .diffview import render_diff
 from .model import Decision, PacketPage, RunPage
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..executors.records import Usage
 

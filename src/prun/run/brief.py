@@ -18,6 +18,7 @@ brief is frozen in the ledger with the attempt, and ``prun brief`` prints it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -231,8 +232,6 @@ def _ids(ids: Sequence[str]) -> str:
 
 def environment(packet: Packet, ctx: Context, brief_file: str) -> dict[str, str]:
     """The same facts as environment variables, for command units (and every unit)."""
-    import json
-
     env = {"PRUN_PACKET_ID": packet.id, "PRUN_BRIEF_FILE": brief_file,
            "PRUN_WORKSPACE_KIND": ctx.workspace,
            "PRUN_OWNS": json.dumps(list(ctx.may_write)),

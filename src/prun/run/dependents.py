@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..errors import Blocked
+from ..git import store
+from ..git.integrate import order
 from ..git.reconcile import REJECTED, UnitInput, judge
 from ..plan import Packet, Plan
 
@@ -40,8 +42,6 @@ def start(plan: Plan, packet: Packet, latest: Mapping[str, UnitInput],
           ancestors: Mapping[str, set[str]]) -> Start:
     """Judge every packet ``packet`` of ``plan`` comes after (``latest``: each one's deciding
     attempt) and collect what it starts from. Raises ``Blocked`` for a rejected one."""
-    from ..git.integrate import order
-
     before = ancestors.get(packet.id, set())
     wanted = [pid for pid in order(p for p in plan.packets if p.id in before)]
     results: dict[str, str] = {}
@@ -71,7 +71,6 @@ def start_commit(folder: str, repo_root: str, base: str, start: Start) -> str | 
     apply. Raises ``Blocked`` when a patch does not apply."""
     if not start.patches:
         return None
-    from ..git import store
 
     with store.building(folder, repo_root, base) as b:
         for pid, patch in zip(start.applied, start.patches, strict=True):

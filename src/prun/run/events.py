@@ -1,15 +1,18 @@
 """What a run's supervisor tells the world: one ``Event`` per state change worth showing.
 
-The supervisor emits events; a renderer (``prun.run.render``) prints them and the plan's
-``on_event`` hook (``prun.run.hooks``) hears the actionable ones. The ledger keeps the
+The supervisor emits events; ``LineRenderer`` prints them (one terse line each) and the plan's
+``on_event`` hook (``prun.run.event_hooks``) hears the actionable ones. The ledger keeps the
 durable log of every change; events are its readable face.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TextIO
+
+from .._util.quoting import quote, word
 
 # Event kinds a coordinator or a person should act on (the hook runs on these).
 ACTIONABLE = frozenset({"handoff", "succeeded", "failed", "timeout", "cancelled", "quarantined", "blocked",
@@ -37,3 +40,47 @@ class Event:
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v not in (None, "", {})}
+
+
+def event_line(ev: Event) -> str:
+    words = ["UNIT", quote(ev.packet_id or "-"), ev.kind]
+    if ev.attempt_id:
+        words.append(word("attempt", ev.attempt_id))
+    if ev.executor:
+        words.append(word("executor", ev.executor))
+    if ev.cause and ev.kind not in ("succeeded", "dispatched"):
+        words.append(word("cause", ev.cause.splitlines()[0][:200]))
+    for key in ("resets_at", "quarantine", "handoff", "receipt_cmd"):
+        if ev.data.get(key):
+            words.append(word(key, ev.data[key]))
+    if ev.kind != "succeeded" and ev.data.get("result_file"):
+        words.append(word("result", ev.data["result_file"]))
+    return " ".join(words)
+
+
+class LineRenderer:
+    """Prints one line per event worth reporting."""
+
+    def __init__(self, out: TextIO = sys.stdout, verbose: bool = False):
+        self.out = out
+        self.verbose = verbose
+
+    def handle(self, ev: Event) -> None:
+        if ev.kind in ("run-started", "run-done"):
+            if self.verbose:
+                self._print(f"{ev.kind.upper()} {quote(ev.run_id)} {word('cause', ev.cause)}")
+            return
+        if ev.kind == "stopped":
+            self._print(" ".join(["STOPPED", word("packet", ev.packet_id),
+                                  word("action", ev.data.get("action", "")),
+                                  word("need", ev.cause)]))
+            return
+        if self.verbose or ev.kind in NON_SUCCESS:
+            self._print(event_line(ev))
+
+    def _print(self, line: str) -> None:
+        self.out.write(line + "\n")
+        self.out.flush()
+
+    def close(self) -> None:
+        pass

@@ -1,7 +1,8 @@
 """The supervisor's side of the worker keeper (``keeper_process``, the process that starts a
 run's workers, reaps them and logs their exit codes): ``Keeper``, its handle, which asks it to
-start and signal workers and reads its answers in the event loop, and ``KeptWorker``, a worker
-it started, with the methods of ``process.Worker``.
+start and signal workers and reads its answers in the event loop, ``KeptWorker``, a worker
+it started, with the methods of ``process.Worker``, and ``KeeperLauncher``, the way a run's
+attempt is launched through it (``attempt.launcher.Launcher``).
 
 A run's worker is a unit under its monitor (``attempt.monitor``), which outlives the keeper.
 If the keeper dies, its workers run on: each is watched by pidfd and its exit code read from
@@ -19,7 +20,17 @@ import subprocess
 import sys
 import threading
 from collections.abc import Mapping
-from typing import IO, Any, TypedDict
+from typing import IO, TYPE_CHECKING, Any, Protocol, TypedDict
+
+from .._util.fsutil import write_all
+from .._util.process import create_time, end_marked, start
+from ..attempt import monitor, statedir
+from ..attempt.launching import build, launch_record, receipt, spawn_files
+from ..attempt.monitor import STATE_DIR_VAR, STATUS_FD, exit_status
+
+if TYPE_CHECKING:
+    from ..attempt.core import Dispatch
+    from ..attempt.launcher import Planned
 
 SPAWN_WAIT_S = 60.0      # a spawn reply normally takes a millisecond
 CLOSE_WAIT_S = 5.0
@@ -80,9 +91,6 @@ class KeptWorker:
             self.keeper.signal(self.pid, sig)
 
     def _signal_orphan(self, sig: int) -> None:
-        from .._util.process import end_marked
-        from ..attempt.monitor import STATE_DIR_VAR
-
         _killpg(self.pid, sig)
         if sig == signal.SIGKILL and self.status is not None:
             self.escaped += end_marked(STATE_DIR_VAR, os.path.dirname(self.status),
@@ -140,8 +148,6 @@ class Keeper:
     def launch(self) -> subprocess.Popen[bytes]:
         """Start the keeper process (before the event loop runs, so that its start-up overlaps
         the supervisor's); ``start`` does it if nobody did. Returns it."""
-        from .._util.process import create_time, start
-
         if self.proc is not None:
             return self.proc
         here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -189,8 +195,6 @@ class Keeper:
         (path, ``unit.json``) with the worker in it. ``status``: the file the worker's monitor
         writes its exit to (``attempt.monitor``), opened by the keeper at the monitor's
         ``STATUS_FD``. Raises ``OSError``."""
-        from ..attempt.monitor import STATUS_FD
-
         fut: asyncio.Future[KeptWorker] = asyncio.get_running_loop().create_future()
         base = self.env
         with self._lock:
@@ -220,8 +224,6 @@ class Keeper:
                 self._send({"op": "signal", "pid": pid, "sig": int(sig)})
 
     def _send(self, req: dict[str, Any]) -> None:
-        from .._util.fsutil import write_all
-
         if self.proc is None:
             return
         try:
@@ -310,8 +312,6 @@ class Keeper:
 def _watch_orphan(loop: asyncio.AbstractEventLoop, w: KeptWorker) -> None:
     """A worker whose keeper died: signalled directly from now on, watched by its pidfd, its
     exit code read from what its monitor wrote once it has ended."""
-    from ..attempt.monitor import exit_status
-
     w.orphan = True
 
     def code() -> int | None:
@@ -328,3 +328,65 @@ def _watch_orphan(loop: asyncio.AbstractEventLoop, w: KeptWorker) -> None:
         w._ended(code())
 
     loop.add_reader(fd, ended)
+
+
+class Spawner(Protocol):
+    """What ``KeeperLauncher`` needs of a keeper (``Keeper``)."""
+
+    @property
+    def ident(self) -> Mapping[str, Any]: ...
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None: ...
+
+    async def spawn_async(self, argv: list[str], *, cwd: str, env: dict[str, str],
+                          stdout_path: str, stderr_path: str, stdin_path: str | None,
+                          name: str, log: str, files: list[tuple[str, str]] | None = None,
+                          copies: list[tuple[str, str]] | None = None,
+                          record: tuple[str, Mapping[str, Any]] | None = None,
+                          status: str | None = None) -> Any: ...
+
+
+class KeeperLauncher:
+    """A run's attempt, launched through its keeper (``attempt.launcher.Launcher``): under a
+    monitor that outlives the keeper (``attempt.monitor``), its opening files written by the
+    keeper as it starts it (``stages``), its ``unit.json`` with its worker too. Followed and
+    stopped through ``KeptWorker``. Its result and ``outcome.json`` are synced as they are
+    written, before the run records its end: a power loss loses no result the ledger shows."""
+
+    durable = True
+    stages = True
+
+    def __init__(self, keeper: Spawner):
+        self.keeper = keeper
+
+    def plan(self, d: Dispatch) -> Planned:
+        planned = build(d)
+        assert planned is not None
+        launch, argv = planned
+        return launch, monitor.wrap(argv)
+
+    def start(self, d: Dispatch, planned: Planned) -> Any:
+        """From a thread other than the run's event loop: started there, awaited here."""
+        loop = self.keeper.loop
+        if loop is None:
+            raise OSError(0, "the worker keeper is not running")
+        return asyncio.run_coroutine_threadsafe(self.start_async(d, planned),
+                                                loop).result(SPAWN_WAIT_S)
+
+    async def start_async(self, d: Dispatch, planned: Planned) -> Any:
+        if planned is None:
+            raise RuntimeError("a kept launch is planned first")
+        launch, argv = planned
+        files, copies = d.opening or [], d.copies
+        d.opening, d.copies = None, []
+        record = (d.state.file(statedir.UNIT), launch_record(d, launch))
+        try:
+            worker = await self.keeper.spawn_async(
+                argv, **spawn_files(d, launch), files=files, copies=copies, record=record,
+                status=d.state.file(statedir.EXIT_STATUS))
+        except OSError:
+            d.opening, d.copies = files, copies  # written by finish, unless the keeper
+            raise                                # wrote them
+        receipt(d, worker)   # the keeper wrote unit.json, its worker in it
+        return worker

@@ -68,12 +68,18 @@ from __future__ import annotations
 import errno
 import json
 import os
+import selectors
 import signal
 import sys
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-TYPE_CHECKING = False
+from .._util.fsutil import atomic_write, atomic_write_json, write_all
+from .._util.process import become_subreaper, children, create_time, proc_info, signal_escape, spawn_session
+from ..attempt.statedir import worker_entry
+from ..settings import current
+
 if TYPE_CHECKING:
     from .._util.escapes import ProcInfo
 
@@ -83,35 +89,36 @@ _RESET_SIGNALS = (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGXFSZ)
 _APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT
 
 
+@dataclass(frozen=True, slots=True)
 class _Kid:
     """A worker the keeper started."""
 
-    __slots__ = ("attempt", "log", "name", "pid", "rid")
+    rid: int
+    pid: int
+    name: str
+    log: str
+    attempt: str | None
 
-    def __init__(self, rid: int, pid: int, name: str, log: str, attempt: str | None):
-        self.rid, self.pid, self.name, self.log, self.attempt = rid, pid, name, log, attempt
 
-
+@dataclass(slots=True)
 class _Escape:
     """A process that left a worker's group and was reparented to the keeper."""
 
-    __slots__ = ("cmdline", "ended", "held_by", "kill_at", "owners", "pid", "start")
+    pid: int
+    start: float
+    cmdline: list[str]
+    owners: set[int]                  # the spawn ids of the workers it may descend from
+    ended: bool = False               # SIGTERM sent
+    held_by: int | None = None        # the worker whose exit line waits for it to go
+    kill_at: float | None = None      # when SIGKILL is due (None: not yet, or sent)
 
-    def __init__(self, info: ProcInfo, owners: set[int]):
-        self.pid: int = info["pid"]
-        self.start: float = info["start"]
-        self.cmdline: list[str] = info["cmdline"]
-        self.owners = owners              # the spawn ids of the workers it may descend from
-        self.ended = False                # SIGTERM sent
-        self.held_by: int | None = None   # the worker whose exit line waits for it to go
-        self.kill_at: float | None = None  # when SIGKILL is due (None: not yet, or sent)
+    @classmethod
+    def of(cls, info: ProcInfo, owners: set[int]) -> _Escape:
+        return cls(info["pid"], info["start"], info["cmdline"], owners)
 
 
 class _Server:
     def __init__(self, inp: int, out: int):
-        from .._util.process import become_subreaper, create_time
-        from ..settings import current
-
         self.grace = current().kill_grace_s  # escapes get this long between SIGTERM and SIGKILL
         # this keeper, as each worker's record names it (``keeper.Keeper.ident``)
         self.ident = {"pid": os.getpid(), "create_time": create_time(os.getpid())}
@@ -134,7 +141,6 @@ class _Server:
     def reply(self, line: str) -> None:
         if not self.out_ok:
             return
-        from .._util.fsutil import write_all
 
         try:
             write_all(self.out, (line + "\n").encode())
@@ -164,8 +170,6 @@ class _Server:
             self.base_env = req["env"]
 
     def spawn(self, req: dict[str, Any]) -> None:
-        from .._util.process import create_time, spawn_session
-
         attempt = (req.get("set") or {}).get("PRUN_ATTEMPT_ID") or None
         if attempt and attempt in self.spawned:  # exactly once: never a second launch
             return self.reply(f"failed {req['id']} {errno.EEXIST} "
@@ -203,9 +207,6 @@ class _Server:
 
     def write_record(self, req: dict[str, Any], worker: tuple[int, float | None] | None) -> None:
         """The spawn's ``unit.json``: with its ``worker`` once it runs, else as it was sent."""
-        from .._util.fsutil import atomic_write_json
-        from ..attempt.statedir import worker_entry
-
         if not req.get("record"):
             return
         path, record = req["record"]
@@ -249,7 +250,6 @@ class _Server:
         """Take note of each new child that is not in a worker's group: an escape."""
         if not self.subreaper:
             return
-        from .._util.process import children, proc_info
 
         groups: set[int] = set()
         for pid in children():
@@ -268,7 +268,7 @@ class _Server:
             groups.add(info["pgid"])
             if info["pgid"] in self.kids or info["pgid"] in self.swept:
                 continue                     # its worker's group signals reach it
-            esc = self.escapes[pid] = _Escape(info, self._owners(info))
+            esc = self.escapes[pid] = _Escape.of(info, self._owners(info))
             if esc.owners <= self.finished:  # its workers have all ended already
                 self.end(esc, max(esc.owners, default=None))
         self.swept &= groups
@@ -290,8 +290,6 @@ class _Server:
 
     def _lineage(self) -> dict[tuple[int, float], set[int]]:
         """Every process below an escape, with that escape's workers."""
-        from .._util.process import children, proc_info
-
         found: dict[tuple[int, float], set[int]] = {}
         for esc in self.escapes.values():
             todo = children(esc.pid)
@@ -312,8 +310,6 @@ class _Server:
 
     def end(self, esc: _Escape, rid: int | None) -> None:
         """Report ``esc`` under worker ``rid`` and send it SIGTERM; SIGKILL follows."""
-        from .._util.process import proc_info, signal_escape
-
         now = proc_info(esc.pid)
         cmdline = now["cmdline"] if now and now["cmdline"] else esc.cmdline
         worker = self.workers.get(rid) if rid is not None else None
@@ -326,8 +322,6 @@ class _Server:
 
     def expire(self) -> float | None:
         """SIGKILL the escapes whose grace is over; seconds until the next one's is."""
-        from .._util.process import signal_escape
-
         now, nearest = time.monotonic(), None
         for esc in list(self.escapes.values()):
             if esc.kill_at is None:
@@ -352,8 +346,6 @@ class _Server:
     def write_log(self, kid: _Kid, what: str) -> None:
         """``<state dir name> <what>`` in the worker's exit-code log: ``spawned <pid> <start>``
         once it runs, its code once it is reaped."""
-        from .._util.fsutil import write_all
-
         try:
             fd = self.logs.get(kid.log)
             if fd is None:
@@ -364,8 +356,6 @@ class _Server:
                   file=sys.stderr)
 
     def serve(self) -> int:
-        import selectors
-
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
@@ -400,8 +390,6 @@ class _Server:
 
 def _write_files(files: Any, copies: Any) -> None:
     """A spawn's opening files, each whole or not at all (not synced: see ``statedir``)."""
-    from .._util.fsutil import atomic_write
-
     for path, text in files:
         atomic_write(path, text, durable=False)
     for source, path in copies:

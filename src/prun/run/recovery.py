@@ -19,30 +19,52 @@ import asyncio
 import contextlib
 import os
 import signal
+from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from typing import Any
 
-from .._util.fsutil import file_size
-from .._util.process import AdoptedWorker, end_marked
+import psutil
+
+from .._util.fsutil import atomic_write, file_size, read_text
+from .._util.process import AdoptedWorker, end_marked, same_process_alive
+from .._util.worker import WorkerLike as RunWorker
 from ..attempt import identity, statedir
-from ..attempt.dispatch import Request
+from ..attempt.dispatch import Request, finish, recorded_exit, reopen
 from ..attempt.finishing import UNPUBLISHED
 from ..attempt.monitor import STATE_DIR_VAR
 from ..attempt.outcome import Outcome
 from ..ledger import PACKET_STATUS, PacketStatus, Status, now_iso
-from .drive import watch
-from .settle import settle
+from .context import RunContext
+from .ends import End
+from .life import settle, watch
+from .state import RunState
 from .unit import UnitState
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from .._util.process import WorkerLike as RunWorker
-    from .supervisor import Supervisor
+Start = Callable[[UnitState, Coroutine[Any, Any, End]], None]
+"""The loop's way to run a unit's task (a re-attached or re-judged attempt) to its end."""
 
 
-def recover(sup: Supervisor) -> None:
+class Recovering:
+    """What recovery reports to: the run's state (packet statuses, events), its context (the
+    ledger, paths, cluster) and the loop's ``start`` for the tasks of adopted attempts."""
+
+    def __init__(self, state: RunState, ctx: RunContext, start: Start):
+        self.state, self.ctx, self.start = state, ctx, start
+        self.units, self.ledger, self.run_id = state.units, ctx.ledger, state.run_id
+        self.paths, self.env, self.settings = ctx.paths, ctx.env, ctx.settings
+        self.set_packet, self.emit = state.set_packet, ctx.emit
+
+    @property
+    def cluster(self) -> Any:
+        return self.ctx.cluster
+
+
+def recover(state: RunState, ctx: RunContext, start: Start) -> None:
     """Pick the run up from the ledger: finished packets stay finished, attempts an
-    earlier supervisor launched are re-attached or judged, nothing is launched twice."""
+    earlier supervisor launched are re-attached or judged, nothing is launched twice.
+    Packet statuses go to ``state``; an adopted attempt's task is started with ``start``
+    and returns its end to the loop."""
+    sup = Recovering(state, ctx, start)
     find_unrecorded(sup)
     attempts: dict[str, list[dict[str, Any]]] = {}
     for a in sup.ledger.attempts(sup.run_id):
@@ -58,7 +80,7 @@ def recover(sup: Supervisor) -> None:
     unblock(sup)
 
 
-def unblock(sup: Supervisor) -> None:
+def unblock(sup: Recovering) -> None:
     """A packet blocked behind one that is judged again now (its result published once a
     full disk allows it), directly or through another, is pending again: the scheduler
     decides about it once what it comes after has ended."""
@@ -73,7 +95,7 @@ def unblock(sup: Supervisor) -> None:
                 changed = True
 
 
-def recover_unit(sup: Supervisor, u: UnitState, last: dict[str, Any]) -> None:
+def recover_unit(sup: Recovering, u: UnitState, last: dict[str, Any]) -> None:
     """A packet with attempts (``last`` its latest): left as it is, its next attempt due,
     or its running attempt adopted."""
     u.attempt_id = last["id"]
@@ -119,8 +141,6 @@ def _running_with(state_dir: str) -> tuple[int, float] | None:
     unit's monitor) when there is one. Only the unit's own processes carry it (the keeper
     sets it for the worker alone): what is found is the unit's, whatever its state dir
     says."""
-    import psutil
-
     found = None
     for p in psutil.process_iter(["pid", "create_time"]):
         try:
@@ -152,7 +172,7 @@ class Reattached(AdoptedWorker):
             self.escaped += end_marked(STATE_DIR_VAR, self.state_dir, self.since)
 
 
-def _prompt_seqs(sup: Supervisor) -> dict[str, int]:
+def _prompt_seqs(sup: Recovering) -> dict[str, int]:
     """The highest attempt number each packet's frozen prompts show (``<packet>.<n>.md`` is
     written for attempt n before it begins): the floor of the next attempt's number."""
     seqs: dict[str, int] = {}
@@ -168,7 +188,7 @@ def _prompt_seqs(sup: Supervisor) -> dict[str, int]:
     return seqs
 
 
-def after_terminal(sup: Supervisor, u: UnitState, status: Status) -> None:
+def after_terminal(sup: Recovering, u: UnitState, status: Status) -> None:
     """The latest attempt of ``u`` has ended (``status``): a finished packet stays so, one
     whose row missed the attempt's final status gets it, and after a quota stop, a
     reassignment or no receipt the next attempt is due."""
@@ -190,9 +210,9 @@ def after_terminal(sup: Supervisor, u: UnitState, status: Status) -> None:
         sup.set_packet(u, PacketStatus.PENDING, "a follow-up attempt is due")
 
 
-def find_unrecorded(sup: Supervisor) -> None:
+def find_unrecorded(sup: Recovering) -> None:
     """Attempts whose state dir exists but whose ledger rows a crash cut short (the
-    supervisor batches its writes): complete them from the state dir's unit.json."""
+    supervisor died between its writes): complete them from the state dir's unit.json."""
     known = {a["id"]: dict(a) for a in sup.ledger.attempts(sup.run_id)}
     try:
         names = os.listdir(sup.paths.state)
@@ -228,12 +248,10 @@ def _attempt_of(aid: str, run_id: str, packet_id: str) -> bool:
     return aid.startswith(prefix) and aid[len(prefix):].isdigit()
 
 
-async def adopt(sup: Supervisor, u: UnitState, row: dict[str, Any]) -> None:
+async def adopt(sup: Recovering, u: UnitState, row: dict[str, Any]) -> End:
     """An attempt an earlier supervisor launched: re-attach to its worker if it still runs
     (found through records its unit cannot write, ``identity.worker``), else judge it from
     its state dir (its ``outcome.json`` when it was judged already)."""
-    from ..attempt.dispatch import recorded_exit, reopen
-
     sd = statedir.StateDir(row["state_dir"])
     u.state_dir = sd.path
     unit = sd.unit
@@ -246,7 +264,7 @@ async def adopt(sup: Supervisor, u: UnitState, row: dict[str, Any]) -> None:
 
         judged = replace(Outcome.from_json(done), result_file=row["result_path"],
                          state_dir=sd.path)   # where prun published it: the ledger says
-        return settle(sup, u, judged, None, executor=executors.get(row["executor"] or "command"),
+        return settle(sup.ctx, u, judged, None, executor=executors.get(row["executor"] or "command"),
                       workspace=row["workspace"])
     d = reopen(request(sup, u, row, sd), sd.path, row["receipt"])
     u.started = d.launched_at
@@ -260,31 +278,30 @@ async def adopt(sup: Supervisor, u: UnitState, row: dict[str, Any]) -> None:
         sup.ledger.update_attempt(row["id"], "re-attached by a resumed supervisor",
                                   status=Status.RUNNING)
         sup.emit("reattached", u)
-        return await watch(sup, u, d)
+        return await watch(sup.ctx, u, d)
     # it ended while no supervisor ran: what it left behind goes first, as a keeper would
     d.escaped = await asyncio.to_thread(end_marked, STATE_DIR_VAR, sd.path,
                                         found[1] if found else None)
     code = await asyncio.to_thread(recorded_exit, sd, True)  # the keeper may be logging it
-    settle(sup, u, d.finish(code), None, executor=d.p.executor, workspace=d.workspace)
+    return settle(sup.ctx, u, finish(d, code), None, executor=d.p.executor,
+                  workspace=d.workspace)
 
 
-async def republish(sup: Supervisor, u: UnitState, row: dict[str, Any]) -> None:
+async def republish(sup: Recovering, u: UnitState, row: dict[str, Any]) -> End:
     """An attempt that succeeded but whose result could not be written (``disk-full``,
     ``publish-failed``): judged again from what its state dir kept (its stream, the exit
     code the ledger recorded) and its result published now, so that its packet ends as it
     would have. Nothing is launched."""
-    from ..attempt.dispatch import reopen
-
     sd = statedir.StateDir(row["state_dir"])
     u.state_dir = sd.path
     d = reopen(request(sup, u, row, sd), sd.path, row["receipt"])
     u.started = d.launched_at
-    outcome = await asyncio.to_thread(d.finish, row["exit_code"])
+    outcome = await asyncio.to_thread(finish, d, row["exit_code"])
     sup.emit("republished", u, outcome.reason)
-    settle(sup, u, outcome, None, executor=d.p.executor, workspace=d.workspace)
+    return settle(sup.ctx, u, outcome, None, executor=d.p.executor, workspace=d.workspace)
 
 
-async def orphaned(sup: Supervisor, u: UnitState, d: Any) -> None:
+async def orphaned(sup: Recovering, u: UnitState, d: Any) -> End:
     """A cluster attempt whose supervisor died: its result cannot be collected any more, so
     it is ended on its worker (when the cluster is reachable; its diff is landed) and fails
     as ``worker-lost`` (cancelled, when a cancel was asked for); it is never launched again
@@ -299,17 +316,16 @@ async def orphaned(sup: Supervisor, u: UnitState, d: Any) -> None:
     d.lost = ("worker-lost", "the supervisor that sent it to the cluster died; its result "
               "could not be collected")
     why = "cancelled" if u.cancel_requested else None
-    settle(sup, u, await asyncio.to_thread(d.finish, None, cancelled=why is not None), why,
-           executor=d.p.executor, workspace=d.workspace, quiet=quiet)
+    return settle(sup.ctx, u, await asyncio.to_thread(finish, d, None,
+                                                      cancelled=why is not None), why,
+                  executor=d.p.executor, workspace=d.workspace, quiet=quiet)
 
 
-def request(sup: Supervisor, u: UnitState, row: dict[str, Any],
+def request(sup: Recovering, u: UnitState, row: dict[str, Any],
             sd: statedir.StateDir) -> Request:
     """The request of the attempt in ``row``, as its state dir and the ledger recorded it.
     A prompt copy that a crash left missing or empty is restored first: from the attempt's
     frozen brief (``prompts/<packet>.<n>.md``), else from the packet's prompt in the ledger."""
-    from .._util.fsutil import atomic_write, read_text
-
     if file_size(sd.file(statedir.PROMPT)) == 0:
         frozen = read_text(str(sup.paths.prompts / f"{u.packet.id}.{row['seq']}.md"))
         atomic_write(sd.file(statedir.PROMPT), frozen or u.packet.prompt)
@@ -327,8 +343,6 @@ def request(sup: Supervisor, u: UnitState, row: dict[str, Any],
 def still_running(worker: tuple[int, float]) -> int | None:
     """A pidfd of ``worker`` (pid, start time: ``identity.worker``) if that very process
     still runs, else None."""
-    from .._util.process import same_process_alive
-
     pid, started = worker
     if not same_process_alive(pid, started):
         return None

@@ -10,58 +10,52 @@ import asyncio
 import contextlib
 import time
 
+from .._util.fsutil import file_size
 from ..attempt import statedir
+from ..attempt.dispatch import Dispatch
+from ..attempt.outcome import Outcome
 from ..ledger import PacketStatus, Status, now_iso
-from .settle import no_receipt, quarantine
+from .context import RunContext
+from .ends import End, NotDispatched, Settled, Successor
+from .quarantine import quarantine
 from .unit import UnitState
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from ..attempt.dispatch import Dispatch
-    from ..attempt.outcome import Outcome
-    from .supervisor import Supervisor
 
-
-async def session(sup: Supervisor, u: UnitState, d: Dispatch, handed: Outcome) -> None:
+async def session(ctx: RunContext, u: UnitState, d: Dispatch, handed: Outcome) -> End:
     """Hand the unit to the coordinator, then wait for its receipt and its result."""
-    from .._util.fsutil import file_size
-
     aid, sd = u.current_attempt, d.state
-    sup.ledger.update_attempt(aid, "handed to the coordinator", state_dir=sd.path,
+    ctx.ledger.update_attempt(aid, "handed to the coordinator", state_dir=sd.path,
                               workspace=d.workspace, mode=d.p.mode)
-    sup.emit("handoff", u, "run it as a subagent, then attach its receipt",
+    ctx.emit("handoff", u, "run it as a subagent, then attach its receipt",
              handoff=sd.file(statedir.HANDOFF),
              receipt_cmd=next((x.split(" ", 1)[1] for x in handed.lines
                                if x.startswith("RECEIPT-CMD ")), None))
     stop = u.stop = asyncio.Event()
-    limit = min(time.time() + d.settings.timeout_s, sup.deadline or float("inf"))
+    limit = min(time.time() + d.settings.timeout_s, ctx.state.deadline or float("inf"))
     result = d.p.result_file
-    receipt = await attend(sup, u, sd, result, stop, limit)
+    receipt = await attend(ctx, u, sd, result, stop, limit)
     status, reason = verdict(u, receipt, file_size(result) > 0, stop.is_set())
     if u.superseded or status in (Status.CANCELLED, Status.TIMEOUT):
-        quarantine(sup, u, d.workspace, result_file=result, everything=True)
-    sup.ledger.update_attempt(aid, reason, status=status, reason=reason,
+        quarantine(ctx.paths, u, d.workspace, result_file=result, everything=True)
+    ctx.ledger.update_attempt(aid, reason, status=status, reason=reason,
                               finished_at=now_iso())
     if u.superseded:
         u.superseded = False
         u.predecessor = aid
-        return sup.set_packet(u, PacketStatus.PENDING, f"reassigned; {aid} superseded")
+        return Successor(f"reassigned; {aid} superseded")
     if status == Status.NOT_DISPATCHED:
-        return no_receipt(sup, u, None, f"run session unit {u.packet.id} as a subagent",
-                          "its receipt (prun receipt STATE_DIR --attempt-id ID)")
+        return NotDispatched(f"run session unit {u.packet.id} as a subagent",
+                             "its receipt (prun receipt STATE_DIR --attempt-id ID)")
     pstatus = {Status.SUCCEEDED: PacketStatus.SUCCEEDED,
                Status.TIMEOUT: PacketStatus.TIMEOUT}.get(status, PacketStatus.CANCELLED)
-    sup.set_packet(u, pstatus, reason)
-    sup.emit(pstatus.value, u, reason, result_file=result)
+    return Settled(pstatus, reason, {"result_file": result})
 
 
-async def attend(sup: Supervisor, u: UnitState, sd: statedir.StateDir, result: str,
+async def attend(ctx: RunContext, u: UnitState, sd: statedir.StateDir, result: str,
                  stop: asyncio.Event, limit: float) -> str | None:
     """Look for the receipt, then the result, until both are there, ``stop`` is set or
     ``limit`` passes (files land without an event to await). Returns the receipt, None when
     none was attached."""
-    from .._util.fsutil import file_size
-
     receipt: str | None = None
     if time.time() >= limit:
         return receipt
@@ -73,10 +67,10 @@ async def attend(sup: Supervisor, u: UnitState, sd: statedir.StateDir, result: s
                     receipt = sd.read(statedir.RECEIPT)
                     if receipt:
                         u.started = time.time()
-                        sup.ledger.update_attempt(
+                        ctx.ledger.update_attempt(
                             u.current_attempt, "the coordinator attached its receipt",
                             status=Status.DISPATCHED, receipt=receipt, dispatched_at=now_iso())
-                        sup.emit("dispatched", u, receipt=receipt)
+                        ctx.emit("dispatched", u, receipt=receipt)
                 if receipt and file_size(result) > 0:
                     break
                 with contextlib.suppress(TimeoutError):

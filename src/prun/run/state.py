@@ -1,348 +1,110 @@
-"""A run's frozen record and its current state, read from the ledger and the state dirs.
+"""The run's state: its units, the scheduler's place in them, why it stopped launching, and
+what it has yet to tell (packet statuses for the ledger, events for the renderer and hooks).
 
-``freeze`` turns a plan into a run: expected packet ids and count, the base revision as a
-commit id, the terminal deadline as a time, the cancel action and its owner, the parallelism,
-each packet's routed executor, and a run dir ``.prun/runs/<run-id>/`` holding the prompts,
-state dirs, results, quarantine and logs (``prun.run.view`` reads a run back).
+A plain data class that only the run loop changes (``prun.run.loop``); a unit's task reads it
+(its deadline, the units it comes after) and returns what happened to it as an end
+(``prun.run.ends``), which the loop applies here. Nothing in it writes anywhere: the loop
+writes what it has to tell (``take_told``) after each of its steps.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import os
-import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
-from pathlib import Path
-from typing import Any, TypeVar
+from dataclasses import dataclass, field
+from typing import Any
 
-from .._util.timeparse import deadline_at
-from ..errors import GitError, StateError, UsageError
-from ..ledger import Ledger, PacketRecord, PacketStatus, RunRecord, now_iso, prun_dir, repo_root
-from ..plan import DataBoundary, Packet, Plan
-
-DEFAULT_PARALLEL = 8
-T = TypeVar("T")
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import sqlite3
-
-    from ..cluster.config import ClusterConfig
-    from .prepare import Route
+from ..ledger import PacketStatus, RunStatus
+from .events import Event
+from .unit import UnitState
 
 
 @dataclass(frozen=True)
-class RunPaths:
-    root: Path
+class PacketChange:
+    """A packet's new status, for the ledger."""
 
-    @property
-    def prompts(self) -> Path:
-        return self.root / "prompts"
-
-    @property
-    def state(self) -> Path:
-        return self.root / "state"
-
-    @property
-    def results(self) -> Path:
-        return self.root / "results"
-
-    @property
-    def quarantine(self) -> Path:
-        return self.root / "quarantine"
-
-    @property
-    def log(self) -> Path:
-        return self.root / "supervisor.log"
-
-    @property
-    def hooks_log(self) -> Path:
-        return self.root / "hooks.log"
-
-    def make(self) -> None:
-        for d in (self.prompts, self.state, self.results, self.quarantine):
-            d.mkdir(parents=True, exist_ok=True)
+    packet_id: str
+    status: PacketStatus
+    cause: str
+    data: dict[str, Any] | None = None
 
 
-def new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + os.urandom(2).hex()
+Told = PacketChange | Event
 
 
-_PACKET_FIELDS = tuple(f.name for f in dataclasses.fields(Packet))
-_DATA_FIELDS = tuple(f.name for f in dataclasses.fields(DataBoundary))
+@dataclass
+class RunState:
+    """One run as its loop drives it."""
+
+    run_id: str
+    units: dict[str, UnitState]          # the frozen packets, each as a unit, in plan order
+    parallel: int
+    deadline: float | None               # epoch seconds
+    cursor: int = 0                      # every unit before it is finished
+    parked: set[str] = field(default_factory=set)
+    stopped: str | None = None           # why the run stopped launching (no receipt)
+    cancelled: bool = False
+    timed_out: bool = False
+    told: list[Told] = field(default_factory=list)   # to be written and emitted, in order
+    order: list[UnitState] = field(init=False)        # the units, in plan order
+
+    def __post_init__(self) -> None:
+        self.order = list(self.units.values())
+
+    def set_packet(self, u: UnitState, status: PacketStatus, cause: str, **data: Any) -> None:
+        """Change a packet's status (the ledger is told at the end of the step)."""
+        if status in (PacketStatus.PENDING, PacketStatus.PARKED):
+            self.cursor = 0  # it is open again: scan from the start
+        if status == PacketStatus.PARKED:
+            self.parked.add(u.packet.id)
+        else:
+            self.parked.discard(u.packet.id)
+        u.status = status
+        self.told.append(PacketChange(u.packet.id, status, cause, data or None))
+
+    def emit(self, kind: str, u: UnitState | None = None, cause: str = "",
+             **data: Any) -> None:
+        """An event to tell at the end of the step."""
+        self.told.append(event(self.run_id, kind, u, cause, **data))
+
+    def take_told(self) -> list[Told]:
+        told, self.told = self.told, []
+        return told
+
+    def settled(self, running: int) -> bool:
+        """Whether the run is over: no unit's task runs (``running``) and every unit is
+        finished, or pending behind a stop, a cancel or the deadline."""
+        if running:
+            return False
+        for u in self.units.values():
+            if u.status.terminal:
+                continue
+            if u.status == PacketStatus.RUNNING:
+                return False
+            if not (self.stopped or self.cancelled or self.timed_out):
+                return False
+        return True
+
+    def final_status(self) -> RunStatus:
+        if self.cancelled:
+            return RunStatus.CANCELLED
+        if self.timed_out:
+            return RunStatus.TIMEOUT
+        if self.stopped:
+            return RunStatus.STOPPED
+        if all(u.status == PacketStatus.SUCCEEDED for u in self.units.values()):
+            return RunStatus.SUCCEEDED
+        return RunStatus.FAILED
+
+    def counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for u in self.units.values():
+            counts[u.status.value] = counts.get(u.status.value, 0) + 1
+        return counts
 
 
-def packet_spec(p: Packet) -> dict[str, Any]:
-    """The packet as plain data for the ledger (tuples stay tuples: JSON writes them as lists;
-    a shallow walk, as ``dataclasses.asdict`` deep-copies every value)."""
-    d = {name: getattr(p, name) for name in _PACKET_FIELDS if name != "lines"}
-    if isinstance(d.get("data"), DataBoundary):
-        d["data"] = {name: getattr(d["data"], name) for name in _DATA_FIELDS}
-    return d
-
-
-def packet_from_spec(spec: str | Mapping[str, Any] | None,
-                     row: Mapping[str, Any] | sqlite3.Row | None = None) -> Packet:
-    """A frozen packet back from the ledger: its JSON (the packet's fields) or the path of its
-    packet file; the row's own columns fill what the JSON lacks."""
-    row = dict(row or {})
-    if isinstance(spec, str):
-        text = spec.strip()
-        if text and not text.startswith("{") and os.path.isfile(text):
-            from ..plan import load_packet
-
-            return load_packet(text)
-        spec = json.loads(text) if text.startswith("{") else {}
-    return _packet(dict(spec or {}), row)
-
-
-def _packet(spec: dict[str, Any], row: dict[str, Any]) -> Packet:
-    """The packet of a frozen spec (its JSON, read), the row's columns filling its gaps."""
-    for key in ("id", "kind", "executor", "model", "mode", "timeout_s"):
-        if spec.get(key) is None and row.get(key) is not None:
-            spec[key] = row[key]
-    if "after" not in spec and row.get("after"):
-        spec["after"] = json.loads(row["after"])
-    if "timeout_s" not in spec and "timeout" in spec:
-        spec["timeout_s"] = spec.pop("timeout")
-    known = {f.name for f in fields(Packet)}
-    kw = {k: v for k, v in spec.items() if k in known}
-    for key in ("owns", "generates", "reads", "state", "after", "requires"):
-        if key in kw and kw[key] is not None:
-            kw[key] = (kw[key],) if isinstance(kw[key], str) else tuple(kw[key])
-    if isinstance(kw.get("data"), Mapping):
-        data: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v)
-                                for k, v in kw["data"].items() if k in _DATA_FIELDS}
-        kw["data"] = DataBoundary(**data)
-    if isinstance(kw.get("command"), list):
-        kw["command"] = tuple(kw["command"])
-    kw.pop("lines", None)
-    kw.setdefault("prompt", "")
-    if not kw.get("id"):
-        raise StateError("a frozen packet in the ledger has no id",
-                         hint="the ledger may come from another prun version")
-    return Packet(**kw)
-
-
-def deadline_of(plan: Plan, given: str | None) -> float | None:
-    """The run's deadline (``--deadline``, else the plan's) as seconds since the epoch, or
-    None; one that is already past is refused (nothing could run)."""
-    text = given if given is not None else plan.deadline
-    when = deadline_at(text)
-    if when is not None and when <= time.time():
-        raise UsageError(f"deadline {text!r} is already past",
-                         hint="give a later time, or a duration such as 2h")
-    return when
-
-
-def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
-           deadline: str | None = None, env: Mapping[str, str] | None = None,
-           cluster: ClusterConfig | None = None) -> RunRecord:
-    """Record the run in the ledger (one transaction) and make its run dir. Returns the run."""
-    from . import prepare as unitprep
-
-    env = os.environ if env is None else env
-    root, base, bases = preflight(plan, env)    # a bad base or port entry: nothing made yet
-    run_id = new_run_id()
-    paths = RunPaths(prun_dir(root or Path.cwd()) / "runs" / run_id)
-    when = deadline_of(plan, deadline)
-    n_parallel = parallel or plan.parallel or DEFAULT_PARALLEL
-    if n_parallel < 1:
-        raise UsageError(f"parallel must be at least 1 (got {n_parallel})")
-    packets: list[PacketRecord] = []
-    routes = unitprep.route_all(plan.packets, env)  # may refuse a unit: nothing made yet
-    sandboxes = _sandboxes(plan, env, routes)        # may refuse sandbox: on: nothing made yet
-    paths.make()
-    if cluster is not None:   # every supervisor of the run sends its units there
-        cluster.write(str(paths.root))
-    for p in plan.packets:
-        r = routes[p.id]
-        pbase = bases[p.id]
-        spec = packet_spec(p)
-        spec.update({"routed_executor": r.executor, "routing_reason": r.reason,
-                     "base_commit": pbase, "sandbox": sandboxes[p.id]})
-        packets.append({"id": p.id, "kind": p.kind, "executor": r.executor, "model": p.model,
-                        "mode": p.effective_mode, "base": pbase, "after": list(p.after),
-                        "timeout_s": p.timeout_s, "spec": spec})
-    run: RunRecord = {
-           "id": run_id, "repo_root": str(root) if root else None, "plan_path": plan.path,
-           "base": base, "deadline": now_iso(when) if when else None,
-           "cancel_action": plan.cancel_action or "cancel",
-           "cancel_owner": plan.cancel_owner or env.get("USER") or "the coordinator",
-           "parallel": n_parallel, "run_dir": str(paths.root),
-           "check_command": plan.check, "on_event": plan.on_event, "setup": plan.setup}
-    ledger.record_run(run, packets)
-    if cluster is not None:
-        ledger.record_event("cluster", run_id=run_id, cause=f"units run on {cluster.address}",
-                            data={"address": cluster.address,
-                                  "worker_lost": cluster.worker_lost})
-    return run
-
-
-def preflight(plan: Plan, env: Mapping[str, str] | None = None
-              ) -> tuple[Path | None, str | None, dict[str, str | None]]:
-    """What ``freeze`` checks before anything is made, callable before the ledger is even
-    opened: the plan's repository and base commit, each packet's base commit (its own, else
-    the run's) and its ``port:`` entries. Returns (root, run base, packet id -> base);
-    UsageError (at the field) for a base that names no commit or a port entry that names no
-    port."""
-    from .._util import gitcmd
-    from .ports import port_request
-
-    root = repo_root(plan.root)
-    base = None
-    if root is not None:
-        try:
-            base = gitcmd.rev(root, plan.base or "HEAD")
-        except GitError as e:
-            if plan.base:
-                raise UsageError(f"{plan.where('base')}: base {plan.base!r} is not a commit in "
-                                 f"{root}", hint="give a commit id, tag or branch that exists "
-                                 "(git log --oneline shows them)") from None
-            if any(p.writes_code for p in plan.packets):
-                raise UsageError(f"cannot resolve the base revision 'HEAD' in {root}: "
-                                 f"{e.message}", hint="commit something first, or name an "
-                                 "existing base") from None
-    elif any(p.writes_code for p in plan.packets):
-        raise UsageError("the plan has code units but is not inside a git repository",
-                         hint="run plans with code units from a git repository")
-    bases = {p.id: _packet_base(root, plan, p, base) for p in plan.packets}
-    for p in plan.packets:
-        port_request(p.state, env, where=p.where("state"))
-    return root, base, bases
-
-
-def _packet_base(root: Path | None, plan: Plan, p: Packet, run_base: str | None) -> str | None:
-    """The commit packet ``p`` starts from: its own base resolved, else the run's; a base that
-    names no commit is refused (UsageError at its line) before anything is made."""
-    from .._util import gitcmd
-
-    own = plan.base_of(p)
-    if root is None or not own or own == (plan.base or "HEAD"):
-        return run_base
-    try:
-        return gitcmd.rev(root, own)
-    except GitError:
-        raise UsageError(f"{p.where('base')}: base {own!r} of packet {p.id!r} is not a commit "
-                         f"in {root}", hint="give a commit id, tag or branch that exists "
-                         "(git log --oneline shows them)") from None
-
-
-def _sandboxes(plan: Plan, env: Mapping[str, str],
-               routes: Mapping[str, Route]) -> dict[str, str]:
-    """Each packet's sandbox setting (its own, else the plan's, else ``$PRUN_SANDBOX``, else
-    auto). ``on`` where no sandbox can be made refuses the run before anything is frozen."""
-    from ..attempt.sandbox import unavailable
-    from ..settings import load, parse_sandbox
-
-    default = parse_sandbox(plan.sandbox) if plan.sandbox else load(env).sandbox
-    out = {p.id: p.sandbox or default for p in plan.packets}
-    wanted = [p for p in plan.packets
-              if out[p.id] == "on" and _launches(routes[p.id].executor)]
-    if wanted and (why := unavailable()) is not None:
-        p = wanted[0]
-        raise UsageError(f"{p.where('sandbox')}: packet {p.id} asks for sandbox: on, but no "
-                         f"sandbox can be made here: {why}",
-                         hint="install bubblewrap (Debian: bubblewrap), or use sandbox: auto")
-    return out
-
-
-def supervisor_alive(run: Mapping[str, Any] | sqlite3.Row) -> bool:
-    from .._util.process import same_process_alive
-
-    return same_process_alive(run["supervisor_pid"], run["supervisor_started"])
-
-
-TERMINAL_PACKET = {s.value for s in PacketStatus if s.terminal}
-
-
-def spawn_supervisor(run_id: str, ledger_path: str | os.PathLike[str],
-                     log: str | os.PathLike[str], *, module: str = "prun.run.supervisor") -> int:
-    """Start a detached supervisor for ``run_id`` (its own session; output to ``log``):
-    ``python -m <module> RUN``, a module whose supervisor calls ``ready_signal()``'s function
-    once it holds the run (``prun.panel.detached`` drives a panel so)."""
-    import select
-    import subprocess
-    import sys
-
-    from .._util.process import start
-
-    # Return only once the supervisor holds the run, so a `prun wait` right after sees it: it
-    # writes one byte on this pipe then (an exit before that closes it with nothing written).
-    read_end, write_end = os.pipe()
-    env = dict(os.environ)
-    env["PRUN_LEDGER"] = str(ledger_path)
-    env[READY_FD] = str(write_end)
-    try:
-        with open(log, "ab") as out:
-            proc = start([sys.executable, "-m", module, run_id],
-                         stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env,
-                         pass_fds=(write_end,))
-        os.close(write_end)
-        write_end = -1
-        ready, _, _ = select.select([read_end], [], [], SUPERVISOR_START_S)
-        held = bool(ready) and os.read(read_end, 1) == b"1"
-    finally:
-        os.close(read_end)
-        if write_end >= 0:
-            os.close(write_end)
-    if not held:
-        raise StateError(f"the supervisor of run {run_id} did not start",
-                         hint=f"see {log}; then `prun resume {run_id}`")
-    return proc.pid
-
-
-SUPERVISOR_START_S = 30.0
-READY_FD = "PRUN_SUPERVISOR_READY_FD"   # the pipe a detached supervisor says it holds the run on
-
-
-def ready_signal() -> Callable[[], None] | None:
-    """What a detached supervisor calls to tell ``spawn_supervisor`` that it holds the run:
-    one byte on the pipe it passed (its descriptor in ``PRUN_SUPERVISOR_READY_FD``, taken
-    out of the environment so that no worker sees it). None when it was not given one."""
-    fd = os.environ.pop(READY_FD, "")
-    if not fd.isdigit():
-        return None
-
-    def ready() -> None:
-        try:
-            os.write(int(fd), b"1")
-            os.close(int(fd))
-        except OSError:
-            pass   # the starter has gone: nobody is waiting
-
-    return ready
-
-
-def wake_supervisor(run: Mapping[str, Any] | sqlite3.Row) -> bool:
-    """Tell a live supervisor to read its requests (SIGUSR1). False when none runs."""
-    import signal
-
-    if not supervisor_alive(run):
-        return False
-    try:
-        os.kill(run["supervisor_pid"], signal.SIGUSR1)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
-
-
-def wait_for(check: Callable[[], T], limit: float, interval: float = 0.05) -> T:
-    """Poll ``check()`` until it returns something truthy or ``limit`` seconds pass."""
-    end = time.monotonic() + limit
-    while True:
-        got = check()
-        if got or time.monotonic() >= end:
-            return got
-        time.sleep(interval)
-        interval = min(interval * 1.5, 0.5)
-
-
-def _launches(name: str) -> bool:
-    """Whether units of executor ``name`` run as processes (a session unit does not)."""
-    from .. import executors
-
-    ex = executors.lookup(name)
-    return ex is None or ex.launches_process
+def event(run_id: str, kind: str, u: UnitState | None = None, cause: str = "",
+          **data: Any) -> Event:
+    """An event of the run, about ``u`` when given (its attempt and executor)."""
+    return Event(kind, run_id, packet_id=u.packet.id if u else None,
+                 attempt_id=u.attempt_id if u else None,
+                 executor=u.executor if u else None, cause=cause,
+                 data={k: v for k, v in data.items() if v is not None})

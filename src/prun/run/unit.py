@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from .._util.fsutil import file_size, read_head
 from .._util.timeparse import epoch
 from ..attempt import statedir
 from ..ledger import PacketStatus
 from ..plan import Packet
 from . import brief
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..executors.base import Executor
-    from .ports import Reservation
+    from ..ports.reserve import Reservation
 
 EXCERPT_BYTES = 8000
 
@@ -91,8 +92,6 @@ class UnitState:
 def excerpt(path: str | None) -> str | None:
     """The start of an earlier attempt's result, for a fresh attempt that carries it on (only
     its start is read: a result may be tens of megabytes)."""
-    from .._util.fsutil import file_size, read_head
-
     if not path:
         return None
     head = read_head(path, 4 * EXCERPT_BYTES)   # at least EXCERPT_BYTES characters

@@ -22,10 +22,13 @@ Sections read so far (see docs/quota.md)::
 from __future__ import annotations
 
 import os
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._util.regular import read_regular
+from .._util.timeparse import parse_duration
 from ..errors import ConfigError, UsageError
 
 DEFAULT_TTL_S = 300.0
@@ -43,13 +46,10 @@ def config_path(env: Mapping[str, str] | None = None) -> str:
 
 def load(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The whole config file as a dict; ``{}`` when there is none."""
-    from .._util.regular import read_regular
-
     path = config_path(env)
     if path == os.devnull or not os.path.exists(path):
         return {}
     data = read_regular(path, MAX_CONFIG_BYTES, "config file", ConfigError)
-    import tomllib
 
     try:
         return tomllib.loads(data.decode("utf-8"))
@@ -115,7 +115,6 @@ def _duration(value: object, default: float, path: str, key: str) -> float:
         return default
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise _bad(path, key, 'seconds or a duration such as "5m"')
-    from .._util.timeparse import parse_duration
 
     try:
         seconds = parse_duration(value, what=key)

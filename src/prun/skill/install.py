@@ -31,12 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import __version__
+from .._util.gitcmd import toplevel
 from ..errors import UsageError
 from . import bundle
 
 MANIFEST = ".prun-skill.json"
 TARGETS = ("claude", "gemini", "agy")
-CLI_NAMES = {"claude": "Claude Code", "gemini": "Gemini CLI", "agy": "Antigravity"}
 # Where each CLI looks for skills: in a project, and in the user's home.
 PROJECT_DIRS = {"claude": ".claude/skills", "gemini": ".gemini/skills", "agy": ".agents/skills"}
 USER_DIRS = {"claude": ".claude/skills", "gemini": ".gemini/skills",
@@ -92,8 +93,6 @@ def check_target(target: str) -> str:
 
 def default_project(cwd: str | os.PathLike[str] | None = None) -> Path:
     """The repository holding ``cwd`` (default: the current folder)."""
-    from .._util.gitcmd import toplevel
-
     top = toplevel(cwd)
     if top is None:
         raise UsageError("this folder is not inside a git repository",
@@ -170,8 +169,6 @@ def inspect(loc: Location, shipped: Shipped | None = None) -> State:
 
 
 def _write_tree(dest: Path, shipped: Shipped, target: str) -> None:
-    from .. import __version__
-
     for rel, data in shipped.contents.items():
         file = dest.joinpath(*rel.split("/"))
         file.parent.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,7 @@
 A result file has landed when it exists, is non-empty and is final:
 
 - published: a prun dispatcher published it (or kept the worker's own file after the worker
-  exited) and said so in the published-results index (``prun.attempt.published``). No waiting.
+  exited) and said so in the published-results index (``prun.attempt.result_index``). No waiting.
 - stable: anyone else's file (a worker that wrote its own result, a session subagent, a person)
   that has been quiet, unchanged in size and modification time, for the stable window.
 
@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .._util.quoting import quote, rest_of_line
-from ..attempt import published
+from ..attempt import result_index
 from ..errors import ExitCode, UsageError
+from .notify import Watch
 
 if TYPE_CHECKING:
     from .notify import Changes, Watch
@@ -52,7 +53,7 @@ class LandingRule:
 
     def __init__(self, window: float = DEFAULT_STABLE_WINDOW_S, index_folder: str | None = None):
         self.window = window
-        self.index_folder = index_folder or published.index_dir()
+        self.index_folder = index_folder or result_index.index_dir()
         # path -> (its device, inode, size and mtime, when that version was first seen)
         self._seen: dict[str, tuple[tuple[int, int, int, int], float]] = {}
 
@@ -65,9 +66,9 @@ class LandingRule:
             return FileState(path, "missing")
         if st.st_size == 0:
             return FileState(path, "empty")
-        if published.lookup(path, st, self.index_folder) is not None:
+        if result_index.lookup(path, st, self.index_folder) is not None:
             return FileState(path, "published", st.st_size)
-        if published.rewritten(path, st, self.index_folder):
+        if result_index.rewritten(path, st, self.index_folder):
             return FileState(path, "changed", st.st_size)
         sig = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         seen = self._seen.get(path)
@@ -98,8 +99,6 @@ def gather(paths: Iterable[str], *, emit: Callable[[str], None],
     ``TIMEOUT remaining=<k>`` and return 2 when ``timeout`` seconds pass first. A published
     result written again in place afterwards lands as ``CHANGED <path> reason=result-changed``
     and the return is 1 once every file has landed."""
-    from .notify import Watch
-
     files = list(dict.fromkeys(os.path.abspath(os.path.expanduser(p)) for p in paths))
     for p in files:
         if os.path.isdir(p):
@@ -136,7 +135,7 @@ class _Waiting:
         self.pending: dict[str, None] = dict.fromkeys(files)   # in the order given
         self.rule, self.watch, self.emit = rule, watch, emit
         self.polling, self.interval = polling, interval
-        self.by_entry = {published.entry_name(p): p for p in self.pending}  # index entry -> file
+        self.by_entry = {result_index.entry_name(p): p for p in self.pending}  # index entry -> file
         self.watched: dict[str, str] = {}      # file -> the folder watched for it
         self.ready_at: dict[str, float] = {}   # settling file -> when its stable window ends
         self.rewritten = 0                     # files published, then written again in place

@@ -37,10 +37,14 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from .. import executors
 from .._util.fsutil import read_head
-from ..attempt import published, statedir
+from .._util.process import same_process_alive
+from ..attempt import result_index as published
+from ..attempt import statedir
 from ..attempt.statedir import StateDir
 from .gather import DEFAULT_STABLE_WINDOW_S, FileState, LandingRule
+from .notify import Watch
 from .report import (
     EVENTS,
     STATES,
@@ -121,8 +125,6 @@ class Monitor:
 
     # the loop ---------------------------------------------------------------------------------
     def run(self, timeout: float | None = None) -> Report:
-        from .notify import Watch
-
         started = time.monotonic()
         watch = self.watch = Watch(self.mode, self.interval)
         try:
@@ -266,8 +268,6 @@ class Monitor:
         return state, ",".join(notes)
 
     def _alive(self, u: _Unit) -> bool:
-        from .._util.process import same_process_alive
-
         pid, ctime = u.dispatcher()
         key = u.key = (pid, ctime) if pid else None
         if key is None:
@@ -351,8 +351,6 @@ def _started_at(u: _Unit) -> float | None:
 def _is_session(executor: str) -> bool:
     """A ``session`` unit: its executor launches no process (a subagent the coordinator
     spawned)."""
-    from .. import executors
-
     ex = executors.lookup(executor)
     return ex is not None and not ex.launches_process
 

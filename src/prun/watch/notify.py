@@ -25,13 +25,29 @@ missed: a change is either seen by the scan or reported as an event afterwards.
 
 from __future__ import annotations
 
+import atexit
+import gc
 import os
+import selectors
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from watchdog.events import (
+    DirCreatedEvent,
+    DirMovedEvent,
+    FileClosedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileMovedEvent,
+    FileSystemEventHandler,
+)
+from watchdog.observers import Observer
+
+from .._util.process import same_process_alive
 from ..errors import UsageError
+from ..settings import load
 
 if TYPE_CHECKING:
     import selectors
@@ -46,15 +62,11 @@ DEFAULT_POLL_INTERVAL = 1.0
 
 def resolve_mode(forced_poll: bool = False, env: Mapping[str, str] | None = None) -> str:
     """``poll`` when asked by option or ``PRUN_WATCH`` (``prun.settings``), else ``native``."""
-    from ..settings import load
-
     return "poll" if forced_poll else load(env).watch_mode
 
 
 def poll_interval(env: Mapping[str, str] | None = None) -> float:
     """``PRUN_WATCH_POLL_INTERVAL`` (``prun.settings``)."""
-    from ..settings import load
-
     return load(env).poll_interval_s
 
 
@@ -126,8 +138,6 @@ class Watch:
     def add_process(self, pid: int, create_time: float | None) -> ProcessWatch:
         """Wake when the process exits. Returns ``watching``, ``gone`` (it is not running, or
         the pid now belongs to another process) or ``unsupported`` (check it on a timer)."""
-        from .._util.process import same_process_alive
-
         if self._selector is None or not hasattr(os, "pidfd_open"):
             return "unsupported"
         try:
@@ -140,7 +150,6 @@ class Watch:
         if not same_process_alive(pid, create_time, unproven=True):
             os.close(fd)
             return "gone"
-        import selectors
 
         self._pidfds[fd] = pid
         self._selector.register(fd, selectors.EVENT_READ, pid)
@@ -237,29 +246,17 @@ def _new_observer(kind: str, interval: float) -> BaseObserver:
         from watchdog.observers.polling import PollingObserver
 
         return PollingObserver(timeout=interval)
-    from watchdog.observers import Observer
 
     return Observer()
 
 
 def _event_filter() -> list[type[FileSystemEvent]]:
-    from watchdog.events import (
-        DirCreatedEvent,
-        DirMovedEvent,
-        FileClosedEvent,
-        FileCreatedEvent,
-        FileDeletedEvent,
-        FileMovedEvent,
-    )
-
     return [FileCreatedEvent, FileMovedEvent, FileDeletedEvent, FileClosedEvent,
             DirCreatedEvent, DirMovedEvent]
 
 
 def _handler(callback: Callable[[FileSystemEvent], None]) -> FileSystemEventHandler:
     """A watchdog event handler that passes every event to ``callback``."""
-    from watchdog.events import FileSystemEventHandler
-
     class _Handler(FileSystemEventHandler):
         def on_any_event(self, event: FileSystemEvent) -> None:
             callback(event)
@@ -271,7 +268,4 @@ def exit_quickly() -> None:
     """For a command whose caller is woken by its exit: at interpreter exit, skip the final
     garbage collection over every object (``gc.freeze`` in an atexit hook), which otherwise
     adds 10-30 ms after the answer is printed. Does nothing until the process exits."""
-    import atexit
-    import gc
-
     atexit.register(gc.freeze)

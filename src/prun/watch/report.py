@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .._util.quoting import quote, word
+from .._util.timeparse import format_duration
 from ..errors import ExitCode
 
 # the event that woke the monitor, and its exit code (prun.errors.ExitCode)
@@ -72,9 +74,6 @@ def summary_line(report: Report) -> str:
 
 
 def digest_line(u: UnitReport) -> str:
-    from .._util.quoting import quote, word
-    from .._util.timeparse import format_duration
-
     def dur(v: float | None) -> str:
         return "-" if v is None else format_duration(v)
 

@@ -1,5 +1,5 @@
 """In-process runs for supervisor tests: a plan frozen in the real ledger (SQLite in tmp_path),
-real state dirs, a ``Supervisor`` driven with asyncio, and a fake keeper whose workers end when
+real state dirs, the run ``Loop`` driven with asyncio, and a fake keeper whose workers end when
 the test says (``fakekeeper``).
 
 A scenario is a coroutine that plays the workers while the supervisor runs:
@@ -10,8 +10,8 @@ A scenario is a coroutine that plays the workers while the supervisor runs:
         ...
     assert run.drive(play) == "succeeded"
 
-``crash`` stops a supervisor mid-run, as a kill would, except that what it had queued for the
-ledger is written; ``tamper`` then edits the ledger as a batch cut short would have left it.
+``crash`` stops a supervisor mid-run, as a kill would; ``tamper`` then edits the ledger as a
+crash between two writes would have left it.
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from fakekeeper import FakeKeeper, Watchers
-from runkit import write_plan
 
 from prun.ledger import Ledger
 from prun.plan import load_plan
 from prun.run.events import Event
-from prun.run.state import freeze
-from prun.run.supervisor import Supervisor
+from prun.run.freeze import freeze
+from prun.run.loop import Loop
+from runkit import write_plan
 
 LIMIT_S = 30.0  # no scenario takes nearly this long; a broken one fails instead of hanging
 OUTPUT = "the unit finished its work and reports a full result\n"
@@ -53,7 +53,7 @@ class Run:
         self.events: list[Event] = []
         self.watchers = Watchers()
         self.on_event: Callable[[Event], None] | None = None
-        self.sup: Supervisor | None = None
+        self.sup: Loop | None = None
 
     @classmethod
     def of(cls, repo: Path, packets: list[dict], **settings) -> Run:
@@ -62,13 +62,13 @@ class Run:
         return cls(ledger, freeze(load_plan(str(plan)), ledger)["id"])
 
     # driving ---------------------------------------------------------------------------------
-    def supervisor(self) -> Supervisor:
+    def supervisor(self) -> Loop:
         """A new supervisor for the run. Each has a fake keeper of its own (``self.keeper``):
         the first the one set up with the run, a later one a new one."""
         if self.keeper.loop is not None:
             self.keeper = FakeKeeper()
-        self.sup = Supervisor(self.ledger, self.id, emit=self._emit, env=dict(os.environ),
-                              keeper=self.keeper)
+        self.sup = Loop(self.ledger, self.id, emit=self._emit, env=dict(os.environ),
+                        keeper=self.keeper)
         return self.sup
 
     def drive(self, play: Callable[[], Awaitable[None]] | None = None) -> str:
@@ -142,7 +142,7 @@ class Run:
         return self.ledger.run(self.id)["status"]
 
     def tamper(self, sql: str, *args) -> None:
-        """Change the ledger behind the supervisor's back (a crash cut a batch short)."""
+        """Change the ledger behind the supervisor's back (a crash cut its writes short)."""
         self.ledger.conn.execute(sql, args)
 
 

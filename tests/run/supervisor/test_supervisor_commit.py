@@ -1,70 +1,51 @@
-"""The group commit, in process: a launch waits for its own ledger rows and for no sync of the
-units settled before it; a settled unit's end is committed only once its files are synced; an
-attempt that depends on another one's end is committed behind that end."""
+"""Exactly once, in process: a worker starts only after its attempt's row is committed (another
+connection reads it), and an attempt that depends on another one's end is written behind
+that end."""
 
 from __future__ import annotations
 
-import asyncio
-import threading
-
-import pytest
-from supkit import LIMIT_S, OUTPUT, Run, unit
+from fakekeeper import FakeKeeper, FakeWorker
+from supkit import OUTPUT, Run, unit
 
 from prun.ledger import Ledger
-from prun.run import group_commit
 
 
-class HeldSync:
-    """The supervisor's ``syncfs``, held until ``release``; ``entered`` once it was called."""
-
-    def __init__(self) -> None:
-        self.entered, self.released = threading.Event(), threading.Event()
-
-    def __call__(self, root: str) -> None:
-        self.entered.set()
-        if not self.released.wait(LIMIT_S):
-            raise AssertionError("the test never released the sync")
-
-    def release(self) -> None:
-        self.released.set()
-
-
-@pytest.fixture
-def held_sync(monkeypatch):
-    held = HeldSync()
-    monkeypatch.setattr(group_commit, "sync_fs", held)
-    return held
-
-
-def committed(run: Run) -> tuple[dict[str, str], dict[str, list[str]]]:
-    """What another connection reads: each packet's status and each packet's attempts'."""
+def committed(run: Run) -> dict[str, list[dict]]:
+    """What another connection reads: each packet's attempts."""
     with Ledger.open(run.ledger.path) as other:
-        packets = {p["id"]: p["status"] for p in other.packets(run.id)}
-        attempts: dict[str, list[str]] = {}
+        attempts: dict[str, list[dict]] = {}
         for a in other.attempts(run.id):
-            attempts.setdefault(a["packet_id"], []).append(a["status"])
-    return packets, attempts
+            attempts.setdefault(a["packet_id"], []).append(dict(a))
+    return attempts
 
 
-def test_a_launch_waits_for_no_sync_and_an_end_is_committed_only_once_synced(repo, held_sync):
+class Reading(FakeKeeper):
+    """A keeper that, as it starts each worker, reads what another connection sees of it."""
+
+    def __init__(self, run: Run) -> None:
+        super().__init__()
+        self.run = run
+        self.seen: dict[str, list[dict]] = {}
+
+    def _spawned(self, w: FakeWorker) -> None:
+        self.seen[w.packet] = committed(self.run).get(w.packet, [])
+        super()._spawned(w)
+
+
+def test_a_worker_starts_only_once_its_attempts_row_is_committed(repo):
     run = Run.of(repo, [unit("a"), unit("b")], parallel=1)
+    keeper = run.keeper = Reading(run)
 
     async def play():
-        (await run.keeper.worker("a")).exit(0, output=OUTPUT)
-        await asyncio.to_thread(held_sync.entered.wait, LIMIT_S)  # a's files being synced
-        b = await run.keeper.worker("b")     # started in a's place, the sync still held
-        packets, attempts = committed(run)
-        assert attempts["b"] == ["pending"]  # its own row was committed before it started
-        assert "succeeded" not in (packets["a"], *attempts["a"])  # a's end: not synced yet
-        assert packets["b"] == "pending"     # written behind a's end
-        held_sync.release()
-        await run.event("succeeded", "a")
-        b.exit(0, output=OUTPUT)
+        for pid in ("a", "b"):
+            (await run.keeper.worker(pid)).exit(0, output=OUTPUT)
 
     assert run.drive(play) == "succeeded"
-    log = [(e["packet_id"], e["kind"], e["status"]) for e in run.ledger_events()]
-    assert log.index(("b", "packet", "running")) > log.index(("a", "attempt", "succeeded"))
-    assert log.index(("b", "attempt", "dispatched")) > log.index(("a", "attempt", "succeeded"))
+    for pid in ("a", "b"):
+        (row,) = keeper.seen[pid]                 # as its worker started
+        assert row["status"] == "pending" and row["state_dir"] and row["brief"], row
+    log = [(e["packet_id"], e["status"]) for e in run.ledger_events(kind="attempt")]
+    assert log.index(("b", "pending")) > log.index(("a", "succeeded"))
 
 
 def test_a_successor_is_committed_behind_its_predecessors_end(repo):

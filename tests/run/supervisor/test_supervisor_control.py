@@ -23,7 +23,7 @@ def test_cancel_one_unit_then_the_run(repo):
         run.request("cancel", f"{run.id}:a:1", cause="not needed")
         await run.event("cancelled", "a")
         assert a.signals == [signal.SIGTERM] and b.signals == []
-        assert run.sup.units["b"].status == "running"
+        assert run.sup.state.units["b"].status == "running"
         await run.keeper.worker("c")                      # a's place
         run.request("cancel", cause="stop everything")
         await run.event("run-done")
@@ -83,7 +83,7 @@ def test_the_deadline_ends_the_running_unit_and_cancels_the_queue(repo):
     def near_deadline(ev):
         # the run's deadline, made to fall just after the unit was dispatched (not before)
         if ev.kind == "dispatched":
-            run.sup.deadline = time.time() + 0.2
+            run.sup.state.deadline = time.time() + 0.2
 
     run.on_event = near_deadline
 
@@ -129,7 +129,7 @@ def test_a_quota_stop_is_parked_and_followed_by_its_linked_attempt(repo, tmp_pat
         (await run.keeper.worker("look")).exit(0, output=QUOTA_STOP)
         parked = await run.event("parked", "look")
         assert "quota reached" in parked.cause and parked.data["resets_at"]
-        assert run.sup.units["look"].status == "parked"
+        assert run.sup.state.units["look"].status == "parked"
         second = await run.keeper.worker("look", 2)       # after the reset
         assert second.argv[second.argv.index("--conversation") + 1] == "conv-1"
         second.exit(0, output=RESUMED)

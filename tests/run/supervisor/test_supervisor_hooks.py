@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import os
 
+from prun.run.event_hooks import EventHooks
 from prun.run.events import Event
-from prun.run.hooks import EventHooks
 
 
 def _alive(pid: int) -> bool:

@@ -11,7 +11,7 @@ from supkit import OUTPUT, Run, unit
 
 from prun._util.process import create_time
 from prun.errors import StateError
-from prun.run import ports
+from prun.ports import reserve as ports
 
 
 def test_no_more_than_parallel_units_run_at_once(repo):
@@ -19,7 +19,7 @@ def test_no_more_than_parallel_units_run_at_once(repo):
 
     async def play():
         a, b = await run.keeper.worker("a"), await run.keeper.worker("b")
-        assert run.sup.units["c"].status == "pending"   # queued, not launched
+        assert run.sup.state.units["c"].status == "pending"   # queued, not launched
         assert len(run.keeper.live()) == 2
         b.exit(0, output=OUTPUT)
         c = await run.keeper.worker("c")                 # b's place
@@ -40,7 +40,7 @@ def test_after_waits_for_success_and_a_failure_blocks_its_dependents(repo):
 
     async def play():
         a, c = await run.keeper.worker("a"), await run.keeper.worker("c")
-        assert run.sup.units["b"].status == "pending"
+        assert run.sup.state.units["b"].status == "pending"
         c.exit(3, output="it broke\n")
         await run.event("blocked", "e")
         a.exit(0, output=OUTPUT)
@@ -66,7 +66,7 @@ def test_a_unit_whose_fixed_port_is_held_waits_then_starts(repo):
         waiting = await run.event("waiting", "web")
         assert "8765" in waiting.cause and "other-run" in waiting.cause
         (await run.keeper.worker("other")).exit(0, output=OUTPUT)
-        assert run.keeper.of("web") == [] and run.sup.units["web"].status == "pending"
+        assert run.keeper.of("web") == [] and run.sup.state.units["web"].status == "pending"
         ports.release("other-run:x:1", env)
         web = await run.keeper.worker("web")
         assert web.env["PRUN_ATTEMPT_ID"] == f"{run.id}:web:1"  # its first attempt

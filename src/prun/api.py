@@ -1,0 +1,440 @@
+"""The library a coordinator written in Python calls (``import prun``): load a plan, check
+it, run it and wait for it, read a run's status, reconcile and integrate its changes, and
+dispatch one unit outside a plan. The commands (``prun.cli``) and the MCP server
+(``prun.mcp``) are layers over these functions.
+
+Each function opens the ledger of the repository holding ``repo`` (default: the current
+directory; ``$PRUN_LEDGER`` when set), returns a typed record, and raises a
+``prun.errors.PrunError`` (its ``exit_code`` is the command's) for what it refuses.
+
+    plan = prun.load_plan("plan.yaml")
+    started = prun.run_plan(plan)                  # frozen; a supervisor drives it
+    woke = prun.wait(started.run_id)               # until something needs attention
+    report = prun.reconcile(started.run_id)        # each packet's verdict
+    result = prun.integrate(started.run_id)        # applied and checked, never committed
+
+docs/api.md is this module's page.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._util.gitcmd import toplevel
+from .attempt.dispatch import Request, run_sync
+from .attempt.outcome import Outcome
+from .attempt.subdispatch import refusal
+from .cluster.config import resolve
+from .errors import ExitCode, NotIndependent, UsageError
+from .git.integrate import CHECK_TIMEOUT_DEFAULT, Integration, UnitResult, add_worktree
+from .git.integrate import integrate as integrate_changes
+from .git.journal import Journal
+from .git.reconcile import REJECTED
+from .git.reconcile import reconcile as judge
+from .git.verdict import Report
+from .ledger import Ledger, RunStatus, default_path
+from .plan import Plan, load_plan
+from .plan.independence import check as check_independence
+from .plan.pair_report import Report as CheckReport
+from .run.detached import spawn_supervisor, supervisor_alive
+from .run.freeze import deadline_of, freeze, preflight
+from .run.paths import RunPaths
+from .settings import current
+from .views.model import RunView, Spend, find_run, view
+
+PathLike = str | os.PathLike[str]
+FAIL_STATUSES = frozenset({"failed", "timeout", "cancelled", "blocked"})
+# what a wait's finding is, and the exit code it stands for (README, "Exit codes")
+WAKE_CODES: Mapping[str, ExitCode] = {
+    "stopped": ExitCode.STOPPED, "failed": ExitCode.UNIT_FAILED, "stalled": ExitCode.STALLED,
+    "parked": ExitCode.PARKED, "supervisor-gone": ExitCode.SUPERVISOR_GONE,
+    "succeeded": ExitCode.UNIT_SUCCEEDED, "handoff": ExitCode.HANDOFF}
+
+
+# -- records ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Started:
+    """A run frozen in the ledger: its id, packet count, parallelism, base commit and
+    deadline (ISO time), and its folder (results, logs)."""
+
+    run_id: str
+    packets: int
+    parallel: int
+    base: str | None
+    deadline: str | None
+    run_dir: str
+    ledger: str
+    overlap: tuple[str, ...] = ()
+    """The independence test's failures an ``allow_overlap`` let through (FAIL lines)."""
+
+
+@dataclass(frozen=True)
+class WakeEvent:
+    """One event a wait found: its cursor ``seq``, what it means (``failed``, ``stalled``,
+    ``parked``, ``handoff``, ``stopped``, ``succeeded``, ``run-done``), and the ledger's
+    packet, status, cause and data (``handoff``, ``receipt_cmd``, ``resets_at``)."""
+
+    seq: int
+    what: str
+    packet_id: str | None
+    status: str | None
+    cause: str | None
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Wake:
+    """What a wait returned with: the events found after the cursor, the cursor to pass as
+    ``since`` next, the run as it is now, and the exit code ``prun wait`` gives for it."""
+
+    run_id: str
+    events: tuple[WakeEvent, ...]
+    cursor: int
+    run: RunView
+    exit_code: ExitCode
+    supervisor_gone: bool = False
+    timed_out: bool = False
+
+
+# -- plans -----------------------------------------------------------------------------------
+
+def check(plan: Plan | PathLike, *, repo: PathLike | None = None,
+          use_git: bool = True) -> CheckReport:
+    """The independence test (``prun check``): may the plan's packets run at the same time?
+    ``report.ok``, ``report.failures`` and ``report.lines()`` say; ``repo`` is where bases
+    are resolved (default: the plan's repository)."""
+    return check_independence(_plan(plan), repo=repo, use_git=use_git)
+
+
+# -- runs ------------------------------------------------------------------------------------
+
+def freeze_run(plan: Plan | PathLike, *, parallel: int | None = None,
+               deadline: str | None = None, allow_overlap: bool = False,
+               cluster: str | None = None, repo: PathLike | None = None) -> Started:
+    """Check ``plan`` and freeze it as a run in the ledger (nothing runs yet: ``run_plan``
+    also starts its supervisor). Refused with ``NotIndependent`` (exit 1) when it fails the
+    independence test and ``allow_overlap`` is not given, with ``UsageError`` (exit 2) for a
+    bad plan, deadline, base, port or cluster: in every refusal nothing is made, not even
+    the ledger. ``cluster`` is a Dask scheduler's address (default: the plan's, else
+    ``$PRUN_CLUSTER``)."""
+    if (refused := refusal()) is not None:   # inside a unit that may not start agents
+        raise refused
+    p = _plan(plan)
+    deadline_of(p, deadline)   # refused before the ledger is made
+    report = check_independence(p)
+    if not report.ok and not allow_overlap:
+        raise NotIndependent(tuple(report.lines()))
+    preflight(p)               # bases and ports, before the ledger is opened
+    conf = resolve(cluster, p.cluster, p.worker_lost, current().cluster)
+    if conf is not None:       # reached, or refused, before anything is made
+        from .cluster.connect import probe
+
+        probe(conf.address)
+    with _ledger(repo, create=True) as ledger:
+        r = freeze(p, ledger, parallel=parallel, deadline=deadline, cluster=conf)
+        overlap = tuple(f.line() for f in report.failures)
+        if overlap:
+            ledger.record_event("overlap-allowed", run_id=r["id"],
+                                cause="prun run --allow-overlap",
+                                data={"failures": list(overlap)})
+        run_dir, n = r.get("run_dir"), r.get("parallel")
+        assert run_dir and n, "freeze makes every run's folder and sets its parallelism"
+        return Started(r["id"], len(p.packets), n, r["base"], r["deadline"],
+                       str(run_dir), str(ledger.path), overlap)
+
+
+def run_plan(plan: Plan | PathLike, *, parallel: int | None = None,
+             deadline: str | None = None, allow_overlap: bool = False,
+             cluster: str | None = None, repo: PathLike | None = None) -> Started:
+    """Freeze ``plan`` as a run (see ``freeze_run``) and drive it in the background (``prun
+    run --detach``): returns once its supervisor holds the run. Follow it with ``wait``."""
+    started = freeze_run(plan, parallel=parallel, deadline=deadline,
+                         allow_overlap=allow_overlap, cluster=cluster, repo=repo)
+    spawn_supervisor(started.run_id, started.ledger, RunPaths(Path(started.run_dir)).log)
+    return started
+
+
+def status(run: str | None = None, *, repo: PathLike | None = None) -> RunView:
+    """A run as the ledger has it now (``prun status``): its row, packets, attempts, each
+    unit's status (``units``), counts, spend, and whether its supervisor lives. ``run`` is
+    an id or unique prefix; left out, the latest run of the repository."""
+    with _ledger(repo) as ledger:
+        return view(ledger, find_run(ledger, run, _cwd(repo))["id"])
+
+
+def status_document(run: str | None = None, *, repo: PathLike | None = None
+                    ) -> tuple[RunView, dict[str, Any]]:
+    """A run's view and the document ``prun status --json`` prints: the run, whether its
+    supervisor lives, the counts, its units (each with its ``tokens`` and ``cost_usd``),
+    their attempts, and each executor's totals (``cost``)."""
+    with _ledger(repo) as ledger:
+        v = view(ledger, find_run(ledger, run, _cwd(repo))["id"])
+        doc = {"run": v.run, "supervisor_alive": v.supervisor_alive, "counts": v.counts(),
+               "units": [asdict(u) for u in v.units],
+               "attempts": [dict(a) for a in ledger.attempts(v.id)],
+               "cost": {s.executor: cost_json(s) for s in v.spend()}}
+    return v, doc
+
+
+def cost_json(s: Spend) -> dict[str, object]:
+    """One executor's totals as ``prun status --json`` carries them (names as in
+    ``outcome.json``)."""
+    return {"attempts": s.attempts,
+            "tokens": {"in": s.tokens_in, "out": s.tokens_out, "cached": s.tokens_cached},
+            "cost_usd": s.cost_usd, "unknown": s.unknown}
+
+
+def wait(run: str | None = None, *, since: int = 0, timeout: float | None = None,
+         any_done: bool = False, repo: PathLike | None = None,
+         poll: float = 1.0) -> Wake:
+    """Block until the run has something to act on (``prun wait``): a unit failed, stalled,
+    was parked or handed off, the run stopped or ended, or its supervisor is gone; with
+    ``any_done`` also a unit that succeeded. ``timeout`` seconds with nothing to report
+    return ``timed_out`` (exit code TIMEOUT). Pass ``Wake.cursor`` as ``since`` next."""
+    start = time.monotonic()
+    delay = 0.05
+    with _ledger(repo) as ledger:
+        run_id = find_run(ledger, run, _cwd(repo))["id"]
+        cursor = since
+        while True:
+            found: list[WakeEvent] = []
+            for ev in ledger.events(run_id, since=cursor):
+                cursor = ev["seq"]
+                if ev["kind"] == "run" and ev["status"] == "running":
+                    # re-opened (a follow-up, a resume): its earlier end is no longer news
+                    found = [f for f in found if f.what != "run-done"]
+                what = _classify(ev["kind"], ev["status"], any_done)
+                if what:
+                    found.append(WakeEvent(ev["seq"], what, ev["packet_id"], ev["status"],
+                                           ev["cause"],
+                                           json.loads(ev["data"]) if ev["data"] else {}))
+            # read after the events: a run that ended meanwhile shows its end event next time
+            row = ledger.run(run_id)
+            assert row is not None  # the run just found; runs are never deleted
+            gone = not found and row["status"] == "running" and not supervisor_alive(row)
+            if found or gone:
+                v = view(ledger, run_id)
+                return Wake(run_id, tuple(found), cursor, v,
+                            _wake_code(found, gone, str(v.run["status"])), supervisor_gone=gone)
+            if timeout is not None and time.monotonic() - start >= timeout:
+                return Wake(run_id, (), cursor, view(ledger, run_id), ExitCode.TIMEOUT,
+                            timed_out=True)
+            time.sleep(delay)
+            delay = min(delay * 1.5, poll)
+
+
+def run_exit_code(status: str) -> ExitCode:
+    """The exit code of a run that ended with ``status`` (0 succeeded, 3 stopped, 124 its
+    deadline passed, else 1)."""
+    return {RunStatus.SUCCEEDED: ExitCode.OK, RunStatus.STOPPED: ExitCode.STOPPED,
+            RunStatus.TIMEOUT: ExitCode.TIMEOUT}.get(RunStatus(status), ExitCode.FAILED)
+
+
+# -- after a run -----------------------------------------------------------------------------
+
+def reconcile(run: str | None = None, *, rescoped: Mapping[str, str] | None = None,
+              repo: PathLike | None = None) -> Report:
+    """Judge every packet of a run before anything is integrated (``prun reconcile``):
+    ``report.verdicts`` (accepted, rejected, needs-review, with reasons), ``report.complete``.
+    ``rescoped`` maps a packet whose change of scope the person approved to why. Recorded in
+    the ledger (a ``reconcile`` event). ``reconcile_exit_code(report)`` is the command's."""
+    rescoped = dict(rescoped or {})
+    with _ledger(repo) as ledger:
+        v = view(ledger, find_run(ledger, run, _cwd(repo))["id"])
+        unknown = set(rescoped) - {p.id for p in v.packets}
+        if unknown:
+            raise UsageError(f"no such packet in run {v.id}: {', '.join(sorted(unknown))}",
+                             hint="name packets by their ids")
+        report = judge(v.unit_inputs(rescoped), run_id=v.id, tree=v.repo_root)
+        ledger.record_event("reconcile", run_id=v.id, cause="prun reconcile",
+                            data={"accepted": report.count("accepted"),
+                                  "rejected": report.count("rejected"),
+                                  "needs-review": report.count("needs-review"),
+                                  "complete": report.complete,
+                                  "rescoped": rescoped or None})
+    return report
+
+
+def rescoped_map(values: Iterable[str]) -> dict[str, str]:
+    """``--rescoped`` values (``PACKET`` or ``PACKET=WHY``) as ``reconcile`` takes them."""
+    out = {}
+    for v in values:
+        pid, _, why = v.partition("=")
+        out[pid.strip()] = why.strip() or "approved"
+    return out
+
+
+def reconcile_exit_code(report: Report) -> ExitCode:
+    """0 every packet accepted (or re-scoped); 1 something rejected; 10 something needs
+    review or has not finished."""
+    if any(v.verdict == REJECTED and not v.rescoped for v in report.verdicts):
+        return ExitCode.FAILED
+    return ExitCode.OK if report.complete else ExitCode.NEEDS_REVIEW
+
+
+def integrate(run: str | None = None, *, include: Iterable[str] = (),
+              worktree: PathLike | None = None, check: bool = True,
+              check_timeout: float = CHECK_TIMEOUT_DEFAULT, allow_dirty: bool = False,
+              repo: PathLike | None = None,
+              on_unit: Callable[[UnitResult], None] | None = None,
+              on_notes: Callable[[list[str]], None] | None = None) -> Integration:
+    """Apply a run's accepted changes to the working tree (or a new ``worktree``) and run
+    the plan's combined check on the exact result (``prun integrate``); never stages or
+    commits. Rejected and needs-review changes go in only when named in ``include`` or
+    accepted by a recorded decision. ``on_unit`` hears each unit as it is done.
+    ``integrate_exit_code(result)`` is the command's exit code."""
+    include = list(include)
+    with _ledger(repo) as ledger:
+        v = view(ledger, find_run(ledger, run, _cwd(repo))["id"])
+        root = v.repo_root or toplevel(_cwd(repo))
+        if not root:
+            raise UsageError("the run records no repository and this is not one",
+                             hint="run prun integrate inside the repository")
+        if worktree is not None:
+            check_worktree_path(root, os.fspath(worktree))
+        report = judge(v.unit_inputs(), run_id=v.id, with_patch=True, tree=root)
+        decided = ledger.current_decisions(v.id, {x.packet_id: x.attempt_id
+                                                  for x in report.verdicts})
+        decisions = {pid: row["decision"] for pid, row in decided.items()}
+        unknown = sorted(set(include) - {p.id for p in v.packets})
+        if unknown:
+            raise UsageError(f"no packet {', '.join(unknown)} in run {v.id}",
+                             hint=f"--include names packets of the run; `prun status {v.id} "
+                             "--all` lists them")
+        target = root
+        if worktree is not None:
+            target = add_worktree(root, os.fspath(worktree), v.run.get("base") or "HEAD")
+        patch_dir = journal = None
+        if v.run.get("run_dir"):
+            patch_dir = os.path.join(v.run["run_dir"], "integrate")
+            journal = Journal(os.path.join(patch_dir, "journal.jsonl"))
+        command = v.run.get("check_command") if check else None
+        result = integrate_changes(report, v.packets, target, include=include,
+                                   decisions=decisions, check=command,
+                                   check_timeout=check_timeout, patch_dir=patch_dir,
+                                   allow_dirty=allow_dirty, journal=journal,
+                                   on_notes=on_notes, on_unit=on_unit)
+        ledger.record_event("integrate", run_id=v.id, cause="prun integrate",
+                            data={"target": target, "applied": result.applied,
+                                  "conflicts": result.conflicts,
+                                  "failed": result.failed or None,
+                                  "include": include or None,
+                                  "decisions": decisions or None,
+                                  "check": None if result.check is None else result.check.ok,
+                                  "check_log": result.check.log if result.check else None})
+    return result
+
+
+def integrate_exit_code(result: Integration) -> ExitCode:
+    """0 every change applied and the check passed (or none); 11 a change conflicted;
+    1 a patch could not be written or the check failed."""
+    if result.conflicts:
+        return ExitCode.CONFLICT
+    if result.failed or (result.check is not None and not result.check.ok):
+        return ExitCode.FAILED
+    return ExitCode.OK
+
+
+def check_worktree_path(repo_root: str, path: str) -> None:
+    """Refuse (exit 2) an integration worktree at ``path`` inside any ``.git`` folder, or
+    inside the repository's own work tree (symbolic links resolved, also of the parts of
+    ``path`` that do not exist yet)."""
+    where = Path(os.path.realpath(os.path.abspath(path)))
+    root = Path(os.path.realpath(repo_root))
+    git_dirs = [Path(os.path.realpath(d)) for d in _git_dirs(str(root))]
+    if any(part.lower() == ".git" for part in where.parts) or \
+            any(where == d or d in where.parents for d in git_dirs):
+        raise UsageError(f"--worktree {path} is inside a .git folder",
+                         hint="give a new folder outside the repository, such as ../integration")
+    if where == root or root in where.parents:
+        raise UsageError(f"--worktree {path} is inside the repository's work tree {root}",
+                         hint="give a new folder outside the repository, such as ../integration")
+
+
+# -- one unit --------------------------------------------------------------------------------
+
+def dispatch(request: Request, *, on_state_dir: Callable[[str], None] | None = None
+             ) -> Outcome:
+    """Run one unit on one executor in this process and publish its result atomically
+    (``prun dispatch``): ``on_state_dir`` hears the state dir as soon as it exists. Returns
+    how it ended (``outcome.exit_code``: 0 succeeded, 1 failed, 75 quota, 124 timeout; a
+    session unit's hand-off in ``outcome.lines``); a request refused before any state dir
+    was made raises ``UsageError``. Call it from the main thread: while the unit runs,
+    SIGTERM, SIGINT and SIGHUP cancel it (its process group is ended and the outcome still
+    published); the caller's handlers are put back after."""
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT,
+                                                     signal.SIGHUP)}
+    try:
+        return run_sync(request, on_state_dir=on_state_dir)
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+# -- underneath ------------------------------------------------------------------------------
+
+def _plan(plan: Plan | PathLike) -> Plan:
+    return plan if isinstance(plan, Plan) else load_plan(plan)
+
+
+def _cwd(repo: PathLike | None) -> str | None:
+    return os.fspath(repo) if repo is not None else None
+
+
+def _ledger(repo: PathLike | None, *, create: bool = False) -> Ledger:
+    """The ledger of the repository holding ``repo`` (default: the current directory)."""
+    if repo is None:
+        return Ledger.open(create=create)
+    return Ledger.open(default_path(repo, create=create), create=create)
+
+
+def _classify(kind: str, status: str | None, any_done: bool) -> str | None:
+    if kind in ("stalled", "stopped", "parked", "handoff"):
+        return kind
+    if kind == "packet" and status in FAIL_STATUSES:
+        return "failed"
+    if kind == "packet" and status == "succeeded" and any_done:
+        return "succeeded"
+    if kind == "run" and status not in (None, "running"):
+        return "run-done"
+    return None
+
+
+def _wake_code(found: list[WakeEvent], gone: bool, status: str) -> ExitCode:
+    kinds = [e.what for e in found]
+    if "run-done" in kinds:
+        return {"succeeded": ExitCode.OK, "stopped": ExitCode.STOPPED}.get(status,
+                                                                          ExitCode.FAILED)
+    for k in ("stopped", "failed", "handoff", "stalled", "parked", "succeeded"):
+        if k in kinds:
+            return WAKE_CODES[k]
+    return WAKE_CODES["supervisor-gone"] if gone else ExitCode.FAILED
+
+
+def _git_dirs(root: str) -> list[str]:
+    """The repository's git folders: ``.git``, and the folder a ``.git`` file (a worktree's,
+    a submodule's) points at with its ``gitdir:`` line, and that folder's common dir."""
+    dot = os.path.join(root, ".git")
+    found = [dot]
+    try:
+        with open(dot, encoding="utf-8", errors="replace") as f:
+            first = f.read(4096).splitlines()[:1]
+    except OSError:
+        return found
+    if first and first[0].startswith("gitdir:"):
+        gitdir = os.path.join(root, first[0][len("gitdir:"):].strip())
+        found.append(gitdir)
+        try:
+            with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as f:
+                found.append(os.path.join(gitdir, f.read(4096).strip()))
+        except OSError:
+            pass
+    return found
