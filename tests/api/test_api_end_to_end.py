@@ -13,6 +13,7 @@ import pytest
 
 import prun
 from helpers import write_plan
+from prun._util.process import is_subreaper
 
 WRITE = """
 import json, pathlib, sys
@@ -105,8 +106,10 @@ def test_one_unit_is_dispatched_outside_a_plan(tmp_path):
         "command", str(tmp_path / "prompt.md"), str(tmp_path / "result.md"), "alone",
         command=[sys.executable, "-c", "print('a result long enough to be a result')"],
         sandbox="off")
+    assert not is_subreaper()
     outcome = prun.dispatch(request, on_state_dir=seen.append)
-    assert isinstance(outcome, prun.Outcome)
+    assert not is_subreaper()   # the caller's process is left as it was found: the orphans
+    assert isinstance(outcome, prun.Outcome)   # of its other children are not held here
     assert outcome.exit_code == prun.ExitCode.OK, outcome
     assert "a result long enough" in (tmp_path / "result.md").read_text()
     assert len(seen) == 1 and (tmp_path / "result.md").exists()

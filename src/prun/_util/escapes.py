@@ -41,19 +41,36 @@ if TYPE_CHECKING:
         cmdline: list[str]
 
 PR_SET_CHILD_SUBREAPER = 36      # linux/prctl.h
+PR_GET_CHILD_SUBREAPER = 37
 ESCAPE_ROUNDS = 10               # an escape's own children are reparented when it dies: rescan
 
 
-def become_subreaper() -> bool:
+def become_subreaper(on: bool = True) -> bool:
     """Make this process the subreaper of its descendants (Linux ``PR_SET_CHILD_SUBREAPER``):
-    one whose parent dies is reparented here instead of to init. True if it is now."""
+    one whose parent dies is reparented here instead of to init. True if it is now (with
+    ``on`` false: stop being one; True if that was done)."""
     if sys.platform != "linux":
         return False
     import ctypes
 
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def is_subreaper() -> bool:
+    """Whether this process is a subreaper now (``PR_GET_CHILD_SUBREAPER``; False elsewhere)."""
+    if sys.platform != "linux":
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        flag = ctypes.c_int(0)
+        return bool(libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) == 0
+                    and flag.value)
     except (OSError, AttributeError):
         return False
 

@@ -25,13 +25,14 @@ from .escapes import (
     children,
     end_escaped,
     is_own_child,
+    is_subreaper,
     proc_info,
     signal_escape,
 )
 
 __all__ = ["GRACE_S", "AdoptedWorker", "Worker", "become_subreaper", "children", "create_time",
-           "end_escaped", "end_group", "end_marked", "is_own_child", "proc_info", "same_process_alive",
-           "signal_escape", "spawn", "spawn_session", "start"]
+           "end_escaped", "end_group", "end_marked", "is_own_child", "is_subreaper", "proc_info",
+           "same_process_alive", "signal_escape", "spawn", "spawn_session", "start"]
 
 TYPE_CHECKING = False  # typing stays unimported: this module is on the dispatcher's fast path
 if TYPE_CHECKING:

@@ -31,21 +31,28 @@ def run_sync(req: Request, on_state_dir: Callable[[str], None] | None = None) ->
 
     prepared = prepare(req)
     d = Dispatch(prepared, LocalLauncher())
-    from .._util.process import become_subreaper
+    from .._util.process import become_subreaper, is_subreaper
 
-    reaper = become_subreaper()  # what leaves the worker's group comes back here to be ended
+    # what leaves the worker's group comes back here to be ended; a library caller that was no
+    # subreaper is none again afterwards (orphans of its other children go to init as before)
+    was_reaper = is_subreaper()
+    reaper = become_subreaper()
     _on_signals(_cancel)
     at = _Progress()
     try:
-        if on_state_dir:
-            on_state_dir(d.state.path)
-        _steps(d, at)
-    except Cancelled:
-        at.cancelled = True
-        _stop(d, at)
-    _on_signals(signal.SIG_IGN)  # publishing the outcome must not be interrupted
-    if reaper:
-        _end_escaped(d)
+        try:
+            if on_state_dir:
+                on_state_dir(d.state.path)
+            _steps(d, at)
+        except Cancelled:
+            at.cancelled = True
+            _stop(d, at)
+        _on_signals(signal.SIG_IGN)  # publishing the outcome must not be interrupted
+        if reaper:
+            _end_escaped(d)
+    finally:
+        if reaper and not was_reaper:
+            become_subreaper(False)
     if at.handed is not None:
         return at.handed
     outcome = finish(d, at.code, timed_out=at.timed_out, cancelled=at.cancelled,
