@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from .._util.worker import WorkerLike as Worker
     from ..executors.records import Launch, Unit
+    from .handoff import HandedOff
     from .launcher import Launcher
     from .outcome import Outcome
     from .protocols import UnitRecord
@@ -66,6 +67,7 @@ class Dispatch:
         self.settings = prepared.settings
         self.requested_model = prepared.settings.model
         self.worker: Worker | None = None
+        self.handed: HandedOff | None = None  # a session unit's handle, once handed off
         self.worker_started: float | None = None  # the worker's start time, once it runs
         self.started = time.time()
         self.launched_at: float | None = None
@@ -77,8 +79,7 @@ class Dispatch:
         # starts the worker, off the supervisor's thread: (path, text); None once written
         # (or when they are written at once)
         self.opening: list[tuple[str, str]] | None = (
-            [] if launcher is not None and launcher.stages and prepared.executor.launches_process
-            else None)
+            [] if launcher is not None and launcher.stages else None)
         self.copies: list[tuple[str, str]] = []   # ... and copies: (from, to)
 
     def unit_record(self) -> UnitRecord:

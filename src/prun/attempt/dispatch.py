@@ -20,8 +20,10 @@ Where each part lives (this module names the dispatcher's API):
     core         Dispatch: the attempt's plain state; reopen (``prun resume``)
     launcher     Launcher: the launch seam (how its process is started, followed, stopped)
     beginning    begin, admit: the opening files, the quota gate, unit.json
-    launching    plan, launch, start_async, hand_off; the program's path, the sandbox's mounts
+    launching    plan, launch, start_async; the program's path, the sandbox's mounts
     local        LocalLauncher: the worker as this process's child
+    session_launcher   SessionLauncher: a session unit handed to the coordinator
+    handoff      HandedOff: a session unit's handle (its receipt, its result landing)
     waiting      wait, wait_async; ``stream``: the Follower that reads the worker's stream
     finishing    finish: judge, quota, publish (``publish``), outcome.json (``outcome``)
     standalone   run_sync: ``prun dispatch`` in one process; ``recording``: its ledger rows
@@ -34,12 +36,14 @@ from .beginning import admit, begin
 from .core import Dispatch, reopen
 from .exitlog import recorded_exit
 from .finishing import finish
-from .launching import hand_off, launch, plan, start_async
+from .handoff import HandedOff
+from .launching import launch, plan, start_async
 from .local import LocalLauncher
 from .request import Prepared, Request, prepare
+from .session_launcher import SessionLauncher
 from .standalone import run_sync
 from .waiting import wait, wait_async
 
-__all__ = ["Dispatch", "LocalLauncher", "Prepared", "Request", "admit", "begin", "finish",
-           "hand_off", "launch", "plan", "prepare", "recorded_exit", "reopen", "run_sync",
-           "start_async", "wait", "wait_async"]
+__all__ = ["Dispatch", "HandedOff", "LocalLauncher", "Prepared", "Request", "SessionLauncher",
+           "admit", "begin", "finish", "launch", "plan", "prepare", "recorded_exit", "reopen",
+           "run_sync", "start_async", "wait", "wait_async"]

@@ -12,8 +12,8 @@ refusing stub instead of every other agent CLI and of prun. Without the sandbox 
 and variables are given, and nothing is enforced.
 
 The launch step: ``plan`` (the launch's file work, any thread: ``build``, the argv), then
-``start`` or ``start_async`` (the ``Launcher`` starts it); ``launch`` is both, blocking. A
-session unit is handed off instead (``hand_off``): nothing is launched.
+``start`` or ``start_async`` (the ``Launcher`` starts it: a worker, or a session unit's
+hand-off, ``Dispatch.handed``); ``launch`` is both, blocking.
 """
 
 from __future__ import annotations
@@ -36,8 +36,7 @@ if TYPE_CHECKING:
     from .._util.worker import WorkerLike as Worker
     from ..executors.records import Launch
     from .core import Dispatch
-    from .launcher import Planned
-    from .outcome import Outcome
+    from .launcher import Planned, Started
     from .protocols import UnitRecord
 
 NODE_LAUNCHED = (".js", ".mjs", ".cjs", ".exe")   # what an npm launcher links to
@@ -296,7 +295,7 @@ def start(d: Dispatch) -> bool:
     if d.launcher is None:
         raise RuntimeError(f"attempt {d.p.request.attempt_id} has no launcher")
     try:
-        d.worker = d.launcher.start(d, d.planned)
+        _started(d, d.launcher.start(d, d.planned))
     except LaunchError as e:
         d.launch_error = e.line()
         return False
@@ -310,7 +309,7 @@ async def start_async(d: Dispatch) -> bool:
     if d.launcher is None:
         raise RuntimeError(f"attempt {d.p.request.attempt_id} has no launcher")
     try:
-        d.worker = await d.launcher.start_async(d, d.planned)
+        _started(d, await d.launcher.start_async(d, d.planned))
     except LaunchError as e:
         d.launch_error = e.line()
         return False
@@ -324,18 +323,14 @@ def not_started(d: Dispatch, e: OSError) -> bool:
     return False
 
 
-def hand_off(d: Dispatch) -> Outcome:
-    """A session unit: write what the coordinator hands its subagent; nothing is launched
-    or waited for."""
-    from ..ledger.statuses import OutcomeKind
-    from .outcome import Outcome
+def _started(d: Dispatch, handle: Started) -> None:
+    """Keep what the launcher started: its worker, or a session unit's hand-off."""
+    from .handoff import HandedOff
 
-    text, lines = d.p.executor.hand_off(d.unit())
-    d.state.write(statedir.HANDOFF, text)
-    d.state.write_json(statedir.UNIT, d.unit_record())  # with its workspace
-    return Outcome(OutcomeKind.HANDED_OFF, "handed-off", unit_id=d.p.request.unit_id,
-                   attempt_id=d.p.request.attempt_id, executor=d.p.executor.name,
-                   state_dir=d.state.path, lines=tuple(lines))
+    if isinstance(handle, HandedOff):
+        d.handed = handle
+    else:
+        d.worker = handle
 
 
 def build(d: Dispatch) -> Planned:

@@ -1,8 +1,8 @@
 """``prun dispatch``: one attempt run whole in this process (``run_sync``), the driver that
 calls its steps in order (``beginning``, ``launching``, ``waiting``, ``finishing``) with a
-``LocalLauncher``; its signals turned into a cancel, the processes that escaped its worker's
-group ended with it. It records itself: in the ledger (``recording``) and beside its state dir
-(``identity``)."""
+``LocalLauncher`` (a session unit's ``SessionLauncher`` hands it off: nothing to wait for);
+its signals turned into a cancel, the processes that escaped its worker's group ended with it.
+It records itself: in the ledger (``recording``) and beside its state dir (``identity``)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from . import identity, recording
 from .beginning import admit, begin
 from .core import Dispatch
 from .finishing import finish
-from .launching import hand_off, launch
+from .launching import launch
 from .local import LocalLauncher
 from .request import Request, prepare
+from .session_launcher import SessionLauncher
 from .waiting import wait
 
 TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
@@ -30,7 +31,9 @@ def run_sync(req: Request, on_state_dir: Callable[[str], None] | None = None) ->
     import signal
 
     prepared = prepare(req)
-    d = Dispatch(prepared, LocalLauncher())
+    # a child of this process; a session unit is handed to the coordinator instead
+    d = Dispatch(prepared, LocalLauncher() if prepared.executor.launches_process
+                 else SessionLauncher())
     from .._util.process import become_subreaper, is_subreaper
 
     # what leaves the worker's group comes back here to be ended; a library caller that was no
@@ -53,8 +56,8 @@ def run_sync(req: Request, on_state_dir: Callable[[str], None] | None = None) ->
     finally:
         if reaper and not was_reaper:
             become_subreaper(False)
-    if at.handed is not None:
-        return at.handed
+    if d.handed is not None:   # the coordinator runs it: nothing to judge here
+        return d.handed.outcome
     outcome = finish(d, at.code, timed_out=at.timed_out, cancelled=at.cancelled,
                      refused=at.refused)
     recording.finished(d)
@@ -64,18 +67,17 @@ def run_sync(req: Request, on_state_dir: Callable[[str], None] | None = None) ->
 class _Progress:
     """How far the attempt got: a signal may stop it anywhere."""
 
-    __slots__ = ("cancelled", "code", "handed", "refused", "timed_out")
+    __slots__ = ("cancelled", "code", "refused", "timed_out")
 
     def __init__(self) -> None:
         self.refused: QuotaExhausted | None = None   # the quota gate refused the launch
-        self.handed: Outcome | None = None           # a session unit, handed off
         self.code: int | None = None                 # the worker's exit code
         self.timed_out = False
         self.cancelled = False
 
 
 def _steps(d: Dispatch, at: _Progress) -> None:
-    """Begin, then launch and wait (or hand a session unit off: the coordinator runs it)."""
+    """Begin, then launch and wait (a session unit is handed off: nothing to wait for)."""
     begin(d)
     recording.begun(d)
     try:
@@ -88,9 +90,7 @@ def _steps(d: Dispatch, at: _Progress) -> None:
                     unit_id=p.request.unit_id, executor=p.executor.name,
                     result_file=p.result_file, workspace=d.workspace, mode=p.mode,
                     command=list(p.command) or None)   # beside the state dir, out of its reach
-    if not p.executor.launches_process:
-        at.handed = hand_off(d)
-    elif launch(d):
+    if launch(d) and d.worker is not None:
         identity.record(d.state, worker=[d.running().pid, d.worker_started],
                         workspace=d.workspace)
         recording.launched(d)

@@ -18,15 +18,14 @@ from ..attempt.dispatch import (
     Dispatch,
     Prepared,
     Request,
+    SessionLauncher,
     admit,
-    hand_off,
     plan,
     prepare,
     start_async,
 )
 from ..attempt.dispatch import begin as begin_attempt
 from ..attempt.launcher import Launcher
-from ..attempt.outcome import Outcome
 from ..errors import PrunError, QuotaExhausted
 from ..git.reconcile import UnitInput, plan_scope
 from ..git.store import borrowed
@@ -53,13 +52,12 @@ class Briefed:
 
 @dataclass(frozen=True)
 class Opened:
-    """An attempt as ``open_attempt`` started it: launched, refused by the quota gate, or
-    handed to the coordinator (a session unit)."""
+    """An attempt as ``open_attempt`` started it: launched (a session unit: handed to the
+    coordinator, ``dispatch.handed``), or refused by the quota gate."""
 
     dispatch: Dispatch
     launched: bool = False
     refused: QuotaExhausted | None = None
-    handed: Outcome | None = None
 
 
 def brief_attempt(ctx: RunContext, u: UnitState, held: Reservation | None,
@@ -112,11 +110,12 @@ def brief_attempt(ctx: RunContext, u: UnitState, held: Reservation | None,
 
 async def open_attempt(ctx: RunContext, u: UnitState, b: Briefed) -> Opened:
     """The launch seam: build the attempt's ``Dispatch`` with its launcher (the run's keeper;
-    a Dask worker for a cluster run) and start it (a session unit is handed to the
-    coordinator instead). Its ledger row is committed already. Returns whether its worker
-    started."""
+    a Dask worker for a cluster run; the coordinator for a session unit) and start it. Its
+    ledger row is committed already. Returns whether it started."""
     launcher: Launcher[Dispatch]
-    if ctx.cluster is not None:   # a cluster run: the attempt is launched on a Dask worker
+    if not b.prepared.executor.launches_process:   # a session unit: the coordinator runs it
+        launcher = SessionLauncher()
+    elif ctx.cluster is not None:   # a cluster run: the attempt is launched on a Dask worker
         place = b.place
         launcher = ctx.cluster.unit(kind=place.kind, workspace=place.path, base=place.base,
                                     snapshot=place.snapshot, repo_root=ctx.run["repo_root"],
@@ -130,8 +129,6 @@ async def open_attempt(ctx: RunContext, u: UnitState, b: Briefed) -> Opened:
         await asyncio.to_thread(_begin, d)
     except QuotaExhausted as e:
         return Opened(d, refused=e)
-    if not b.prepared.executor.launches_process:  # a session unit: the coordinator runs it
-        return Opened(d, handed=hand_off(d))
     planned = await asyncio.to_thread(plan, d)
     return Opened(d, launched=planned and await start_async(d))
 

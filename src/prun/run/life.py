@@ -113,8 +113,8 @@ async def started(ctx: RunContext, u: UnitState, opened: Opened) -> End:
                                   finished_at=now_iso())
         u.predecessor = aid
         return Parked(parse_time(refused.resets_at), refused.line())
-    if opened.handed is not None:
-        return await session(ctx, u, d, opened.handed)
+    if d.handed is not None:
+        return await session(ctx, u, d, d.handed)
     if not opened.launched:
         await asyncio.to_thread(finish, d, None)
         return no_receipt(ctx, u, aid, f"start {d.p.executor.name} for packet {u.packet.id}",

@@ -10,10 +10,8 @@ import asyncio
 import contextlib
 import time
 
-from .._util.fsutil import file_size
 from ..attempt import statedir
-from ..attempt.dispatch import Dispatch
-from ..attempt.outcome import Outcome
+from ..attempt.dispatch import Dispatch, HandedOff
 from ..ledger import PacketStatus, Status, now_iso
 from .context import RunContext
 from .ends import End, NotDispatched, Settled, Successor
@@ -21,20 +19,18 @@ from .quarantine import quarantine
 from .unit import UnitState
 
 
-async def session(ctx: RunContext, u: UnitState, d: Dispatch, handed: Outcome) -> End:
-    """Hand the unit to the coordinator, then wait for its receipt and its result."""
+async def session(ctx: RunContext, u: UnitState, d: Dispatch, handed: HandedOff) -> End:
+    """The unit ``handed`` to the coordinator: wait for its receipt and its result."""
     aid, sd = u.current_attempt, d.state
     ctx.ledger.update_attempt(aid, "handed to the coordinator", state_dir=sd.path,
                               workspace=d.workspace, mode=d.p.mode)
     ctx.emit("handoff", u, "run it as a subagent, then attach its receipt",
-             handoff=sd.file(statedir.HANDOFF),
-             receipt_cmd=next((x.split(" ", 1)[1] for x in handed.lines
-                               if x.startswith("RECEIPT-CMD ")), None))
+             handoff=sd.file(statedir.HANDOFF), receipt_cmd=handed.line("RECEIPT-CMD"))
     stop = u.stop = asyncio.Event()
     limit = min(time.time() + d.settings.timeout_s, ctx.state.deadline or float("inf"))
     result = d.p.result_file
-    receipt = await attend(ctx, u, sd, result, stop, limit)
-    status, reason = verdict(u, receipt, file_size(result) > 0, stop.is_set())
+    receipt = await attend(ctx, u, handed, stop, limit)
+    status, reason = verdict(u, receipt, handed.landed(), stop.is_set())
     if u.superseded or status in (Status.CANCELLED, Status.TIMEOUT):
         quarantine(ctx.paths, u, d.workspace, result_file=result, everything=True)
     ctx.ledger.update_attempt(aid, reason, status=status, reason=reason,
@@ -51,7 +47,7 @@ async def session(ctx: RunContext, u: UnitState, d: Dispatch, handed: Outcome) -
     return Settled(pstatus, reason, {"result_file": result})
 
 
-async def attend(ctx: RunContext, u: UnitState, sd: statedir.StateDir, result: str,
+async def attend(ctx: RunContext, u: UnitState, handed: HandedOff,
                  stop: asyncio.Event, limit: float) -> str | None:
     """Look for the receipt, then the result, until both are there, ``stop`` is set or
     ``limit`` passes (files land without an event to await). Returns the receipt, None when
@@ -64,14 +60,14 @@ async def attend(ctx: RunContext, u: UnitState, sd: statedir.StateDir, result: s
         async with asyncio.timeout(limit - time.time()):
             while not stop.is_set():
                 if receipt is None:
-                    receipt = sd.read(statedir.RECEIPT)
+                    receipt = handed.receipt()
                     if receipt:
                         u.started = time.time()
                         ctx.ledger.update_attempt(
                             u.current_attempt, "the coordinator attached its receipt",
                             status=Status.DISPATCHED, receipt=receipt, dispatched_at=now_iso())
                         ctx.emit("dispatched", u, receipt=receipt)
-                if receipt and file_size(result) > 0:
+                if receipt and handed.landed():
                     break
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(delay):
