@@ -16,7 +16,9 @@ Enforced (Linux, bwrap; as root too):
 - every path in ``hidden`` is an empty, read-only folder (a tmpfs), so what it holds cannot be
   read, except what a deeper path of the lists binds back into it (the unit's own workspace
   inside the folder of every workspace);
-- every path in ``read_only`` is a read-only mount, also inside a writable or hidden one;
+- every path in ``read_only`` is a read-only mount, also inside a writable or hidden one, and
+  so is what runs prun's own code there (``prun_runtime``: the interpreter's installation and
+  this package's folder, also when they lie under ``/tmp``);
 - every ``(source, destination)`` of ``covers`` is ``source`` mounted read-only over
   ``destination``, last (a refusing stub over a program, a marker file in ``/dev``); a
   destination the unit could not see anyway is skipped.
@@ -140,8 +142,17 @@ def wrap(argv: Sequence[str], *, writable: Sequence[str], read_only: Sequence[st
                          "program name must not be empty or contain '='",
                          hint="rename the program or call it through its folder on PATH")
     probe = _probed()
-    mounts = _mounts(probe.fresh_proc, writable, read_only, hidden, tmp)
+    mounts = _mounts(probe.fresh_proc, writable, (*read_only, *prun_runtime()), hidden, tmp)
     return _argv(probe.bwrap, probe.env, list(argv), mounts, _covers(covers, mounts))
+
+
+def prun_runtime() -> tuple[str, ...]:
+    """What runs prun's own code in a unit (its git wrapper, its hooks, the agent stubs): the
+    interpreter's installation and this package's folder, read-only, so that a prun installed
+    under ``/tmp`` (a checkout there, its virtual environment) still runs there."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # .../prun
+    return tuple(dict.fromkeys((sys.prefix, sys.base_prefix, sys.exec_prefix,
+                                os.path.dirname(package))))
 
 
 def _mounts(fresh: bool, writable: Sequence[str], read_only: Sequence[str],
