@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
 from helpers import FAKES, make_fake_cli, working_repo
 from prun.attempt import sandbox
+
+TESTS = Path(__file__).resolve().parent
 
 
 @pytest.fixture(scope="session")
@@ -28,7 +31,12 @@ def isolated_env(tmp_path, monkeypatch, cache_home):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))  # nothing in the home
     # what a test hands its units (fake CLIs' logs and sessions) stays writable in the sandbox;
     # a containment test removes it
-    monkeypatch.setenv("PRUN_SANDBOX_WRITABLE", str(tmp_path))
+    # (the test tree too, when this checkout lies under /tmp, which a unit's own tmp hides:
+    # units run the fakes from there)
+    shown = [str(tmp_path)]
+    if any(str(TESTS).startswith(t + "/") for t in sandbox.TMP_FOLDERS):
+        shown.append(str(TESTS))
+    monkeypatch.setenv("PRUN_SANDBOX_WRITABLE", ":".join(shown))
     for var in ("ANTIGRAVITY_DISPATCH_MODEL", "ANTIGRAVITY_DISPATCH_EFFORT",
                 "ANTIGRAVITY_DISPATCH_TIMEOUT_SECONDS", "PRUN_AGY_SANDBOX", "PRUN_SCRATCH_CWD",
                 "PRUN_AGY_QUOTA_GATE", "PRUN_AGY_BIN", "PRUN_CLAUDE_BIN", "PRUN_GEMINI_BIN"):
