@@ -11,6 +11,11 @@ from helpers import FAKES, make_fake_cli, working_repo
 from prun.attempt import sandbox
 
 TESTS = Path(__file__).resolve().parent
+# When this checkout lies under /tmp, which a unit's own tmp hides, the sandboxed units of the
+# tests still see the fakes they run from the test tree (session fixtures' runs too).
+UNDER_TMP = any(str(TESTS).startswith(t + "/") for t in sandbox.TMP_FOLDERS)
+if UNDER_TMP:
+    os.environ.setdefault("PRUN_SANDBOX_WRITABLE", str(TESTS))
 
 
 @pytest.fixture(scope="session")
@@ -31,11 +36,7 @@ def isolated_env(tmp_path, monkeypatch, cache_home):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))  # nothing in the home
     # what a test hands its units (fake CLIs' logs and sessions) stays writable in the sandbox;
     # a containment test removes it
-    # (the test tree too, when this checkout lies under /tmp, which a unit's own tmp hides:
-    # units run the fakes from there)
-    shown = [str(tmp_path)]
-    if any(str(TESTS).startswith(t + "/") for t in sandbox.TMP_FOLDERS):
-        shown.append(str(TESTS))
+    shown = [str(tmp_path), *([str(TESTS)] if UNDER_TMP else [])]
     monkeypatch.setenv("PRUN_SANDBOX_WRITABLE", ":".join(shown))
     for var in ("ANTIGRAVITY_DISPATCH_MODEL", "ANTIGRAVITY_DISPATCH_EFFORT",
                 "ANTIGRAVITY_DISPATCH_TIMEOUT_SECONDS", "PRUN_AGY_SANDBOX", "PRUN_SCRATCH_CWD",
