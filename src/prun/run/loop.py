@@ -249,13 +249,18 @@ class Loop:
 
     # telling -------------------------------------------------------------------------------
     def tell_all(self) -> None:
-        """Write the packet statuses the last step changed and emit its events, in order."""
-        for told in self.state.take_told():
-            if isinstance(told, PacketChange):
-                self.ledger.set_packet_status(self.run_id, told.packet_id, told.status,
-                                              told.cause, told.data)
-            else:
-                self.tell(told)
+        """Write the packet statuses the last step changed (in one transaction) and emit its
+        events, in order."""
+        told_all = self.state.take_told()
+        if not told_all:
+            return
+        with self.ledger.transaction():
+            for told in told_all:
+                if isinstance(told, PacketChange):
+                    self.ledger.set_packet_status(self.run_id, told.packet_id, told.status,
+                                                  told.cause, told.data)
+                else:
+                    self.tell(told)
 
     def tell(self, ev: Event) -> None:
         """Tell the renderer (and the plan's hook) of a change; the kinds a later command
