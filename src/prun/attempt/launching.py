@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from .._util.worker import WorkerLike as Worker
     from ..executors.records import Launch
     from .core import Dispatch
-    from .launcher import Planned, Started
+    from .launcher import Launcher, Planned, Started
     from .protocols import UnitRecord
 
 NODE_LAUNCHED = (".js", ".mjs", ".cjs", ".exe")   # what an npm launcher links to
@@ -270,15 +270,10 @@ def redact_prompt(argv: list[str], prompt: str) -> list[str]:
 def plan(d: Dispatch) -> bool:
     """The launch's file work (any thread), by its launcher: ``d.planned``. False (with the
     reason kept for ``finish``) if it cannot be built."""
-    if d.launcher is None:
-        raise RuntimeError(f"attempt {d.p.request.attempt_id} has no launcher")
     try:
-        d.planned = d.launcher.plan(d)
-    except LaunchError as e:
-        d.launch_error = e.line()
-        return False
-    except OSError as e:
-        return not_started(d, e)
+        d.planned = _launcher(d).plan(d)
+    except (LaunchError, OSError) as e:
+        return _failed(d, e)
     return True
 
 
@@ -292,34 +287,34 @@ def launch(d: Dispatch) -> bool:
 def start(d: Dispatch) -> bool:
     """Start the planned worker (blocking, any thread). False (the reason kept) if it did
     not start."""
-    if d.launcher is None:
-        raise RuntimeError(f"attempt {d.p.request.attempt_id} has no launcher")
     try:
-        _started(d, d.launcher.start(d, d.planned))
-    except LaunchError as e:
-        d.launch_error = e.line()
-        return False
-    except OSError as e:
-        return not_started(d, e)
+        _started(d, _launcher(d).start(d, d.planned))
+    except (LaunchError, OSError) as e:
+        return _failed(d, e)
     return True
 
 
 async def start_async(d: Dispatch) -> bool:
     """``start``, from the run's event loop: no thread waits for a keeper's answer."""
-    if d.launcher is None:
-        raise RuntimeError(f"attempt {d.p.request.attempt_id} has no launcher")
     try:
-        _started(d, await d.launcher.start_async(d, d.planned))
-    except LaunchError as e:
-        d.launch_error = e.line()
-        return False
-    except OSError as e:
-        return not_started(d, e)
+        _started(d, await _launcher(d).start_async(d, d.planned))
+    except (LaunchError, OSError) as e:
+        return _failed(d, e)
     return True
 
 
-def not_started(d: Dispatch, e: OSError) -> bool:
-    d.launch_error = f"cannot start {d.p.executor.name}: {e}"
+def _launcher(d: Dispatch) -> Launcher[Dispatch]:
+    if d.launcher is None:
+        raise RuntimeError(f"attempt {d.p.request.attempt_id} has no launcher")
+    return d.launcher
+
+
+def _failed(d: Dispatch, e: LaunchError | OSError) -> bool:
+    """Keep why the launch failed, for ``finish``: a launcher's own line, or the system's."""
+    if isinstance(e, LaunchError):
+        d.launch_error = e.line()
+    else:
+        d.launch_error = f"cannot start {d.p.executor.name}: {e}"
     return False
 
 
