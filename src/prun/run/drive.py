@@ -1,13 +1,13 @@
-"""Opening one attempt of a packet: its workspace, its brief and its request (``brief_attempt``),
-then its ``Dispatch`` built and started (``open_attempt``: the launch seam, the one place that
-knows how an attempt's process is started). The unit's task (``prun.run.life``) calls them in
-that order, recording the attempt in the ledger between them, so that a worker starts only
-once its attempt's row is committed.
+"""Opening one attempt of a packet (``open_attempt``, in one worker thread): its workspace,
+its brief and its request (``brief_attempt``), then its ``Dispatch`` built with its launcher
+(the launch seam: ``launcher`` is the one place that chooses how an attempt's process is
+started) and planned. The unit's task (``prun.run.life``) records the attempt in the ledger
+before it and starts the worker after it, so that a worker starts only once its attempt's row
+is committed.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 from dataclasses import dataclass
@@ -22,7 +22,6 @@ from ..attempt.dispatch import (
     admit,
     plan,
     prepare,
-    start_async,
 )
 from ..attempt.dispatch import begin as begin_attempt
 from ..attempt.launcher import Launcher
@@ -52,12 +51,14 @@ class Briefed:
 
 @dataclass(frozen=True)
 class Opened:
-    """An attempt as ``open_attempt`` started it: launched (a session unit: handed to the
-    coordinator, ``dispatch.handed``), or refused by the quota gate."""
+    """An attempt as ``open_attempt`` left it, ready to start: its ``Dispatch`` built with its
+    launcher and planned; or refused by the quota gate; or not startable (``error``)."""
 
+    briefed: Briefed
     dispatch: Dispatch
-    launched: bool = False
+    planned: bool = False
     refused: QuotaExhausted | None = None
+    error: str | None = None         # its opening files could not be written
 
 
 def brief_attempt(ctx: RunContext, u: UnitState, held: Reservation | None,
@@ -108,35 +109,41 @@ def brief_attempt(ctx: RunContext, u: UnitState, held: Reservation | None,
     return Briefed(place, text, prepared, state, fresh=reuse is None)
 
 
-async def open_attempt(ctx: RunContext, u: UnitState, b: Briefed) -> Opened:
-    """The launch seam: build the attempt's ``Dispatch`` with its launcher (the run's keeper;
-    a Dask worker for a cluster run; the coordinator for a session unit) and start it. Its
-    ledger row is committed already. Returns whether it started."""
-    launcher: Launcher[Dispatch]
-    if not b.prepared.executor.launches_process:   # a session unit: the coordinator runs it
-        launcher = SessionLauncher()
-    elif ctx.cluster is not None:   # a cluster run: the attempt is launched on a Dask worker
-        place = b.place
-        launcher = ctx.cluster.unit(kind=place.kind, workspace=place.path, base=place.base,
-                                    snapshot=place.snapshot, repo_root=ctx.run["repo_root"],
-                                    setup=ctx.run["setup"], fresh=b.fresh,
-                                    ports=schedule.ports_there(ctx, u))
-    else:
-        launcher = KeeperLauncher(ctx.keeper)
-    d = Dispatch(b.prepared, launcher, b.state, dispatcher_pid=os.getpid(),
+def open_attempt(ctx: RunContext, u: UnitState, held: Reservation | None, executor_name: str,
+                 result: str, latest: dict[str, UnitInput]) -> Opened:
+    """Everything before an attempt's worker starts, in one worker thread: its workspace,
+    brief and request (``brief_attempt``), then its ``Dispatch`` with its launcher (the run's
+    keeper; a Dask worker for a cluster run; the coordinator for a session unit), its opening
+    files, the quota gate and the launch's file work. Its ledger row is committed already; the
+    loop records what this gives, then starts the worker (``start_async``). Raises what
+    ``brief_attempt`` raises."""
+    b = brief_attempt(ctx, u, held, executor_name, result, latest)
+    d = Dispatch(b.prepared, launcher(ctx, u, b), b.state, dispatcher_pid=os.getpid(),
                  dispatcher_started=ctx.started)
     try:
-        await asyncio.to_thread(_begin, d)
+        begin_attempt(d)
+        admit(d)
     except QuotaExhausted as e:
-        return Opened(d, refused=e)
-    planned = await asyncio.to_thread(plan, d)
-    return Opened(d, launched=planned and await start_async(d))
+        return Opened(b, d, refused=e)
+    except PrunError as e:
+        return Opened(b, d, error=e.line())
+    except OSError as e:
+        return Opened(b, d, error=f"{e.strerror or e}: {e.filename or ''}".rstrip(": "))
+    return Opened(b, d, planned=plan(d))
 
 
-def _begin(d: Dispatch) -> None:
-    """The attempt's opening files, then its quota gate (``QuotaExhausted`` when it refuses)."""
-    begin_attempt(d)
-    admit(d)
+def launcher(ctx: RunContext, u: UnitState, b: Briefed) -> Launcher[Dispatch]:
+    """The launch seam's way for this attempt: the coordinator runs a session unit, a Dask
+    worker a cluster run's unit, the run's keeper any other."""
+    if not b.prepared.executor.launches_process:
+        return SessionLauncher()
+    if ctx.cluster is not None:
+        place = b.place
+        return ctx.cluster.unit(kind=place.kind, workspace=place.path, base=place.base,
+                                snapshot=place.snapshot, repo_root=ctx.run["repo_root"],
+                                setup=ctx.run["setup"], fresh=b.fresh,
+                                ports=schedule.ports_there(ctx, u))
+    return KeeperLauncher(ctx.keeper)
 
 
 def read_only(ctx: RunContext, place: Workspace, brief_file: str) -> tuple[str, ...]:

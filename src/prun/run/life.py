@@ -21,7 +21,7 @@ from typing import Any
 
 from .. import executors
 from .._util.worker import WorkerLike
-from ..attempt.dispatch import Dispatch, finish, wait_async
+from ..attempt.dispatch import Dispatch, finish, start_async, wait_async
 from ..attempt.finishing import UNPUBLISHED
 from ..attempt.outcome import Outcome
 from ..errors import Blocked as BlockedError
@@ -31,7 +31,7 @@ from ..ledger import ATTEMPT_STATUS, PACKET_STATUS, PacketStatus, Status, now_is
 from . import schedule
 from .choices import QuotaPools
 from .context import RunContext
-from .drive import Opened, brief_attempt, latest_inputs, open_attempt
+from .drive import Opened, latest_inputs, open_attempt
 from .ends import Blocked, End, NotDispatched, Parked, Settled, Successor, Superseded, WaitingForPorts
 from .quarantine import quarantine
 from .session import session
@@ -73,7 +73,7 @@ async def life(ctx: RunContext, u: UnitState, pools: QuotaPools) -> End:
     latest = latest_inputs(ctx, u) if p.after else {}
     action = f"prepare packet {p.id} for {name}"
     try:
-        b = await asyncio.to_thread(brief_attempt, ctx, u, held, name, result, latest)
+        opened = await asyncio.to_thread(open_attempt, ctx, u, held, name, result, latest)
     except BlockedError as e:
         ctx.ledger.update_attempt(aid, e.reason, status=Status.NOT_DISPATCHED,
                                   reason="blocked", error=e.reason, finished_at=now_iso())
@@ -82,18 +82,15 @@ async def life(ctx: RunContext, u: UnitState, pools: QuotaPools) -> End:
         return no_receipt(ctx, u, aid, action, e.line())
     except OSError as e:
         return no_receipt(ctx, u, aid, action, _os_error(e))
+    b = opened.briefed
     ctx.ledger.update_attempt(aid, None, brief=b.brief, base=b.place.base,
                               workspace=b.place.path, state_dir=b.state.path)
     u.state_dir = b.state.path
     if b.place.applied:
         ctx.emit("based", u, "starts from the accepted changes of "
                  + ", ".join(b.place.applied), base=b.place.base)
-    try:
-        opened = await open_attempt(ctx, u, b)
-    except PrunError as e:
-        return no_receipt(ctx, u, aid, action, e.line())
-    except OSError as e:
-        return no_receipt(ctx, u, aid, action, _os_error(e))
+    if opened.error is not None:
+        return no_receipt(ctx, u, aid, action, opened.error, state_dir=b.state.path)
     return await started(ctx, u, opened)
 
 
@@ -113,9 +110,10 @@ async def started(ctx: RunContext, u: UnitState, opened: Opened) -> End:
                                   finished_at=now_iso())
         u.predecessor = aid
         return Parked(parse_time(refused.resets_at), refused.line())
+    launched = opened.planned and await start_async(d)
     if d.handed is not None:
         return await session(ctx, u, d, d.handed)
-    if not opened.launched:
+    if not launched:
         await asyncio.to_thread(finish, d, None)
         return no_receipt(ctx, u, aid, f"start {d.p.executor.name} for packet {u.packet.id}",
                           d.launch_error, state_dir=d.state.path)
