@@ -33,6 +33,7 @@ from .attempt.outcome import Outcome
 from .attempt.subdispatch import refusal
 from .cluster.config import resolve
 from .errors import ExitCode, NotIndependent, UsageError
+from .git.culprit import CULPRITS_DIR
 from .git.integrate import CHECK_TIMEOUT_DEFAULT, Integration, UnitResult, add_worktree
 from .git.integrate import integrate as integrate_changes
 from .git.journal import Journal
@@ -283,13 +284,16 @@ def reconcile_exit_code(report: Report) -> ExitCode:
 def integrate(run: str | None = None, *, include: Iterable[str] = (),
               worktree: PathLike | None = None, check: bool = True,
               check_timeout: float = CHECK_TIMEOUT_DEFAULT, allow_dirty: bool = False,
-              repo: PathLike | None = None,
+              keep_culprits: bool = False, repo: PathLike | None = None,
               on_unit: Callable[[UnitResult], None] | None = None,
               on_notes: Callable[[list[str]], None] | None = None) -> Integration:
     """Apply a run's accepted changes to the working tree (or a new ``worktree``) and run
     the plan's combined check on the exact result (``prun integrate``); never stages or
     commits. Rejected and needs-review changes go in only when named in ``include`` or
-    accepted by a recorded decision. ``on_unit`` hears each unit as it is done.
+    accepted by a recorded decision. When the check fails, the units that make it fail are
+    found and taken out again (their failing check output in ``<run dir>/culprits/``), and
+    the check runs again; ``keep_culprits`` leaves every change in. ``on_unit`` hears each
+    unit as it is done.
     ``integrate_exit_code(result)`` is the command's exit code."""
     include = list(include)
     with _ledger(repo) as ledger:
@@ -312,15 +316,19 @@ def integrate(run: str | None = None, *, include: Iterable[str] = (),
         target = root
         if worktree is not None:
             target = add_worktree(root, os.fspath(worktree), v.run.get("base") or "HEAD")
-        patch_dir = journal = None
+        patch_dir = journal = culprit_dir = None
         if v.run.get("run_dir"):
             patch_dir = os.path.join(v.run["run_dir"], "integrate")
             journal = Journal(os.path.join(patch_dir, "journal.jsonl"))
+            culprit_dir = os.path.join(v.run["run_dir"], CULPRITS_DIR)
         command = v.run.get("check_command") if check else None
         result = integrate_changes(report, v.packets, target, include=include,
                                    decisions=decisions, check=command,
                                    check_timeout=check_timeout, patch_dir=patch_dir,
                                    allow_dirty=allow_dirty, journal=journal,
+                                   culprits=not keep_culprits, culprit_dir=culprit_dir,
+                                   parallel=min(os.cpu_count() or 1,
+                                                v.run.get("parallel") or os.cpu_count() or 1),
                                    on_notes=on_notes, on_unit=on_unit)
         ledger.record_event("integrate", run_id=v.id, cause="prun integrate",
                             data={"target": target, "applied": result.applied,
@@ -329,7 +337,11 @@ def integrate(run: str | None = None, *, include: Iterable[str] = (),
                                   "include": include or None,
                                   "decisions": decisions or None,
                                   "check": None if result.check is None else result.check.ok,
-                                  "check_log": result.check.log if result.check else None})
+                                  "check_log": result.check.log if result.check else None,
+                                  "culprits": ([c.as_dict() for c in result.bisection.culprits]
+                                               if result.bisection else None),
+                                  "held": result.held or None,
+                                  "recheck": (result.recheck.ok if result.recheck else None)})
     return result
 
 

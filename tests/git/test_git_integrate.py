@@ -89,7 +89,7 @@ def test_a_failing_combined_check_is_reported_on_the_exact_result(repo, units):
     report, packets = units({"a": (["src/app/**"], {"src/app/main.py": "broken(\n"})})
     check = [sys.executable, "-c",
              "import ast,sys; ast.parse(open('src/app/main.py').read())"]
-    result = integrate(report, packets, str(repo), check=check)
+    result = integrate(report, packets, str(repo), check=check, culprits=False)
     assert result.check is not None and not result.check.ok
     assert result.check.exit_code == 1
     assert result.lines()[-2].startswith("CHECK failed exit=1")

@@ -35,15 +35,17 @@ from .._util import gitcmd
 from .._util.quoting import quote
 from ..errors import PrunError, UsageError
 from ..plan import Packet
-from . import backup, links
+from . import backup, culprit, links
 from .changes import Change, FileChange, read_change
 from .commands import run_bounded
+from .culprit import Bisection
 from .journal import Journal, Previous
 from .patchfile import blocks
 from .verdict import ACCEPTED, Report, Verdict
 
 CHECK_TIMEOUT_DEFAULT = 3600.0
 NOT_TRIED = "not-tried"              # a unit left alone after an earlier one failed to apply
+CHECK_CULPRIT = "check-culprit"      # a unit taken out again: it made the combined check fail
 
 
 @dataclass
@@ -61,6 +63,7 @@ class UnitResult:
     reason: str | None = None          # failed: disk-full, io-error, write-failed, not-tried
     tree: str | None = None            # failed: unchanged, restored, partial (rerun restores)
     after: str | None = None           # not-tried: the unit whose failure stopped integration
+    held: str | None = None            # applied, then taken out again: check-culprit
 
     def lines(self) -> list[str]:
         pid = self.packet_id
@@ -101,7 +104,8 @@ class UnitResult:
                               for p, w in self.conflicts],
                 "overlaps": [{"path": p, "with": w} for p, w in self.overlaps],
                 "patch": self.patch, "error": self.error, "decision": self.decision,
-                "reason": self.reason, "tree": self.tree, "after": self.after}
+                "reason": self.reason, "tree": self.tree, "after": self.after,
+                "held": self.held}
 
 
 @dataclass
@@ -134,6 +138,8 @@ class Integration:
     check: CheckResult | None = None
     base_note: str | None = None
     interrupted_note: str | None = None
+    bisection: Bisection | None = None     # the culprits of a failed check
+    recheck: CheckResult | None = None     # the check again, once the culprits are held
 
     @property
     def conflicts(self) -> int:
@@ -141,7 +147,11 @@ class Integration:
 
     @property
     def applied(self) -> int:
-        return sum(u.action in ("applied", "already") for u in self.units)
+        return sum(u.action in ("applied", "already") and not u.held for u in self.units)
+
+    @property
+    def held(self) -> list[str]:
+        return [u.packet_id for u in self.units if u.held]
 
     @property
     def failed(self) -> int:
@@ -155,23 +165,38 @@ class Integration:
         check = "none" if self.check is None else "passed" if self.check.ok else "failed"
         skipped = sum(u.action == "skipped" for u in self.units)
         failed = f" failed={self.failed}" if self.failed else ""
+        held = f" held={len(self.held)}" if self.held else ""
+        recheck = ("" if self.recheck is None else
+                   f" recheck={'passed' if self.recheck.ok else 'failed'}")
         return (f"INTEGRATE target={_token(self.target)} applied={self.applied} "
-                f"conflicts={self.conflicts} skipped={skipped}{failed} check={check} "
-                "committed=no")
+                f"conflicts={self.conflicts} skipped={skipped}{failed}{held} check={check}"
+                f"{recheck} committed=no")
+
+    def closing(self) -> list[str]:
+        """The lines that come after the units': the check, its culprits, what was held and
+        the check again, the summary."""
+        out = [self.check.line()] if self.check is not None else []
+        if self.bisection is not None:
+            out += [c.line() for c in self.bisection.culprits] + [self.bisection.line()]
+        out += [f"HELD {_token(pid)} reason={CHECK_CULPRIT}" for pid in self.held]
+        if self.recheck is not None:
+            out.append(self.recheck.line())
+        return [*out, self.summary()]
 
     def lines(self) -> list[str]:
         out = self.notes()
         for u in self.units:
             out += u.lines()
-        if self.check is not None:
-            out.append(self.check.line())
-        return [*out, self.summary()]
+        return out + self.closing()
 
     def as_dict(self) -> dict[str, Any]:
         return {"target": self.target, "applied": self.applied, "conflicts": self.conflicts,
                 "failed": self.failed, "units": [u.as_dict() for u in self.units],
                 "check": self.check.as_dict() if self.check else None,
                 "base_note": self.base_note, "interrupted": self.interrupted_note,
+                "bisection": self.bisection.as_dict() if self.bisection else None,
+                "held": self.held,
+                "recheck": self.recheck.as_dict() if self.recheck else None,
                 "committed": False}
 
 
@@ -208,7 +233,8 @@ def integrate(report: Report, packets: Sequence[Packet], target: str, *,
               check: str | Sequence[str] | None = None,
               check_timeout: float = CHECK_TIMEOUT_DEFAULT, env: Mapping[str, str] | None = None,
               patch_dir: str | None = None, allow_dirty: bool = False,
-              journal: Journal | None = None,
+              journal: Journal | None = None, culprits: bool = True,
+              culprit_dir: str | None = None, parallel: int | None = None,
               on_notes: Callable[[list[str]], None] | None = None,
               on_unit: Callable[[UnitResult], None] | None = None) -> Integration:
     """Apply the accepted changes of ``report`` (and those of the packets named in
@@ -223,7 +249,13 @@ def integrate(report: Report, packets: Sequence[Packet], target: str, *,
     put back as it was before (its saved pre-images) and applied again. A patch that fails to
     apply (a full disk) is put back at once, and the units after it are not tried, nor the
     check run. ``on_notes`` hears the lines that come first, ``on_unit`` each unit's result as
-    it is known (to print it as it happens)."""
+    it is known (to print it as it happens).
+
+    When the check fails (and ``culprits``), the units that make it fail are found by
+    bisection (``prun.git.culprit``: at most ``parallel`` check runs at once, by default one
+    per core; their failing outputs kept in ``culprit_dir``) and taken out of the tree again,
+    each whole or not at all and journaled as it is applied (``holding``, ``held``); then the
+    check runs again on what is left."""
     target = os.path.abspath(target)
     if gitcmd.toplevel(target) is None:
         raise UsageError(f"not a git work tree: {target}", hint="integrate into the repository")
@@ -264,7 +296,9 @@ def integrate(report: Report, packets: Sequence[Packet], target: str, *,
     if journal:
         into.integrated = journal.integrated()
         _begin(journal, target)
+    before = culprit.before(target) if check and culprits else None
     stopped: str | None = None        # the unit whose patch failed to apply
+    ran = None
     try:
         for pid in ids:
             v, change = verdicts[pid], changes.get(pid)
@@ -280,15 +314,61 @@ def integrate(report: Report, packets: Sequence[Packet], target: str, *,
             results.append(res)
             if on_unit:
                 on_unit(res)
+        ran = _check(check, target, env, check_timeout, patch_dir) if check and not stopped \
+            else None
+        bisection, recheck = _culprits(before, ran, results, changes, verdicts, into, env,
+                                       check_timeout, culprit_dir, parallel)
     finally:
         into.close()
-    ran = _check(check, target, env, check_timeout, patch_dir) if check and not stopped else None
     if journal:
         try:
             journal.write("end", target)
         except OSError:      # a full disk: the next integrate says INTERRUPTED, nothing more
             pass
-    return Integration(target, results, ran, note, interrupted)
+    return Integration(target, results, ran, note, interrupted, bisection, recheck)
+
+
+def _culprits(before: str | None, failed: CheckResult | None, results: Sequence[UnitResult],
+              changes: Mapping[str, Change], verdicts: Mapping[str, Verdict], into: _Target,
+              env: Mapping[str, str] | None, timeout: float, culprit_dir: str | None,
+              parallel: int | None) -> tuple[Bisection | None, CheckResult | None]:
+    """When the check ``failed``, its culprits among the units applied (tested on the tree
+    ``before``), held out of the tree, and the check again."""
+    if before is None or failed is None or failed.ok:
+        return None, None
+    bisection = culprit.bisect(
+        into.path, before, [(r.packet_id, changes[r.packet_id].patch or b"")
+                            for r in results if r.action == "applied"],
+        failed.command, env, timeout, failing_log=failed.log,
+        culprit_dir=culprit_dir or tempfile.mkdtemp(prefix="prun-culprits-"),
+        parallel=parallel or os.cpu_count() or 1)
+    return bisection, _hold_and_check(bisection, results, changes, verdicts, into,
+                                      failed.command, env, timeout)
+
+
+def _hold_and_check(bisection: Bisection, results: Sequence[UnitResult],
+                    changes: Mapping[str, Change], verdicts: Mapping[str, Verdict],
+                    into: _Target, check: str | Sequence[str], env: Mapping[str, str] | None,
+                    timeout: float) -> CheckResult | None:
+    """Take the changes of the culprits to hold out of the tree again (the last applied
+    first), each whole or not at all (one that no longer comes out cleanly stays); then the
+    check again, when any was taken out."""
+    held, out = {c.held for c in bisection.culprits}, False
+    for res in reversed(results):
+        pid = res.packet_id
+        if pid not in held or res.action != "applied":
+            continue
+        patch = changes[pid].patch or b""
+        if gitcmd.git(["apply", "--check", "--reverse", "--binary", "-"], into.path, input=patch,
+                      check=False).returncode != 0:
+            continue
+        trial = UnitResult(pid, res.verdict, "applied")
+        paths = [p for b in blocks(patch) for p in b.paths]
+        if _apply_whole(trial, patch, paths, into, verdicts[pid].attempt_id, reverse=True):
+            res.held, out = CHECK_CULPRIT, True
+            for p in changes[pid].paths:
+                into.touched.pop(p, None)
+    return _check(check, into.path, env, timeout, into.patch_dir) if out else None
 
 
 def _begin(journal: Journal, target: str) -> None:
@@ -466,27 +546,29 @@ def _one(v: Verdict, change: Change | None, into: _Target, include: set[str],
 
 
 def _apply_whole(res: UnitResult, patch: bytes, paths: list[str], into: _Target,
-                 attempt: str | None) -> bool:
-    """Apply ``patch`` (the change of ``attempt``) whole or not at all: save the pre-images of
-    ``paths``, journal it, apply it; when the apply fails, put the pre-images back at once.
-    False (``res`` failed) when the patch is not applied."""
+                 attempt: str | None, *, reverse: bool = False) -> bool:
+    """Apply ``patch`` (the change of ``attempt``; ``reverse``: take it out) whole or not at
+    all: save the pre-images of ``paths``, journal it, apply it; when the apply fails, put the
+    pre-images back at once. False (``res`` failed) when the patch is not applied."""
     pid, target, journal = res.packet_id, into.path, into.journal
+    doing, done = ("holding", "held") if reverse else ("applying", "applied")
     folder = into.backup_dir(pid)
     try:
         backup.save(target, paths, folder)
         if journal:
-            journal.write("applying", target, pid, attempt=attempt, backup=folder)
+            journal.write(doing, target, pid, attempt=attempt, backup=folder)
     except OSError as e:
         backup.discard(folder)
         _failed(res, _failure(e), "unchanged", e)
         return False
     try:
-        ran = gitcmd.git(["apply", "--binary", "-"], target, input=patch, check=False)
+        ran = gitcmd.git(["apply", *(["--reverse"] if reverse else []), "--binary", "-"],
+                         target, input=patch, check=False)
         if ran.returncode != 0:
             why = ran.stderr.strip().splitlines()
             raise _ApplyFailed(_failure_of(ran.stderr), why[-1] if why else "git apply failed")
         if journal:
-            journal.write("applied", target, pid, attempt=attempt)
+            journal.write(done, target, pid, attempt=attempt)
     except (_ApplyFailed, OSError, PrunError) as e:
         reason = (e.reason if isinstance(e, _ApplyFailed) else
                   _failure(e) if isinstance(e, OSError) else "write-failed")

@@ -11,15 +11,20 @@ on (``<run>/integrate/journal.jsonl``):
                                            is saved in folder B
     {"op": "applied", "target": T, "packet": P, "attempt": A}    it was
     {"op": "restored", "target": T, "packet": P}   it was not: its paths were put back
+    {"op": "holding", "target": T, "packet": P, "attempt": A, "backup": B}
+                                           P's applied change is about to be taken out again
+                                           (it made the combined check fail), as "applying"
+    {"op": "held", "target": T, "packet": P, "attempt": A}       it was: the target no longer
+                                           holds it ("restored" if it could not be)
     {"op": "end", "target": T}             that integrate finished
 
 ``previous(target)`` reads what earlier integrates left in that target: the packets applied
 there, the one that may have been applied in part (``applying`` with neither ``applied`` nor
 ``restored``) with the folder of its pre-images, and whether the last one was interrupted (a
 ``begin`` with no ``end``). ``integrated()`` reads which attempts' changes were applied into
-any target (what ``prun clean`` counts as integrated: a later attempt of the same packet is
-not, and neither is a line written before attempts were recorded). A torn last line (a kill
-while writing it) is ignored.
+any target and not held out of it since (what ``prun clean`` counts as integrated: a later
+attempt of the same packet is not, and neither is a line written before attempts were
+recorded). A torn last line (a kill while writing it) is ignored.
 
 Each patch's pre-images go in ``backup_dir(target, packet)``: ``<journal's folder>/backup/
 <target's key>/<packet>/`` (``prun.git.backup``).
@@ -62,13 +67,13 @@ class Journal:
         return out
 
     def integrated(self) -> set[tuple[str, str]]:
-        """(packet, attempt) of every change applied into any target."""
-        out = set()
+        """(packet, attempt) of every change applied into any target (and not held since)."""
+        held: set[tuple[object, str, str]] = set()      # (target, packet, attempt)
         for e in self._entries():
-            pid, attempt = e.get("packet"), e.get("attempt")
-            if e.get("op") == "applied" and isinstance(pid, str) and isinstance(attempt, str):
-                out.add((pid, attempt))
-        return out
+            pid, attempt, op = e.get("packet"), e.get("attempt"), e.get("op")
+            if op in ("applied", "held") and isinstance(pid, str) and isinstance(attempt, str):
+                (held.add if op == "applied" else held.discard)((e.get("target"), pid, attempt))
+        return {(pid, attempt) for _, pid, attempt in held}
 
     def previous(self, target: str) -> Previous:
         prev = Previous()
@@ -80,7 +85,7 @@ class Journal:
                 prev.interrupted, prev.partial = True, None
             elif op == "end":
                 prev.interrupted = False
-            elif op == "applying" and isinstance(pid, str):
+            elif op in ("applying", "holding") and isinstance(pid, str):
                 backup = entry.get("backup")
                 prev.partial, prev.backup = pid, backup if isinstance(backup, str) else None
             elif op == "applied" and isinstance(pid, str):
@@ -89,6 +94,10 @@ class Journal:
                     prev.applied.append(pid)
             elif op == "restored" and isinstance(pid, str):
                 prev.partial = prev.backup = None
+            elif op == "held" and isinstance(pid, str):
+                prev.partial = prev.backup = None
+                if pid in prev.applied:
+                    prev.applied.remove(pid)
         return prev
 
     def backup_dir(self, target: str, packet: str) -> str:
