@@ -194,8 +194,10 @@ def control_tools(server: MCPServer[Any], st: Prun) -> None:
 
     @server.tool(description="Apply a run's accepted changes to the working tree and run the "
                  "plan's combined check; never commits (prun integrate --json). APPLIED, "
-                 "CONFLICT, SKIPPED, CHECK, INTEGRATE ... committed=no. exit_name OK, FAILED "
-                 "(check failed) or CONFLICT. Ask the person before any commit.",
+                 "CONFLICT, SKIPPED, CHECK, INTEGRATE ... committed=no. When the check fails, "
+                 "prun bisects for the units that break it (CULPRIT), holds them (HELD) and "
+                 "checks again. exit_name OK, FAILED (check failed, or culprits held) or "
+                 "CONFLICT. Ask the person before any commit.",
                  annotations=ACTS)
     async def integrate(ctx: Context, run: RunOpt = None,
                         include: Annotated[args.PacketIds, Field(
@@ -210,11 +212,14 @@ def control_tools(server: MCPServer[Any], st: Prun) -> None:
                         allow_dirty: Annotated[bool, Field(
                             description="apply over uncommitted local changes to the same "
                             "files")] = False,
+                        keep_culprits: Annotated[bool, Field(
+                            description="when the check fails, keep every change applied "
+                            "(no search for the culprits)")] = False,
                         cwd: Cwd = None) -> Output:
         at = st.folder(cwd)
         argv = Argv("integrate").arg(run).opt("--include", include).opt("--worktree", worktree)
         argv.flag("--no-check", no_check).opt("--check-timeout", check_timeout)
-        argv.flag("--allow-dirty", allow_dirty)
+        argv.flag("--allow-dirty", allow_dirty).flag("--keep-culprits", keep_culprits)
         check_s = _check_seconds(check_timeout)
         limit = st.limit(check_s + st.bound, f"its check_timeout ({check_s:.0f} s) plus "
                          f"PRUN_MCP_TIMEOUT ({st.bound:.0f} s)")
