@@ -9,6 +9,7 @@ named: "Verification (commands run)" counts), every inline code span, and every 
 a fenced code block. In a block where some line starts with ``$ ``, only those lines are
 commands (the prompt dropped; the other lines are output); in any other block, every line that
 is not blank and does not start with ``#``. A line ending with ``\\`` goes on on the next.
+A claim is kept with its runs of whitespace made one space.
 
 Matching: a command is cut into words: runs of characters other than whitespace and the shell's
 control operators ``&& || ; | & ( )``, each of which is a word of its own (quotes are not read:
@@ -144,7 +145,7 @@ def claimed_commands(text: str) -> list[str]:
                 found += _spans(line)
         if block:
             found += _block_commands(block)
-    return _unique(c for c in found if words(c))
+    return _unique(" ".join(c.split()) for c in found if words(c))
 
 
 def claimed_paths(text: str, clone: str | None = None) -> list[str]:
