@@ -9,6 +9,9 @@ FAKE_CLAUDE_ANSWERS   a JSON file {packet id: [answer of call 1, of call 2, ...]
 FAKE_CLAUDE_ERROR     the server's message in a 429 (quota / rate_limit scenarios)
 FAKE_CLAUDE_BASH      the Bash command of the ``bash`` scenario (run through the --settings
                       PreToolUse hooks, as Claude Code does)
+FAKE_CLAUDE_RUN       a JSON list of shell commands the worker runs before it answers
+                      (success scenario): each a Bash tool_use and its tool_result, as
+                      Claude Code prints them, run in the working folder through the hooks
 FAKE_CLAUDE_HOME      where sessions are kept (``<id>.jsonl``), so --resume works across runs
 FAKE_CLAUDE_LOG       append one JSON line per call: argv, cwd, stdin closed, env keys
 FAKE_CLAUDE_USAGE     the result event's ``usage`` (JSON); default: a 12,200-token prompt
@@ -144,13 +147,15 @@ def assistant(mid, block, **extra):
           "timestamp": "2026-11-30T13:06:08.983Z", "request_id": "req_fake", **extra})
 
 
-def tool_result(tool_id, content, is_error=None, meta=None):
+def tool_result(tool_id, content, is_error=None, meta=None, use_result=None):
     block = {"tool_use_id": tool_id, "type": "tool_result", "content": content}
     if is_error is not None:
         block["is_error"] = is_error
+    extra = {"tool_use_result": use_result} if use_result is not None else {}
     emit({"type": "user", "message": {"role": "user", "content": [block]},
           "parent_tool_use_id": None, **common, "uuid": str(uuid.uuid4()),
-          "timestamp": "2026-11-30T13:06:09.100Z", "tool_result_meta": [meta or {"id": tool_id}]})
+          "timestamp": "2026-11-30T13:06:09.100Z", **extra,
+          "tool_result_meta": [meta or {"id": tool_id}]})
 
 
 USAGE = {"input_tokens": 12200, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
@@ -219,12 +224,30 @@ def run_hooks(tool_name, tool_input):
     return None
 
 
+def run_commands():
+    """FAKE_CLAUDE_RUN's commands, each a Bash tool_use (its own assistant message) and the
+    tool_result of running it through the PreToolUse hooks and sh."""
+    for n, command in enumerate(json.loads(os.environ.get("FAKE_CLAUDE_RUN") or "[]")):
+        tid = f"toolu_fake_run_{n}"
+        tool_input = {"command": command, "description": "run a check"}
+        assistant(msg_id(), {"type": "tool_use", "id": tid, "name": "Bash", "input": tool_input})
+        denied = run_hooks("Bash", tool_input)
+        if denied:
+            tool_result(tid, denied, is_error=True)
+            continue
+        p = subprocess.run(command, shell=True, capture_output=True, text=True)
+        tool_result(tid, (p.stdout + p.stderr).strip(), is_error=p.returncode != 0,
+                    use_result={"stdout": p.stdout, "stderr": p.stderr, "interrupted": False,
+                                "isImage": False, "noOutputExpected": False})
+
+
 prompt = argv[argv.index("-p") + 1]
 answer = scripted("FAKE_CLAUDE_ANSWERS", answer)
 if history:
     answer = f"Resumed {session} with {len(history)} earlier turn(s). {answer}"
 
 if scenario == "success":
+    run_commands()
     mid = msg_id()
     assistant(mid, {"type": "text", "text": answer})
     save(prompt, answer)

@@ -3,6 +3,9 @@
 FAKE_GEMINI_SCENARIO  success (default), tool_use, error_status, quota, daily_quota,
                       no_result, hang, nonzero_exit, shell
 FAKE_GEMINI_SHELL     the shell scenario's command (its run_shell_command tool)
+FAKE_GEMINI_RUN       a JSON list of shell commands the worker runs before it answers
+                      (success scenario): each a run_shell_command tool_use and its
+                      tool_result, as Gemini CLI prints them, run in the working folder
 FAKE_GEMINI_RESPONSE  the answer text (streamed as several delta messages)
 FAKE_GEMINI_ANSWERS   a JSON file {packet id: [answer of call 1, of call 2, ...]}: the
                       unit's n-th call answers its n-th text (a follow-up is call 2)
@@ -142,7 +145,26 @@ answer = scripted("FAKE_GEMINI_ANSWERS", answer)
 if history:
     answer = f"Resumed {session} with {len(history)} earlier turn(s). {answer}"
 
+def run_commands():
+    """FAKE_GEMINI_RUN's commands through sh, each a run_shell_command tool_use and its
+    tool_result (with --yolo; without it the tool is not registered, as in the real CLI)."""
+    for n, command in enumerate(json.loads(os.environ.get("FAKE_GEMINI_RUN") or "[]")):
+        tid = f"run_shell_command__run_shell_command_{int(time.time() * 1000)}_{n}"
+        emit({"type": "tool_use", "timestamp": ts, "tool_name": "run_shell_command",
+              "tool_id": tid, "parameters": {"command": command, "description": "a check"}})
+        if not yolo:
+            msg = 'Tool "run_shell_command" not found. Did you mean one of: "read_file"?'
+            emit({"type": "tool_result", "timestamp": ts, "tool_id": tid, "status": "error",
+                  "output": msg, "error": {"type": "tool_not_registered", "message": msg}})
+            continue
+        ran = subprocess.run(["sh", "-c", command], capture_output=True, text=True)
+        emit({"type": "tool_result", "timestamp": ts, "tool_id": tid,
+              "status": "success" if ran.returncode == 0 else "error",
+              "output": ran.stdout + ran.stderr})
+
+
 if scenario == "success":
+    run_commands()
     deltas(answer)
     save(answer)
     result("success")

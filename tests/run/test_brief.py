@@ -181,3 +181,14 @@ def test_a_changed_snapshot_or_result_is_never_accepted(repo, tmp_path):
     cleaned = prun("clean", run_id)
     assert f"REMOVED - {snap}" in cleaned.stdout.splitlines()
     assert not snap.exists() and not Path(f"{snap}.json").exists()
+
+
+def test_a_unit_asked_for_verification_is_told_how_its_claims_are_checked(repo):
+    plan = write_plan(repo / "plan.yaml", [
+        {"id": "fix", "executor": "command", "command": ["true"], "prompt": "Fix it.",
+         "requires": ["Summary", "Verification"]},
+        {"id": "look", "executor": "command", "command": ["true"], "prompt": "Look.",
+         "requires": ["Summary"]}])
+    told = prun("brief", "fix", "--plan", str(plan)).stdout
+    assert "Under Verification, write each command you ran in backticks" in told
+    assert "Under Verification" not in prun("brief", "look", "--plan", str(plan)).stdout

@@ -8,6 +8,8 @@ stream-json (one object per line):
   {"event":"init","conversation_id":...}
   {"event":"step_update","step_update":{"step_type":"agent_response","text_delta":...}}
   {"event":"step_update","step_update":{"step_type":"tool","tool_name":...}}
+      a tool call (counted); the command a tool ran is not in the event as known, so agy's
+      reader records no shell commands (``StreamResult.commands`` None)
   {"event":"result","result":{"conversation_id","status":"SUCCESS|ERROR","response","error",
                               "num_turns","duration_seconds","usage"}}
 

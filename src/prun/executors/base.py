@@ -5,7 +5,9 @@ An executor knows everything prun knows about one CLI and nothing else:
 * ``settings``: resolve the unit's model, effort and timeout from flags and the CLI's own
   environment variables (validated before anything is created);
 * ``build``: the argv, environment and stdin for one unit;
-* ``reader``: a parser of the CLI's output stream (session id, text, tool use, the final result);
+* ``reader``: a parser of the CLI's output stream (session id, text, tool use, the shell
+  commands the worker ran, the final result); ``tool_calls`` reads a finished worker's stream
+  with it for ``prun reconcile``'s check of what its result claims (``prun.git.claims``);
 * ``judge``: whether a finished run succeeded, from its exit code *and* its final event;
 * ``quota_hit``: whether a failure was a quota or rate-limit error, and when it resets;
 * ``recipients``: where a unit's data goes for a model (its name, then the vendor families
@@ -37,11 +39,11 @@ if TYPE_CHECKING:
     from typing import Any, ClassVar
 
     from ..quota.gate import GateDecision
-    from .records import Judgement, Launch, QuotaHit, StreamResult, Unit
+    from .records import Judgement, Launch, QuotaHit, StreamResult, ToolCalls, Unit
 
     Event = dict[str, Any]   # one line of a CLI's event stream: a JSON object
 
-_RECORDS = ("Judgement", "Launch", "QuotaHit", "StreamResult", "Unit")
+_RECORDS = ("Judgement", "Launch", "QuotaHit", "StreamResult", "ToolCalls", "Unit")
 
 
 def __getattr__(name: str) -> type:
@@ -54,6 +56,7 @@ def __getattr__(name: str) -> type:
     raise AttributeError(name)
 
 MODES = ("accept-edits", "plan")
+COMMANDS_KEPT = 10_000  # shell commands a reader keeps of one stream (``StreamResult.commands``)
 # An executor's role in the seed's split of units without a named executor (``split_role``).
 ORDINARY = "ordinary"   # may carry the ordinary share (policy ``routing.ordinary``)
 SONNET = "sonnet"       # runs Sonnet units (``routing.sonnet``, ``routing.session_tools``)
@@ -233,6 +236,28 @@ class Executor:
     # reading --------------------------------------------------------------------------------
     def reader(self) -> StreamReader:
         raise NotImplementedError
+
+    def tool_calls(self, stream_path: str) -> ToolCalls | None:
+        """What the worker's finished stream (its state dir's ``tail``) records of its tool
+        calls, read with this executor's own reader: how many, and the shell commands it ran
+        (each reader knows its CLI's events; a reader that leaves ``commands`` None records
+        none). None when this executor's stream records no tool calls at all
+        (``reports_tool_use`` false). A stream that cannot be read (missing, not a regular
+        file, over 64 MiB) reads as one that shows no tool call."""
+        if not (self.reports_tool_use and self.event_stream):
+            return None
+        from .._util.fsutil import read_lines
+        from .records import ToolCalls
+
+        reader = self.reader()
+        try:
+            for line in read_lines(stream_path):
+                reader.feed(line)
+        except OSError:
+            return ToolCalls(0, () if reader.result.commands is not None else None)
+        stream = reader.finish(stream_path)
+        commands = None if stream.commands is None else tuple(stream.commands)
+        return ToolCalls(stream.tool_uses, commands)
 
     def hand_off(self, unit: Unit) -> tuple[str, list[str]]:
         """Executors that launch no process: the hand-off text and the stdout lines."""

@@ -32,7 +32,8 @@ the tool's error result, so it shows in the tail, and is counted in ``denials``.
 stream-json (one object per line; key order varies, so lines are parsed, never prefix-matched):
   {"type":"system","subtype":"init","session_id":...,"model":...,"permissionMode":...}
   {"type":"assistant","message":{"id":...,"content":[{"type":"text"|"tool_use",...}]},...}
-      one event per content block; blocks sharing ``message.id`` belong to one turn
+      one event per content block; blocks sharing ``message.id`` belong to one turn; a shell
+      command is a ``tool_use`` block named ``Bash``, its ``input.command``
   {"type":"user","message":{"content":[{"type":"tool_result","is_error":...}]},...}
   {"type":"system","subtype":"permission_denied","tool_name":...,"message":...}
   {"type":"system","subtype":"api_retry","attempt":...,"error_status":429,"error":...}
@@ -57,7 +58,7 @@ import sys
 from collections.abc import Mapping
 
 from ..errors import UsageError
-from .base import SONNET, Executor, HomeFiles, StreamReader, as_object
+from .base import COMMANDS_KEPT, SONNET, Executor, HomeFiles, StreamReader, as_object
 from .settings import Settings
 
 TYPE_CHECKING = False  # the records are imported where used (the dispatcher's fast path)
@@ -95,6 +96,8 @@ class ClaudeReader(StreamReader):
         self._messages: set[str] = set()
         self._tools: dict[str, str] = {}      # tool_use id -> tool name
         self._denied: set[str] = set()        # tool_use ids already in denials
+        self._bash: dict[str, str] = {}       # Bash tool_use id -> its input.command
+        self.result.commands = []
 
     def event(self, obj: Event) -> None:
         r = self.result
@@ -136,10 +139,21 @@ class ClaudeReader(StreamReader):
                 if tid not in self._tools:
                     r.tool_uses += 1
                 self._tools[tid] = _str(block.get("name")) or "?"
+                command = as_object(block.get("input")).get("command")
+                if (block.get("name") == "Bash" and isinstance(command, str)
+                        and len(self._bash) < COMMANDS_KEPT):
+                    self._bash[tid] = command
         if obj.get("is_api_error_message"):
             r.error = _block_text(msg) or r.error
             if isinstance(status := obj.get("api_error_status"), int):
                 r.api_error_status = status
+
+    def finish(self, tail_path: str) -> StreamResult:
+        """The shell commands run: every Bash ``tool_use`` block's ``input.command``, in
+        order, but those refused (a ``permission_denied`` event, the result's
+        ``permission_denials``, prun's guard)."""
+        self.result.commands = [c for tid, c in self._bash.items() if tid not in self._denied]
+        return self.result
 
     def _user(self, obj: Event) -> None:
         msg = as_object(obj.get("message"))

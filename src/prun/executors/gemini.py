@@ -30,6 +30,7 @@ stream-json:
   {"type":"message","role":"assistant","content":"...","delta":true}   concatenated
   {"type":"tool_use","tool_name":...,"tool_id":...,"parameters":{...}}
   {"type":"tool_result","tool_id":...,"status":"success"|"error","error":{...}}
+      a shell command is tool ``run_shell_command``, its ``parameters.command``
   {"type":"result","status":"success"|"error","error":{"type","message"},
    "stats":{"total_tokens","input_tokens","output_tokens","cached","input",...,"models":{...}}}
 
@@ -45,7 +46,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from .base import ORDINARY, Executor, HomeFiles, StreamReader, as_object
+from .base import COMMANDS_KEPT, ORDINARY, Executor, HomeFiles, StreamReader, as_object
 from .settings import Settings
 
 TYPE_CHECKING = False  # the records are imported where used (the dispatcher's fast path)
@@ -74,10 +75,16 @@ _QUOTA_RE = re.compile(r"exceeded your current quota|exhausted your daily quota|
                        re.IGNORECASE)
 
 
+SHELL_TOOL = "run_shell_command"   # its parameters.command is the shell command
+
+
 class GeminiReader(StreamReader):
     def __init__(self) -> None:
         super().__init__()
         self._tools: dict[str, str] = {}
+        self._shell: dict[str, str] = {}      # run_shell_command tool_id -> its command
+        self._refused: set[str] = set()       # tool_ids whose tool_result carries an error
+        self.result.commands = []
 
     def event(self, obj: Event) -> None:
         r = self.result
@@ -90,10 +97,17 @@ class GeminiReader(StreamReader):
                 r.add_text(obj["content"])
         elif kind == "tool_use":
             r.tool_uses += 1
-            self._tools[str(obj.get("tool_id"))] = _str(obj.get("tool_name")) or "?"
+            tid = str(obj.get("tool_id"))
+            self._tools[tid] = _str(obj.get("tool_name")) or "?"
+            command = as_object(obj.get("parameters")).get("command")
+            if (obj.get("tool_name") == SHELL_TOOL and isinstance(command, str)
+                    and len(self._shell) < COMMANDS_KEPT):
+                self._shell[tid] = command
         elif kind == "tool_result" and obj.get("status") == "error":
             r.tool_errors += 1
             err = as_object(obj.get("error"))
+            if err:
+                self._refused.add(str(obj.get("tool_id")))
             r.denials.append({"tool": self._tools.get(str(obj.get("tool_id")), "?"),
                               "by": _str(err.get("type")) or "error",
                               "message": (_str(err.get("message")) or _str(obj.get("output"))
@@ -109,6 +123,13 @@ class GeminiReader(StreamReader):
             r.spend = spend(r.usage)
             if not r.is_error:
                 r.response = r.text
+
+    def finish(self, tail_path: str) -> StreamResult:
+        """The shell commands run: every ``run_shell_command`` tool_use's
+        ``parameters.command``, in order, but those whose tool_result carries an ``error``
+        object (the CLI did not run it: ``tool_not_registered``, a policy's refusal)."""
+        self.result.commands = [c for tid, c in self._shell.items() if tid not in self._refused]
+        return self.result
 
 
 def spend(stats: Event | None) -> Usage | None:

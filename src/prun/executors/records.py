@@ -121,6 +121,9 @@ class StreamResult:
     retries: int = 0                # API calls the CLI announced it retries (claude)
     api_error_status: int | None = None  # the HTTP status of an API error (claude)
     api_error_type: str | None = None    # ... and its type, e.g. rate_limit_error (claude)
+    # the shell commands the worker ran, in order, refused ones left out (the first
+    # ``base.COMMANDS_KEPT``); None where the reader does not record them
+    commands: list[str] | None = None
 
     def add_text(self, chunk: str) -> None:
         """Collect assistant text (salvage for FALLBACK); a list, since += on a long str copies.
@@ -143,3 +146,11 @@ class Judgement:
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class ToolCalls:
+    """What a worker's stream records of its tool calls (``Executor.tool_calls``): how many it
+    made, and the shell commands it ran, in order (None: the stream records tool calls but not
+    the commands they ran, as agy's does)."""
+
+    count: int
+    commands: tuple[str, ...] | None

@@ -11,7 +11,9 @@ from the ledger. For each packet it returns a ``Verdict``:
                    worker made, required sections missing, no result at all
     needs-review   nothing wrong for certain, but not safe to accept unseen: a hollow success
                    (a code unit with an empty diff; no tool use at all while the result claims
-                   work), a result recovered from the state dir's tail, a unit still running
+                   work), a result recovered from the state dir's tail, a unit still running,
+                   a result whose claims what the worker did does not bear out (commands
+                   claimed but not run, files claimed but not changed: ``prun.git.claims``)
 
 Scope advances only when every packet is accepted or explicitly re-scoped (``Report.complete``).
 
@@ -28,10 +30,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import executors
-from .._util.fsutil import atomic_write, read_json, read_lines, read_text, tail_bytes
+from .._util.fsutil import atomic_write, read_head, read_json, read_lines, read_text, tail_bytes
 from ..attempt.result_index import changed
 from ..errors import GitError, PrunError
-from . import saved
+from . import claims, saved
 from .changes import Change, read_change
 from .links import reasons as link_reasons
 from .scope import plan_scope, scope_reasons
@@ -186,7 +188,9 @@ def judge(unit: UnitInput, *, with_patch: bool = False,
     found.rejected += _snapshot_reasons(unit, snapshots)
     if unit.packet.writes_code and ended:
         v.change = _change_reasons(unit, status, with_patch, found)
-    if _hollow_no_tool_use(unit, status, outcome, read, v.change):
+    claimed = _claim_reasons(unit, v, status, outcome, found) if read is not None else []
+    if (_hollow_no_tool_use(unit, status, outcome, read, v.change)
+            and not any(r.code == "no-tool-calls" for r in claimed)):
         found.review.append(Reason("hollow-no-tool-use", {"tool_uses": 0}))
     v.reasons = found.rejected + found.review
     v.verdict = found.verdict
@@ -319,6 +323,28 @@ def _hollow_no_tool_use(unit: UnitInput, status: str | None, outcome: Mapping[st
     if status not in SUCCESS or not _reports_tool_use(unit) or outcome.get("tool_uses") != 0:
         return False
     return bool(read and read.claims) or bool(change and not change.empty)
+
+
+def _claim_reasons(unit: UnitInput, v: Verdict, status: str | None,
+                   outcome: Mapping[str, Any], found: _Findings) -> list[Reason]:
+    """A success's result claims checked against its stream and its diff (``prun.git.claims``;
+    ``v.claims``): commands claimed under Verification that no run matches, claimed with no
+    tool call at all, files claimed changed that the diff does not hold. Only for an
+    executor whose stream records tool calls."""
+    ex = executors.lookup(unit.executor or outcome.get("executor"))
+    path = v.recovered or v.result_file
+    if status not in SUCCESS or ex is None or not unit.state_dir or not path:
+        return []
+    calls = ex().tool_calls(os.path.join(unit.state_dir, "tail"))
+    if calls is None:
+        return []
+    text = read_head(path, claims.CLAIMS_READ).decode("utf-8", "replace")
+    changed = v.change.paths if v.change is not None and v.change.complete else None
+    checked = claims.check(text, calls, changed, unit.workspace)
+    v.claims = checked.as_dict()
+    reasons = checked.reasons()
+    found.review += reasons
+    return reasons
 
 
 def _snapshot_reasons(unit: UnitInput,

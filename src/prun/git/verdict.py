@@ -64,6 +64,7 @@ class Verdict:
     recovered: str | None = None        # the salvaged result's path, when one was recovered
     change: Change | None = None
     rescoped: str | None = None
+    claims: dict[str, Any] | None = None  # the result's claims checked (``prun.git.claims``)
 
     def lines(self) -> list[str]:
         word = LINE_WORD[self.verdict]
@@ -78,7 +79,8 @@ class Verdict:
                 "reasons": [r.as_dict() for r in self.reasons], "attempt": self.attempt_id,
                 "status": self.status, "result_file": self.result_file,
                 "recovered": self.recovered, "rescoped": self.rescoped,
-                "change": self.change.as_dict() if self.change else None}
+                "change": self.change.as_dict() if self.change else None,
+                "claims": self.claims}
 
 
 @dataclass

@@ -150,6 +150,13 @@ def resumed_turn(packet: Packet, ctx: Context, text: str) -> str:
             "taken).\n")
 
 
+# How a result's claims are written so that reconcile can check them (``prun.git.claims``).
+CLAIMS_RULE = ("Under Verification, write each command you ran in backticks or a code block "
+               "(`$ ` before each command when the block shows its output too), as you ran it: "
+               "prun checks each against the commands your session ran. Under Changes, write "
+               "each file you changed as its path in backticks.")
+
+
 def _items(p: Packet, ctx: Context) -> list[str]:
     at = f" at commit {ctx.base[:12]}" if ctx.base else ""
     items = []
@@ -187,6 +194,8 @@ def _items(p: Packet, ctx: Context) -> list[str]:
     sections = (", with the sections " + ", ".join(p.requires)) if p.requires else ""
     items.append(f"Result: write it to {ctx.result_file} in one operation when you are "
                  f"done{sections}.")
+    if any(name.strip().lower().startswith("verification") for name in p.requires):
+        items.append(CLAIMS_RULE)
     if p.subdispatch:
         items.append("You may start agents of your own for parts of this task; you reconcile "
                      "what they return and they stay inside what you own.")
