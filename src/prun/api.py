@@ -270,8 +270,7 @@ def _accept_checks(ledger: Ledger, v: RunView, units: list[UnitInput], report: R
     """Each packet's acceptance check on its deciding attempt, into ``report``: the one the
     ledger recorded, else run now (``prun.git.accept``, up to the run's ``parallel`` at once)
     and recorded with the attempt."""
-    rows = [a for attempts in v.attempts.values() for a in attempts]
-    known = {a["id"]: c for a in rows if (c := AcceptCheck.from_row(a)) is not None}
+    known = v.accept_checks()
     run_dir = v.run.get("run_dir")
     if run_dir:
         def record(attempt_id: str, c: AcceptCheck) -> None:
@@ -280,7 +279,8 @@ def _accept_checks(ledger: Ledger, v: RunView, units: list[UnitInput], report: R
                                   accept_log=c.log)
 
         known = accept.run_checks(units, report, known=known,
-                                  seqs={a["id"]: a["seq"] for a in rows},
+                                  seqs={a["id"]: a["seq"] for rows in v.attempts.values()
+                                        for a in rows},
                                   run_dir=run_dir, repo_root=v.repo_root,
                                   setup=v.run.get("setup"),
                                   parallel=int(v.run.get("parallel") or 1), record=record)

@@ -10,6 +10,9 @@ from pathlib import Path
 from gitrepo import commit_all, write
 
 from helpers import prun
+from prun.ledger import Ledger
+from prun.review import render
+from prun.review.model import build
 
 PY = sys.executable
 
@@ -80,6 +83,14 @@ def test_checks_pass_fail_err_and_time_out_each_recorded_with_its_attempt(repo, 
     assert attempts["fail"]["accept_exit"] == 3 and "BROKEN-OUTPUT" in attempts["fail"]["accept_tail"]
     plain = prun("status", cwd=repo).stdout
     assert "accept=failed" in plain, plain
+
+    page = json.loads(prun("review", "--json", cwd=repo).stdout)
+    shown = {p["packet"]: p for p in page["packets"]}
+    assert shown["fail"]["verdict"] == "REJECTED" and shown["fail"]["accept"]["status"] == "failed"
+    assert shown["missing"]["verdict"] == "REVIEW"
+    with Ledger.open() as ledger:
+        html = render.page(build(ledger, run_id), "token")
+    assert "BROKEN-OUTPUT" in html and 'class="accept-failed"' in html
 
 
 def test_the_plan_default_checks_base_plus_patch_not_the_workers_clone(repo):

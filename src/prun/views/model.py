@@ -109,6 +109,11 @@ class RunView:
     def repo_root(self) -> str | None:
         return self.run.get("repo_root")
 
+    def accept_checks(self) -> dict[str, AcceptCheck]:
+        """Attempt id -> the acceptance check recorded with it (``prun.git.accept``)."""
+        return {a["id"]: c for rows in self.attempts.values() for a in rows
+                if (c := AcceptCheck.from_row(a)) is not None}
+
     def deciding(self, packet_id: str) -> dict[str, Any] | None:
         live = [a for a in self.attempts.get(packet_id, []) if a.get("status") != QUARANTINED]
         return live[-1] if live else None
