@@ -109,3 +109,7 @@ def test_the_plan_default_checks_base_plus_patch_not_the_workers_clone(repo):
     assert packets["read"]["accept"] == {"status": "none", "exit": None, "seconds": None,
                                          "log": None}
     assert "ACCEPTED read" in lines and code == 1
+
+    merged = prun("integrate", cwd=repo, timeout=120)
+    assert (repo / "out" / "own" / "a.txt").read_text() == "A", merged.stdout + merged.stderr
+    assert not (repo / "out" / "other").exists() and not (repo / "local.cfg").exists()
