@@ -113,3 +113,12 @@ def test_the_plan_default_checks_base_plus_patch_not_the_workers_clone(repo):
     merged = prun("integrate", cwd=repo, timeout=120)
     assert (repo / "out" / "own" / "a.txt").read_text() == "A", merged.stdout + merged.stderr
     assert not (repo / "out" / "other").exists() and not (repo / "local.cfg").exists()
+
+
+def test_a_dependents_check_runs_on_its_start_with_its_predecessors_change(repo):
+    run(repo, [code_unit("first", {"out/first/a.txt": "A"}),
+               code_unit("then", {"out/then/b.txt": "B"}, after=["first"],
+                         accept="test -f out/first/a.txt && test -f out/then/b.txt")])
+    code, lines, packets = reconcile(repo)
+    assert "ACCEPTED then files=1 accept=passed" in lines, lines
+    assert packets["first"]["accept"]["status"] == "none" and code == 0
