@@ -33,13 +33,14 @@ from .attempt.outcome import Outcome
 from .attempt.subdispatch import refusal
 from .cluster.config import resolve
 from .errors import ExitCode, NotIndependent, UsageError
+from .git import accept
 from .git.culprit import CULPRITS_DIR
 from .git.integrate import CHECK_TIMEOUT_DEFAULT, Integration, UnitResult, add_worktree
 from .git.integrate import integrate as integrate_changes
 from .git.journal import Journal
 from .git.reconcile import REJECTED
 from .git.reconcile import reconcile as judge
-from .git.verdict import Report
+from .git.verdict import AcceptCheck, Report, UnitInput
 from .ledger import Ledger, RunStatus, default_path
 from .plan import Plan, load_plan
 from .plan.independence import check as check_independence
@@ -254,7 +255,9 @@ def reconcile(run: str | None = None, *, rescoped: Mapping[str, str] | None = No
         if unknown:
             raise UsageError(f"no such packet in run {v.id}: {', '.join(sorted(unknown))}",
                              hint="name packets by their ids")
-        report = judge(v.unit_inputs(rescoped), run_id=v.id, tree=v.repo_root)
+        units = v.unit_inputs(rescoped)
+        report = judge(units, run_id=v.id, tree=v.repo_root)
+        _accept_checks(ledger, v, units, report)
         ledger.record_event("reconcile", run_id=v.id, cause="prun reconcile",
                             data={"accepted": report.count("accepted"),
                                   "rejected": report.count("rejected"),
@@ -262,6 +265,27 @@ def reconcile(run: str | None = None, *, rescoped: Mapping[str, str] | None = No
                                   "complete": report.complete,
                                   "rescoped": rescoped or None})
     return report
+
+
+def _accept_checks(ledger: Ledger, v: RunView, units: list[UnitInput], report: Report) -> None:
+    """Each packet's acceptance check on its deciding attempt, into ``report``: the one the
+    ledger recorded, else run now (``prun.git.accept``, up to the run's ``parallel`` at once)
+    and recorded with the attempt."""
+    known = v.accept_checks()
+    run_dir = v.run.get("run_dir")
+    if run_dir:
+        def record(attempt_id: str, c: AcceptCheck) -> None:
+            ledger.update_attempt(attempt_id, accept_status=c.status, accept_exit=c.exit_code,
+                                  accept_seconds=c.seconds, accept_tail=c.tail,
+                                  accept_log=c.log)
+
+        known = accept.run_checks(units, report, known=known,
+                                  seqs={a["id"]: a["seq"] for rows in v.attempts.values()
+                                        for a in rows},
+                                  run_dir=run_dir, repo_root=v.repo_root,
+                                  setup=v.run.get("setup"),
+                                  parallel=int(v.run.get("parallel") or 1), record=record)
+    accept.apply(report, known)
 
 
 def rescoped_map(values: Iterable[str]) -> dict[str, str]:
@@ -304,7 +328,9 @@ def integrate(run: str | None = None, *, include: Iterable[str] = (),
                              hint="run prun integrate inside the repository")
         if worktree is not None:
             check_worktree_path(root, os.fspath(worktree))
-        report = judge(v.unit_inputs(), run_id=v.id, with_patch=True, tree=root)
+        units = v.unit_inputs()
+        report = judge(units, run_id=v.id, with_patch=True, tree=root)
+        _accept_checks(ledger, v, units, report)
         decided = ledger.current_decisions(v.id, {x.packet_id: x.attempt_id
                                                   for x in report.verdicts})
         decisions = {pid: row["decision"] for pid, row in decided.items()}

@@ -31,7 +31,7 @@ def test_plan_schema_embeds_the_packet_fields():
 
 def test_every_packet_field_reaches_the_dataclass():
     fields = {f.name for f in dataclasses.fields(Packet)}
-    renamed = {"timeout": "timeout_s", "prompt_file": "prompt"}
+    renamed = {"timeout": "timeout_s", "accept_timeout": "accept_timeout_s", "prompt_file": "prompt"}
     for name in shipped("packet")["properties"]:
         assert renamed.get(name, name) in fields, name
 

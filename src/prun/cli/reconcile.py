@@ -6,10 +6,12 @@ RUN is a run id or a unique prefix; left out, the latest run of this repository.
 packet of the frozen set, its deciding attempt (the latest one not quarantined) is checked:
 its outcome, its result (recovered from the state dir's tail when missing, and flagged), the
 required result sections, and for a code unit its clone's change against the declared base:
-files outside the owned globs, shared files it does not own, commits the worker made.
-One line per reason:
+files outside the owned globs, shared files it does not own, commits the worker made; and
+the packet's acceptance check (`accept:`), which prun runs itself once per attempt on the
+base plus the attempt's patch in a throwaway clone (its output in
+<run dir>/accept/<packet>.<seq>.log). One line per reason:
 
-    ACCEPTED <packet> files=<n>
+    ACCEPTED <packet> files=<n> [accept=passed]
     REJECTED <packet> reason=<slug> [key=value ...]
     REVIEW <packet> reason=<slug> [key=value ...]
     RECONCILE run=<id> packets=<n> accepted=<n> rejected=<n> review=<n> complete=yes|no

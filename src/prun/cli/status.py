@@ -3,10 +3,11 @@ units used, and where the results are. Without RUN: the latest run of this repos
 
     RUN <run-id> status=<s> packets=<n> <status>=<count>... elapsed=<d> supervisor=<alive|gone>
     UNIT <packet> <status> attempt=<id> executor=<x> elapsed=<d> [reason=..] [resets_at=..]
-         [note=..] [result=..] [parked_until=..] [waiting=receipt]
+         [note=..] [result=..] [parked_until=..] [waiting=receipt] [accept=<status>]
     COST <executor> attempts=<n> tokens_in=<n> tokens_out=<n> cached=<n> usd=<x> [<total>_unknown=<k>]...
     RESULTS <folder>
 
+A unit whose acceptance check (run by `prun reconcile`) did not pass is listed too.
 `--all` prints every packet; `--json` prints the run, its units (each with its `tokens` and
 `cost_usd`), their attempts and each executor's totals (`cost`). A run whose status is running
 while its supervisor is gone needs `prun resume RUN`.

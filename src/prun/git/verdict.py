@@ -1,5 +1,6 @@
 """What reconciliation says of each packet: a ``Verdict`` (accepted, rejected or
 needs-review) with its ``Reason``s, for one ``UnitInput``; a run's verdicts make a ``Report``.
+An ``AcceptCheck`` is how its acceptance check ended (``prun.git.accept`` runs it).
 """
 
 from __future__ import annotations
@@ -31,6 +32,39 @@ class Reason:
 
     def as_dict(self) -> dict[str, Any]:
         return {"code": self.code, **self.detail}
+
+
+ACCEPT_STATUSES = ("passed", "failed", "timeout", "error")   # and "none": no check ran
+
+
+@dataclass(frozen=True)
+class AcceptCheck:
+    """How a packet's acceptance check ended on one attempt: ``status`` (``ACCEPT_STATUSES``),
+    its exit code (None when it timed out or never started), seconds, the tail of its output
+    and the file holding all of it."""
+
+    status: str
+    exit_code: int | None = None
+    seconds: float | None = None
+    log: str | None = None
+    tail: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "exit": self.exit_code,
+                "seconds": None if self.seconds is None else round(self.seconds, 3),
+                "log": self.log}
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> AcceptCheck | None:
+        """The check recorded with an attempt's ledger row, None when none ran."""
+        status = row.get("accept_status")
+        if status not in ACCEPT_STATUSES:
+            return None
+        return cls(str(status), row.get("accept_exit"), row.get("accept_seconds"),
+                   row.get("accept_log"), row.get("accept_tail") or "")
+
+
+NO_ACCEPT = {"status": "none", "exit": None, "seconds": None, "log": None}
 
 
 @dataclass(frozen=True)
@@ -65,12 +99,15 @@ class Verdict:
     change: Change | None = None
     rescoped: str | None = None
     claims: dict[str, Any] | None = None  # the result's claims checked (``prun.git.claims``)
+    accept: AcceptCheck | None = None   # its acceptance check, when one ran
 
     def lines(self) -> list[str]:
         word = LINE_WORD[self.verdict]
         if not self.reasons:
             files = len(self.change.files) if self.change else 0
             extra = f" files={files}" if self.change else ""
+            if self.accept is not None:
+                extra += f" accept={self.accept.status}"
             return [f"{word} {self.packet_id}{extra}"]
         return [f"{word} {self.packet_id} {r.text()}" for r in self.reasons]
 
@@ -80,7 +117,8 @@ class Verdict:
                 "status": self.status, "result_file": self.result_file,
                 "recovered": self.recovered, "rescoped": self.rescoped,
                 "change": self.change.as_dict() if self.change else None,
-                "claims": self.claims}
+                "claims": self.claims,
+                "accept": self.accept.as_dict() if self.accept else dict(NO_ACCEPT)}
 
 
 @dataclass

@@ -45,6 +45,11 @@ class AttemptFields(TypedDict, total=False):
     tokens_out: int | None
     tokens_cached: int | None
     cost_usd: float | None
+    accept_status: str | None       # its acceptance check (prun.git.accept; None: not run)
+    accept_exit: int | None
+    accept_seconds: float | None
+    accept_tail: str | None
+    accept_log: str | None
 
 
 _ATTEMPT_SET = frozenset(AttemptFields.__annotations__)

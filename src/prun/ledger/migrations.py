@@ -128,6 +128,15 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE packets ADD COLUMN lost_retries INTEGER NOT NULL DEFAULT 0;
     """,
+    # 6: the acceptance check prun ran on an attempt's work (prun.git.accept): passed, failed,
+    # timeout or error (NULL: not run), its exit code, seconds, output tail and full log
+    """
+    ALTER TABLE attempts ADD COLUMN accept_status TEXT;
+    ALTER TABLE attempts ADD COLUMN accept_exit INTEGER;
+    ALTER TABLE attempts ADD COLUMN accept_seconds REAL;
+    ALTER TABLE attempts ADD COLUMN accept_tail TEXT;
+    ALTER TABLE attempts ADD COLUMN accept_log TEXT;
+    """,
 ]
 
 

@@ -57,6 +57,8 @@ class PacketFields(TypedDict, total=False):
     after: list[str]
     base: str
     timeout: int | float | str
+    accept: str | list[str]
+    accept_timeout: int | float | str
     data: DataFields
     requires: list[str]
     session_tools: bool
@@ -77,6 +79,8 @@ class PlanFields(TypedDict, total=False):
     cancel_owner: str
     cancel_action: str
     check: str | list[str]
+    accept: str | list[str]
+    accept_timeout: int | float | str
     parallel: int
     on_event: str | list[str]
     setup: str | list[str]
@@ -199,18 +203,19 @@ def data_boundary(doc: yamldoc.Doc, where: Where, raw: PacketFields, fields: Pac
                         retention=data.get("retention"))
 
 
-def timeout(doc: yamldoc.Doc, where: Where, value: int | float | str | None) -> float | None:
-    """A ``timeout:`` in seconds (a number of seconds or a duration)."""
+def timeout(doc: yamldoc.Doc, where: Where, value: int | float | str | None,
+            key: str = "timeout") -> float | None:
+    """A ``timeout:`` (or the field ``key``) in seconds (a number of seconds or a duration)."""
     if value is None:
         return None
     try:
-        seconds = parse_duration(value, what="timeout")
+        seconds = parse_duration(value, what=key)
         if seconds <= 0:
-            raise UsageError(f"timeout must be more than 0 s (got {value!r})",
+            raise UsageError(f"{key} must be more than 0 s (got {value!r})",
                              hint="give seconds or a duration such as 45m")
         return seconds
     except UsageError as e:
-        raise UsageError(f"{doc.source}:{doc.line_of([*where, 'timeout'])}: {e.message}",
+        raise UsageError(f"{doc.source}:{doc.line_of([*where, key])}: {e.message}",
                          hint=e.hint)
 
 

@@ -9,6 +9,7 @@ a ``UsageError`` whose message starts with ``file:line`` and whose hint says how
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import glob as _glob
 import os
@@ -116,6 +117,8 @@ def _packet(doc: yamldoc.Doc, where: Where, raw: PacketFields, *, body: str | No
         after=tuple(fields.get("after", ())),
         base=fields.get("base"),
         timeout_s=timeout_s,
+        accept=join_argv(fields.get("accept")),
+        accept_timeout_s=timeout(doc, where, fields.get("accept_timeout"), "accept_timeout"),
         data=data_boundary(doc, where, raw, fields, f"packet {fields['id']!r}"),
         requires=tuple(fields.get("requires", ())),
         session_tools=bool(fields.get("session_tools", False)),
@@ -184,6 +187,10 @@ def load_plan(path: str | os.PathLike[str]) -> Plan:
             packets.append(_packet(doc, ("packets", i), entry, body=None, base_dir=p.parent,
                                    defaults=defaults))
     shell_line(doc, "check", data.get("check"))
+    shell_line(doc, "accept", data.get("accept"))
+    accept = join_argv(data.get("accept"))
+    accept_timeout = timeout(doc, (), data.get("accept_timeout"), "accept_timeout")
+    packets = [_plan_accept(pk, accept, accept_timeout) for pk in packets]
     shell_line(doc, "setup", data.get("setup"))
     shell_line(doc, "on_event", data.get("on_event"))
     written = data.get("deadline")
@@ -205,6 +212,14 @@ def load_plan(path: str | os.PathLike[str]) -> Plan:
     )
     check_plan(plan)
     return plan
+
+
+def _plan_accept(packet: Packet, command: str | None, seconds: float | None) -> Packet:
+    """``packet`` with the plan's acceptance check when it names none and writes code, and
+    the plan's ``accept_timeout`` when it gives none."""
+    return dataclasses.replace(
+        packet, accept=packet.accept or (command if packet.writes_code else None),
+        accept_timeout_s=packet.accept_timeout_s or seconds)
 
 
 def _cluster(doc: yamldoc.Doc, value: object) -> dict[str, str]:

@@ -63,6 +63,8 @@ class Packet:
     after: tuple[str, ...] = ()             # packet ids this one comes after
     base: str | None = None                 # base revision (defaults to the plan's)
     timeout_s: float | None = None
+    accept: str | None = None               # its acceptance check, as shell words (or the plan's)
+    accept_timeout_s: float | None = None   # seconds (None: prun.git.accept's default)
     data: DataBoundary = field(default_factory=DataBoundary)
     requires: tuple[str, ...] = ()          # result sections the result must carry
     session_tools: bool = False

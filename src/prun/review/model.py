@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Any
 from .._util.fsutil import tail_bytes
 from ..errors import PrunError
 from ..executors.records import Usage
+from ..git import accept
 from ..git.changes import FileChange
 from ..git.diffs import patch_diffs, text_diffs
 from ..git.reconcile import LINE_WORD, Verdict, reconcile
 from ..git.sections import section_reasons
+from ..git.verdict import NO_ACCEPT, AcceptCheck
 from ..plan import Packet
 from ..views.model import RunView, view
 from .cost import as_dict, cost_of, spent
@@ -69,6 +71,7 @@ class PacketPage:
     diffs: dict[str, str]          # the shown files' diffs (at most DIFF_FILES), by path
     cost: Usage
     decisions: list[Decision] = field(default_factory=list)   # oldest first
+    accept: AcceptCheck | None = None   # its acceptance check (prun reconcile runs it)
 
     @property
     def decision(self) -> Decision | None:
@@ -84,6 +87,7 @@ class PacketPage:
                 "files": [f.as_dict() for f in self.files], "diffs": self.diffs,
                 "diffs_not_shown": len(self.files) - len(self.diffs),
                 "cost": as_dict(self.cost),
+                "accept": self.accept.as_dict() if self.accept else dict(NO_ACCEPT),
                 "decision": self.decision.as_dict() if self.decision else None,
                 "decisions": [d.as_dict() for d in self.decisions]}
 
@@ -133,6 +137,7 @@ def build(ledger: Ledger, run_id: str) -> RunPage:
     seq = version(ledger, run_id)
     rv = view(ledger, run_id)
     report = reconcile(rv.unit_inputs(), run_id=rv.id, tree=rv.repo_root)
+    accept.apply(report, rv.accept_checks())
     rows = ledger.decisions(rv.id)
     packets = []
     for p in rv.packets:
@@ -169,7 +174,7 @@ def _packet(rv: RunView, p: Packet, v: Verdict, decisions: list[Decision]) -> Pa
         reasons=[r.text() for r in v.reasons], attempt_id=v.attempt_id,
         attempts=len(rv.attempts.get(p.id, [])), result_path=result_path, result=result,
         sections=_sections(p, result), files=files, diffs=diffs,
-        cost=cost_of(a), decisions=decisions)
+        cost=cost_of(a), decisions=decisions, accept=v.accept)
 
 
 def _sections(p: Packet, result: str | None) -> list[Section]:

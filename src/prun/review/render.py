@@ -88,6 +88,7 @@ def _packet(p: PacketPage, run_id: str, token: str) -> str:
              ("result", p.result_path or "—")]
     dl = "".join(f"<dt>{k}</dt><dd>{escape(v)}</dd>" for k, v in facts)
     dl += f'<dt>cost</dt><dd class="cost">{_cost(p.cost, full=True)}</dd>'
+    dl += f"<dt>acceptance check</dt><dd>{_accept(p)}</dd>"
     reasons = ("<ul class=\"reasons\">" + "".join(f"<li><code>{escape(r)}</code></li>"
                                                    for r in p.reasons) + "</ul>"
                if p.reasons else "<p>no reasons: nothing found against it</p>")
@@ -100,6 +101,19 @@ def _packet(p: PacketPage, run_id: str, token: str) -> str:
 <details open class="result"><summary>Result</summary>{_result(p)}</details>
 {_change(p)}
 </section>"""
+
+
+def _accept(p: PacketPage) -> str:
+    """The packet's acceptance check: its status, exit code, time and log, its output's tail."""
+    c = p.accept
+    if c is None:
+        return "none"
+    took = f", {c.seconds:.1f}s" if c.seconds is not None else ""
+    code = f", exit {c.exit_code}" if c.exit_code is not None else ""
+    log = f", log <code>{escape(c.log)}</code>" if c.log else ""
+    tail = (f'<details><summary>output (tail)</summary><pre class="log">{escape(c.tail)}</pre>'
+            "</details>" if c.tail else "")
+    return f'<span class="accept-{escape(c.status)}">{escape(c.status)}</span>{code}{took}{log}{tail}'
 
 
 def _decisions(p: PacketPage, run_id: str, token: str) -> str:

@@ -5,6 +5,7 @@ quoted as ``prun._util.quoting`` says):
 
     RUN <run-id> status=<s> packets=<n> <status>=<count>... elapsed=<d> supervisor=<alive|gone>
     UNIT <packet> <event> attempt=<attempt-id> executor=<x> [cause="..."] [result=<path>]
+         [accept=passed|failed|timeout|error]
     STOPPED action="..." need="..."
     COST <executor> attempts=<n> tokens_in=<n> tokens_out=<n> cached=<n> usd=<x> [<total>_unknown=<k>]...
     RESULTS <folder>
@@ -63,6 +64,8 @@ def unit_line(u: UnitView, now: float) -> str:
         words.append(word("parked_until", u.parked_until))
     if u.waiting:
         words.append(word("waiting", u.waiting))
+    if u.accept:
+        words.append(word("accept", u.accept["status"]))
     return " ".join(words)
 
 
@@ -95,7 +98,8 @@ def summary_lines(view: RunView, everything: bool = False) -> list[str]:
     over = view.run["status"] != "running"
     for u in view.units:
         if (everything or u.status not in QUIET or u.waiting
-                or (over and u.status != "succeeded")):
+                or (over and u.status != "succeeded")
+                or (u.accept and u.accept["status"] != "passed")):
             lines.append(unit_line(u, now))
     lines += [cost_line(s) for s in view.spend()]
     lines.append(f"RESULTS {quote(view.run['run_dir'] + '/results')}")

@@ -20,6 +20,7 @@ from ..attempt import statedir
 from ..errors import UsageError
 from ..git.reconcile import UnitInput, plan_scope
 from ..git.saved import Place, place
+from ..git.verdict import AcceptCheck
 from ..ledger import Status, repo_root
 from ..plan import Packet, Plan
 from ..run.detached import supervisor_alive
@@ -107,6 +108,11 @@ class RunView:
     @property
     def repo_root(self) -> str | None:
         return self.run.get("repo_root")
+
+    def accept_checks(self) -> dict[str, AcceptCheck]:
+        """Attempt id -> the acceptance check recorded with it (``prun.git.accept``)."""
+        return {a["id"]: c for rows in self.attempts.values() for a in rows
+                if (c := AcceptCheck.from_row(a)) is not None}
 
     def deciding(self, packet_id: str) -> dict[str, Any] | None:
         live = [a for a in self.attempts.get(packet_id, []) if a.get("status") != QUARANTINED]
@@ -217,6 +223,7 @@ class UnitView:
     cost_usd: float | None = None  # ... and their cost (None: none reported)
     parked_until: str | None = None  # parked: when it is launched again
     waiting: str | None = None     # "receipt": handed to the coordinator, no receipt yet
+    accept: dict[str, Any] | None = None  # its latest attempt's acceptance check, when one ran
 
     def elapsed(self, now: float) -> float | None:
         if self.started is None:
@@ -245,7 +252,14 @@ def _unit(packet_id: str, status: str, attempts: list[dict[str, Any]], note: str
         resets_at=a["resets_at"] if a else None, note=note,
         tokens={"in": tokens_in, "out": tokens_out, "cached": cached}, cost_usd=cost,
         parked_until=(str(mark.get("resets_at") or "") or None) if status == "parked" else None,
-        waiting="receipt" if _waits_for_receipt(status, a) else None)
+        waiting="receipt" if _waits_for_receipt(status, a) else None,
+        accept=_accept(a))
+
+
+def _accept(a: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The acceptance check recorded with attempt ``a`` (``prun reconcile`` runs it)."""
+    check = AcceptCheck.from_row(a) if a else None
+    return check.as_dict() if check else None
 
 
 def _waits_for_receipt(status: str, a: Mapping[str, Any] | None) -> bool:
