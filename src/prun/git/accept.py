@@ -28,7 +28,6 @@ import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
-from .._util import gitcmd
 from .._util.fsutil import atomic_write
 from ..errors import GitError, PrunError
 from . import saved
@@ -36,7 +35,7 @@ from .changes import patch_of
 from .setup import run_setup, sandboxed
 from .store import store_of
 from .verdict import ACCEPTED, NEEDS_REVIEW, REJECTED, AcceptCheck, Reason, Report, UnitInput
-from .workspace import default_root, made_by_prun, make_clone, remove
+from .workspace import default_root, made_by_prun, make_clone, neutral_git, remove
 
 ACCEPT_TIMEOUT_DEFAULT = 600.0
 FOLDER = "accept"
@@ -94,7 +93,7 @@ def check(unit: UnitInput, log: str, repo_root: str | None, setup: str | None) -
         store = store_of(unit.workspace, unit.base) if unit.workspace else None
         make_clone(repo_root, unit.base, dest, store=store, neutral=store is not None)
         if patch:
-            applied = gitcmd.git(["apply", "--binary", "-"], dest, input=patch, check=False)
+            applied = neutral_git(dest, ["apply", "--binary", "-"], input=patch, check=False)
             if applied.returncode != 0:
                 return _error(log, f"its patch does not apply to its base: {applied.stderr}")
         sandbox = sandboxed(unit.packet.sandbox)

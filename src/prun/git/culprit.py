@@ -11,7 +11,8 @@ through a temporary index, never the person's.
 ``bisect`` then tests sets of units. Each test is a fresh workspace (a scratch folder under
 the workspace root holding a repository that borrows the target's objects) with that commit
 checked out and each unit's patch of the set applied in plan order (``git apply --binary``,
-the bytes integrate applied), where the check runs as the combined one did (same command,
+the bytes integrate applied, through ``workspace.neutral_git``: a ``.gitattributes`` a patch
+adds selects no driver), where the check runs as the combined one did (same command,
 environment and timeout). Recursive halving: the two halves of a failing set are tested side
 by side; a failing half is split again, down to the unit that fails the check alone; when
 both halves pass but their union fails, the interacting pair is found across them (one half
@@ -236,8 +237,8 @@ class _Trials:
             gitcmd.git(["-c", "checkout.workers=0", "checkout", "-q", "--detach", self.base],
                        tree)
             for pid in ids:
-                done = gitcmd.git(["apply", "--binary", "-"], tree, input=self.patches[pid],
-                                  check=False)
+                done = workspace.neutral_git(tree, ["apply", "--binary", "-"],
+                                             input=self.patches[pid], check=False)
                 if done.returncode != 0:
                     return _Trial(ids, False, False, log)
             ran = run_bounded(self.check, tree, self.env, self.timeout, log)

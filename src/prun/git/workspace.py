@@ -223,13 +223,21 @@ def _checkout(dest: str, commit: str, neutral: bool) -> None:
     if not neutral:
         gitcmd.git(argv, dest)
         return
-    attributes = os.path.join(dest, ".git", "info", "attributes")
+    neutral_git(dest, argv)
+
+
+def neutral_git(clone: str, args: list[str], *, input: bytes | None = None,
+                check: bool = True) -> gitcmd.Ran[str]:
+    """git in a throwaway ``clone`` of prun's over a tree units wrote (a dependent's start, a
+    unit's patch being applied): it reads no configuration but the clone's own and selects no
+    driver and no conversion, whatever the tree's ``.gitattributes`` say."""
+    attributes = os.path.join(clone, ".git", "info", "attributes")
     os.makedirs(os.path.dirname(attributes), exist_ok=True)
     with open(attributes, "w") as f:
         f.write(ATTRIBUTES)
     try:
-        gitcmd.git(["-c", "core.attributesFile=/dev/null", *argv], dest, env=NEUTRAL_ENV,
-                   isolated=True)
+        return gitcmd.git(["-c", "core.attributesFile=/dev/null", *args], clone,
+                          env=NEUTRAL_ENV, isolated=True, input=input, check=check)
     finally:
         os.unlink(attributes)
 
