@@ -110,6 +110,23 @@ def test_two_units_that_fail_only_together_hold_the_later_one(repo, tmp_path):
     _untouched(repo)
 
 
+def test_a_pair_split_by_two_breakers_is_found_once_they_are_out(repo, tmp_path):
+    # both halves fail (a breaker each), so each is searched alone: the pair, one unit in each
+    # half, shows only in what is left once the breakers are held out
+    texts = {"u1": "BREAK", "u2": "CLASH", "u3": "fine", "u4": "fine",
+             "u5": "fine", "u6": "CLASH", "u7": "BREAK", "u8": "fine"}
+    run_id = _run(repo, tmp_path, texts)
+    r = prun("integrate", run_id, "--json", cwd=repo, timeout=300)
+    assert r.returncode == 1, r.stdout + r.stderr
+    out = json.loads(r.stdout)
+    assert sorted(c["packets"] for c in out["bisection"]["culprits"]) == [
+        ["u1"], ["u2", "u6"], ["u7"]]
+    assert sorted(out["held"]) == ["u1", "u6", "u7"]
+    assert out["recheck"]["ok"]
+    assert (repo / "units/u2.txt").read_text() == "CLASH"
+    _untouched(repo)
+
+
 def test_keep_culprits_applies_everything_as_before(repo, tmp_path):
     _run(repo, tmp_path, {"a": "fine", "b": "BREAK", "c": "fine"})
     r = prun("integrate", "--keep-culprits", cwd=repo, timeout=180)
@@ -130,7 +147,8 @@ def test_check_runs_grow_with_the_logarithm_of_the_units(repo, tmp_path):
     assert r.returncode == 1, r.stdout + r.stderr
     assert "CULPRIT u7 check=failed alone" in r.stdout.splitlines()
     bisect = next(x for x in r.stdout.splitlines() if x.startswith("BISECT "))
-    assert bisect.startswith("BISECT runs=6 ")
+    # two halvings down to u7 (2 runs each level), then what is left without it, once
+    assert bisect.startswith("BISECT runs=7 ")
     # the combined check, the bisection's runs and the check again on the held tree
-    assert _runs(tmp_path) <= 2 * math.log2(8) + 2
+    assert _runs(tmp_path) <= 2 * math.log2(8) + 3
     _untouched(repo)

@@ -122,7 +122,7 @@ def bisect(target: str, base: str, patches: Sequence[tuple[str, bytes]],
     trials = _Trials(target, base, dict(patches), check, env, timeout, logs, max(1, parallel))
     try:
         ids = [pid for pid, _ in patches]
-        found = trials.search(ids, _Trial(tuple(ids), True, False, failing_log)) if ids else []
+        found = trials.search_all(ids, _Trial(tuple(ids), True, False, failing_log))
         base_failed = False
         if found and not trials.any_passed:
             base_failed = trials.run([]).fails
@@ -181,6 +181,24 @@ class _Trials:
 
     def run(self, ids: Sequence[str]) -> _Trial:
         return self.start(ids).result()
+
+    def search_all(self, ids: list[str], shown: _Trial) -> list[Culprit]:
+        """Every culprit in ``ids``, whose check failed (``shown``): one search, then again on
+        what is left once its culprits are held out, for as long as that still fails. (When
+        both halves fail, each is searched alone; a pair split between them shows only once
+        the units that fail alone are out.)"""
+        found: list[Culprit] = []
+        while ids:
+            more = self.search(ids, shown)
+            if not more:
+                return found
+            found += more
+            held = {c.held for c in more}
+            ids = [pid for pid in ids if pid not in held]
+            shown = self.run(ids) if ids else shown
+            if not shown.fails:
+                return found
+        return found
 
     def search(self, ids: list[str], shown: _Trial) -> list[Culprit]:
         """The culprits in ``ids``, whose check failed (``shown``)."""
