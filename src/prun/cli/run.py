@@ -24,6 +24,11 @@ the run was cancelled, or the plan failed the independence test (nothing frozen)
 usage, a unit outside its data boundary included (nothing frozen); 3 the run stopped: a packet
 could not be dispatched (no receipt); 124 the run's deadline passed.
 
+`--memfree SIZE` and `--load N` (a number or a percentage of the cores) hold a unit back while the
+machine has no room (it waits, `waiting reason=memfree` or `load`, never fails; alone it always
+starts); `--parallel auto` sets all three from the machine. A packet's `resources.cpus` is refused
+(exit 2) unless `--allow-unenforced` (recorded): nothing here holds it (docs/run.md).
+
 `--cluster ADDRESS` (or the plan's `cluster:`, or `PRUN_CLUSTER`) runs the units on a Dask
 cluster (docs/cluster.md); without prun-agents[dask], or with a scheduler that cannot be
 reached, the run is refused in one line with exit 2 before anything is made.
