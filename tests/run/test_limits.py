@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 import psutil
+
 from helpers import prun
 from prun.ledger import Ledger
 from runkit import poll, py_unit, write_plan
@@ -115,11 +116,12 @@ def test_memfree_beyond_the_machine_holds_units_back_with_their_reason_and_cance
         waiting = [line for line in lines if " waiting reason=memfree" in line]
         return lines if len(waiting) == 2 else []
 
-    lines = held() or poll(held)
+    lines = poll(held)
     assert any(line.startswith("UNIT second waiting reason=memfree") for line in lines), lines
     assert any(line.startswith("UNIT third waiting reason=memfree") for line in lines), lines
-    doc = json.loads(prun("status", run_id, "--json").stdout)
-    assert doc  # the structure carries the packets' notes too
+    units = {u["packet_id"]: u for u in json.loads(prun("status", run_id, "--json").stdout)["units"]}
+    assert units["second"]["waiting"] == units["third"]["waiting"] == "memfree"
+    assert units["second"]["note"].startswith("waiting reason=memfree available=")
     statuses = _statuses(run_id)
     assert statuses["first"] == "running" and statuses["second"] == "pending"
     c = prun("cancel", run_id)
