@@ -45,8 +45,10 @@ from .ledger import Ledger, RunStatus, default_path
 from .plan import Plan, load_plan
 from .plan.independence import check as check_independence
 from .plan.pair_report import Report as CheckReport
+from .run.admission import admission
 from .run.detached import spawn_supervisor, supervisor_alive
 from .run.freeze import deadline_of, freeze, preflight
+from .run.limits import unenforced
 from .run.paths import RunPaths
 from .settings import current
 from .views.model import RunView, Spend, find_run, view
@@ -118,15 +120,20 @@ def check(plan: Plan | PathLike, *, repo: PathLike | None = None,
 
 # -- runs ------------------------------------------------------------------------------------
 
-def freeze_run(plan: Plan | PathLike, *, parallel: int | None = None,
+def freeze_run(plan: Plan | PathLike, *, parallel: int | str | None = None,
                deadline: str | None = None, allow_overlap: bool = False,
-               cluster: str | None = None, repo: PathLike | None = None) -> Started:
+               cluster: str | None = None, repo: PathLike | None = None,
+               memfree: str | None = None, load: str | None = None,
+               allow_unenforced: bool = False) -> Started:
     """Check ``plan`` and freeze it as a run in the ledger (nothing runs yet: ``run_plan``
     also starts its supervisor). Refused with ``NotIndependent`` (exit 1) when it fails the
     independence test and ``allow_overlap`` is not given, with ``UsageError`` (exit 2) for a
     bad plan, deadline, base, port or cluster: in every refusal nothing is made, not even
     the ledger. ``cluster`` is a Dask scheduler's address (default: the plan's, else
-    ``$PRUN_CLUSTER``)."""
+    ``$PRUN_CLUSTER``). ``parallel`` may be ``"auto"``; ``memfree`` (a size) and ``load`` (a
+    number or a percentage of the cores) hold units back while the machine has no room
+    (``prun.run.admission``); ``allow_unenforced`` lets through a ``resources.cpus`` nothing
+    here can hold (recorded: an ``unenforced-allowed`` event)."""
     if (refused := refusal()) is not None:   # inside a unit that may not start agents
         raise refused
     p = _plan(plan)
@@ -135,13 +142,20 @@ def freeze_run(plan: Plan | PathLike, *, parallel: int | None = None,
     if not report.ok and not allow_overlap:
         raise NotIndependent(tuple(report.lines()))
     preflight(p)               # bases and ports, before the ledger is opened
+    room = admission(memfree, load, auto=(parallel or p.parallel) == "auto")
+    loose = unenforced(p.packets, allow_unenforced)
     conf = resolve(cluster, p.cluster, p.worker_lost, current().cluster)
     if conf is not None:       # reached, or refused, before anything is made
         from .cluster.connect import probe
 
         probe(conf.address)
     with _ledger(repo, create=True) as ledger:
-        r = freeze(p, ledger, parallel=parallel, deadline=deadline, cluster=conf)
+        r = freeze(p, ledger, parallel=parallel, deadline=deadline, cluster=conf,
+                   admission=room)
+        if loose:
+            ledger.record_event("unenforced-allowed", run_id=r["id"],
+                                cause="prun run --allow-unenforced: resources.cpus not held",
+                                data={"packets": loose})
         overlap = tuple(f.line() for f in report.failures)
         if overlap:
             ledger.record_event("overlap-allowed", run_id=r["id"],
@@ -153,13 +167,16 @@ def freeze_run(plan: Plan | PathLike, *, parallel: int | None = None,
                        str(run_dir), str(ledger.path), overlap)
 
 
-def run_plan(plan: Plan | PathLike, *, parallel: int | None = None,
+def run_plan(plan: Plan | PathLike, *, parallel: int | str | None = None,
              deadline: str | None = None, allow_overlap: bool = False,
-             cluster: str | None = None, repo: PathLike | None = None) -> Started:
+             cluster: str | None = None, repo: PathLike | None = None,
+             memfree: str | None = None, load: str | None = None,
+             allow_unenforced: bool = False) -> Started:
     """Freeze ``plan`` as a run (see ``freeze_run``) and drive it in the background (``prun
     run --detach``): returns once its supervisor holds the run. Follow it with ``wait``."""
     started = freeze_run(plan, parallel=parallel, deadline=deadline,
-                         allow_overlap=allow_overlap, cluster=cluster, repo=repo)
+                         allow_overlap=allow_overlap, cluster=cluster, repo=repo,
+                         memfree=memfree, load=load, allow_unenforced=allow_unenforced)
     spawn_supervisor(started.run_id, started.ledger, RunPaths(Path(started.run_dir)).log)
     return started
 

@@ -43,6 +43,7 @@ class Dispatch:
         # each file synced as it is written (a standalone dispatcher), else its run syncs them
         self.durable = launcher.durable if launcher is not None else False
         self.lost: tuple[str, str] | None = None  # its remote worker ended it: (reason, error)
+        self.limited: tuple[str, str] | None = None  # its tree passed a limit: (reason, error)
         self.receipt: str | None = None   # "pid:<pid>@<start time>" once the worker runs
         self.outcome: Outcome | None = None
         self.state = state or statedir.create(prepared.request.unit_id,

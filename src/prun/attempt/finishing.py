@@ -54,7 +54,7 @@ def finish(d: Dispatch, exit_code: int | None, *, timed_out: bool = False,
         verdict, error = unpublished(d, verdict, error, e)
         published, sibling = keep_fallback(d, verdict, error, exit_code, stream), None
     if exit_code is None and verdict not in ("ok", *UNPUBLISHED) and d.launched_at \
-            and not (timed_out or cancelled or refused or d.lost):
+            and not (timed_out or cancelled or refused or d.lost or d.limited):
         verdict = "exit-unknown"   # what it left does not show success either
         error = (f"{error}; " if error else "") + ("its exit code was not observed (its "
                                                   "keeper was gone)")
@@ -86,6 +86,8 @@ def judge(d: Dispatch, exit_code: int | None, stream: StreamResult, *, timed_out
         return "launch-failed", d.launch_error
     if d.lost is not None and not cancelled:   # its cluster worker died, or its diff did not land
         return d.lost
+    if d.limited is not None:   # its tree passed a limit: ended by its keeper
+        return d.limited
     if timed_out:
         return ("timeout", f"no exit within the {int(d.settings.timeout_s)} s timeout; "
                 "process group ended")

@@ -24,6 +24,11 @@ the run was cancelled, or the plan failed the independence test (nothing frozen)
 usage, a unit outside its data boundary included (nothing frozen); 3 the run stopped: a packet
 could not be dispatched (no receipt); 124 the run's deadline passed.
 
+`--memfree SIZE` and `--load N` (a number or a percentage of the cores) hold a unit back while the
+machine has no room (it waits, `waiting reason=memfree` or `load`, never fails; alone it always
+starts); `--parallel auto` sets all three from the machine. A packet's `resources.cpus` is refused
+(exit 2) unless `--allow-unenforced` (recorded): nothing here holds it (docs/run.md).
+
 `--cluster ADDRESS` (or the plan's `cluster:`, or `PRUN_CLUSTER`) runs the units on a Dask
 cluster (docs/cluster.md); without prun-agents[dask], or with a scheduler that cannot be
 reached, the run is refused in one line with exit 2 before anything is made.
@@ -45,8 +50,17 @@ from .foreground import supervise
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("plan", metavar="PLAN", type=options.path, help="the plan file (YAML)")
-    p.add_argument("--parallel", "-j", type=options.positive_int,
-                   help="units at once (default: the plan's, else 8)")
+    p.add_argument("--parallel", "-j", type=parallel, metavar="N|auto",
+                   help="units at once (default: the plan's, else 8); auto: the machine's "
+                        "cores, with --memfree and --load set from the machine")
+    p.add_argument("--memfree", metavar="SIZE",
+                   help="start a unit only while the machine's available memory is above SIZE "
+                        "(512M, 4G) and above the unit's resources.memory")
+    p.add_argument("--load", metavar="N",
+                   help="start a unit only while the one-minute load is under N (a number, or "
+                        "a percentage of the cores: 80%%)")
+    p.add_argument("--allow-unenforced", action="store_true",
+                   help="run packets whose resources.cpus nothing here can hold (recorded)")
     p.add_argument("--deadline", type=options.when,
                    help="the run's terminal deadline: a duration (90m) or ISO time")
     p.add_argument("--detach", action="store_true",
@@ -61,11 +75,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "needs prun-agents[dask], see docs/cluster.md")
 
 
+def parallel(text: str) -> int | str:
+    """``--parallel``: a count of at least 1, or ``auto``."""
+    return "auto" if text == "auto" else options.positive_int(text)
+
+
 def run(args: argparse.Namespace) -> int:
     start = detached if args.detach else freeze_run
     try:
         r = start(args.plan, parallel=args.parallel, deadline=args.deadline,
-                  allow_overlap=args.allow_overlap, cluster=args.cluster)
+                  allow_overlap=args.allow_overlap, cluster=args.cluster,
+                  memfree=args.memfree, load=args.load,
+                  allow_unenforced=args.allow_unenforced)
     except NotIndependent as e:
         sys.stdout.write("\n".join(e.lines) + "\n")
         print(f"prun: {e.line()}", file=sys.stderr)

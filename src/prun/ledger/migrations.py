@@ -137,6 +137,11 @@ MIGRATIONS: list[str] = [
     ALTER TABLE attempts ADD COLUMN accept_tail TEXT;
     ALTER TABLE attempts ADD COLUMN accept_log TEXT;
     """,
+    # 7: what a run's units need of the machine to start (prun run --memfree, --load,
+    # --parallel auto): JSON {"memfree": bytes, "load": n}, NULL when nothing
+    """
+    ALTER TABLE runs ADD COLUMN admission TEXT;
+    """,
 ]
 
 

@@ -17,11 +17,12 @@ from typing import TypedDict
 from .. import executors
 from .._util import yamldoc
 from .._util.bounded import run
+from .._util.sizes import parse_size
 from .._util.timeparse import parse_duration
 from ..errors import UsageError
 from ..settings import parse_sandbox
 from . import boundary
-from .model import DataBoundary
+from .model import DataBoundary, Resources
 from .routing import takes_session_tools
 from .validation import dotted
 
@@ -35,6 +36,14 @@ class DataFields(TypedDict, total=False):
     may_go_to: str | list[str]
     prohibited: str | list[str]
     retention: str
+
+
+class ResourceFields(TypedDict, total=False):
+    """A packet's or plan's ``resources`` once the schema has passed them."""
+
+    memory: int | str
+    pids: int
+    cpus: int | float
 
 
 class PacketFields(TypedDict, total=False):
@@ -60,6 +69,7 @@ class PacketFields(TypedDict, total=False):
     accept: str | list[str]
     accept_timeout: int | float | str
     data: DataFields
+    resources: ResourceFields
     requires: list[str]
     session_tools: bool
     subdispatch: bool
@@ -81,7 +91,8 @@ class PlanFields(TypedDict, total=False):
     check: str | list[str]
     accept: str | list[str]
     accept_timeout: int | float | str
-    parallel: int
+    parallel: int | str
+    resources: ResourceFields
     on_event: str | list[str]
     setup: str | list[str]
     cluster: str | dict[str, str]
@@ -217,6 +228,22 @@ def timeout(doc: yamldoc.Doc, where: Where, value: int | float | str | None,
     except UsageError as e:
         raise UsageError(f"{doc.source}:{doc.line_of([*where, key])}: {e.message}",
                          hint=e.hint)
+
+
+def resources(doc: yamldoc.Doc, where: Where, own: ResourceFields | None,
+              plan: ResourceFields | None) -> Resources:
+    """A packet's ``resources``: its own keys over the plan's (each a default), the size of
+    ``memory`` parsed, at its line when it is not a size."""
+    merged: ResourceFields = {**(plan or {}), **(own or {})}
+    memory = merged.get("memory")
+    at = [*where, "resources", "memory"] if own and "memory" in own else ["resources", "memory"]
+    try:
+        size = parse_size(memory, what="resources.memory") if memory is not None else None
+    except UsageError as e:
+        raise UsageError(f"{doc.where(at)}: {e.message}", hint=e.hint) from None
+    cpus = merged.get("cpus")
+    return Resources(memory=size, pids=merged.get("pids"),
+                     cpus=float(cpus) if cpus is not None else None)
 
 
 def sandbox(doc: yamldoc.Doc, where: Where, value: str | bool | None) -> str | None:

@@ -25,6 +25,7 @@ from ..settings import parse_cluster_address
 from .fields import (
     PacketFields,
     PlanFields,
+    ResourceFields,
     Where,
     check_executor,
     check_runs_on,
@@ -33,6 +34,7 @@ from .fields import (
     deadline,
     executor_of,
     join_argv,
+    resources,
     sandbox,
     shell_line,
     timeout,
@@ -73,7 +75,8 @@ def split_front_matter(text: str, source: str) -> tuple[str, str]:
                      hint="add a line '---' after the YAML fields, before the prompt")
 
 
-def load_packet(path: str | os.PathLike[str], *, defaults: PacketFields | None = None) -> Packet:
+def load_packet(path: str | os.PathLike[str], *, defaults: PacketFields | None = None,
+                plan_resources: ResourceFields | None = None) -> Packet:
     """Read one packet file (YAML front matter + Markdown prompt)."""
     p = Path(path)
     text = _read(p, "packet file")
@@ -84,11 +87,13 @@ def load_packet(path: str | os.PathLike[str], *, defaults: PacketFields | None =
                          hint="write 'id: my-packet' and the other fields, one per line")
     validate(doc, "packet")
     raw = cast(PacketFields, doc.data)  # the shape the schema has just checked
-    return _packet(doc, (), raw, body=body, base_dir=p.parent, defaults=defaults)
+    return _packet(doc, (), raw, body=body, base_dir=p.parent, defaults=defaults,
+                   plan_resources=plan_resources)
 
 
 def _packet(doc: yamldoc.Doc, where: Where, raw: PacketFields, *, body: str | None,
-            base_dir: Path, defaults: PacketFields | None) -> Packet:
+            base_dir: Path, defaults: PacketFields | None,
+            plan_resources: ResourceFields | None = None) -> Packet:
     """The packet of ``raw`` (its own fields, at ``where`` in ``doc``) over the plan's
     ``defaults``, every field checked."""
     fields: PacketFields = {**(defaults or {}), **raw}
@@ -120,6 +125,7 @@ def _packet(doc: yamldoc.Doc, where: Where, raw: PacketFields, *, body: str | No
         accept=join_argv(fields.get("accept")),
         accept_timeout_s=timeout(doc, where, fields.get("accept_timeout"), "accept_timeout"),
         data=data_boundary(doc, where, raw, fields, f"packet {fields['id']!r}"),
+        resources=resources(doc, where, fields.get("resources"), plan_resources),
         requires=tuple(fields.get("requires", ())),
         session_tools=bool(fields.get("session_tools", False)),
         subdispatch=bool(fields.get("subdispatch", False)),
@@ -178,14 +184,15 @@ def load_plan(path: str | os.PathLike[str]) -> Plan:
         if defaults.get("executor"):
             check_executor(doc, ("defaults",), defaults["executor"])
         data_boundary(doc, ("defaults",), defaults, defaults, "defaults")
+    limits = data.get("resources")
     packets: list[Packet] = []
     for i, entry in enumerate(data["packets"]):
         if isinstance(entry, str):
             for f in _expand(doc, i, entry, p.parent):
-                packets.append(load_packet(f, defaults=defaults))
+                packets.append(load_packet(f, defaults=defaults, plan_resources=limits))
         else:
             packets.append(_packet(doc, ("packets", i), entry, body=None, base_dir=p.parent,
-                                   defaults=defaults))
+                                   defaults=defaults, plan_resources=limits))
     shell_line(doc, "check", data.get("check"))
     shell_line(doc, "accept", data.get("accept"))
     accept = join_argv(data.get("accept"))

@@ -25,7 +25,7 @@ KINDS = ("read-only", "code")
 # ``mode: plan`` is the strictly read-only opt-in.
 DEFAULT_MODE = {"read-only": "accept-edits", "code": "accept-edits"}
 
-__all__ = ["DEFAULT_MODE", "KINDS", "DataBoundary", "Packet", "Plan"]
+__all__ = ["DEFAULT_MODE", "KINDS", "DataBoundary", "Packet", "Plan", "Resources"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,18 @@ class DataBoundary:
     def retention_rule(self) -> Retention:
         """``retention`` parsed: keep, keep <duration>, delete, or a note."""
         return parse_retention(self.retention)
+
+
+@dataclass(frozen=True)
+class Resources:
+    """A packet's ``resources``: what its whole process tree is held to (None: no limit)."""
+
+    memory: int | None = None       # bytes
+    pids: int | None = None         # processes at once
+    cpus: float | None = None       # cores, may be fractional
+
+    def __bool__(self) -> bool:
+        return any(v is not None for v in (self.memory, self.pids, self.cpus))
 
 
 @dataclass(frozen=True)
@@ -66,6 +78,7 @@ class Packet:
     accept: str | None = None               # its acceptance check, as shell words (or the plan's)
     accept_timeout_s: float | None = None   # seconds (None: prun.git.accept's default)
     data: DataBoundary = field(default_factory=DataBoundary)
+    resources: Resources = field(default_factory=Resources)
     requires: tuple[str, ...] = ()          # result sections the result must carry
     session_tools: bool = False
     subdispatch: bool = False
@@ -98,7 +111,7 @@ class Plan:
     cancel_owner: str | None = None
     cancel_action: str = "cancel"
     check: str | None = None                # the combined check command
-    parallel: int | None = None
+    parallel: int | str | None = None       # a count, or "auto" (from the machine)
     on_event: str | None = None
     setup: str | None = None                # runs in each fresh workspace before its unit
     base: str | None = None                 # default base revision

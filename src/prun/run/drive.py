@@ -143,7 +143,9 @@ def launcher(ctx: RunContext, u: UnitState, b: Briefed) -> Launcher[Dispatch]:
                                 snapshot=place.snapshot, repo_root=ctx.run["repo_root"],
                                 setup=ctx.run["setup"], fresh=b.fresh,
                                 ports=schedule.ports_there(ctx, u))
-    return KeeperLauncher(ctx.keeper)
+    limits = u.packet.resources
+    return KeeperLauncher(ctx.keeper, {k: v for k, v in (("memory", limits.memory),
+                                                          ("pids", limits.pids)) if v})
 
 
 def read_only(ctx: RunContext, place: Workspace, brief_file: str) -> tuple[str, ...]:

@@ -24,9 +24,11 @@ from ..attempt.sandbox import unavailable
 from ..errors import GitError, StateError, UsageError
 from ..ledger import Ledger, PacketRecord, RunRecord, now_iso, prun_dir, repo_root
 from ..plan import DataBoundary, Packet, Plan
+from ..plan.model import Resources
 from ..ports.reserve import port_request
 from ..settings import load, parse_sandbox
 from . import choices as unitprep
+from .admission import Admission, cores
 from .paths import RunPaths
 
 DEFAULT_PARALLEL = 8
@@ -53,6 +55,7 @@ def packet_spec(p: Packet) -> dict[str, Any]:
     d = {name: getattr(p, name) for name in _PACKET_FIELDS if name != "lines"}
     if isinstance(d.get("data"), DataBoundary):
         d["data"] = {name: getattr(d["data"], name) for name in _DATA_FIELDS}
+    d["resources"] = dataclasses.asdict(p.resources)
     return d
 
 
@@ -89,6 +92,9 @@ def _packet(spec: dict[str, Any], row: dict[str, Any]) -> Packet:
         data: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v)
                                 for k, v in kw["data"].items() if k in _DATA_FIELDS}
         kw["data"] = DataBoundary(**data)
+    if isinstance(kw.get("resources"), Mapping):
+        kw["resources"] = Resources(**{k: v for k, v in kw["resources"].items()
+                                       if k in ("memory", "pids", "cpus")})
     if isinstance(kw.get("command"), list):
         kw["command"] = tuple(kw["command"])
     kw.pop("lines", None)
@@ -110,16 +116,20 @@ def deadline_of(plan: Plan, given: str | None) -> float | None:
     return when
 
 
-def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
+def freeze(plan: Plan, ledger: Ledger, *, parallel: int | str | None = None,
            deadline: str | None = None, env: Mapping[str, str] | None = None,
-           cluster: ClusterConfig | None = None) -> RunRecord:
-    """Record the run in the ledger (one transaction) and make its run dir. Returns the run."""
+           cluster: ClusterConfig | None = None,
+           admission: Admission | None = None) -> RunRecord:
+    """Record the run in the ledger (one transaction) and make its run dir. Returns the run.
+    ``parallel`` ``"auto"``: the machine's cores; ``admission``: what a unit needs of the
+    machine to start (``prun.run.admission``)."""
     env = os.environ if env is None else env
     root, base, bases = preflight(plan, env)    # a bad base or port entry: nothing made yet
     run_id = new_run_id()
     paths = RunPaths(prun_dir(root or Path.cwd()) / "runs" / run_id)
     when = deadline_of(plan, deadline)
-    n_parallel = parallel or plan.parallel or DEFAULT_PARALLEL
+    given = parallel or plan.parallel or DEFAULT_PARALLEL
+    n_parallel = cores() if given == "auto" else int(given)
     if n_parallel < 1:
         raise UsageError(f"parallel must be at least 1 (got {n_parallel})")
     packets: list[PacketRecord] = []
@@ -143,7 +153,8 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
            "cancel_action": plan.cancel_action or "cancel",
            "cancel_owner": plan.cancel_owner or env.get("USER") or "the coordinator",
            "parallel": n_parallel, "run_dir": str(paths.root),
-           "check_command": plan.check, "on_event": plan.on_event, "setup": plan.setup}
+           "check_command": plan.check, "on_event": plan.on_event, "setup": plan.setup,
+           "admission": admission.as_json() if admission else None}
     ledger.record_run(run, packets)
     if cluster is not None:
         ledger.record_event("cluster", run_id=run_id, cause=f"units run on {cluster.address}",

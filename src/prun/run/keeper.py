@@ -71,6 +71,8 @@ class KeptWorker:
         self.orphan = False       # its keeper died: signalled directly, code from its monitor
         # the processes that left its group and were ended with it: pid, cmdline
         self.escaped: list[dict[str, Any]] = []
+        # the limit its tree passed, as the keeper measured it (``limits.Breach``'s fields)
+        self.limited: dict[str, Any] | None = None
         self._done = threading.Event()
         self._waiters: list[asyncio.Future[None]] = []
 
@@ -188,13 +190,15 @@ class Keeper:
                           name: str, log: str, files: list[tuple[str, str]] | None = None,
                           copies: list[tuple[str, str]] | None = None,
                           record: tuple[str, Mapping[str, Any]] | None = None,
-                          status: str | None = None) -> KeptWorker:
+                          status: str | None = None,
+                          limits: Mapping[str, int] | None = None) -> KeptWorker:
         """Start ``argv`` (its program a path) through the keeper, from the event loop that
         reads its answers: the request sent, the answer awaited. The keeper first writes
         ``files`` (path, text) and ``copies`` (from, to), and once the worker runs, ``record``
         (path, ``unit.json``) with the worker in it. ``status``: the file the worker's monitor
         writes its exit to (``attempt.monitor``), opened by the keeper at the monitor's
-        ``STATUS_FD``. Raises ``OSError``."""
+        ``STATUS_FD``. ``limits``: the ``memory`` (bytes) and ``pids`` its tree is held to
+        (``limits``). Raises ``OSError``."""
         fut: asyncio.Future[KeptWorker] = asyncio.get_running_loop().create_future()
         base = self.env
         with self._lock:
@@ -210,7 +214,8 @@ class Keeper:
                         "stdin": stdin_path, "stdout": stdout_path, "stderr": stderr_path,
                         "name": name, "log": log, "files": files or [],
                         "copies": copies or [], "record": record,
-                        "status": [STATUS_FD, status] if status else None})
+                        "status": [STATUS_FD, status] if status else None,
+                        "limits": dict(limits) if limits else None})
         try:
             async with asyncio.timeout(SPAWN_WAIT_S):
                 return await fut
@@ -253,6 +258,11 @@ class Keeper:
             w = self.workers.pop(int(pid), None)
             if w is not None:
                 w._ended(int(code))
+        elif kind == "limit":
+            pid, breach = rest.split(" ", 1)
+            w = self.workers.get(int(pid))
+            if w is not None:
+                w.limited = json.loads(breach)
         elif kind == "escaped":
             pid, escaped, argv = rest.split(" ", 2)
             w = self.workers.get(int(pid))
@@ -344,7 +354,8 @@ class Spawner(Protocol):
                           name: str, log: str, files: list[tuple[str, str]] | None = None,
                           copies: list[tuple[str, str]] | None = None,
                           record: tuple[str, Mapping[str, Any]] | None = None,
-                          status: str | None = None) -> Any: ...
+                          status: str | None = None,
+                          limits: Mapping[str, int] | None = None) -> Any: ...
 
 
 class KeeperLauncher:
@@ -357,8 +368,9 @@ class KeeperLauncher:
     durable = True
     stages = True
 
-    def __init__(self, keeper: Spawner):
+    def __init__(self, keeper: Spawner, limits: Mapping[str, int] | None = None):
         self.keeper = keeper
+        self.limits = limits     # memory (bytes) and pids its tree is held to
 
     def plan(self, d: Dispatch) -> Planned:
         planned = build(d)
@@ -384,7 +396,7 @@ class KeeperLauncher:
         try:
             worker = await self.keeper.spawn_async(
                 argv, **spawn_files(d, launch), files=files, copies=copies, record=record,
-                status=d.state.file(statedir.EXIT_STATUS))
+                status=d.state.file(statedir.EXIT_STATUS), limits=self.limits)
         except OSError:
             d.opening, d.copies = files, copies  # written by finish, unless the keeper
             raise                                # wrote them

@@ -47,7 +47,8 @@ Protocol: one JSON object per line on the keeper's stdin; one line of words on i
     {"op": "spawn", "id": N, "argv": [...], "cwd": D, "set": {...}, "unset": [...],
      "stdin": F|null, "stdout": F, "stderr": F, "name": S, "log": F,
      "files": [[F, text], ...], "copies": [[from, F], ...], "record": [F, {...}]|null,
-     "status": [FD, F]|null}                     F made empty, open at FD in the worker
+     "status": [FD, F]|null,                     F made empty, open at FD in the worker
+     "limits": {"memory": B, "pids": N}|null}    its tree measured against them (``limits``)
     {"op": "signal", "pid": P, "sig": S}         signal P's group while P is unreaped
 
     spawned <id> <pid> <start time>              started (its own session and process group),
@@ -58,6 +59,10 @@ Protocol: one JSON object per line on the keeper's stdin; one line of words on i
                                                  or a file of ``files`` could not be written)
     escaped <pid> <escape pid> <JSON argv>       a process that escaped worker <pid> (0: none
                                                  could be named) is being ended
+    limit <pid> <JSON breach>                    worker <pid>'s tree passed a limit
+                                                 (``{"limit", "peak", "max", "how"}``): its
+                                                 group is being ended (SIGTERM, the kill
+                                                 grace, SIGKILL)
     exit <pid> <code>                            ended (after ``<name> <code>`` went to its log)
 
 A code is the exit status, or 128+N for death by signal N.
@@ -72,13 +77,14 @@ import selectors
 import signal
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._util.fsutil import atomic_write, atomic_write_json, write_all
 from .._util.process import become_subreaper, children, create_time, proc_info, signal_escape, spawn_session
 from ..attempt.statedir import worker_entry
 from ..settings import current
+from .limits import INTERVAL_S, Watch
 
 if TYPE_CHECKING:
     from .._util.escapes import ProcInfo
@@ -137,6 +143,9 @@ class _Server:
         self.escapes: dict[int, _Escape] = {}
         self.lineage: dict[tuple[int, float], set[int]] = {}   # (pid, start) below an escape
         self.swept: set[int] = set()         # groups killed whose members may still be dying
+        self.watches: dict[int, Watch] = {}  # pid -> the limits of a limited worker
+        self.limit_kill: dict[int, float] = {}   # pid -> when SIGKILL is due to its group
+        self.next_watch = 0.0
 
     def reply(self, line: str) -> None:
         if not self.out_ok:
@@ -203,6 +212,9 @@ class _Server:
         self.by_session[pid] = kid.rid
         if kid.attempt:
             self.by_attempt[kid.attempt] = kid.rid
+        limits = req.get("limits") or {}
+        if limits.get("memory") or limits.get("pids"):
+            self.watches[pid] = Watch(limits.get("memory"), limits.get("pids"))
         self.reply(f"spawned {req['id']} {pid} {start}")
 
     def write_record(self, req: dict[str, Any], worker: tuple[int, float | None] | None) -> None:
@@ -235,6 +247,8 @@ class _Server:
                 self.swept.add(pid)
                 self.adopt()                 # its children came here as it exited
                 del self.kids[pid]
+                self.watches.pop(pid, None)
+                self.limit_kill.pop(pid, None)
             _, status = os.waitpid(pid, 0)
             code = os.waitstatus_to_exitcode(status)
             code = 128 - code if code < 0 else code
@@ -334,6 +348,43 @@ class _Server:
                 nearest = esc.kill_at - now
         return nearest
 
+    def watch(self) -> float | None:
+        """Measure each limited worker's tree when due; end the group of one past a limit
+        (SIGTERM now, SIGKILL after the grace). Seconds until the next measure or kill."""
+        now = time.monotonic()
+        for pid, at in list(self.limit_kill.items()):
+            if at <= now:
+                del self.limit_kill[pid]
+                if pid in self.kids:         # unreaped: the group id is still ours
+                    _killpg(pid, signal.SIGKILL)
+        if self.watches and now >= self.next_watch:
+            self.next_watch = now + INTERVAL_S
+            strays = self._strays()
+            for pid, w in self.watches.items():
+                breach = w.measure([pid, *strays.get(pid, ())])
+                if breach is not None:
+                    self.reply(f"limit {pid} {json.dumps(asdict(breach))}")
+                    _killpg(pid, signal.SIGTERM)
+                    self.limit_kill[pid] = now + self.grace
+        waits = [at - now for at in self.limit_kill.values()]
+        if self.watches:
+            waits.append(self.next_watch - now)
+        return max(0.0, min(waits)) if waits else None
+
+    def _strays(self) -> dict[int, list[int]]:
+        """The keeper's children that are not its workers, by the limited worker whose session
+        they are in (orphans that came back to the subreaper) or that they escaped from."""
+        found: dict[int, list[int]] = {}
+        for pid in children():
+            if pid in self.kids:
+                continue
+            esc = self.escapes.get(pid)
+            owner = (self.workers[min(esc.owners)].pid if esc is not None and len(esc.owners) == 1
+                     else _session(pid))
+            if owner in self.watches:
+                found.setdefault(owner, []).append(pid)
+        return found
+
     def release(self) -> None:
         """Send each held exit line whose worker's escapes are gone."""
         waiting = {e.held_by for e in self.escapes.values()}
@@ -364,7 +415,7 @@ class _Server:
         sel.register(wake_r, selectors.EVENT_READ)
         buf, listening = b"", True
         while listening or self.kids or self.held or self.escapes:
-            timeout = self.expire()
+            timeout = _sooner(self.expire(), self.watch())
             self.release()
             for key, _ in sel.select(timeout):
                 if key.fd == wake_r:
@@ -403,6 +454,17 @@ def _request_id(line: bytes) -> int | None:
     except (ValueError, AttributeError):
         return None
     return rid if isinstance(rid, int) else None
+
+
+def _session(pid: int) -> int | None:
+    try:
+        return os.getsid(pid)
+    except OSError:
+        return None
+
+
+def _sooner(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)
 
 
 def _killpg(pgid: int, sig: int) -> None:

@@ -28,7 +28,7 @@ from ..errors import Blocked as BlockedError
 from ..errors import PortsUnavailable, PrunError
 from ..executors.base import Executor
 from ..ledger import ATTEMPT_STATUS, PACKET_STATUS, PacketStatus, Status, now_iso
-from . import schedule
+from . import limits, schedule
 from .choices import QuotaPools
 from .context import RunContext
 from .drive import Opened, latest_inputs, open_attempt
@@ -137,6 +137,7 @@ async def watch(ctx: RunContext, u: UnitState, d: Dispatch) -> End:
     code, why = await wait_async(d, stop, ctx.state.deadline,
                                    on_end=lambda why: ending(ctx, u, why))
     d.escaped = list(getattr(worker, "escaped", ()))  # ended by the keeper with it
+    d.limited = limits.verdict(getattr(worker, "limited", None))
     quiet = True
     if why is not None:
         remote = getattr(worker, "quiesce", None)   # a cluster's worker confirms it there

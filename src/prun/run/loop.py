@@ -43,6 +43,7 @@ from ..ledger import Ledger, PacketStatus, RunStatus, Status, now_iso
 from ..plan import Plan
 from ..plan.independence import ancestors
 from . import control, recovery, schedule
+from .admission import Admission
 from .choices import QuotaPools, git_wrapper
 from .context import RunContext
 from .detached import supervisor_alive
@@ -79,7 +80,8 @@ class Loop:
                                     base=r["base"], lost_retries=r["lost_retries"])
                  for r in rows}
         self.state = RunState(run_id, units, parallel=int(run["parallel"] or 1),
-                              deadline=epoch(run["deadline"]))
+                              deadline=epoch(run["deadline"]),
+                              admission=Admission.of(json.loads(run.get("admission") or "{}")))
         paths = RunPaths(Path(run["run_dir"]))
         user = settings.load(env)
         plan = Plan(packets=tuple(u.packet for u in self.state.order))

@@ -1,10 +1,11 @@
 """The run's scheduler: which packets start now, and what a packet waits for.
 
 A packet starts when fewer than the run's parallelism run, every packet in its ``after``
-succeeded (one that did not blocks it), its quota park is over and the ports it needs are
-free; the rest wait in plan order, and none is ever dropped. A unit whose pool is empty is
-parked until the reset; a unit whose fixed port another unit holds stays queued and looks
-again every ``PORT_RETRY_S``.
+succeeded (one that did not blocks it), its quota park is over, the machine has room for it
+(``admission``: held, it looks again every ``admission.RETRY_S``; alone it always starts) and
+the ports it needs are free; the rest wait in plan order, and none is ever dropped. A unit
+whose pool is empty is parked until the reset; a unit whose fixed port another unit holds
+stays queued and looks again every ``PORT_RETRY_S``.
 
 ``ready``, ``park`` and ``wait_for_ports`` are steps of the run loop over its state; the
 ports' functions are what a unit's task uses of the run's ports (``RunContext``).
@@ -22,7 +23,7 @@ from ..ledger import PacketStatus, now_iso
 from ..ports import reserve as ports
 from ..ports.ranges import PortsThere, RunRanges
 from ..ports.reserve import Reservation
-from . import brief
+from . import admission, brief
 from .context import RunContext
 from .state import RunState
 from .unit import UnitState
@@ -60,6 +61,12 @@ def ready(state: RunState, running: int) -> list[UnitState]:
             continue
         if any(s != PacketStatus.SUCCEEDED for s in deps):
             continue
+        if state.admission and running + len(chosen) > 0:   # one may always start alone
+            note = state.admission.held(u.packet.resources.memory)
+            if note is not None:
+                hold(state, u, note)
+                continue
+        u.held = None
         state.set_packet(u, PacketStatus.RUNNING, "launching")
         chosen.append(u)
     return chosen
@@ -72,6 +79,18 @@ def park(state: RunState, u: UnitState, until: float | None, cause: str) -> None
     cause = f"{cause} (parked until {now_iso(until)})"
     state.set_packet(u, PacketStatus.PARKED, cause, resets_at=now_iso(until))
     state.emit("parked", u, cause, resets_at=now_iso(until))
+
+
+def hold(state: RunState, u: UnitState, note: str) -> None:
+    """The machine has no room for it (``admission``): it stays pending and looks again in
+    ``admission.RETRY_S``; its note (``waiting reason=memfree ...``) is told when its reason
+    changes."""
+    u.not_before = time.time() + admission.RETRY_S
+    reason = admission.held_reason(note)
+    if u.held != reason:
+        u.held = reason
+        state.set_packet(u, PacketStatus.PENDING, note)
+        state.emit("waiting", u, note)
 
 
 def wait_for_ports(state: RunState, u: UnitState, note: str) -> None:

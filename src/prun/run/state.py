@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..ledger import PacketStatus, RunStatus
+from .admission import Admission
 from .events import Event
 from .unit import UnitState
 
@@ -38,6 +39,7 @@ class RunState:
     units: dict[str, UnitState]          # the frozen packets, each as a unit, in plan order
     parallel: int
     deadline: float | None               # epoch seconds
+    admission: Admission = field(default_factory=Admission)   # what a unit needs of the machine
     cursor: int = 0                      # every unit before it is finished
     parked: set[str] = field(default_factory=set)
     stopped: str | None = None           # why the run stopped launching (no receipt)

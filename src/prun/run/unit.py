@@ -62,6 +62,7 @@ class UnitState:
     asked: str | None = None
     resumed_result: str | None = None
     port_note: str | None = None           # why it waits for its ports, said once
+    held: str | None = None                # why the machine's room holds it (memfree, load)
     lost_retries: int = 0                  # successors given after lost cluster workers
 
     @property

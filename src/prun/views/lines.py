@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from .._util.quoting import quote, word
 from .._util.timeparse import epoch, format_duration
+from ..run.admission import REASONS
 
 if TYPE_CHECKING:
     from .model import RunView, Spend, UnitView
@@ -44,6 +45,9 @@ def run_line(view: RunView) -> str:
 
 
 def unit_line(u: UnitView, now: float) -> str:
+    if u.waiting in REASONS:   # held back by the machine's room: ``waiting reason=memfree``
+        return " ".join(["UNIT", quote(u.packet_id), "waiting", word("reason", u.waiting),
+                         word("note", (u.note or "")[:200])])
     words = ["UNIT", quote(u.packet_id), u.status]
     if u.attempt_id:
         words.append(word("attempt", u.attempt_id))

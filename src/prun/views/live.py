@@ -81,7 +81,7 @@ def rows_of(view: RunView, now: float, stall_s: float) -> list[Row]:
             when = epoch(u.parked_until or u.resets_at)
             activity = "until " + time.strftime("%H:%M:%S", time.localtime(when)) if when else ""
         elif state == "waiting":
-            activity = "receipt"
+            activity = u.waiting or ""          # receipt, memfree or load
         elif u.last_activity and state in ("running", "stalled"):
             activity = f"{format_duration(now - u.last_activity)} ago"
         out.append(Row(printable(u.packet_id), state, {

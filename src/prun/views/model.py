@@ -23,6 +23,7 @@ from ..git.saved import Place, place
 from ..git.verdict import AcceptCheck
 from ..ledger import Status, repo_root
 from ..plan import Packet, Plan
+from ..run.admission import held_reason
 from ..run.detached import supervisor_alive
 from ..run.freeze import packet_from_spec
 
@@ -222,7 +223,8 @@ class UnitView:
     tokens: dict[str, int | None] = field(default_factory=dict)  # in, out, cached: its attempts'
     cost_usd: float | None = None  # ... and their cost (None: none reported)
     parked_until: str | None = None  # parked: when it is launched again
-    waiting: str | None = None     # "receipt": handed to the coordinator, no receipt yet
+    waiting: str | None = None     # "receipt": handed to the coordinator, no receipt yet;
+    #                                "memfree", "load": the machine's room holds it back
     accept: dict[str, Any] | None = None  # its latest attempt's acceptance check, when one ran
 
     def elapsed(self, now: float) -> float | None:
@@ -252,7 +254,8 @@ def _unit(packet_id: str, status: str, attempts: list[dict[str, Any]], note: str
         resets_at=a["resets_at"] if a else None, note=note,
         tokens={"in": tokens_in, "out": tokens_out, "cached": cached}, cost_usd=cost,
         parked_until=(str(mark.get("resets_at") or "") or None) if status == "parked" else None,
-        waiting="receipt" if _waits_for_receipt(status, a) else None,
+        waiting="receipt" if _waits_for_receipt(status, a)
+        else held_reason(note) if status == "pending" else None,
         accept=_accept(a))
 
 

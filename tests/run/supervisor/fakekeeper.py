@@ -162,7 +162,8 @@ class FakeKeeper:
                           name: str, log: str, files: list[tuple[str, str]] | None = None,
                           copies: list[tuple[str, str]] | None = None,
                           record: tuple[str, dict] | None = None,
-                          status: str | None = None) -> FakeWorker:
+                          status: str | None = None,
+                          limits: dict[str, int] | None = None) -> FakeWorker:
         """Awaited in the event loop, as the real keeper's ``spawn_async`` is; it writes the
         opening ``files`` and the ``record`` as the real keeper does."""
         if self.loop is None or self.closed:
