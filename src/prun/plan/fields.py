@@ -59,6 +59,8 @@ class PacketFields(TypedDict, total=False):
     timeout: int | float | str
     accept: str | list[str]
     accept_timeout: int | float | str
+    followup: str
+    followup_max: int
     data: DataFields
     requires: list[str]
     session_tools: bool

@@ -119,6 +119,8 @@ def _packet(doc: yamldoc.Doc, where: Where, raw: PacketFields, *, body: str | No
         timeout_s=timeout_s,
         accept=join_argv(fields.get("accept")),
         accept_timeout_s=timeout(doc, where, fields.get("accept_timeout"), "accept_timeout"),
+        followup=fields.get("followup"),
+        followup_max=fields.get("followup_max", 1),
         data=data_boundary(doc, where, raw, fields, f"packet {fields['id']!r}"),
         requires=tuple(fields.get("requires", ())),
         session_tools=bool(fields.get("session_tools", False)),
