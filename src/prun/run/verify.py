@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, replace
 
+from ..errors import PrunError
 from ..executors.base import Executor
 from ..git import accept, claims
 from ..git.reconcile import judge
@@ -86,8 +87,11 @@ def judged(ctx: RunContext, u: UnitState) -> Judged:
     if accept.due(unit, "succeeded", {}):
         log = accept.log_path(str(ctx.paths.root), u.packet.id, u.seq)
         check = accept.check(unit, log, ctx.run["repo_root"], ctx.run["setup"])
-    verdict = judge(unit)
-    return Judged(check, tuple(r for r in verdict.reasons if r.code in claims.REASONS))
+    try:
+        reasons = judge(unit).reasons
+    except (PrunError, OSError):   # its change cannot be read now: reconcile will say so
+        reasons = []
+    return Judged(check, tuple(r for r in reasons if r.code in claims.REASONS))
 
 
 def request(p: Packet, found: Judged) -> str | None:
