@@ -292,9 +292,7 @@ def _accept_checks(ledger: Ledger, v: RunView, units: list[UnitInput], report: R
     run_dir = v.run.get("run_dir")
     if run_dir:
         def record(attempt_id: str, c: AcceptCheck) -> None:
-            ledger.update_attempt(attempt_id, accept_status=c.status, accept_exit=c.exit_code,
-                                  accept_seconds=c.seconds, accept_tail=c.tail,
-                                  accept_log=c.log)
+            accept.record(ledger, attempt_id, c)
 
         known = accept.run_checks(units, report, known=known,
                                   seqs={a["id"]: a["seq"] for rows in v.attempts.values()
@@ -454,6 +452,8 @@ def _ledger(repo: PathLike | None, *, create: bool = False) -> Ledger:
 def _classify(kind: str, status: str | None, any_done: bool) -> str | None:
     if kind in ("stalled", "stopped", "parked", "handoff"):
         return kind
+    if kind == "accept-failed":   # a unit's check did not pass in the run (prun.run.verify)
+        return "failed"
     if kind == "packet" and status in FAIL_STATUSES:
         return "failed"
     if kind == "packet" and status == "succeeded" and any_done:

@@ -119,6 +119,19 @@ def test_plan_defaults_apply_unless_a_packet_sets_the_field(write):
     assert plan.packet("y").executor == "agy" and plan.packet("y").requires == ("Summary",)
 
 
+def test_followup_auto_from_the_defaults_and_followup_max_at_least_one(write):
+    plan = load_plan(write("plan.yaml", """
+        defaults: {followup: auto}
+        packets:
+          - {id: x, prompt: x, followup_max: 3}
+          - {id: y, prompt: y, followup: "off"}
+        """))
+    assert plan.packet("x").auto_followup and plan.packet("x").followup_max == 3
+    assert not plan.packet("y").auto_followup and plan.packet("y").followup_max == 1
+    e = refused(load_plan, write("bad.yaml", "packets: [{id: z, prompt: z, followup_max: 0}]\n"))
+    assert "followup_max" in e.message
+
+
 def test_plan_folder_entry_loads_its_md_files(write):
     write("units/one.md", "---\nid: one\n---\nx\n")
     write("units/two.md", "---\nid: two\n---\nx\n")

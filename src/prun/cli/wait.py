@@ -1,9 +1,10 @@
 """Block until a run has something to act on, like the seed's monitor, then say what.
 
 Wakes on the first actionable event after the cursor: a unit failed, timed out, was
-cancelled or blocked, stalled (no output for PRUN_STALL_THRESHOLD, default 10 min), was
-parked for quota, a session unit waits for the coordinator, the run stopped (no receipt)
-or finished, or its supervisor is gone. A run's end that a later re-opening (a follow-up, a
+cancelled or blocked, its acceptance check did not pass in the run (``status=accept-failed``),
+stalled (no output for PRUN_STALL_THRESHOLD, default 10 min), was parked for quota, a session
+unit waits for the coordinator, the run stopped (no receipt) or finished, or its supervisor is
+gone. A run's end that a later re-opening (a follow-up, a
 resume) superseded is not reported: the wait goes on to the re-opened run's own events.
 `--any` also wakes on each unit that succeeded (to keep a pool busy with follow-ups).
 
@@ -13,10 +14,10 @@ resume) superseded is not reported: the wait goes on to the re-opened run's own 
 
 exit codes (README, "Exit codes"): 0 the run finished and every packet succeeded; 1 the run
 finished otherwise; 3 the run stopped (no receipt); 4 a unit failed, timed out, was cancelled or
-blocked; 5 a unit stalled; 6 a unit was parked for quota; 7 the supervisor is gone (prun resume
-RUN); 8 a unit succeeded (--any); 9 a session unit was handed to the coordinator (run its
-`handoff=` file as a subagent, then its `receipt_cmd=`); 124 --timeout passed with nothing to
-report.
+blocked, or its acceptance check did not pass; 5 a unit stalled; 6 a unit was parked for quota;
+7 the supervisor is gone (prun resume RUN); 8 a unit succeeded (--any); 9 a session unit was
+handed to the coordinator (run its `handoff=` file as a subagent, then its `receipt_cmd=`); 124
+--timeout passed with nothing to report.
 """
 
 from __future__ import annotations

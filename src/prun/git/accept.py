@@ -27,6 +27,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import TYPE_CHECKING
 
 from .._util.fsutil import atomic_write
 from ..errors import GitError, PrunError
@@ -36,6 +37,9 @@ from .setup import run_setup, sandboxed
 from .store import store_of
 from .verdict import ACCEPTED, NEEDS_REVIEW, REJECTED, AcceptCheck, Reason, Report, UnitInput
 from .workspace import default_root, made_by_prun, make_clone, neutral_git, remove
+
+if TYPE_CHECKING:
+    from ..ledger import Ledger
 
 ACCEPT_TIMEOUT_DEFAULT = 600.0
 FOLDER = "accept"
@@ -66,7 +70,6 @@ def run_checks(units: Iterable[UnitInput], report: Report, *, known: Mapping[str
     jobs = [u for u in units if due(u, statuses.get(u.packet.id), known)]
     if not jobs:
         return checks
-    os.makedirs(os.path.join(run_dir, FOLDER), exist_ok=True)
     with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(jobs)))) as ex:
         running = {ex.submit(check, u, log_path(run_dir, u.packet.id,
                                                 seqs.get(u.attempt_id or "", u.attempt_id)),
@@ -81,6 +84,7 @@ def run_checks(units: Iterable[UnitInput], report: Report, *, known: Mapping[str
 def check(unit: UnitInput, log: str, repo_root: str | None, setup: str | None) -> AcceptCheck:
     """Run ``unit``'s acceptance check once, in a throwaway clone removed afterwards."""
     command = unit.packet.accept or ""
+    os.makedirs(os.path.dirname(log), exist_ok=True)
     if not repo_root or not unit.base:
         return _error(log, "no repository or base to check the unit's work against")
     try:
@@ -115,6 +119,13 @@ def check(unit: UnitInput, log: str, repo_root: str | None, setup: str | None) -
     status = ("timeout" if ran.timed_out else "passed" if ran.exit_code == 0
               else "error" if ran.exit_code in NOT_RUNNABLE else "failed")
     return AcceptCheck(status, ran.exit_code, ran.duration_s, ran.log, ran.tail[-TAIL_CHARS:])
+
+
+def record(ledger: Ledger, attempt_id: str, c: AcceptCheck) -> None:
+    """Record check ``c`` with its attempt (the ledger's ``accept_*`` columns): whoever ran
+    it (``prun run`` as the unit succeeds, else ``prun reconcile``), no one runs it again."""
+    ledger.update_attempt(attempt_id, None, accept_status=c.status, accept_exit=c.exit_code,
+                          accept_seconds=c.seconds, accept_tail=c.tail, accept_log=c.log)
 
 
 def _patch(unit: UnitInput) -> bytes:
@@ -167,4 +178,4 @@ def apply(report: Report, checks: Mapping[str, AcceptCheck]) -> None:
                 v.verdict = NEEDS_REVIEW
 
 
-__all__ = ["ACCEPT_TIMEOUT_DEFAULT", "apply", "check", "due", "log_path", "run_checks"]
+__all__ = ["ACCEPT_TIMEOUT_DEFAULT", "apply", "check", "due", "log_path", "record", "run_checks"]

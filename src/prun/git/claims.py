@@ -38,6 +38,7 @@ from .verdict import Reason
 VERIFICATION = "verification"
 CHANGES = ("changes", "files changed", "changed files")
 CLAIMS_READ = 1 << 20     # bytes of a result read for its claims (its beginning)
+REASONS = ("unverified-claim", "no-tool-calls", "claimed-not-changed")   # what ``reasons`` gives
 
 _SPAN = re.compile(r"(`+)(.+?)\1")
 _WORD = re.compile(r"&&|\|\||[;|&()]|[^\s;|&()]+")

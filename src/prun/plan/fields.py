@@ -68,6 +68,8 @@ class PacketFields(TypedDict, total=False):
     timeout: int | float | str
     accept: str | list[str]
     accept_timeout: int | float | str
+    followup: str
+    followup_max: int
     data: DataFields
     resources: ResourceFields
     requires: list[str]

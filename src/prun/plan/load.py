@@ -124,6 +124,8 @@ def _packet(doc: yamldoc.Doc, where: Where, raw: PacketFields, *, body: str | No
         timeout_s=timeout_s,
         accept=join_argv(fields.get("accept")),
         accept_timeout_s=timeout(doc, where, fields.get("accept_timeout"), "accept_timeout"),
+        followup=fields.get("followup"),
+        followup_max=fields.get("followup_max", 1),
         data=data_boundary(doc, where, raw, fields, f"packet {fields['id']!r}"),
         resources=resources(doc, where, fields.get("resources"), plan_resources),
         requires=tuple(fields.get("requires", ())),

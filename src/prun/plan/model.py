@@ -77,6 +77,8 @@ class Packet:
     timeout_s: float | None = None
     accept: str | None = None               # its acceptance check, as shell words (or the plan's)
     accept_timeout_s: float | None = None   # seconds (None: prun.git.accept's default)
+    followup: str | None = None             # auto: prun follows a failed check up itself | off
+    followup_max: int = 1                   # the most automatic follow-up turns in a run
     data: DataBoundary = field(default_factory=DataBoundary)
     resources: Resources = field(default_factory=Resources)
     requires: tuple[str, ...] = ()          # result sections the result must carry
@@ -96,6 +98,11 @@ class Packet:
     @property
     def writes_code(self) -> bool:
         return self.kind == "code"
+
+    @property
+    def auto_followup(self) -> bool:
+        """Whether prun starts this packet's follow-up itself (``followup: auto``)."""
+        return self.followup == "auto"
 
     @property
     def effective_mode(self) -> str:

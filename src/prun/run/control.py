@@ -95,8 +95,10 @@ def request_followup(state: RunState, packet_id: str | None, text: str) -> None:
     u.followups.append(text)  # after the attempt that runs (or is due) now
 
 
-def follow_up(state: RunState, u: UnitState, text: str) -> None:
-    """``prun followup``: a linked attempt with a new request, in the same workspace."""
+def follow_up(state: RunState, u: UnitState, text: str,
+              cause: str = "follow-up requested") -> None:
+    """``prun followup`` (or ``followup: auto``, ``cause``): a linked attempt with a new
+    request, in the same workspace."""
     try:
         ex = executors.get(u.executor)
     except PrunError as e:
@@ -104,7 +106,7 @@ def follow_up(state: RunState, u: UnitState, text: str) -> None:
     u.carry_on(ex, text, because=f"Your earlier attempt {u.attempt_id} finished; "
                "this is a follow-up turn.")
     u.cancel_requested = u.superseded = False
-    state.set_packet(u, PacketStatus.PENDING, "follow-up requested")
+    state.set_packet(u, PacketStatus.PENDING, cause)
 
 
 def check_deadline(state: RunState) -> None:

@@ -181,18 +181,22 @@ def prompt(u: UnitState, ctx: brief.Context) -> str:
 
 def latest_inputs(ctx: RunContext, u: UnitState) -> dict[str, UnitInput]:
     """The deciding attempt of every packet ``u`` comes after, as reconcile reads it."""
-    if ctx.scope is None:
-        ctx.scope = plan_scope(ctx.plan, ctx.run["repo_root"])
-    may_write, shared = ctx.scope
     out = {}
     for pid in ctx.ancestors.get(u.packet.id, ()):
         a = ctx.state.units[pid]
-        status = "succeeded" if a.status == PacketStatus.SUCCEEDED else a.status.value
-        out[pid] = UnitInput(
-            packet=a.packet, attempt_id=a.attempt_id, status=status,
-            state_dir=a.state_dir, workspace=a.workspace, base=a.attempt_base or a.base,
-            result_file=a.result_file, executor=a.executor, may_write=may_write[pid],
-            shared=shared)
+        out[pid] = unit_input(ctx, a, "succeeded" if a.status == PacketStatus.SUCCEEDED
+                              else a.status.value)
     return out
+
+
+def unit_input(ctx: RunContext, a: UnitState, status: str) -> UnitInput:
+    """``a``'s current (or last) attempt as reconcile reads it, its status ``status``."""
+    if ctx.scope is None:
+        ctx.scope = plan_scope(ctx.plan, ctx.run["repo_root"])
+    may_write, shared = ctx.scope
+    return UnitInput(
+        packet=a.packet, attempt_id=a.attempt_id, status=status, state_dir=a.state_dir,
+        workspace=a.workspace, base=a.attempt_base or a.base, result_file=a.result_file,
+        executor=a.executor, may_write=may_write[a.packet.id], shared=shared)
 
 

@@ -18,11 +18,13 @@ from ..ledger import PacketStatus
 @dataclass(frozen=True)
 class Settled:
     """The attempt was judged and the packet is finished (``status``: succeeded, failed,
-    timeout, cancelled). A follow-up asked for while it ran starts next."""
+    timeout, cancelled). An automatic follow-up (``followup``: its request, ``followup:
+    auto``), else one asked for while it ran, starts next."""
 
     status: PacketStatus
     cause: str
     data: dict[str, Any] = field(default_factory=dict)   # what the event carries
+    followup: str | None = None
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,10 @@ from .._util.quoting import quote, word
 
 # Event kinds a coordinator or a person should act on (the hook runs on these).
 ACTIONABLE = frozenset({"handoff", "succeeded", "failed", "timeout", "cancelled", "quarantined", "blocked",
-                        "stalled", "parked", "stopped", "run-done"})
+                        "stalled", "parked", "stopped", "run-done", "accept-failed"})
 # Kinds that mean a unit did not succeed (the terse line printer shows these).
 NON_SUCCESS = frozenset({"handoff", "failed", "timeout", "cancelled", "quarantined", "blocked", "stalled",
-                         "parked", "stopped", "escaped", "waiting"})
+                         "parked", "stopped", "escaped", "waiting", "accept-failed", "unverified"})
 
 
 @dataclass
@@ -50,7 +50,7 @@ def event_line(ev: Event) -> str:
         words.append(word("executor", ev.executor))
     if ev.cause and ev.kind not in ("succeeded", "dispatched"):
         words.append(word("cause", ev.cause.splitlines()[0][:200]))
-    for key in ("resets_at", "quarantine", "handoff", "receipt_cmd"):
+    for key in ("resets_at", "quarantine", "handoff", "receipt_cmd", "accept"):
         if ev.data.get(key):
             words.append(word(key, ev.data[key]))
     if ev.kind != "succeeded" and ev.data.get("result_file"):

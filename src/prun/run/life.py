@@ -36,6 +36,7 @@ from .ends import Blocked, End, NotDispatched, Parked, Settled, Successor, Super
 from .quarantine import quarantine
 from .session import session
 from .unit import UnitState, parse_time
+from .verify import verified
 
 QUIESCE_LIMIT_S = 5.0
 LOST_RETRIES = 1   # successors a packet may get after lost workers (``worker_lost: retry``)
@@ -144,8 +145,9 @@ async def watch(ctx: RunContext, u: UnitState, d: Dispatch) -> End:
         quiet = await (_bounded(remote()) if remote is not None else quiesce(worker.pid))
     outcome = await asyncio.to_thread(finish, d, code, timed_out=why == "timeout",
                                       cancelled=why == "cancelled")
-    return settle(ctx, u, outcome, why, executor=d.p.executor, workspace=d.workspace,
-                  quiet=quiet)
+    end = settle(ctx, u, outcome, why, executor=d.p.executor, workspace=d.workspace,
+                 quiet=quiet)
+    return await verified(ctx, u, end, d.p.executor, d.settings.model)
 
 
 def settle(ctx: RunContext, u: UnitState, outcome: Outcome, why: str | None, *,

@@ -56,8 +56,10 @@ from .life import life
 from .paths import RunPaths
 from .state import PacketChange, RunState
 from .unit import UnitState
+from .verify import AUTO
 
-THREADS = 4   # what waits on another process or the disk (git, setup, judging) runs here
+THREADS = 4   # what waits on another process or the disk (git, setup, judging) runs here,
+#               and the acceptance checks: one per unit's task, so at most ``parallel`` more
 STALL_CHECK_S = 30.0   # stalls are looked for at most this often (and 4 times per threshold)
 
 
@@ -108,7 +110,7 @@ class Loop:
         """Drive the run to its end; returns the run's final status. Every unit's task and
         the event hooks live in task groups of this call: none outlives it."""
         loop = asyncio.get_running_loop()
-        loop.set_default_executor(ThreadPoolExecutor(max_workers=THREADS))
+        loop.set_default_executor(ThreadPoolExecutor(max_workers=THREADS + self.state.parallel))
         self._wake = asyncio.Event()
         ctx = self.ctx
         ctx.paths.make()
@@ -268,7 +270,7 @@ class Loop:
         """Tell the renderer (and the plan's hook) of a change; the kinds a later command
         must find are logged in the ledger too."""
         if ev.kind in ("stalled", "stopped", "parked", "blocked", "handoff", "escaped",
-                       "waiting"):
+                       "waiting", "accept-failed", "unverified"):
             self.ledger.record_event(ev.kind, run_id=self.run_id, packet_id=ev.packet_id,
                                      attempt_id=ev.attempt_id, status=ev.kind, cause=ev.cause,
                                      data=ev.data or None)
@@ -292,10 +294,12 @@ class Loop:
 def apply_end(state: RunState, ledger: Ledger, u: UnitState, end: End) -> None:
     """What happened to ``u``'s task, applied to the run's state."""
     match end:
-        case Settled(status, cause, data):
+        case Settled(status, cause, data, followup):
             state.set_packet(u, status, cause)
             state.emit(status.value, u, cause, **data)
-            if u.followups:
+            if followup:
+                control.follow_up(state, u, followup, cause=AUTO)
+            elif u.followups:
                 control.follow_up(state, u, u.followups.pop(0))
         case Parked(until, cause):
             schedule.park(state, u, until, cause)

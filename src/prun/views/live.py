@@ -186,7 +186,8 @@ def ledger_notices(ledger: Ledger, run_id: str, limit: int = NOTICES) -> list[st
     out or were cancelled, with their cause."""
     rows = ledger.conn.execute(
         "SELECT packet_id, kind, status, cause FROM events WHERE run_id = ? AND cause != '' AND"
-        " (kind IN ('stalled', 'stopped', 'parked', 'blocked', 'handoff', 'escaped', 'waiting')"
+        " (kind IN ('stalled', 'stopped', 'parked', 'blocked', 'handoff', 'escaped', 'waiting',"
+        " 'accept-failed', 'unverified')"
         " OR (kind = 'packet' AND status IN ('failed', 'timeout', 'cancelled')))"
         " ORDER BY seq DESC LIMIT ?", (run_id, limit)).fetchall()
     return [f"{r['packet_id'] or 'run'}: {r['status'] or r['kind']}: {r['cause']}"
