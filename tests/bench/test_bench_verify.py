@@ -21,9 +21,9 @@ def test_the_three_coordinators_reach_the_same_passing_tree(bwrap, tmp_path):
     assert list(modes) == ["verified", "culprit", "manual"]
     # 7 units: u01 u04 u06 claim a check they never ran, u02 u05 break it, u03 u07 clash
     verified, culprit, manual = modes["verified"], modes["culprit"], modes["manual"]
-    for m in (verified, manual):
+    # without accept, the bisection holds the breakers and then the later of the pair
+    for m in (verified, manual, culprit):
         assert m["passes"] and m["integrated"] == ["u01", "u03", "u04", "u06"]
-    assert not {"u02", "u05"} & set(culprit["integrated"])   # the bisection held the breakers
     steps = [s[0] for s in out["rounds"]["verified"][0]["steps"]]
     assert [s.split()[:2] for s in steps] == [
         ["prun", "run"], ["prun", "reconcile"], ["prun", "status"],
