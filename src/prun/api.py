@@ -28,19 +28,20 @@ from pathlib import Path
 from typing import Any
 
 from ._util.gitcmd import toplevel
+from ._util.timeparse import epoch
 from .attempt.dispatch import Request, run_sync
 from .attempt.outcome import Outcome
 from .attempt.subdispatch import refusal
 from .cluster.config import resolve
 from .errors import ExitCode, NotIndependent, UsageError
-from .git import accept
+from .git import accept, candidates
 from .git.culprit import CULPRITS_DIR
 from .git.integrate import CHECK_TIMEOUT_DEFAULT, Integration, UnitResult, add_worktree
 from .git.integrate import integrate as integrate_changes
 from .git.journal import Journal
 from .git.reconcile import REJECTED
 from .git.reconcile import reconcile as judge
-from .git.verdict import AcceptCheck, Report, UnitInput
+from .git.verdict import AcceptCheck, Candidacy, Report, UnitInput
 from .ledger import Ledger, RunStatus, default_path
 from .plan import Plan, load_plan
 from .plan.independence import check as check_independence
@@ -258,8 +259,12 @@ def reconcile(run: str | None = None, *, rescoped: Mapping[str, str] | None = No
         units = v.unit_inputs(rescoped)
         report = judge(units, run_id=v.id, tree=v.repo_root)
         _accept_checks(ledger, v, units, report)
+        won = _choose(ledger, v, report)
         ledger.record_event("reconcile", run_id=v.id, cause="prun reconcile",
                             data={"accepted": report.count("accepted"),
+                                  "candidates": {pid: {"candidate": c.number, "of": c.of,
+                                                       "why": c.why}
+                                                 for pid, c in won.items()} or None,
                                   "rejected": report.count("rejected"),
                                   "needs-review": report.count("needs-review"),
                                   "complete": report.complete,
@@ -286,6 +291,23 @@ def _accept_checks(ledger: Ledger, v: RunView, units: list[UnitInput], report: R
                                   setup=v.run.get("setup"),
                                   parallel=int(v.run.get("parallel") or 1), record=record)
     accept.apply(report, known)
+
+
+def _choose(ledger: Ledger, v: RunView, report: Report) -> dict[str, Candidacy]:
+    """The winner of each packet with candidates (``prun.git.candidates``): the one the
+    person picked on the review page (an accept or include decision on its attempt), else
+    the rule's; the others marked not chosen. Returns packet id -> the winner."""
+    groups: dict[str, dict[str, int]] = {}
+    for p in v.packets:
+        if p.candidate_of and p.candidate:
+            groups.setdefault(p.candidate_of, {})[p.id] = p.candidate
+    if not groups:
+        return {}
+    finished = {a["id"]: epoch(a["finished_at"]) for rows in v.attempts.values() for a in rows}
+    decided = ledger.current_decisions(v.id, {x.packet_id: x.attempt_id for x in report.verdicts})
+    picked = {pid: row["who"] for pid, row in sorted(decided.items(), key=lambda d: d[1]["id"])
+              if row["decision"] in ("accept", "include")}
+    return candidates.choose(report, groups, finished, picked)
 
 
 def rescoped_map(values: Iterable[str]) -> dict[str, str]:
@@ -331,6 +353,7 @@ def integrate(run: str | None = None, *, include: Iterable[str] = (),
         units = v.unit_inputs()
         report = judge(units, run_id=v.id, with_patch=True, tree=root)
         _accept_checks(ledger, v, units, report)
+        _choose(ledger, v, report)
         decided = ledger.current_decisions(v.id, {x.packet_id: x.attempt_id
                                                   for x in report.verdicts})
         decisions = {pid: row["decision"] for pid, row in decided.items()}

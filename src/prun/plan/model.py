@@ -65,6 +65,9 @@ class Packet:
     timeout_s: float | None = None
     accept: str | None = None               # its acceptance check, as shell words (or the plan's)
     accept_timeout_s: float | None = None   # seconds (None: prun.git.accept's default)
+    candidates: tuple[str, ...] = ()        # one executor per candidate (none: one attempt)
+    candidate: int | None = None            # a candidate's number (1..N) in a run (plan.candidates)
+    candidate_of: str | None = None         # ... and the packet it is a candidate of
     data: DataBoundary = field(default_factory=DataBoundary)
     requires: tuple[str, ...] = ()          # result sections the result must carry
     session_tools: bool = False
@@ -83,6 +86,11 @@ class Packet:
     @property
     def writes_code(self) -> bool:
         return self.kind == "code"
+
+    @property
+    def origin(self) -> str:
+        """The packet's id as the plan wrote it (a candidate's: its packet's)."""
+        return self.candidate_of or self.id
 
     @property
     def effective_mode(self) -> str:

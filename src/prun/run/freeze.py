@@ -23,7 +23,7 @@ from .._util.timeparse import deadline_at
 from ..attempt.sandbox import unavailable
 from ..errors import GitError, StateError, UsageError
 from ..ledger import Ledger, PacketRecord, RunRecord, now_iso, prun_dir, repo_root
-from ..plan import DataBoundary, Packet, Plan
+from ..plan import DataBoundary, Packet, Plan, candidates
 from ..ports.reserve import port_request
 from ..settings import load, parse_sandbox
 from . import choices as unitprep
@@ -82,7 +82,7 @@ def _packet(spec: dict[str, Any], row: dict[str, Any]) -> Packet:
         spec["timeout_s"] = spec.pop("timeout")
     known = {f.name for f in fields(Packet)}
     kw = {k: v for k, v in spec.items() if k in known}
-    for key in ("owns", "generates", "reads", "state", "after", "requires"):
+    for key in ("owns", "generates", "reads", "state", "after", "requires", "candidates"):
         if key in kw and kw[key] is not None:
             kw[key] = (kw[key],) if isinstance(kw[key], str) else tuple(kw[key])
     if isinstance(kw.get("data"), Mapping):
@@ -113,8 +113,10 @@ def deadline_of(plan: Plan, given: str | None) -> float | None:
 def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
            deadline: str | None = None, env: Mapping[str, str] | None = None,
            cluster: ClusterConfig | None = None) -> RunRecord:
-    """Record the run in the ledger (one transaction) and make its run dir. Returns the run."""
+    """Record the run in the ledger (one transaction) and make its run dir: a packet with
+    candidates as its candidates' units (``prun.plan.candidates``). Returns the run."""
     env = os.environ if env is None else env
+    plan = candidates.expand(plan)
     root, base, bases = preflight(plan, env)    # a bad base or port entry: nothing made yet
     run_id = new_run_id()
     paths = RunPaths(prun_dir(root or Path.cwd()) / "runs" / run_id)

@@ -73,9 +73,8 @@ class RunView:
     @property
     def units(self) -> list[UnitView]:
         """Each packet as ``prun status`` shows it (its latest attempt, quarantined or not)."""
-        return [_unit(p.id, self.statuses.get(p.id, "pending"), self.attempts.get(p.id, []),
-                      self.notes.get(p.id), {"executor": p.executor, "model": p.model},
-                      self.marks.get(p.id) or {})
+        return [_unit(p, self.statuses.get(p.id, "pending"), self.attempts.get(p.id, []),
+                      self.notes.get(p.id), self.marks.get(p.id) or {})
                 for p in self.packets]
 
     def spend(self) -> list[Spend]:
@@ -224,6 +223,8 @@ class UnitView:
     parked_until: str | None = None  # parked: when it is launched again
     waiting: str | None = None     # "receipt": handed to the coordinator, no receipt yet
     accept: dict[str, Any] | None = None  # its latest attempt's acceptance check, when one ran
+    candidate: int | None = None   # a candidate of a packet with candidates: its number (1..N)
+    candidate_of: str | None = None  # ... and that packet
 
     def elapsed(self, now: float) -> float | None:
         if self.started is None:
@@ -231,8 +232,8 @@ class UnitView:
         return (self.finished or now) - self.started
 
 
-def _unit(packet_id: str, status: str, attempts: list[dict[str, Any]], note: str | None,
-          fallback: Mapping[str, Any], mark: Mapping[str, Any]) -> UnitView:
+def _unit(p: Packet, status: str, attempts: list[dict[str, Any]], note: str | None,
+          mark: Mapping[str, Any]) -> UnitView:
     a = attempts[-1] if attempts else None
     activity = None
     if a and a["state_dir"] and Status(a["status"]).live:
@@ -242,9 +243,9 @@ def _unit(packet_id: str, status: str, attempts: list[dict[str, Any]], note: str
             activity = None
     tokens_in, tokens_out, cached, cost = (_sum(attempts, c) for c in SPEND_COLUMNS)
     return UnitView(
-        packet_id=packet_id, status=status,
-        executor=a["executor"] if a else fallback.get("executor"),
-        model=a["model"] if a else fallback.get("model"), attempt_id=a["id"] if a else None,
+        packet_id=p.id, status=status,
+        executor=a["executor"] if a else p.executor,
+        model=a["model"] if a else p.model, attempt_id=a["id"] if a else None,
         attempt_status=a["status"] if a else None, attempts=len(attempts),
         started=epoch(a["dispatched_at"]) if a else None,
         finished=epoch(a["finished_at"]) if a else None, last_activity=activity,
@@ -253,7 +254,7 @@ def _unit(packet_id: str, status: str, attempts: list[dict[str, Any]], note: str
         tokens={"in": tokens_in, "out": tokens_out, "cached": cached}, cost_usd=cost,
         parked_until=(str(mark.get("resets_at") or "") or None) if status == "parked" else None,
         waiting="receipt" if _waits_for_receipt(status, a) else None,
-        accept=_accept(a))
+        accept=_accept(a), candidate=p.candidate, candidate_of=p.candidate_of)
 
 
 def _accept(a: Mapping[str, Any] | None) -> dict[str, Any] | None:
