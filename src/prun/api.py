@@ -28,13 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from ._util.gitcmd import toplevel
-from ._util.timeparse import epoch
 from .attempt.dispatch import Request, run_sync
 from .attempt.outcome import Outcome
 from .attempt.subdispatch import refusal
 from .cluster.config import resolve
 from .errors import ExitCode, NotIndependent, UsageError
-from .git import accept, candidates
+from .git import accept
 from .git.culprit import CULPRITS_DIR
 from .git.integrate import CHECK_TIMEOUT_DEFAULT, Integration, UnitResult, add_worktree
 from .git.integrate import integrate as integrate_changes
@@ -294,20 +293,10 @@ def _accept_checks(ledger: Ledger, v: RunView, units: list[UnitInput], report: R
 
 
 def _choose(ledger: Ledger, v: RunView, report: Report) -> dict[str, Candidacy]:
-    """The winner of each packet with candidates (``prun.git.candidates``): the one the
-    person picked on the review page (an accept or include decision on its attempt), else
-    the rule's; the others marked not chosen. Returns packet id -> the winner."""
-    groups: dict[str, dict[str, int]] = {}
-    for p in v.packets:
-        if p.candidate_of and p.candidate:
-            groups.setdefault(p.candidate_of, {})[p.id] = p.candidate
-    if not groups:
-        return {}
-    finished = {a["id"]: epoch(a["finished_at"]) for rows in v.attempts.values() for a in rows}
-    decided = ledger.current_decisions(v.id, {x.packet_id: x.attempt_id for x in report.verdicts})
-    picked = {pid: row["who"] for pid, row in sorted(decided.items(), key=lambda d: d[1]["id"])
-              if row["decision"] in ("accept", "include")}
-    return candidates.choose(report, groups, finished, picked)
+    """The winner of each packet with candidates (``RunView.choose``), the person's picks
+    read from the ledger."""
+    return v.choose(report, ledger.current_decisions(
+        v.id, {x.packet_id: x.attempt_id for x in report.verdicts}).values())
 
 
 def rescoped_map(values: Iterable[str]) -> dict[str, str]:

@@ -11,6 +11,9 @@ import sys
 from pathlib import Path
 
 from helpers import prun
+from prun.ledger import Ledger
+from prun.review import render
+from prun.review.model import build
 
 PY = sys.executable
 
@@ -86,13 +89,24 @@ def test_winner_by_accept_then_smaller_diff_and_only_it_integrated(repo):
 
 
 def test_winner_by_scope_and_a_persons_pick_is_honoured(repo):
-    run(repo, [candidates_unit("fix", {
+    run_id = run(repo, [candidates_unit("fix", {
         1: {"out/fix/a.txt": "one\n", "elsewhere.txt": "leak\n"},
         2: {"out/fix/a.txt": "two\n", "out/fix/b.txt": "x\ny\nz\n"}})])
     code, lines, _ = reconcile(repo)
     assert 'ACCEPTED fix candidate=2 of=2 why="it stayed in scope" files=2' in lines, lines
     assert not_chosen(lines) == {1: "scope"}
     assert code == 0
+
+    # the review page shows them side by side, each other one with a button to pick it
+    page = json.loads(prun("review", "--json", cwd=repo).stdout)
+    shown = {p["candidate"]: p for p in page["packets"]}
+    assert shown[1]["verdict"] == "NOT-CHOSEN" and shown[1]["reason"] == "scope"
+    assert shown[2]["why"] == "it stayed in scope" and shown[2]["candidate_of"] == "fix"
+    with Ledger.open() as ledger:
+        html = render.page(build(ledger, run_id), "token")
+    group = html[html.index("Candidates of fix"):]
+    assert group.index("candidate 1") < group.index("candidate 2")
+    assert group.count("Pick this one") == 1 and 'name="packet" value="fix.c1"' in group
 
     picked = prun("review", "--decide", "fix.c1", "accept", "--as", "alice", cwd=repo)
     assert picked.returncode == 0, picked.stdout + picked.stderr

@@ -67,8 +67,8 @@ def choose(report: Report, groups: Mapping[str, Mapping[str, int]],
            finished: Mapping[str, float | None], picked: Mapping[str, str]) -> dict[str, Candidacy]:
     """Pick the winner of each packet with candidates in ``report`` and mark every candidate
     (``groups``: packet id -> its candidates' unit ids -> their numbers; ``finished``: attempt
-    id -> when it finished; ``picked``: unit id -> who picked it). Returns packet id -> the
-    winner's candidacy (what reconcile records)."""
+    id -> when it finished; ``picked``: unit id -> who picked it, the latest pick last).
+    Returns packet id -> the winner's candidacy (what reconcile records)."""
     by_unit = {v.packet_id: v for v in report.verdicts}
     won: dict[str, Candidacy] = {}
     for packet, units in groups.items():
@@ -77,8 +77,10 @@ def choose(report: Report, groups: Mapping[str, Mapping[str, int]],
         if not entries:
             continue
         entries.sort(key=Entry.key)
+        order = list(picked)   # the latest pick last
         chosen = [e for e in entries if e.verdict.packet_id in picked]
-        winner = chosen[-1] if chosen else entries[0]
+        winner = (max(chosen, key=lambda e: order.index(e.verdict.packet_id)) if chosen
+                  else entries[0])
         why = (f"picked by {picked[winner.verdict.packet_id]}" if chosen
                else _why(winner, entries[1] if len(entries) > 1 else None))
         n = len(units)

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._util.timeparse import epoch
 from ..attempt import statedir
 from ..errors import UsageError
+from ..git import candidates
 from ..git.reconcile import UnitInput, plan_scope
 from ..git.saved import Place, place
-from ..git.verdict import AcceptCheck
+from ..git.verdict import AcceptCheck, Candidacy, Report
 from ..ledger import Status, repo_root
 from ..plan import Packet, Plan
 from ..run.detached import supervisor_alive
@@ -112,6 +113,23 @@ class RunView:
         """Attempt id -> the acceptance check recorded with it (``prun.git.accept``)."""
         return {a["id"]: c for rows in self.attempts.values() for a in rows
                 if (c := AcceptCheck.from_row(a)) is not None}
+
+    def choose(self, report: Report, decisions: Iterable[sqlite3.Row]) -> dict[str, Candidacy]:
+        """The winner of each packet with candidates in ``report`` (``prun.git.candidates``):
+        the one the person picked (``decisions``, the current ones, oldest first: an accept
+        or include on a candidate's attempt), else the rule's; the others marked not chosen.
+        Returns packet id -> the winner."""
+        groups: dict[str, dict[str, int]] = {}
+        for p in self.packets:
+            if p.candidate_of and p.candidate:
+                groups.setdefault(p.candidate_of, {})[p.id] = p.candidate
+        if not groups:
+            return {}
+        finished = {a["id"]: epoch(a["finished_at"]) for rows in self.attempts.values()
+                    for a in rows}
+        picked = {d["packet_id"]: d["who"] for d in sorted(decisions, key=lambda d: d["id"])
+                  if d["decision"] in ("accept", "include")}
+        return candidates.choose(report, groups, finished, picked)
 
     def deciding(self, packet_id: str) -> dict[str, Any] | None:
         live = [a for a in self.attempts.get(packet_id, []) if a.get("status") != QUARANTINED]
