@@ -124,9 +124,14 @@ def test_candidates_never_overlap_each_other_and_executors_listed(repo):
     packet = candidates_unit("fix", {1: {"out/fix/a.txt": "1\n"}, 2: {"out/fix/a.txt": "2\n"}})
     packet["candidates"] = ["command", "command"]
     run(repo, [packet])   # no --allow-overlap: both own out/fix/**
-    _, lines, _ = reconcile(repo)
-    assert 'ACCEPTED fix candidate=1 of=2 why="the earlier finish" files=1' in lines or \
-        not_chosen(lines) == {1: "later-finish"}, lines
+    code, lines, packets = reconcile(repo)
+    # the same diff size: the earlier finish wins (the lower number on an exact tie)
+    winner = next(p for p in packets if p["verdict"] == "accepted")
+    assert winner["why"] in ("the earlier finish", "the lower candidate number on a tie")
+    assert list(not_chosen(lines).values()) in (["later-finish"], ["higher-number"]), lines
+    assert code == 0
+    status = json.loads(prun("status", "--json", cwd=repo).stdout)
+    assert [a["executor"] for a in status["attempts"]] == ["command", "command"]
 
 
 def test_bad_candidates_are_refused_in_one_line(repo):

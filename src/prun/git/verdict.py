@@ -170,7 +170,7 @@ class Report:
 
     def as_dict(self) -> dict[str, Any]:
         return {"run": self.run_id, "complete": self.complete,
-                "counts": {k: self.count(k) for k in (ACCEPTED, REJECTED, NEEDS_REVIEW, NOT_CHOSEN)},
+                "counts": {k: self.count(k) for k in (ACCEPTED, REJECTED, NEEDS_REVIEW)},
                 "packets": [v.as_dict() for v in self.verdicts]}
 
     def verdict(self, packet_id: str) -> Verdict | None:
