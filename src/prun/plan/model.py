@@ -88,11 +88,6 @@ class Packet:
         return self.kind == "code"
 
     @property
-    def origin(self) -> str:
-        """The packet's id as the plan wrote it (a candidate's: its packet's)."""
-        return self.candidate_of or self.id
-
-    @property
     def effective_mode(self) -> str:
         return self.mode or DEFAULT_MODE.get(self.kind, "accept-edits")
 
