@@ -40,7 +40,7 @@ from .git.integrate import integrate as integrate_changes
 from .git.journal import Journal
 from .git.reconcile import REJECTED
 from .git.reconcile import reconcile as judge
-from .git.verdict import AcceptCheck, Report, UnitInput
+from .git.verdict import AcceptCheck, Candidacy, Report, UnitInput
 from .ledger import Ledger, RunStatus, default_path
 from .plan import Plan, load_plan
 from .plan.independence import check as check_independence
@@ -275,8 +275,12 @@ def reconcile(run: str | None = None, *, rescoped: Mapping[str, str] | None = No
         units = v.unit_inputs(rescoped)
         report = judge(units, run_id=v.id, tree=v.repo_root)
         _accept_checks(ledger, v, units, report)
+        won = _choose(ledger, v, report)
         ledger.record_event("reconcile", run_id=v.id, cause="prun reconcile",
                             data={"accepted": report.count("accepted"),
+                                  "candidates": {pid: {"candidate": c.number, "of": c.of,
+                                                       "why": c.why}
+                                                 for pid, c in won.items()} or None,
                                   "rejected": report.count("rejected"),
                                   "needs-review": report.count("needs-review"),
                                   "complete": report.complete,
@@ -301,6 +305,13 @@ def _accept_checks(ledger: Ledger, v: RunView, units: list[UnitInput], report: R
                                   setup=v.run.get("setup"),
                                   parallel=int(v.run.get("parallel") or 1), record=record)
     accept.apply(report, known)
+
+
+def _choose(ledger: Ledger, v: RunView, report: Report) -> dict[str, Candidacy]:
+    """The winner of each packet with candidates (``RunView.choose``), the person's picks
+    read from the ledger."""
+    return v.choose(report, ledger.current_decisions(
+        v.id, {x.packet_id: x.attempt_id for x in report.verdicts}).values())
 
 
 def rescoped_map(values: Iterable[str]) -> dict[str, str]:
@@ -346,6 +357,7 @@ def integrate(run: str | None = None, *, include: Iterable[str] = (),
         units = v.unit_inputs()
         report = judge(units, run_id=v.id, with_patch=True, tree=root)
         _accept_checks(ledger, v, units, report)
+        _choose(ledger, v, report)
         decided = ledger.current_decisions(v.id, {x.packet_id: x.attempt_id
                                                   for x in report.verdicts})
         decisions = {pid: row["decision"] for pid, row in decided.items()}

@@ -16,7 +16,9 @@ from .changes import Change
 ACCEPTED = "accepted"
 REJECTED = "rejected"
 NEEDS_REVIEW = "needs-review"
-LINE_WORD = {ACCEPTED: "ACCEPTED", REJECTED: "REJECTED", NEEDS_REVIEW: "REVIEW"}
+NOT_CHOSEN = "not-chosen"     # a candidate another candidate of its packet won over
+LINE_WORD = {ACCEPTED: "ACCEPTED", REJECTED: "REJECTED", NEEDS_REVIEW: "REVIEW",
+             NOT_CHOSEN: "NOT-CHOSEN"}
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,18 @@ NO_ACCEPT = {"status": "none", "exit": None, "seconds": None, "log": None}
 
 
 @dataclass(frozen=True)
+class Candidacy:
+    """A candidate's place among its packet's (``prun.git.candidates``): the packet, its
+    number of ``of``, why it won (the winner) or the reason word it lost by (the others)."""
+
+    packet: str
+    number: int
+    of: int
+    why: str | None = None
+    lost: str | None = None
+
+
+@dataclass(frozen=True)
 class UnitInput:
     """What reconciliation needs to know about one packet and its (latest) attempt."""
 
@@ -100,19 +114,28 @@ class Verdict:
     rescoped: str | None = None
     claims: dict[str, Any] | None = None  # the result's claims checked (``prun.git.claims``)
     accept: AcceptCheck | None = None   # its acceptance check, when one ran
+    candidate: Candidacy | None = None  # a candidate of a packet with candidates
 
     def lines(self) -> list[str]:
-        word = LINE_WORD[self.verdict]
+        word, c = LINE_WORD[self.verdict], self.candidate
+        if c is not None and self.verdict == NOT_CHOSEN:
+            return [f"{word} {c.packet} candidate={c.number} reason={c.lost}"]
+        head = f"{word} {c.packet} candidate={c.number} of={c.of}" if c else f"{word} {self.packet_id}"
         if not self.reasons:
-            files = len(self.change.files) if self.change else 0
-            extra = f" files={files}" if self.change else ""
+            extra = f" why={_word(c.why)}" if c and c.why else ""
+            if self.change:
+                extra += f" files={len(self.change.files)}"
             if self.accept is not None:
                 extra += f" accept={self.accept.status}"
-            return [f"{word} {self.packet_id}{extra}"]
-        return [f"{word} {self.packet_id} {r.text()}" for r in self.reasons]
+            return [f"{head}{extra}"]
+        return [f"{head} {r.text()}" for r in self.reasons]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"packet": self.packet_id, "verdict": self.verdict,
+        c = self.candidate
+        return {"packet": c.packet if c else self.packet_id, "unit": self.packet_id,
+                "candidate": c.number if c else None, "of": c.of if c else None,
+                "why": c.why if c else None, "reason": c.lost if c else None,
+                "verdict": self.verdict,
                 "reasons": [r.as_dict() for r in self.reasons], "attempt": self.attempt_id,
                 "status": self.status, "result_file": self.result_file,
                 "recovered": self.recovered, "rescoped": self.rescoped,
@@ -131,12 +154,14 @@ class Report:
 
     @property
     def complete(self) -> bool:
-        """Every packet accepted or explicitly re-scoped: the required scope may advance."""
-        return all(v.verdict == ACCEPTED or v.rescoped for v in self.verdicts)
+        """Every packet accepted or explicitly re-scoped (a candidate not chosen does not
+        count): the required scope may advance."""
+        return all(v.verdict in (ACCEPTED, NOT_CHOSEN) or v.rescoped for v in self.verdicts)
 
     def summary(self) -> str:
         run = f" run={self.run_id}" if self.run_id else ""
-        return (f"RECONCILE{run} packets={len(self.verdicts)} accepted={self.count(ACCEPTED)} "
+        packets = len(self.verdicts) - self.count(NOT_CHOSEN)
+        return (f"RECONCILE{run} packets={packets} accepted={self.count(ACCEPTED)} "
                 f"rejected={self.count(REJECTED)} review={self.count(NEEDS_REVIEW)} "
                 f"complete={'yes' if self.complete else 'no'}")
 

@@ -50,6 +50,7 @@ class AttemptFields(TypedDict, total=False):
     accept_seconds: float | None
     accept_tail: str | None
     accept_log: str | None
+    candidate: int | None           # its candidate number (1..N; None: its packet has none)
 
 
 _ATTEMPT_SET = frozenset(AttemptFields.__annotations__)

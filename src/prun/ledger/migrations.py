@@ -142,6 +142,11 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE runs ADD COLUMN admission TEXT;
     """,
+    # 8: the candidate an attempt is of (1..N) when its packet has candidates (NULL: it has
+    # none); the attempt's packet_id is then the candidate's unit, <packet>.c<k>
+    """
+    ALTER TABLE attempts ADD COLUMN candidate INTEGER;
+    """,
 ]
 
 

@@ -70,6 +70,7 @@ class PacketFields(TypedDict, total=False):
     accept_timeout: int | float | str
     followup: str
     followup_max: int
+    candidates: int | list[str]
     data: DataFields
     resources: ResourceFields
     requires: list[str]
@@ -150,11 +151,12 @@ def executor_of(fields: PacketFields) -> str:
     return fields.get("executor") or ("command" if fields.get("command") else "auto")
 
 
-def check_executor(doc: yamldoc.Doc, where: Where, name: str) -> None:
-    """Refuse an executor name the registry does not know (or refuses: codex), at its line."""
+def check_executor(doc: yamldoc.Doc, where: Where, name: str, key: Where = ("executor",)) -> None:
+    """Refuse an executor name the registry does not know (or refuses: codex), at its line
+    (``key``: where under ``where`` it is written)."""
     if name == "auto" or executors.known(name):
         return
-    at = [*where, "executor"]
+    at = [*where, *key]
     prefix = f"{doc.source}:{doc.line_of(at)}: {dotted(at)}"
     refused = executors.refusal(name)
     if refused:
@@ -166,10 +168,11 @@ def check_executor(doc: yamldoc.Doc, where: Where, name: str) -> None:
                      else "choose one of " + ", ".join(choices))
 
 
-def check_runs_on(doc: yamldoc.Doc, where: Where, fields: PacketFields, executor: str) -> None:
+def check_runs_on(doc: yamldoc.Doc, where: Where, fields: PacketFields, executor: str,
+                  key: Where = ("executor",)) -> None:
     """Refuse a packet its named ``executor`` cannot run: one that needs session tools on an
     outside process, or one without a command on an executor that runs a command."""
-    check_executor(doc, where, executor)
+    check_executor(doc, where, executor, key)
     ex = executors.get(executor)
     if fields.get("session_tools") and not takes_session_tools(ex):
         raise UsageError(f"{doc.source}:{doc.line_of([*where, 'session_tools'])}: packet "
@@ -181,6 +184,22 @@ def check_runs_on(doc: yamldoc.Doc, where: Where, fields: PacketFields, executor
                          "but no command", hint="add command: [program, arg, ...] (the prompt "
                          "file's path is substituted for {prompt_file}, else the prompt is "
                          "on stdin)")
+
+
+def candidates(doc: yamldoc.Doc, where: Where, fields: PacketFields,
+               executor: str) -> tuple[str, ...]:
+    """A packet's ``candidates:`` as one executor per candidate: N times its own executor, or
+    the executors listed, each one it can run on; () when it has none. The schema bounds N
+    (2 to 16); a code packet comes after no other packet with candidates (``load``)."""
+    value = fields.get("candidates")
+    if value is None:
+        return ()
+    if isinstance(value, int):
+        return (executor,) * value
+    for i, name in enumerate(value):
+        if name != "auto":
+            check_runs_on(doc, where, fields, name, ("candidates", i))
+    return tuple(value)
 
 
 def data_boundary(doc: yamldoc.Doc, where: Where, raw: PacketFields, fields: PacketFields,

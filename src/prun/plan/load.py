@@ -22,11 +22,13 @@ from .._util import yamldoc
 from .._util.regular import MiB, read_regular
 from ..errors import UsageError
 from ..settings import parse_cluster_address
+from .candidates import unit_id
 from .fields import (
     PacketFields,
     PlanFields,
     ResourceFields,
     Where,
+    candidates,
     check_executor,
     check_runs_on,
     command_words,
@@ -126,6 +128,7 @@ def _packet(doc: yamldoc.Doc, where: Where, raw: PacketFields, *, body: str | No
         accept_timeout_s=timeout(doc, where, fields.get("accept_timeout"), "accept_timeout"),
         followup=fields.get("followup"),
         followup_max=fields.get("followup_max", 1),
+        candidates=candidates(doc, where, fields, executor),
         data=data_boundary(doc, where, raw, fields, f"packet {fields['id']!r}"),
         resources=resources(doc, where, fields.get("resources"), plan_resources),
         requires=tuple(fields.get("requires", ())),
@@ -274,6 +277,7 @@ def check_plan(plan: Plan) -> None:
             raise UsageError(f"{_at(pk)}: duplicate packet id {pk.id!r} (also at {_at(first)})",
                              hint="give every packet its own id")
         seen[pk.id] = pk
+    check_candidates(plan, seen)
     for pk in plan.packets:
         for dep in pk.after:
             if dep == pk.id:
@@ -293,6 +297,32 @@ def check_plan(plan: Plan) -> None:
                          + " -> ".join([*cycle, cycle[0]]),
                          hint="a dependency is a sequence: remove one of these after entries, "
                          "or group the packets into one")
+
+
+def check_candidates(plan: Plan, seen: Mapping[str, Packet]) -> None:
+    """A packet with candidates is no other packet's ``after`` nor a shared path's integration
+    owner (which of its candidates would it be?), and no packet takes the id of one of its
+    candidates' units (``prun.plan.candidates``)."""
+    for pk in plan.packets:
+        for k in range(1, len(pk.candidates) + 1):
+            unit = unit_id(pk.id, k)
+            if unit in seen:
+                raise UsageError(f"{_at(seen[unit])}: packet id {unit!r} is the id of candidate "
+                                 f"{k} of packet {pk.id!r} ({pk.where('candidates')})",
+                                 hint="rename this packet")
+    many = {pk.id for pk in plan.packets if pk.candidates}
+    for pk in plan.packets:
+        for dep in pk.after:
+            if dep in many:
+                raise UsageError(f"{pk.where('after')}: packet {pk.id!r} comes after {dep!r}, "
+                                 "which has candidates; a packet cannot come after one",
+                                 hint=f"run {pk.id!r} in a later plan, once a candidate of "
+                                 f"{dep!r} is integrated")
+        for path, owner in pk.shared.items():
+            if owner in many:
+                raise UsageError(f"{pk.where('shared')}: packet {owner!r} has candidates and "
+                                 f"cannot be the integration owner of {path!r}",
+                                 hint="name a packet without candidates as its owner")
 
 
 def _at(pk: Packet) -> str:

@@ -79,6 +79,9 @@ class Packet:
     accept_timeout_s: float | None = None   # seconds (None: prun.git.accept's default)
     followup: str | None = None             # auto: prun follows a failed check up itself | off
     followup_max: int = 1                   # the most automatic follow-up turns in a run
+    candidates: tuple[str, ...] = ()        # one executor per candidate (none: one attempt)
+    candidate: int | None = None            # a candidate's number (1..N) in a run (plan.candidates)
+    candidate_of: str | None = None         # ... and the packet it is a candidate of
     data: DataBoundary = field(default_factory=DataBoundary)
     resources: Resources = field(default_factory=Resources)
     requires: tuple[str, ...] = ()          # result sections the result must carry

@@ -21,7 +21,7 @@ from ..git.changes import FileChange
 from ..git.diffs import patch_diffs, text_diffs
 from ..git.reconcile import LINE_WORD, Verdict, reconcile
 from ..git.sections import section_reasons
-from ..git.verdict import NO_ACCEPT, AcceptCheck
+from ..git.verdict import NO_ACCEPT, AcceptCheck, Candidacy
 from ..plan import Packet
 from ..views.model import RunView, view
 from .cost import as_dict, cost_of, spent
@@ -60,7 +60,7 @@ class PacketPage:
     executor: str | None
     model: str | None
     status: str
-    verdict: str                   # reconcile's word: ACCEPTED, REJECTED, REVIEW
+    verdict: str                   # reconcile's word: ACCEPTED, REJECTED, REVIEW, NOT-CHOSEN
     reasons: list[str]
     attempt_id: str | None
     attempts: int
@@ -72,6 +72,7 @@ class PacketPage:
     cost: Usage
     decisions: list[Decision] = field(default_factory=list)   # oldest first
     accept: AcceptCheck | None = None   # its acceptance check (prun reconcile runs it)
+    candidate: Candidacy | None = None  # a candidate of a packet with candidates
 
     @property
     def decision(self) -> Decision | None:
@@ -89,7 +90,15 @@ class PacketPage:
                 "cost": as_dict(self.cost),
                 "accept": self.accept.as_dict() if self.accept else dict(NO_ACCEPT),
                 "decision": self.decision.as_dict() if self.decision else None,
-                "decisions": [d.as_dict() for d in self.decisions]}
+                "decisions": [d.as_dict() for d in self.decisions],
+                **_candidacy(self.candidate)}
+
+
+def _candidacy(c: Candidacy | None) -> dict[str, Any]:
+    """A candidate's place as ``prun reconcile --json`` carries it."""
+    return {"candidate_of": c.packet if c else None, "candidate": c.number if c else None,
+            "of": c.of if c else None, "why": c.why if c else None,
+            "reason": c.lost if c else None}
 
 
 @dataclass
@@ -138,6 +147,8 @@ def build(ledger: Ledger, run_id: str) -> RunPage:
     rv = view(ledger, run_id)
     report = reconcile(rv.unit_inputs(), run_id=rv.id, tree=rv.repo_root)
     accept.apply(report, rv.accept_checks())
+    rv.choose(report, ledger.current_decisions(
+        rv.id, {v.packet_id: v.attempt_id for v in report.verdicts}).values())
     rows = ledger.decisions(rv.id)
     packets = []
     for p in rv.packets:
@@ -174,7 +185,7 @@ def _packet(rv: RunView, p: Packet, v: Verdict, decisions: list[Decision]) -> Pa
         reasons=[r.text() for r in v.reasons], attempt_id=v.attempt_id,
         attempts=len(rv.attempts.get(p.id, [])), result_path=result_path, result=result,
         sections=_sections(p, result), files=files, diffs=diffs,
-        cost=cost_of(a), decisions=decisions, accept=v.accept)
+        cost=cost_of(a), decisions=decisions, accept=v.accept, candidate=v.candidate)
 
 
 def _sections(p: Packet, result: str | None) -> list[Section]:

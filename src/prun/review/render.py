@@ -18,7 +18,8 @@ from .model import Decision, PacketPage, RunPage
 if TYPE_CHECKING:
     from ..executors.records import Usage
 
-VERDICT_CLASS = {"ACCEPTED": "accepted", "REJECTED": "rejected", "REVIEW": "review"}
+VERDICT_CLASS = {"ACCEPTED": "accepted", "REJECTED": "rejected", "REVIEW": "review",
+                 "NOT-CHOSEN": "not-chosen"}
 REFRESH_S = 5             # the reload of a live run's page with JavaScript off
 
 
@@ -43,6 +44,7 @@ def page(run: RunPage, token: str) -> str:
 · {counts} · cost {_cost(run.cost)}</p>{live}</header>
 <main>
 {_table(run)}
+{_candidates(run, token)}
 {_check(run)}
 {"".join(_packet(p, run.id, token) for p in run.packets)}
 </main></body></html>
@@ -68,6 +70,61 @@ def _table(run: RunPage) -> str:
             "<th>executor</th><th>model</th><th>status</th><th>verdict</th><th>reasons</th>"
             "<th>cost</th><th>decision</th></tr></thead><tbody>" + "".join(rows)
             + "</tbody></table>")
+
+
+def _candidates(run: RunPage, token: str) -> str:
+    """Each packet with candidates: its candidates side by side (a column each), the one
+    chosen and why, why each other was not, and a button to pick another (an accept decision
+    on its attempt, which prun integrate then applies instead)."""
+    groups: dict[str, list[PacketPage]] = {}
+    for p in run.packets:
+        if p.candidate is not None:
+            groups.setdefault(p.candidate.packet, []).append(p)
+    return "".join(_group(packet, sorted(pages, key=lambda p: p.candidate.number if p.candidate
+                                         else 0), run.id, token)
+                   for packet, pages in groups.items())
+
+
+def _group(packet: str, pages: list[PacketPage], run_id: str, token: str) -> str:
+    def row(name: str, cells: list[str]) -> str:
+        return f"<tr><th>{name}</th>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+
+    def lines(p: PacketPage) -> str:
+        return str(sum((f.added or 0) + (f.deleted or 0) for f in p.files))
+
+    def chosen(p: PacketPage) -> str:
+        c = p.candidate
+        if c is None or c.lost is not None:
+            return f"not chosen: <code>{escape(c.lost or '' if c else '')}</code>"
+        return f"<b>chosen</b>: {escape(c.why or '')}"
+
+    def pick(p: PacketPage) -> str:
+        if p.candidate is not None and p.candidate.lost is None:
+            return "—"
+        return f"""<form method="post" action="/decide" class="pick">
+<input type="hidden" name="token" value="{escape(token)}">
+<input type="hidden" name="run" value="{escape(run_id)}">
+<input type="hidden" name="packet" value="{escape(p.id)}">
+<input type="hidden" name="attempt" value="{escape(p.attempt_id or '')}">
+<input type="hidden" name="note" value="picked on the review page">
+<button type="submit" name="decision" value="accept">Pick this one</button></form>"""
+
+    head = "".join(f'<th><a href="#p-{_frag(p.id)}">candidate '
+                   f"{p.candidate.number if p.candidate else '?'}</a></th>" for p in pages)
+    body = "".join([
+        row("unit", [f"<code>{escape(p.id)}</code>" for p in pages]),
+        row("executor", [escape(p.executor or "—") for p in pages]),
+        row("verdict", [f'<span class="badge {VERDICT_CLASS[p.verdict]}">{p.verdict}</span>'
+                        for p in pages]),
+        row("acceptance check", [_accept(p) for p in pages]),
+        row("files", [str(len(p.files)) for p in pages]),
+        row("lines changed", [lines(p) for p in pages]),
+        row("reasons", ["<br>".join(escape(r) for r in p.reasons) or "—" for p in pages]),
+        row("", [chosen(p) for p in pages]),
+        row("", [pick(p) for p in pages])])
+    return (f'<section class="candidates" id="c-{_id(packet)}"><h2>Candidates of '
+            f"{escape(packet)}</h2><table><thead><tr><th></th>{head}</tr></thead>"
+            f"<tbody>{body}</tbody></table></section>")
 
 
 def _check(run: RunPage) -> str:

@@ -71,7 +71,8 @@ def brief_attempt(ctx: RunContext, u: UnitState, held: Reservation | None,
     p = u.packet
     begin = start(ctx.plan, p, latest, ctx.ancestors) if p.after else None
     ids = {"PRUN_RUN_ID": ctx.run_id, "PRUN_ATTEMPT_ID": u.attempt_id or "",
-           "PRUN_UNIT_ID": p.id, "PRUN_PACKET_ID": p.id, **(held.env() if held else {})}
+           "PRUN_UNIT_ID": p.id, "PRUN_PACKET_ID": p.id, **(held.env() if held else {}),
+           **({"PRUN_CANDIDATE": str(p.candidate)} if p.candidate else {})}
     reuse, u.reuse_workspace = u.reuse_workspace, None  # a follow-up's, used once
     place = choices.workspace(
         p, root=ctx.workspaces, seq=u.seq, repo_root=ctx.run["repo_root"], base=u.base,

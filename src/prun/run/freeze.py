@@ -23,7 +23,7 @@ from .._util.timeparse import deadline_at
 from ..attempt.sandbox import unavailable
 from ..errors import GitError, StateError, UsageError
 from ..ledger import Ledger, PacketRecord, RunRecord, now_iso, prun_dir, repo_root
-from ..plan import DataBoundary, Packet, Plan
+from ..plan import DataBoundary, Packet, Plan, candidates
 from ..plan.model import Resources
 from ..ports.reserve import port_request
 from ..settings import load, parse_sandbox
@@ -85,7 +85,7 @@ def _packet(spec: dict[str, Any], row: dict[str, Any]) -> Packet:
         spec["timeout_s"] = spec.pop("timeout")
     known = {f.name for f in fields(Packet)}
     kw = {k: v for k, v in spec.items() if k in known}
-    for key in ("owns", "generates", "reads", "state", "after", "requires"):
+    for key in ("owns", "generates", "reads", "state", "after", "requires", "candidates"):
         if key in kw and kw[key] is not None:
             kw[key] = (kw[key],) if isinstance(kw[key], str) else tuple(kw[key])
     if isinstance(kw.get("data"), Mapping):
@@ -122,8 +122,10 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | str | None = None,
            admission: Admission | None = None) -> RunRecord:
     """Record the run in the ledger (one transaction) and make its run dir. Returns the run.
     ``parallel`` ``"auto"``: the machine's cores; ``admission``: what a unit needs of the
-    machine to start (``prun.run.admission``)."""
+    machine to start (``prun.run.admission``). A packet with candidates is
+    recorded as its candidates' units (``prun.plan.candidates``)."""
     env = os.environ if env is None else env
+    plan = candidates.expand(plan)
     root, base, bases = preflight(plan, env)    # a bad base or port entry: nothing made yet
     run_id = new_run_id()
     paths = RunPaths(prun_dir(root or Path.cwd()) / "runs" / run_id)

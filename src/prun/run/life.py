@@ -70,7 +70,7 @@ async def life(ctx: RunContext, u: UnitState, pools: QuotaPools) -> End:
         run_id=ctx.run_id, packet_id=p.id, seq=u.seq, executor=name,
         requested_model=settings.model, model=settings.model, routing_reason=u.reason,
         base=u.base, result_path=result, predecessor=u.predecessor,
-        continue_from=u.continue_from)
+        continue_from=u.continue_from, candidate=p.candidate)
     latest = latest_inputs(ctx, u) if p.after else {}
     action = f"prepare packet {p.id} for {name}"
     try:

@@ -236,7 +236,7 @@ def find_unrecorded(sup: Recovering) -> None:
                 model=unit.get("model"), mode=unit.get("mode"),
                 workspace=unit.get("workspace"), state_dir=sd.path,
                 result_path=unit.get("result_file"), continue_from=unit.get("continue_from"),
-                status=Status.DISPATCHED)
+                status=Status.DISPATCHED, candidate=sup.units[pid].packet.candidate)
         elif not row["state_dir"]:
             sup.ledger.update_attempt(aid, "state dir found after a crash",
                                       state_dir=sd.path)

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._util.timeparse import epoch
 from ..attempt import statedir
 from ..errors import UsageError
+from ..git import candidates
 from ..git.reconcile import UnitInput, plan_scope
 from ..git.saved import Place, place
-from ..git.verdict import AcceptCheck
+from ..git.verdict import AcceptCheck, Candidacy, Report
 from ..ledger import Status, repo_root
 from ..plan import Packet, Plan
 from ..run.admission import held_reason
@@ -74,9 +75,8 @@ class RunView:
     @property
     def units(self) -> list[UnitView]:
         """Each packet as ``prun status`` shows it (its latest attempt, quarantined or not)."""
-        return [_unit(p.id, self.statuses.get(p.id, "pending"), self.attempts.get(p.id, []),
-                      self.notes.get(p.id), {"executor": p.executor, "model": p.model},
-                      self.marks.get(p.id) or {})
+        return [_unit(p, self.statuses.get(p.id, "pending"), self.attempts.get(p.id, []),
+                      self.notes.get(p.id), self.marks.get(p.id) or {})
                 for p in self.packets]
 
     def spend(self) -> list[Spend]:
@@ -114,6 +114,23 @@ class RunView:
         """Attempt id -> the acceptance check recorded with it (``prun.git.accept``)."""
         return {a["id"]: c for rows in self.attempts.values() for a in rows
                 if (c := AcceptCheck.from_row(a)) is not None}
+
+    def choose(self, report: Report, decisions: Iterable[sqlite3.Row]) -> dict[str, Candidacy]:
+        """The winner of each packet with candidates in ``report`` (``prun.git.candidates``):
+        the one the person picked (``decisions``, the current ones, oldest first: an accept
+        or include on a candidate's attempt), else the rule's; the others marked not chosen.
+        Returns packet id -> the winner."""
+        groups: dict[str, dict[str, int]] = {}
+        for p in self.packets:
+            if p.candidate_of and p.candidate:
+                groups.setdefault(p.candidate_of, {})[p.id] = p.candidate
+        if not groups:
+            return {}
+        finished = {a["id"]: epoch(a["finished_at"]) for rows in self.attempts.values()
+                    for a in rows}
+        picked = {d["packet_id"]: d["who"] for d in sorted(decisions, key=lambda d: d["id"])
+                  if d["decision"] in ("accept", "include")}
+        return candidates.choose(report, groups, finished, picked)
 
     def deciding(self, packet_id: str) -> dict[str, Any] | None:
         live = [a for a in self.attempts.get(packet_id, []) if a.get("status") != QUARANTINED]
@@ -226,6 +243,8 @@ class UnitView:
     waiting: str | None = None     # "receipt": handed to the coordinator, no receipt yet;
     #                                "memfree", "load": the machine's room holds it back
     accept: dict[str, Any] | None = None  # its latest attempt's acceptance check, when one ran
+    candidate: int | None = None   # a candidate of a packet with candidates: its number (1..N)
+    candidate_of: str | None = None  # ... and that packet
 
     def elapsed(self, now: float) -> float | None:
         if self.started is None:
@@ -233,8 +252,8 @@ class UnitView:
         return (self.finished or now) - self.started
 
 
-def _unit(packet_id: str, status: str, attempts: list[dict[str, Any]], note: str | None,
-          fallback: Mapping[str, Any], mark: Mapping[str, Any]) -> UnitView:
+def _unit(p: Packet, status: str, attempts: list[dict[str, Any]], note: str | None,
+          mark: Mapping[str, Any]) -> UnitView:
     a = attempts[-1] if attempts else None
     activity = None
     if a and a["state_dir"] and Status(a["status"]).live:
@@ -244,9 +263,9 @@ def _unit(packet_id: str, status: str, attempts: list[dict[str, Any]], note: str
             activity = None
     tokens_in, tokens_out, cached, cost = (_sum(attempts, c) for c in SPEND_COLUMNS)
     return UnitView(
-        packet_id=packet_id, status=status,
-        executor=a["executor"] if a else fallback.get("executor"),
-        model=a["model"] if a else fallback.get("model"), attempt_id=a["id"] if a else None,
+        packet_id=p.id, status=status,
+        executor=a["executor"] if a else p.executor,
+        model=a["model"] if a else p.model, attempt_id=a["id"] if a else None,
         attempt_status=a["status"] if a else None, attempts=len(attempts),
         started=epoch(a["dispatched_at"]) if a else None,
         finished=epoch(a["finished_at"]) if a else None, last_activity=activity,
@@ -256,7 +275,7 @@ def _unit(packet_id: str, status: str, attempts: list[dict[str, Any]], note: str
         parked_until=(str(mark.get("resets_at") or "") or None) if status == "parked" else None,
         waiting="receipt" if _waits_for_receipt(status, a)
         else held_reason(note) if status == "pending" else None,
-        accept=_accept(a))
+        accept=_accept(a), candidate=p.candidate, candidate_of=p.candidate_of)
 
 
 def _accept(a: Mapping[str, Any] | None) -> dict[str, Any] | None:
