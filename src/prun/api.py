@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ._util.gitcmd import toplevel
+from ._util.worktree import WORKTREE, uncommitted
 from .attempt.dispatch import Request, run_sync
 from .attempt.outcome import Outcome
 from .attempt.subdispatch import refusal
@@ -40,7 +41,7 @@ from .git.integrate import integrate as integrate_changes
 from .git.journal import Journal
 from .git.reconcile import REJECTED
 from .git.reconcile import reconcile as judge
-from .git.verdict import AcceptCheck, Report, UnitInput
+from .git.verdict import AcceptCheck, Report, UnitInput, Verdict
 from .ledger import Ledger, RunStatus, default_path
 from .plan import Plan, load_plan
 from .plan.independence import check as check_independence
@@ -76,6 +77,9 @@ class Started:
     ledger: str
     overlap: tuple[str, ...] = ()
     """The independence test's failures an ``allow_overlap`` let through (FAIL lines)."""
+    unseen: int = 0
+    """Uncommitted changes in the working tree that code units do not start from (their base
+    is a commit, not ``worktree``)."""
 
 
 @dataclass(frozen=True)
@@ -150,7 +154,15 @@ def freeze_run(plan: Plan | PathLike, *, parallel: int | None = None,
         run_dir, n = r.get("run_dir"), r.get("parallel")
         assert run_dir and n, "freeze makes every run's folder and sets its parallelism"
         return Started(r["id"], len(p.packets), n, r["base"], r["deadline"],
-                       str(run_dir), str(ledger.path), overlap)
+                       str(run_dir), str(ledger.path), overlap, _unseen(p))
+
+
+def _unseen(p: Plan) -> int:
+    """How many uncommitted changes the plan's code units will not see: 0 when none starts
+    from a commit, or the plan is in no repository."""
+    root = toplevel(p.root)
+    blind = any(x.writes_code and p.base_of(x) != WORKTREE for x in p.packets)
+    return uncommitted(root) if root and blind else 0
 
 
 def run_plan(plan: Plan | PathLike, *, parallel: int | None = None,
@@ -221,7 +233,7 @@ def wait(run: str | None = None, *, since: int = 0, timeout: float | None = None
             # read after the events: a run that ended meanwhile shows its end event next time
             row = ledger.run(run_id)
             assert row is not None  # the run just found; runs are never deleted
-            gone = not found and row["status"] == "running" and not supervisor_alive(row)
+            gone = row["status"] == "running" and not supervisor_alive(row)
             if found or gone:
                 v = view(ledger, run_id)
                 return Wake(run_id, tuple(found), cursor, v,
@@ -231,6 +243,17 @@ def wait(run: str | None = None, *, since: int = 0, timeout: float | None = None
                             timed_out=True)
             time.sleep(delay)
             delay = min(delay * 1.5, poll)
+
+
+def foreseen_rejections(run: str | None = None, *, repo: PathLike | None = None
+                        ) -> list[Verdict]:
+    """The packets ``prun reconcile`` would reject as the run stands now (a scope leak, a
+    missing section...), judged as it judges them but without the acceptance checks and
+    without recording anything: what a run whose units all succeeded says at its end."""
+    with _ledger(repo) as ledger:
+        v = view(ledger, find_run(ledger, run, _cwd(repo))["id"])
+        report = judge(v.unit_inputs(), run_id=v.id, tree=v.repo_root)
+    return [x for x in report.verdicts if x.verdict == REJECTED]
 
 
 def run_exit_code(status: str) -> ExitCode:
@@ -447,6 +470,8 @@ def _classify(kind: str, status: str | None, any_done: bool) -> str | None:
 
 
 def _wake_code(found: list[WakeEvent], gone: bool, status: str) -> ExitCode:
+    if gone:  # whatever else the cursor finds, nothing moves until `prun resume`
+        return WAKE_CODES["supervisor-gone"]
     kinds = [e.what for e in found]
     if "run-done" in kinds:
         return {"succeeded": ExitCode.OK, "stopped": ExitCode.STOPPED}.get(status,
@@ -454,7 +479,7 @@ def _wake_code(found: list[WakeEvent], gone: bool, status: str) -> ExitCode:
     for k in ("stopped", "failed", "handoff", "stalled", "parked", "succeeded"):
         if k in kinds:
             return WAKE_CODES[k]
-    return WAKE_CODES["supervisor-gone"] if gone else ExitCode.FAILED
+    return ExitCode.FAILED
 
 
 def _git_dirs(root: str) -> list[str]:

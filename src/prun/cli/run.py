@@ -70,6 +70,10 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n".join(e.lines) + "\n")
         print(f"prun: {e.line()}", file=sys.stderr)
         return 1
+    if r.unseen:
+        print(f"prun: {r.unseen} uncommitted change{'s' if r.unseen > 1 else ''} in the working "
+              "tree will not be seen by code units, which start from the base commit (commit "
+              "them first, or set base: worktree in the plan)", file=sys.stderr, flush=True)
     if args.detach:
         print(f"RUN {r.run_id}")
         return 0
