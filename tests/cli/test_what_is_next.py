@@ -34,7 +34,8 @@ def attempts(run_id: str) -> dict[str, dict]:
         return {a["packet_id"]: dict(a) for a in ledger.attempts(run_id)}
 
 
-COPY = "import os; open('{pid}.txt', 'w').write(open('notes.txt').read() if os.path.exists('notes.txt') else 'none')\n"
+COPY = ("import os; open('{pid}.txt', 'w').write(open('notes.txt').read() "
+        "if os.path.exists('notes.txt') else 'none')\n")
 
 
 def test_a_dirty_tree_is_said_and_base_worktree_starts_from_it(repo):
