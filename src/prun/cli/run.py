@@ -11,6 +11,12 @@ shows them; otherwise terse lines (see docs/run.md):
     RUN <run-id> status=<s> packets=<n> <status>=<count>... elapsed=<d> supervisor=gone
     UNIT <packet> <status> ...                                    (each unit not succeeded)
     RESULTS <folder>
+    REJECTED <packet> reason=<code> ...     (every unit succeeded, yet `prun reconcile` will
+                                             reject it: a scope leak...; a note on stderr too)
+
+A code unit starts from the base commit: uncommitted changes in the working tree are not in
+its clone, and a line on stderr says so; `base: worktree` in the plan (or a packet) starts code
+units from the tree as it is (docs/plans.md).
 
 `--detach` prints only `RUN <run-id>` and returns at once; follow with `prun wait RUN`.
 
