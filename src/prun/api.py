@@ -188,10 +188,13 @@ def status_document(run: str | None = None, *, repo: PathLike | None = None
                     ) -> tuple[RunView, dict[str, Any]]:
     """A run's view and the document ``prun status --json`` prints: the run, whether its
     supervisor lives, the counts, its units (each with its ``tokens`` and ``cost_usd``),
-    their attempts, and each executor's totals (``cost``)."""
+    their attempts, each executor's totals (``cost``), and ``next``: the command a running run
+    whose supervisor is gone needs (``prun resume RUN``), else None."""
     with _ledger(repo) as ledger:
         v = view(ledger, find_run(ledger, run, _cwd(repo))["id"])
-        doc = {"run": v.run, "supervisor_alive": v.supervisor_alive, "counts": v.counts(),
+        gone = v.run["status"] == "running" and not v.supervisor_alive
+        doc = {"run": v.run, "supervisor_alive": v.supervisor_alive,
+               "next": f"prun resume {v.id}" if gone else None, "counts": v.counts(),
                "units": [asdict(u) for u in v.units],
                "attempts": [dict(a) for a in ledger.attempts(v.id)],
                "cost": {s.executor: cost_json(s) for s in v.spend()}}

@@ -127,7 +127,7 @@ def test_a_gone_supervisor_is_named_by_status_and_wait_whatever_the_cursor(repo,
         assert status.stderr == (f"prun: the supervisor of run {run_id} is gone (`prun resume "
                                  f"{run_id}` takes it over)\n")
         doc = json.loads(prun("status", run_id, "--json").stdout)
-        assert doc["run"]["status"] == "running"
+        assert doc["run"]["status"] == "running" and doc["next"] == f"prun resume {run_id}"
     finally:
         go.write_text("")
     resumed = prun("resume", run_id)
