@@ -133,3 +133,16 @@ def test_a_gone_supervisor_is_named_by_status_and_wait_whatever_the_cursor(repo,
     resumed = prun("resume", run_id)
     assert resumed.returncode == 1, resumed.stdout + resumed.stderr   # bad failed, slow ended
     assert prun("wait", run_id).returncode == 1
+
+
+def test_prun_check_resolves_base_worktree_as_prun_run_does(repo):
+    packets = [code_unit("a", "", base="worktree"), code_unit("b", "")]
+    write_plan(repo / "plan.yaml", packets, sandbox="off")
+    git(repo, "add", "plan.yaml")
+    git(repo, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-qm", "plan")
+    clean = prun("check", "plan.yaml")
+    assert clean.returncode == 0, clean.stdout + clean.stderr   # a clean tree is HEAD
+    (repo / "README").write_text("edited\n")
+    dirty = prun("check", "plan.yaml")
+    assert dirty.returncode == 1, dirty.stdout + dirty.stderr
+    assert "FAIL base a b" in dirty.stdout and "worktree..HEAD" not in dirty.stdout
