@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ._util.gitcmd import toplevel
+from ._util.worktree import WORKTREE, uncommitted
 from .attempt.dispatch import Request, run_sync
 from .attempt.outcome import Outcome
 from .attempt.subdispatch import refusal
@@ -40,7 +41,7 @@ from .git.integrate import integrate as integrate_changes
 from .git.journal import Journal
 from .git.reconcile import REJECTED
 from .git.reconcile import reconcile as judge
-from .git.verdict import AcceptCheck, Candidacy, Report, UnitInput
+from .git.verdict import AcceptCheck, Candidacy, Report, UnitInput, Verdict
 from .ledger import Ledger, RunStatus, default_path
 from .plan import Plan, load_plan
 from .plan.independence import check as check_independence
@@ -78,6 +79,9 @@ class Started:
     ledger: str
     overlap: tuple[str, ...] = ()
     """The independence test's failures an ``allow_overlap`` let through (FAIL lines)."""
+    unseen: int = 0
+    """Uncommitted changes in the working tree that code units do not start from (their base
+    is a commit, not ``worktree``)."""
 
 
 @dataclass(frozen=True)
@@ -164,7 +168,15 @@ def freeze_run(plan: Plan | PathLike, *, parallel: int | str | None = None,
         run_dir, n = r.get("run_dir"), r.get("parallel")
         assert run_dir and n, "freeze makes every run's folder and sets its parallelism"
         return Started(r["id"], len(p.packets), n, r["base"], r["deadline"],
-                       str(run_dir), str(ledger.path), overlap)
+                       str(run_dir), str(ledger.path), overlap, _unseen(p))
+
+
+def _unseen(p: Plan) -> int:
+    """How many uncommitted changes the plan's code units will not see: 0 when none starts
+    from a commit, or the plan is in no repository."""
+    root = toplevel(p.root)
+    blind = any(x.writes_code and p.base_of(x) != WORKTREE for x in p.packets)
+    return uncommitted(root) if root and blind else 0
 
 
 def run_plan(plan: Plan | PathLike, *, parallel: int | str | None = None,
@@ -193,10 +205,13 @@ def status_document(run: str | None = None, *, repo: PathLike | None = None
                     ) -> tuple[RunView, dict[str, Any]]:
     """A run's view and the document ``prun status --json`` prints: the run, whether its
     supervisor lives, the counts, its units (each with its ``tokens`` and ``cost_usd``),
-    their attempts, and each executor's totals (``cost``)."""
+    their attempts, each executor's totals (``cost``), and ``next``: the command a running run
+    whose supervisor is gone needs (``prun resume RUN``), else None."""
     with _ledger(repo) as ledger:
         v = view(ledger, find_run(ledger, run, _cwd(repo))["id"])
-        doc = {"run": v.run, "supervisor_alive": v.supervisor_alive, "counts": v.counts(),
+        gone = v.run["status"] == "running" and not v.supervisor_alive
+        doc = {"run": v.run, "supervisor_alive": v.supervisor_alive,
+               "next": f"prun resume {v.id}" if gone else None, "counts": v.counts(),
                "units": [asdict(u) for u in v.units],
                "attempts": [dict(a) for a in ledger.attempts(v.id)],
                "cost": {s.executor: cost_json(s) for s in v.spend()}}
@@ -238,7 +253,7 @@ def wait(run: str | None = None, *, since: int = 0, timeout: float | None = None
             # read after the events: a run that ended meanwhile shows its end event next time
             row = ledger.run(run_id)
             assert row is not None  # the run just found; runs are never deleted
-            gone = not found and row["status"] == "running" and not supervisor_alive(row)
+            gone = row["status"] == "running" and not supervisor_alive(row)
             if found or gone:
                 v = view(ledger, run_id)
                 return Wake(run_id, tuple(found), cursor, v,
@@ -248,6 +263,19 @@ def wait(run: str | None = None, *, since: int = 0, timeout: float | None = None
                             timed_out=True)
             time.sleep(delay)
             delay = min(delay * 1.5, poll)
+
+
+def foreseen_rejections(run: str | None = None, *, repo: PathLike | None = None
+                        ) -> list[Verdict]:
+    """The code packets ``prun reconcile`` would reject as the run stands now (a scope leak,
+    a missing section...), judged as it judges them but without the acceptance checks and
+    without recording anything: what a run whose units all succeeded says at its end. Only
+    code packets: a run of many read-only units ends without reading every result again."""
+    with _ledger(repo) as ledger:
+        v = view(ledger, find_run(ledger, run, _cwd(repo))["id"])
+        code = [u for u in v.unit_inputs() if u.packet.writes_code]
+        report = judge(code, run_id=v.id, tree=v.repo_root)
+    return [x for x in report.verdicts if x.verdict == REJECTED]
 
 
 def run_exit_code(status: str) -> ExitCode:
@@ -476,6 +504,8 @@ def _classify(kind: str, status: str | None, any_done: bool) -> str | None:
 
 
 def _wake_code(found: list[WakeEvent], gone: bool, status: str) -> ExitCode:
+    if gone:  # whatever else the cursor finds, nothing moves until `prun resume`
+        return WAKE_CODES["supervisor-gone"]
     kinds = [e.what for e in found]
     if "run-done" in kinds:
         return {"succeeded": ExitCode.OK, "stopped": ExitCode.STOPPED}.get(status,
@@ -483,7 +513,7 @@ def _wake_code(found: list[WakeEvent], gone: bool, status: str) -> ExitCode:
     for k in ("stopped", "failed", "handoff", "stalled", "parked", "succeeded"):
         if k in kinds:
             return WAKE_CODES[k]
-    return WAKE_CODES["supervisor-gone"] if gone else ExitCode.FAILED
+    return ExitCode.FAILED
 
 
 def _git_dirs(root: str) -> list[str]:

@@ -179,3 +179,42 @@ def test_no_approval_where_none_is_needed(where, home, project, capsys, monkeypa
     code, _, err = run_prun(capsys, "mcp", "install", "--for", target, *where)
     assert code == 0 and "approved" not in err
     assert not (project / ".claude").exists()
+
+
+def _prun_cmd(*args: str, cwd: Path, path: str) -> subprocess.CompletedProcess:
+    import os
+
+    return subprocess.run([sys.executable, "-m", "prun", *args], capture_output=True, text=True,
+                          cwd=cwd, env={**os.environ, "PATH": path})
+
+
+def test_the_entry_names_prun_as_path_finds_it_and_the_install_names_what_it_made(project,
+                                                                                  tmp_path):
+    import os
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "prun"
+    shim.write_text(f"#!/bin/sh\nexec {sys.executable} -m prun \"$@\"\n")
+    shim.chmod(0o755)
+    path = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+    r = _prun_cmd("mcp", "install", "--for", "claude", cwd=project, path=path)
+    assert r.returncode == 0, r.stderr
+    entry = json.loads((project / ".mcp.json").read_text())["mcpServers"]["prun"]
+    assert [entry["command"], *entry["args"]] == ["prun", "mcp"]
+    assert r.stdout.rstrip().endswith('command="prun mcp"')
+    made = f"{project / '.mcp.json'}, {project / '.claude' / 'settings.local.json'}"
+    assert (f"prun: note: created {made}; git does not track or ignore /.mcp.json, "
+            "/.claude/settings.local.json: commit them to share with the project, or add to "
+            ".gitignore: /.mcp.json /.claude/settings.local.json\n") in r.stderr
+    assert f"the prun on PATH here is {shim}, not this one's" in r.stderr
+
+    # no prun on PATH: this interpreter by its absolute path, and why
+    (project / ".gitignore").write_text(".claude/\n")
+    r = _prun_cmd("mcp", "install", "--for", "gemini", cwd=project, path="/usr/bin:/bin")
+    assert r.returncode == 0, r.stderr
+    entry = json.loads((project / ".gemini" / "settings.json").read_text())["mcpServers"]["prun"]
+    assert [entry["command"], *entry["args"]] == [sys.executable, "-m", "prun", "mcp"]
+    assert (f"prun: note: prun is not on PATH here, so the entry names this interpreter by its "
+            f"absolute path ({sys.executable}), which only this machine has") in r.stderr
+    assert "/.gemini/settings.json" in r.stderr

@@ -96,7 +96,7 @@ def test_brief_preview_for_a_plan_not_yet_run(repo, tmp_path):
     r = prun("brief", "survey", "--plan", str(plan))
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("# prun unit `survey`\nScope: a survey\n")
-    assert "<run dir>/results/survey.1.md" in r.stdout
+    assert "<run dir>/state/<the attempt's state dir>/outbox/result.md" in r.stdout
     assert "Code to read: a read-only copy of the repository" in r.stdout
     assert "values shown as <...> are fixed when the unit starts" in r.stderr
     missing = prun("brief", "nope", "--plan", str(plan))

@@ -115,7 +115,10 @@ def test_install_into_a_project_and_a_home_for_each_target(target, home, project
     monkeypatch.chdir(project / "sub" / "dir")  # the project defaults to the repository root
     code, out, err = run_prun(capsys, "skill", "install", "--for", target)
     folder = project / PROJECT_DIRS[target]
-    assert (code, err) == (0, "")
+    rel = "/" + PROJECT_DIRS[target].strip("/") + "/"
+    assert (code, err) == (0, f"prun: note: created {folder}; git does not track or ignore "
+                              f"{rel}: commit it to share with the project, or add to "
+                              f".gitignore: {rel}\n")
     assert out.startswith(f"INSTALLED for={target} scope=project files=")
     assert out.rstrip().endswith(f"path={folder}")
     check_installed(folder)

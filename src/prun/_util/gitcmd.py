@@ -22,6 +22,9 @@ from .bounded import run
 Out = TypeVar("Out", str, bytes)
 
 GIT_TIMEOUT_S = 600.0
+# who the commits prun makes itself are by (a worktree base, a dependent's start, a culprit's)
+AUTHOR = {"GIT_AUTHOR_NAME": "prun", "GIT_AUTHOR_EMAIL": "prun@localhost",
+          "GIT_COMMITTER_NAME": "prun", "GIT_COMMITTER_EMAIL": "prun@localhost"}
 
 # Variables that would point git at another repository, index or config than the one asked for.
 _SCRUB = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",

@@ -19,6 +19,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from .._util import gitcmd
+from ..attempt import statedir
 from ..errors import GitError, UsageError
 from ..ledger import Ledger, repo_root
 from ..plan import Plan
@@ -88,7 +89,10 @@ def _preview(plan: Plan, packet: Packet, run_dir: str | None, base: str | None) 
     """What the first attempt of ``packet`` would receive, with launch-time values marked."""
     if base is None and plan.path:
         base = _head(plan)
-    results = f"{run_dir}/results" if run_dir else "<run dir>/results"
+    # the worker is told its outbox in the attempt's state dir (``statedir.outbox``), made
+    # only at launch: its name is marked
+    outbox = (f"{run_dir or '<run dir>'}/state/<the attempt's state dir>/{statedir.OUTBOX}/"
+              f"{statedir.OUTBOX_RESULT}.md")
     before = ancestors(plan).get(packet.id, set())
     applied = [p.id for p in plan.packets if p.id in before and p.writes_code] \
         if packet.writes_code else []
@@ -96,7 +100,7 @@ def _preview(plan: Plan, packet: Packet, run_dir: str | None, base: str | None) 
     if not packet.writes_code and packet.snapshot and base:
         snapshot = "<the run's read-only snapshot>"
     ctx = brief.context(plan, packet, workspace="clone" if packet.writes_code else "scratch",
-                        result_file=f"{results}/{packet.id}.1.md", base=base, applied=applied,
+                        result_file=outbox, base=base, applied=applied,
                         snapshot=snapshot,
                         predecessors={pid: f"<the result of {pid}>" for pid in packet.after})
     return brief.render(packet, ctx)

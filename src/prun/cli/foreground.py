@@ -1,5 +1,7 @@
 """A run driven in this process (``prun run``, ``prun resume``): the supervisor with the live
-table or the terse lines, then the summary and the run's exit code (not a command itself)."""
+table or the terse lines, then the summary (and, when every unit succeeded, a ``REJECTED``
+line for each packet ``prun reconcile`` will reject all the same) and the run's exit code (not
+a command itself)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from ..api import run_exit_code
+from ..api import foreseen_rejections, run_exit_code
 from ..run.keeper import Keeper
 from ..views.lines import summary_lines
 from ..views.model import view
@@ -38,7 +40,21 @@ def supervise(ledger: Ledger, run_id: str, *, verbose: bool = False, plain: bool
 
     for line in summary_lines(view(ledger, run_id)):
         print(line)
+    if status == "succeeded":
+        _foresee(run_id)
     return exit_code(status)
+
+
+def _foresee(run_id: str) -> None:
+    """Every unit succeeded: say which packets ``prun reconcile`` will reject all the same."""
+    rejected = foreseen_rejections(run_id)
+    for v in rejected:
+        for line in v.lines():
+            print(line)
+    if rejected:
+        print(f"prun: every unit succeeded, but `prun reconcile {run_id}` will reject "
+              f"{len(rejected)} packet{'s' if len(rejected) > 1 else ''} (the REJECTED lines)",
+              file=sys.stderr)
 
 
 def exit_code(status: str) -> int:

@@ -6,9 +6,9 @@
 
 Tools, named as the commands (Claude Code: mcp__prun__<name>; Gemini CLI: mcp_prun_<name>):
 check, run, status, wait, cancel, reassign, followup, reconcile, integrate, dispatch, receipt,
-quota, ledger, brief. Each returns its command's lines as text and its --json fields plus
-`lines`, `exit_code` and `exit_name` as structured content. A run's results are resources:
-prun://runs/{run}/results/{packet}. See docs/coordinators.md.
+quota, ledger, brief, panel, panel_result, review, decide. Each returns its command's lines as
+text and its --json fields plus `lines`, `exit_code` and `exit_name` as structured content.
+A run's results are resources: prun://runs/{run}/results/{packet}. See docs/coordinators.md.
 
 Where the entry goes (the project defaults to the repository root):
 
@@ -16,11 +16,14 @@ Where the entry goes (the project defaults to the repository root):
     gemini  DIR/.gemini/settings.json     --user: ~/.gemini/settings.json
 
 The `prun` entry is merged under `mcpServers`; every other key and server is kept. It runs
-this interpreter (`<python> -m prun mcp`) unless --command gives another command line.
+`prun mcp` as PATH finds it (a project commits .mcp.json: no path of this machine's goes
+in it), unless --command gives another command line; with no `prun` on PATH it runs this
+interpreter (`<python> -m prun mcp`) and a note on stderr says why.
 Claude Code starts a project's .mcp.json servers only once approved (a headless `claude -p`
 leaves them pending), so a project install for claude also approves `prun`, and only it, in
 DIR/.claude/settings.local.json (enabledMcpjsonServers; a note on stderr says so);
-uninstall withdraws it.
+uninstall withdraws it. A note names each file the install created; where git neither tracks
+nor ignores one, it gives the `.gitignore` line that leaves it out (or commit it to share it).
 
     ADDED|UNCHANGED|REPLACED for=<t> scope=project|user path=<file> command="<argv>"
     REMOVED|ABSENT for=<t> scope=project|user path=<file>
@@ -37,6 +40,7 @@ import sys
 from importlib.util import find_spec
 
 from .._util.quoting import word
+from .._util.untracked import untracked_note
 from ..errors import UsageError
 from ..mcp import config
 from . import options
@@ -76,13 +80,18 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "uninstall":
         print(" ".join([config.uninstall(cfg).upper(), *where]))
         return 0
-    argv = config.server_command(args.command)
-    action = config.install(cfg, argv, force=args.force)
-    print(" ".join([action.upper(), *where, _word("command", shlex.join(argv))]))
+    command = config.server_command(args.command)
     approval = config.approval_file(cfg)
+    files = [f for f in (cfg.path, approval) if f is not None and not f.exists()]
+    action = config.install(cfg, command.argv, force=args.force)
+    print(" ".join([action.upper(), *where, _word("command", shlex.join(command.argv))]))
+    if command.note:
+        print(f"prun: note: {command.note}", file=sys.stderr)
     if approval is not None:
         print(f"prun: note: the prun server is approved in {approval} (Claude Code starts a "
               "project's .mcp.json servers only once approved)", file=sys.stderr)
+    if (note := untracked_note([f for f in files if f.exists()])) is not None:
+        print(f"prun: note: {note}", file=sys.stderr)
     if find_spec("mcp") is None:
         print("prun: note: the MCP SDK is not installed here, so the server will not start "
               "(pip install 'prun-agents[mcp]')", file=sys.stderr)

@@ -11,6 +11,12 @@ shows them; otherwise terse lines (see docs/run.md):
     RUN <run-id> status=<s> packets=<n> <status>=<count>... elapsed=<d> supervisor=gone
     UNIT <packet> <status> ...                                    (each unit not succeeded)
     RESULTS <folder>
+    REJECTED <packet> reason=<code> ...     (every unit succeeded, yet `prun reconcile` will
+                                             reject it: a scope leak...; a note on stderr too)
+
+A code unit starts from the base commit: uncommitted changes in the working tree are not in
+its clone, and a line on stderr says so; `base: worktree` in the plan (or a packet) starts code
+units from the tree as it is (docs/plans.md).
 
 `--detach` prints only `RUN <run-id>` and returns at once; follow with `prun wait RUN`.
 
@@ -91,6 +97,10 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n".join(e.lines) + "\n")
         print(f"prun: {e.line()}", file=sys.stderr)
         return 1
+    if r.unseen:
+        print(f"prun: {r.unseen} uncommitted change{'s' if r.unseen > 1 else ''} in the working "
+              "tree will not be seen by code units, which start from the base commit (commit "
+              "them first, or set base: worktree in the plan)", file=sys.stderr, flush=True)
     if args.detach:
         print(f"RUN {r.run_id}")
         return 0

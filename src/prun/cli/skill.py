@@ -20,6 +20,9 @@ edited (or one prun did not write) without --force. Lines:
     SKILL for=<t> scope=<s> state=current|outdated|edited|foreign version=<v> path=<folder>
     SKILLS installed=<n> current=<n> outdated=<n> edited=<n> foreign=<n>
 
+An install that made the folder says so in a note on stderr; where git neither tracks nor
+ignores it, the note gives the `.gitignore` line that leaves it out (or commit it to share it).
+
 exit codes: 0 done; 2 bad usage, not in a repository without --project, or an edited copy
 without --force (nothing is written).
 """
@@ -28,10 +31,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from .._util.gitcmd import toplevel
 from .._util.quoting import word
+from .._util.untracked import untracked_note
 from ..errors import UsageError
 from ..skill import install as inst
 from . import options
@@ -71,9 +76,12 @@ def run(args: argparse.Namespace) -> int:
     shipped = inst.Shipped.load()
     where = [_word("for", loc.target), _word("scope", loc.scope)]
     if args.action == "install":
+        new = not loc.path.exists()
         action, _ = inst.install(loc, force=args.force, shipped=shipped)
         print(" ".join([action.upper(), *where, _word("files", len(shipped.contents)),
                         _word("path", loc.path)]))
+        if (note := untracked_note([loc.path] if new else [])) is not None:
+            print(f"prun: note: {note}", file=sys.stderr)
     else:
         action, _ = inst.uninstall(loc, force=args.force, shipped=shipped)
         print(" ".join([action.upper(), *where, _word("path", loc.path)]))

@@ -10,7 +10,8 @@ units used, and where the results are. Without RUN: the latest run of this repos
 A unit whose acceptance check (run by `prun reconcile`) did not pass is listed too.
 `--all` prints every packet; `--json` prints the run, its units (each with its `tokens` and
 `cost_usd`), their attempts and each executor's totals (`cost`). A run whose status is running
-while its supervisor is gone needs `prun resume RUN`.
+while its supervisor is gone needs `prun resume RUN`: a line on stderr says so (`next` in
+--json).
 
 `--watch` (or `prun top [RUN]`) follows the run until it ends: on a terminal, the live view
 `prun run` shows, redrawn at each change; otherwise these lines again at each new event of
@@ -32,7 +33,7 @@ from ..api import status_document
 from ..errors import ExitCode, UsageError
 from ..ledger import Ledger
 from ..views.follow import follow_lines, follow_live
-from ..views.lines import summary_lines
+from ..views.lines import gone_line, summary_lines
 from ..views.model import find_run
 from . import options
 from .foreground import exit_code
@@ -66,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     for line in summary_lines(v, everything=args.all):
         print(line)
+    if v.run["status"] == "running" and not v.supervisor_alive:
+        print(gone_line(v.id), file=sys.stderr)
     return 0
 
 
@@ -80,7 +83,6 @@ def _watch(ledger: Ledger, run_id: str, *, everything: bool, plain: bool) -> int
     else:
         v = follow_lines(ledger, run_id, emit, everything=everything)
     if v.run["status"] == "running":  # it ended because its supervisor is gone
-        print(f"prun: the supervisor of run {run_id} is gone (`prun resume {run_id}` takes "
-              "it over)", file=sys.stderr)
+        print(gone_line(run_id), file=sys.stderr)
         return ExitCode.SUPERVISOR_GONE
     return exit_code(str(v.run["status"]))

@@ -15,8 +15,9 @@ resume) superseded is not reported: the wait goes on to the re-opened run's own 
 exit codes (README, "Exit codes"): 0 the run finished and every packet succeeded; 1 the run
 finished otherwise; 3 the run stopped (no receipt); 4 a unit failed, timed out, was cancelled or
 blocked, or its acceptance check did not pass; 5 a unit stalled; 6 a unit was parked for quota;
-7 the supervisor is gone (prun resume RUN); 8 a unit succeeded (--any); 9 a session unit was
-handed to the coordinator (run its `handoff=` file as a subagent, then its `receipt_cmd=`); 124
+7 the supervisor is gone (prun resume RUN), whatever else the cursor finds; 8 a unit succeeded
+(--any); 9 a session unit was handed to the coordinator (run its `handoff=` file as a subagent,
+then its `receipt_cmd=`); 124
 --timeout passed with nothing to report.
 """
 

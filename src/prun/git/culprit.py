@@ -41,10 +41,10 @@ from typing import Any
 
 from .._util import gitcmd
 from .._util.fsutil import atomic_write, tail_bytes
+from .._util.gitcmd import AUTHOR
 from .._util.quoting import quote
 from . import workspace
 from .commands import run_bounded
-from .store import AUTHOR
 
 LOG_MAX_BYTES = 1024 * 1024            # what is kept of a culprit's failing check output
 CULPRITS_DIR = "culprits"              # in a run's folder: <packet>.log of each culprit

@@ -43,6 +43,7 @@ from collections.abc import Iterator, Sequence
 
 from .._util import gitcmd
 from .._util.fsutil import atomic_write_json, read_json
+from .._util.gitcmd import AUTHOR
 from ..errors import GitError, WorkspaceError
 from .pushconfig import strip_push_config
 from .readonly import drop_write
@@ -51,8 +52,6 @@ MARKER = "prun-store.json"
 PREFIX, SUFFIX = "objects-", ".git"
 OWN = "prun"                          # the store's writable folder: prun's notes on its clones
 _COMMIT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
-AUTHOR = {"GIT_AUTHOR_NAME": "prun", "GIT_AUTHOR_EMAIL": "prun@localhost",
-          "GIT_COMMITTER_NAME": "prun", "GIT_COMMITTER_EMAIL": "prun@localhost"}
 
 
 def store_path(folder: str, commit: str) -> str:

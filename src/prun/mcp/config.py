@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,15 +72,35 @@ def config_file(target: str, *, user: bool = False,
     return ConfigFile(target, "project", path)
 
 
-def server_command(command: str | None = None) -> list[str]:
-    """The command line that starts the server: ``command`` (shell words) if given, else this
-    interpreter running ``prun mcp``, which works whatever PATH the CLI starts it with."""
+@dataclass(frozen=True)
+class ServerCommand:
+    """The command line that starts the server, and why it is not the plain ``prun mcp``
+    found on PATH (None when it is, or when the person gave it)."""
+
+    argv: list[str]
+    note: str | None = None
+
+
+def server_command(command: str | None = None) -> ServerCommand:
+    """The command line that starts the server: ``command`` (shell words) if given, else
+    ``prun mcp`` as PATH finds it (a project commits the file: no path of this machine's in
+    it), else, when no ``prun`` is on PATH, this interpreter running ``-m prun mcp``, with a
+    note saying why."""
     if command:
         words = shlex.split(command)
         if not words:
             raise UsageError("--command is empty", hint="give the command line that runs prun mcp")
-        return words
-    return [sys.executable, "-m", "prun", "mcp"]
+        return ServerCommand(words)
+    found = shutil.which("prun")
+    if found is None:
+        return ServerCommand([sys.executable, "-m", "prun", "mcp"], (
+            f"prun is not on PATH here, so the entry names this interpreter by its absolute "
+            f"path ({sys.executable}), which only this machine has: put prun on PATH (activate "
+            "its environment, or install it with pipx) and install again, or give --command"))
+    mine = os.path.join(os.path.dirname(sys.executable), "prun")
+    other = None if os.path.realpath(found) == os.path.realpath(mine) else (
+        f"the prun on PATH here is {found}, not this one's ({mine}): the CLI starts that one")
+    return ServerCommand(["prun", "mcp"], other)
 
 
 def entry(target: str, argv: list[str]) -> dict[str, Any]:

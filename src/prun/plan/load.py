@@ -1,6 +1,6 @@
 """Reading packet files and plan files into ``Packet`` and ``Plan``.
 
-Both are validated against the published JSON Schemas (``prun/schemas/*.schema.json``) and
+Both are validated against the published JSON Schemas (``prun/plan/schemas/*.schema.json``) and
 then checked as a whole: unique ids, ``after`` and ``shared`` naming packets that exist, no
 cycle in ``after``. The schemas take any executor name; the loader checks it against the
 executor registry (``prun.executors``) and asks the executor what it can do. Every refusal is

@@ -3,7 +3,7 @@
 A packet is a Markdown file whose YAML front matter holds the machine fields and whose body is
 the unit's prompt. A plan is a YAML file with run settings and its packets (inline mappings, or
 paths and globs of packet files, relative to the plan). Field names are fixed (see
-docs/plans.md and the JSON Schemas in ``prun/schemas``).
+docs/plans.md and the JSON Schemas in ``prun/plan/schemas``).
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .._util import gitcmd
+from .._util.worktree import WORKTREE, worktree_commit
 from ..errors import PrunError, UsageError
 from . import globs
 from .model import Packet, Plan
@@ -154,6 +155,9 @@ def _resolve(plan: Plan, p: Packet, git_root: str | None, cache: dict[str, str])
         return rev
     name = rev or HEAD
     if name in cache:
+        return cache[name]
+    if name == WORKTREE:    # the working tree as it is, uncommitted changes included
+        cache[name] = worktree_commit(git_root)
         return cache[name]
     try:
         out = gitcmd.git(["rev-parse", "--verify", "--quiet", f"{name}^{{commit}}"], git_root,

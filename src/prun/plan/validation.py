@@ -198,7 +198,7 @@ def _plain(field: str, message: str, v: object, instance: object,
         return f"{field}: {instance!r} is not more than {value}", "give a larger value"
     if v in ("maximum", "exclusiveMaximum"):
         return f"{field}: {instance!r} is more than {value} allows", f"give at most {value}"
-    return f"{field}: {message}", "see the schema in prun/schemas"
+    return f"{field}: {message}", "see the schema in prun/plan/schemas"
 
 
 _KINDS = {"string": "a string", "array": "a list", "object": "a mapping",

@@ -1,9 +1,10 @@
 """A run's frozen record: a plan turned into a run in the ledger, and read back.
 
 ``freeze`` turns a plan into a run: expected packet ids and count, the base revision as a
-commit id, the terminal deadline as a time, the cancel action and its owner, the parallelism,
-each packet's routed executor, and a run dir ``.prun/runs/<run-id>/`` holding the prompts,
-state dirs, results, quarantine and logs (``prun.views.model`` reads a run back).
+commit id (``base: worktree``: a commit of the working tree as it is, made by
+``prun._util.worktree``), the terminal deadline as a time, the cancel action and its owner,
+the parallelism, each packet's routed executor, and a run dir ``.prun/runs/<run-id>/`` holding
+the prompts, state dirs, results, quarantine and logs (``prun.views.model`` reads a run back).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from .. import executors
 from .._util import gitcmd
 from .._util.timeparse import deadline_at
+from .._util.worktree import WORKTREE, worktree_commit
 from ..attempt.sandbox import unavailable
 from ..errors import GitError, StateError, UsageError
 from ..ledger import Ledger, PacketRecord, RunRecord, now_iso, prun_dir, repo_root
@@ -174,7 +176,9 @@ def preflight(plan: Plan, env: Mapping[str, str] | None = None
     port."""
     root = repo_root(plan.root)
     base = None
-    if root is not None:
+    if root is not None and plan.base == WORKTREE:
+        base = worktree_commit(root)
+    elif root is not None:
         try:
             base = gitcmd.rev(root, plan.base or "HEAD")
         except GitError as e:
@@ -201,6 +205,8 @@ def _packet_base(root: Path | None, plan: Plan, p: Packet, run_base: str | None)
     own = plan.base_of(p)
     if root is None or not own or own == (plan.base or "HEAD"):
         return run_base
+    if own == WORKTREE:
+        return worktree_commit(root)
     try:
         return gitcmd.rev(root, own)
     except GitError:

@@ -73,6 +73,11 @@ def unit_line(u: UnitView, now: float) -> str:
     return " ".join(words)
 
 
+def gone_line(run_id: str) -> str:
+    """What a run whose supervisor is gone needs next (said on stderr by ``status``)."""
+    return f"prun: the supervisor of run {quote(run_id)} is gone (`prun resume {run_id}` takes it over)"
+
+
 # the names of the totals on a COST line, for the attempts' columns
 COST_WORDS = {"tokens_in": "tokens_in", "tokens_out": "tokens_out", "tokens_cached": "cached",
               "cost_usd": "usd"}
