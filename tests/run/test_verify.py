@@ -139,3 +139,19 @@ def test_an_unverified_claim_gets_an_automatic_follow_up_that_resumes(repo, tmp_
         calls[1]["argv"].index("-p") + 1]
     lines, _ = reconcile(repo)
     assert lines[0] == "ACCEPTED core files=1", lines
+
+
+def test_a_dependent_of_a_unit_whose_check_failed_in_the_run_is_blocked(repo):
+    (repo / "plan.yaml").write_text(json.dumps({"packets": [
+        unit(), {"id": "next", "kind": "code", "executor": "command", "after": ["fix"],
+                 "prompt": "build on it", "owns": ["out/next/**"],
+                 "command": [PY, "-c", "print('the dependent ran, which it must not')"]}]}))
+    r = prun("run", "plan.yaml", cwd=repo, timeout=180)
+    assert r.returncode != 0, r.stdout + r.stderr
+    run_id = r.stdout.split()[1]
+    attempts, _ = ledger_of(run_id)
+    (fix,) = [a for a in attempts if a["packet_id"] == "fix"]
+    assert fix["accept_status"] == "failed"
+    blocked = [a for a in attempts if a["packet_id"] == "next"]
+    assert [a["reason"] for a in blocked] == ["blocked"], [a["error"] for a in blocked]
+    assert "fix was rejected (reason=accept-failed log=" in blocked[0]["error"]

@@ -99,6 +99,7 @@ class UnitInput:
     shared: Mapping[str, str] | None = None   # the plan's shared paths -> integration owner
     saved: str | None = None            # the record of its change once prun clean removed its
                                         # clone (``prun.git.saved``): read when the clone is gone
+    accept: AcceptCheck | None = None   # its acceptance check, when the run recorded one
 
 
 @dataclass

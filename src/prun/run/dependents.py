@@ -12,8 +12,8 @@ twice.
 
 Before that, each packet it comes after is judged as ``prun reconcile`` would judge it; a
 rejected one (scope leak, missing section, not succeeded) blocks the dependent with that
-reason, so nothing starts on a wrong base. A read-only dependent is told where its
-predecessors' results are.
+reason, and so does one whose acceptance check failed in the run, so nothing starts on a
+wrong base. A read-only dependent is told where its predecessors' results are.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .._util.quoting import quote
 from ..errors import Blocked
 from ..git import store
 from ..git.integrate import order
@@ -54,6 +55,8 @@ def start(plan: Plan, packet: Packet, latest: Mapping[str, UnitInput],
         if verdict.verdict == REJECTED:
             why = "; ".join(r.text() for r in verdict.reasons if r.code) or "rejected"
             raise Blocked(f"{pid} was rejected ({why})")
+        if unit.accept is not None and unit.accept.status == "failed":
+            raise Blocked(f"{pid} was rejected (reason=accept-failed log={quote(unit.accept.log)})")
         if pid in packet.after and verdict.result_file:
             results[pid] = verdict.result_file
         change = verdict.change

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .._util.fsutil import atomic_write
 from ..attempt import statedir
@@ -28,6 +28,7 @@ from ..attempt.launcher import Launcher
 from ..errors import PrunError, QuotaExhausted
 from ..git.reconcile import UnitInput, plan_scope
 from ..git.store import borrowed
+from ..git.verdict import AcceptCheck
 from ..ledger import PacketStatus
 from ..ports.reserve import Reservation
 from . import brief, choices, schedule
@@ -181,12 +182,15 @@ def prompt(u: UnitState, ctx: brief.Context) -> str:
 
 
 def latest_inputs(ctx: RunContext, u: UnitState) -> dict[str, UnitInput]:
-    """The deciding attempt of every packet ``u`` comes after, as reconcile reads it."""
+    """The deciding attempt of every packet ``u`` comes after, as reconcile reads it, with the
+    acceptance check it had in the run (``prun.run.verify``), when one ran."""
     out = {}
     for pid in ctx.ancestors.get(u.packet.id, ()):
         a = ctx.state.units[pid]
-        out[pid] = unit_input(ctx, a, "succeeded" if a.status == PacketStatus.SUCCEEDED
-                              else a.status.value)
+        unit = unit_input(ctx, a, "succeeded" if a.status == PacketStatus.SUCCEEDED
+                          else a.status.value)
+        row = ctx.ledger.attempt(a.attempt_id) if a.attempt_id else None
+        out[pid] = replace(unit, accept=AcceptCheck.from_row(dict(row)) if row else None)
     return out
 
 
