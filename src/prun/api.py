@@ -42,7 +42,7 @@ from .git.reconcile import REJECTED
 from .git.reconcile import reconcile as judge
 from .git.verdict import AcceptCheck, Report, UnitInput
 from .ledger import Ledger, RunStatus, default_path
-from .plan import Plan, load_plan
+from .plan import Plan, load_plan, template
 from .plan.independence import check as check_independence
 from .plan.pair_report import Report as CheckReport
 from .run.detached import spawn_supervisor, supervisor_alive
@@ -113,7 +113,9 @@ def check(plan: Plan | PathLike, *, repo: PathLike | None = None,
     """The independence test (``prun check``): may the plan's packets run at the same time?
     ``report.ok``, ``report.failures`` and ``report.lines()`` say; ``repo`` is where bases
     are resolved (default: the plan's repository)."""
-    return check_independence(_plan(plan), repo=repo, use_git=use_git)
+    p = _plan(plan)
+    template.refuse(pl for pk in p.packets for pl in pk.placeholders)
+    return check_independence(p, repo=repo, use_git=use_git)
 
 
 # -- runs ------------------------------------------------------------------------------------
@@ -130,6 +132,7 @@ def freeze_run(plan: Plan | PathLike, *, parallel: int | None = None,
     if (refused := refusal()) is not None:   # inside a unit that may not start agents
         raise refused
     p = _plan(plan)
+    template.refuse(pl for pk in p.packets for pl in pk.placeholders)
     deadline_of(p, deadline)   # refused before the ledger is made
     report = check_independence(p)
     if not report.ok and not allow_overlap:

@@ -37,6 +37,7 @@ from .fields import (
     shell_line,
     timeout,
 )
+from . import template
 from .model import Packet, Plan
 from .validation import validate
 
@@ -84,11 +85,13 @@ def load_packet(path: str | os.PathLike[str], *, defaults: PacketFields | None =
                          hint="write 'id: my-packet' and the other fields, one per line")
     validate(doc, "packet")
     raw = cast(PacketFields, doc.data)  # the shape the schema has just checked
-    return _packet(doc, (), raw, body=body, base_dir=p.parent, defaults=defaults)
+    # its body starts after the opening '---', the front matter and the closing '---'
+    return _packet(doc, (), raw, body=body, base_dir=p.parent, defaults=defaults,
+                   body_line=front.count("\n") + 3)
 
 
 def _packet(doc: yamldoc.Doc, where: Where, raw: PacketFields, *, body: str | None,
-            base_dir: Path, defaults: PacketFields | None) -> Packet:
+            base_dir: Path, defaults: PacketFields | None, body_line: int = 0) -> Packet:
     """The packet of ``raw`` (its own fields, at ``where`` in ``doc``) over the plan's
     ``defaults``, every field checked."""
     fields: PacketFields = {**(defaults or {}), **raw}
@@ -128,6 +131,7 @@ def _packet(doc: yamldoc.Doc, where: Where, raw: PacketFields, *, body: str | No
         source=doc.source,
         line=doc.line_of(where),
         lines={k: doc.key_line(where, k) for k in raw},
+        placeholders=template.found(doc, where, raw, body, body_line),
     )
 
 
