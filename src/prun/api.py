@@ -42,7 +42,7 @@ from .git.reconcile import REJECTED
 from .git.reconcile import reconcile as judge
 from .git.verdict import AcceptCheck, Report, UnitInput
 from .ledger import Ledger, RunStatus, default_path
-from .plan import Plan, load_plan, template
+from .plan import Plan, load_plan, routing, template
 from .plan.independence import check as check_independence
 from .plan.pair_report import Report as CheckReport
 from .run.detached import spawn_supervisor, supervisor_alive
@@ -115,6 +115,7 @@ def check(plan: Plan | PathLike, *, repo: PathLike | None = None,
     are resolved (default: the plan's repository)."""
     p = _plan(plan)
     template.refuse(pl for pk in p.packets for pl in pk.placeholders)
+    routing.check(p.packets, os.environ)
     return check_independence(p, repo=repo, use_git=use_git)
 
 
@@ -133,6 +134,7 @@ def freeze_run(plan: Plan | PathLike, *, parallel: int | None = None,
         raise refused
     p = _plan(plan)
     template.refuse(pl for pk in p.packets for pl in pk.placeholders)
+    routing.check(p.packets, os.environ)
     deadline_of(p, deadline)   # refused before the ledger is made
     report = check_independence(p)
     if not report.ok and not allow_overlap:

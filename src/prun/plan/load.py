@@ -22,6 +22,7 @@ from .._util import yamldoc
 from .._util.regular import MiB, read_regular
 from ..errors import UsageError
 from ..settings import parse_cluster_address
+from . import template
 from .fields import (
     PacketFields,
     PlanFields,
@@ -37,7 +38,6 @@ from .fields import (
     shell_line,
     timeout,
 )
-from . import template
 from .model import Packet, Plan
 from .validation import validate
 
