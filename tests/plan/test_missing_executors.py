@@ -77,3 +77,19 @@ def test_a_named_executor_found_on_path_passes(repo, tmp_path):
     plan_naming(repo, "executor: agy")
     r = prun("check", "plan.yaml", cwd=repo, env=on_path(tmp_path, "agy"))
     assert (r.returncode, r.stdout) == (0, "OK pairs=0 packets=1 sequenced=0\n"), r.stderr
+
+
+def test_route_passes_over_missing_executors_in_every_rule():
+    """The pure function: ``missing`` comes in as an argument, as the quota readings do."""
+    from prun.errors import UsageError
+    from prun.plan.routing import Need, Policy, route
+
+    gone = {"agy": "not-installed", "claude": "not-signed-in"}
+    d = route([Need("s", session_tools=True)], policy=Policy(session_tools="claude"),
+              missing=gone)[0]
+    assert (d.executor, d.skipped) == ("session", (("claude", "not-signed-in"),))
+    d = route([Need("o")], missing=gone)[0]
+    assert (d.executor, d.action, d.skipped) == ("session", "assign", (("agy", "not-installed"),))
+    assert route([Need("o")])[0].executor == "agy"           # nothing missing: the seed's split
+    with pytest.raises(UsageError, match=r"packet g can go only to agy \(not-installed\)"):
+        route([Need("g", may_go_to=("google",))], missing=gone)
