@@ -103,3 +103,16 @@ def test_a_check_is_one_function_in_the_list(tmp_path):
                               'fix="delegate one" needed=yes']
     assert not report.ok
     assert all(callable(c) for c in CHECKS)
+
+
+def test_doctor_tells_a_signed_in_claude_where_its_files_say_so(repo, tmp_path):
+    make_fake_cli(tmp_path / "bin", "claude", FAKES / "fake_claude.py")
+    env = {"PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}",
+           "CLAUDE_CONFIG_DIR": str(tmp_path / "claude-config"), "ANTHROPIC_API_KEY": "",
+           "CLAUDE_CODE_OAUTH_TOKEN": ""}
+    line = facts(prun("doctor", cwd=repo, env=env).stdout)["executor claude"]
+    assert line.startswith("executor claude status=ok") and "signed in: cannot be told" in line
+    (tmp_path / "claude-config").mkdir()
+    (tmp_path / "claude-config" / ".credentials.json").write_text("{}")
+    line = facts(prun("doctor", cwd=repo, env=env).stdout)["executor claude"]
+    assert line.startswith("executor claude status=ok") and "signed in: yes" in line
