@@ -50,9 +50,10 @@ def _agent(ex: Executor, ctx: Context) -> Fact:
     except LaunchError as e:
         return Fact("executor", ex.name, MISSING, f"{executors.base.NOT_INSTALLED}: {e.message}",
                     ex.install_hint())
-    signed = {True: "yes", False: "no", None: "cannot be told offline"}[ex.signed_in(ctx.env)]
+    signed_in = ex.signed_in(ctx.env)
+    signed = {True: "yes", False: "no", None: "cannot be told offline"}[signed_in]
     detail = f"{path}, version {_version(path, dict(ctx.env))}, signed in: {signed}"
-    if ex.signed_in(ctx.env) is False:
+    if signed_in is False:
         return Fact("executor", ex.name, MISSING, f"{executors.base.NOT_SIGNED_IN}: {detail}",
                     f"sign in: run {ex.program} once by hand")
     return Fact("executor", ex.name, OK, detail)
