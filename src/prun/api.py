@@ -43,7 +43,7 @@ from .git.reconcile import REJECTED
 from .git.reconcile import reconcile as judge
 from .git.verdict import AcceptCheck, Candidacy, Report, UnitInput, Verdict
 from .ledger import Ledger, RunStatus, default_path
-from .plan import Plan, load_plan
+from .plan import Plan, load_plan, routing, template
 from .plan.independence import check as check_independence
 from .plan.pair_report import Report as CheckReport
 from .run.admission import admission
@@ -119,7 +119,10 @@ def check(plan: Plan | PathLike, *, repo: PathLike | None = None,
     """The independence test (``prun check``): may the plan's packets run at the same time?
     ``report.ok``, ``report.failures`` and ``report.lines()`` say; ``repo`` is where bases
     are resolved (default: the plan's repository)."""
-    return check_independence(_plan(plan), repo=repo, use_git=use_git)
+    p = _plan(plan)
+    template.refuse(pl for pk in p.packets for pl in pk.placeholders)
+    routing.check(p.packets, os.environ)
+    return check_independence(p, repo=repo, use_git=use_git)
 
 
 # -- runs ------------------------------------------------------------------------------------
@@ -141,6 +144,8 @@ def freeze_run(plan: Plan | PathLike, *, parallel: int | str | None = None,
     if (refused := refusal()) is not None:   # inside a unit that may not start agents
         raise refused
     p = _plan(plan)
+    template.refuse(pl for pk in p.packets for pl in pk.placeholders)
+    routing.check(p.packets, os.environ)
     deadline_of(p, deadline)   # refused before the ledger is made
     report = check_independence(p)
     if not report.ok and not allow_overlap:

@@ -24,6 +24,9 @@ scenario = os.environ.get("FAKE_AGY_SCENARIO", "success")
 response = os.environ.get("FAKE_AGY_RESPONSE", "The unit is done: everything checked out fine.")
 error = os.environ.get("FAKE_AGY_ERROR", "backend exploded")
 argv = sys.argv[1:]
+if argv == ["--version"]:   # as `prun doctor` asks it
+    print("agy 0.0.0-fake")
+    sys.exit(0)
 
 
 def scripted(var, default):

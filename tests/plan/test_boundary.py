@@ -113,12 +113,13 @@ def test_a_named_executor_outside_the_boundary_is_refused_everywhere(repo):
         assert ledger.latest_run() is None
 
 
-def test_run_refuses_a_unit_no_executor_inside_its_boundary_can_run(repo):
+def test_check_and_run_refuse_a_unit_no_executor_inside_its_boundary_can_run(repo):
     pk = packet_file(repo, "o.md", "id: o\ndata:\n  may_go_to: [openai]")
     (repo / "plan.yaml").write_text("packets: [o.md]\n")
-    assert prun("check", "plan.yaml", cwd=repo).returncode == 0     # routing decides this one
-    line = one_line_refusal(prun("run", "plan.yaml", cwd=repo), f"{pk.name}:3")
-    assert "packet o: data may go to openai only, and no executor of the routing policy" in line
+    for args in (["check", "plan.yaml"], ["run", "plan.yaml"]):     # routing decides this one
+        line = one_line_refusal(prun(*args, cwd=repo), f"{pk.name}:3")
+        assert "packet o: data may go to openai only, and no executor of the routing policy" \
+            in line
     assert not (repo / ".prun" / "runs").exists()
     with Ledger.open() as ledger:
         assert ledger.latest_run() is None

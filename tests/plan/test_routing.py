@@ -7,9 +7,18 @@ from dataclasses import dataclass
 
 import pytest
 
-from helpers import prun
+from helpers import FAKES, make_fake_cli, prun
 from prun.errors import UsageError
 from prun.plan.routing import Need, Policy, find_policy, load_policy, route, summary
+
+
+@pytest.fixture(autouse=True)
+def installed(tmp_path, monkeypatch):
+    """agy, gemini and claude are installed (fakes): routing's rules here, not what is missing
+    (tests/plan/test_missing_executors.py)."""
+    for name in ("agy", "gemini", "claude"):
+        fake = make_fake_cli(tmp_path / "bin", name, FAKES / f"fake_{name}.py")
+        monkeypatch.setenv(f"PRUN_{name.upper()}_BIN", str(fake))
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from helpers import prun
+from helpers import FAKES, make_fake_cli, prun
 from prun.ledger import Ledger
 from runkit import poll, py_unit, write_plan
 
@@ -100,15 +100,28 @@ def test_failed_receipt_stops_the_run(repo, tmp_path):
         {"id": "needs-agy", "executor": "agy", "prompt": "research something"},
         py_unit("later", "print('this unit must never run at all, no')")], parallel=1)
     env = {"PATH": str(Path(sys.executable).parent) + os.pathsep + "/usr/bin:/bin"}
-    r = prun("run", str(plan), env=env)
+    r = prun("run", str(plan), env=env)          # agy is not installed: refused, nothing made
+    assert (r.returncode, r.stdout) == (2, ""), r.stdout + r.stderr
+    assert "can go only to agy (not-installed)" in r.stderr and "PRUN_AGY_BIN" in r.stderr
+    # agy was there when the run was checked, and is gone when its unit starts: no receipt
+    agy = make_fake_cli(tmp_path / "bin", "agy", FAKES / "fake_agy.py")
+    plan = write_plan(repo / "plan.yaml", [
+        py_unit("remove-agy", f"import os; os.remove({str(agy)!r}); print('agy removed, ' * 4)",
+                sandbox="off"),
+        {"id": "needs-agy", "executor": "agy", "prompt": "research something",
+         "after": ["remove-agy"]},
+        py_unit("later", "print('this unit must never run at all, no')", after=["needs-agy"])],
+        parallel=1)
+    r = prun("run", str(plan), env={**env, "PRUN_AGY_BIN": str(agy)})
     assert r.returncode == 3, r.stdout + r.stderr
     stopped = [line for line in r.stdout.splitlines() if line.startswith("STOPPED")]
     assert len(stopped) == 1
     assert 'action="start agy for packet needs-agy"' in stopped[0]
-    assert "agy not found on PATH" in stopped[0] and "PRUN_AGY_BIN" in stopped[0]
+    assert "is not an executable file" in stopped[0] and "PRUN_AGY_BIN" in stopped[0]
     run_id = r.stdout.split()[1]
-    assert packet_statuses(run_id) == {"needs-agy": "pending", "later": "pending"}
-    rows = attempts(run_id)
+    assert packet_statuses(run_id) == {"remove-agy": "succeeded", "needs-agy": "pending",
+                                       "later": "pending"}
+    rows = [a for a in attempts(run_id) if a["packet_id"] != "remove-agy"]
     assert [(a["packet_id"], a["status"], a["receipt"]) for a in rows] == \
         [("needs-agy", "not-dispatched", None)]
     assert "status=stopped" in r.stdout

@@ -11,6 +11,11 @@ output: one line per failure, then a summary line
   OK pairs=<n> packets=<m> sequenced=<k>
   FAILED failures=<f> pairs=<n> packets=<m> sequenced=<k>
 
+Refused before any pair is compared (exit 2, one line naming the file and line): a packet
+that still holds the template's placeholders (`TODO:` where `prun packet new` put one, or its
+body unchanged), and one that can go only to executors missing on this machine (the line
+names what to install; `prun doctor` shows what is here).
+
 exit codes: 0 the packets are independent; 1 a rule failed; 2 the plan could not be read or
 was refused, e.g. a packet's executor outside its data boundary (the message names the file
 and line).

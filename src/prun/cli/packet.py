@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from importlib.resources import files
 
 from .._util.fsutil import publish_new
 from .._util.quoting import quote
 from ..attempt.statedir import check_unit_id
 from ..errors import UsageError
+from ..plan import template as packet_template
 from . import options
 
 
@@ -33,11 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def template(packet_id: str, *, kind: str | None = None) -> str:
     """The packet template text for ``packet_id``."""
     check_unit_id(packet_id)
-    text = files("prun.plan").joinpath("templates/packet.md").read_text(encoding="utf-8")
-    text = text.replace("{id}", packet_id).replace("{{", "{").replace("}}", "}")
-    if kind:
-        text = text.replace("\nkind: read-only\n", f"\nkind: {kind}\n", 1)
-    return text
+    return packet_template.text(packet_id, kind=kind)
 
 
 def run(args: argparse.Namespace) -> int:

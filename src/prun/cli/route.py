@@ -7,7 +7,12 @@ Quota readings come from `prun quota`'s snapshot (unknown groups count as health
 can be changed by a policy file: --policy, else $PRUN_POLICY, else `.prun/policy.toml` at the
 repository root (see docs/routing.md).
 
+Only executors that are here are chosen: one whose CLI is not found (or says, offline, that
+no one is signed in) is skipped, said in a line before the unit's; a unit that can go only to
+missing executors is refused, naming what to install (`prun doctor` shows what is here).
+
 stdout, one line per unit in the order given, then a summary:
+  SKIP <packet-id> skipped=<executor> reason=<not-installed|not-signed-in>
   ROUTE <packet-id> executor=<x> model=<m> action=<assign|reroute> reason="<why>"
   WAIT <packet-id> executor=<x> model=<m> action=wait reason="<why>"
   ROUTE-SUMMARY units=<n> now=<k> wait=<w> <executor>=<count>...
@@ -18,7 +23,8 @@ executor its data may reach, and waits rather than overflowing to a pool outside
 
 exit codes: 0 every unit can start now; 75 at least one unit waits for a pool; 2 bad usage
 (unreadable packet, bad policy file, refused executor such as codex, a named executor outside
-the packet's data boundary, or a unit no executor inside its boundary can run).
+the packet's data boundary, a unit no executor inside its boundary can run, or one that can
+go only to executors missing here).
 """
 
 from __future__ import annotations
@@ -77,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"policy file not found: {args.policy}")
     policy = routing.load_policy(args.policy or routing.find_policy(env))
     states: dict[str, GroupState] = {} if args.no_quota else _group_states(env)
-    decisions = routing.route(needs, states, policy, env)
+    decisions = routing.route(needs, states, policy, env, executors.missing(env))
     waiting = any(d.waits for d in decisions)
     if args.json:
         json.dump({"units": [d.as_dict() for d in decisions],
@@ -86,6 +92,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         for d in decisions:
+            for line in d.skip_lines():
+                print(line)
             print(d.line())
         print(routing.summary(decisions))
     return ExitCode.QUOTA if waiting else ExitCode.OK

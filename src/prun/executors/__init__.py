@@ -29,6 +29,8 @@ every executor is wanted.
     all()          an instance of every executor: the built-ins in ``BUILTIN``'s order, then
                    the others by name (quota groups and routing pools are read from these)
     refusal(name)  the UsageError for a name prun refuses whatever else is asked (codex), or None
+    missing(env)   name -> why (not-installed, not-signed-in) of each executor that cannot take
+                   a unit on this machine
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ from importlib import import_module
 
 from ..errors import UsageError
 from .base import Executor
+
+TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 GROUP = "prun.executors"
 
@@ -98,6 +104,12 @@ def lookup(name: str | None) -> type[Executor] | None:
 def all() -> list[Executor]:  # shadows the builtin here only: callers write executors.all()
     """An instance of every registered executor, built-ins first (in ``BUILTIN``'s order)."""
     return [_load(name)() for name in _targets()]
+
+
+def missing(env: Mapping[str, str]) -> dict[str, str]:
+    """name -> why (``base.NOT_INSTALLED``, ``base.NOT_SIGNED_IN``) of every executor that
+    cannot take a unit on this machine (``Executor.missing``)."""
+    return {ex.name: why for ex in all() if (why := ex.missing(env))}
 
 
 def quota_groups() -> tuple[str, ...]:

@@ -60,6 +60,10 @@ COMMANDS_KEPT = 10_000  # shell commands a reader keeps of one stream (``StreamR
 # An executor's role in the seed's split of units without a named executor (``split_role``).
 ORDINARY = "ordinary"   # may carry the ordinary share (policy ``routing.ordinary``)
 SONNET = "sonnet"       # runs Sonnet units (``routing.sonnet``, ``routing.session_tools``)
+# Why an executor cannot take a unit on this machine (``Executor.missing``): words routing
+# and ``prun doctor`` print.
+NOT_INSTALLED = "not-installed"   # its CLI is not found
+NOT_SIGNED_IN = "not-signed-in"   # its CLI says, offline, that no one is signed in
 
 
 class HomeFiles:
@@ -223,6 +227,28 @@ class Executor:
             hint = f"install {self.program} or set {self.bin_env}" if self.bin_env else None
             raise LaunchError(f"{self.program} not found on PATH", hint=hint)
         return found
+
+    def signed_in(self, env: Mapping[str, str]) -> bool | None:
+        """Whether the CLI is signed in, where that can be told offline from its files and
+        environment; None when it cannot be told (the default)."""
+        return None
+
+    def missing(self, env: Mapping[str, str]) -> str | None:
+        """Why this executor cannot take a unit on this machine (``NOT_INSTALLED``,
+        ``NOT_SIGNED_IN``), or None: an executor that launches no CLI of its own is always
+        there."""
+        if not (self.launches_process and self.program):
+            return None
+        try:
+            self.binary(env)
+        except LaunchError:
+            return NOT_INSTALLED
+        return NOT_SIGNED_IN if self.signed_in(env) is False else None
+
+    def install_hint(self) -> str:
+        """How to make this executor's CLI found: for a refusal's hint and ``prun doctor``."""
+        where = f" or set {self.bin_env} to its path" if self.bin_env else ""
+        return f"install {self.program} so that it is on PATH{where}"
 
     def build(self, unit: Unit, env: Mapping[str, str]) -> Launch:
         raise NotImplementedError

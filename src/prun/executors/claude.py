@@ -271,6 +271,15 @@ class Claude(Executor):
     def home_files(self) -> HomeFiles:
         return HOME
 
+    def signed_in(self, env: Mapping[str, str]) -> bool | None:
+        """Yes when a key or token is in the environment or its OAuth credentials file
+        exists; else it cannot be told offline (a Mac keeps them in the Keychain)."""
+        if any(env.get(k, "").strip() for k in ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN")):
+            return True
+        folder = env.get("CLAUDE_CONFIG_DIR", "").strip() or \
+            os.path.join(env.get("HOME", "") or os.path.expanduser("~"), ".claude")
+        return True if os.path.isfile(os.path.join(folder, ".credentials.json")) else None
+
     def reader(self) -> StreamReader:
         return ClaudeReader()
 

@@ -22,6 +22,7 @@ from .._util import yamldoc
 from .._util.regular import MiB, read_regular
 from ..errors import UsageError
 from ..settings import parse_cluster_address
+from . import template
 from .candidates import unit_id
 from .fields import (
     PacketFields,
@@ -89,13 +90,14 @@ def load_packet(path: str | os.PathLike[str], *, defaults: PacketFields | None =
                          hint="write 'id: my-packet' and the other fields, one per line")
     validate(doc, "packet")
     raw = cast(PacketFields, doc.data)  # the shape the schema has just checked
+    # its body starts after the opening '---', the front matter and the closing '---'
     return _packet(doc, (), raw, body=body, base_dir=p.parent, defaults=defaults,
-                   plan_resources=plan_resources)
+                   plan_resources=plan_resources, body_line=front.count("\n") + 3)
 
 
 def _packet(doc: yamldoc.Doc, where: Where, raw: PacketFields, *, body: str | None,
             base_dir: Path, defaults: PacketFields | None,
-            plan_resources: ResourceFields | None = None) -> Packet:
+            plan_resources: ResourceFields | None = None, body_line: int = 0) -> Packet:
     """The packet of ``raw`` (its own fields, at ``where`` in ``doc``) over the plan's
     ``defaults``, every field checked."""
     fields: PacketFields = {**(defaults or {}), **raw}
@@ -139,6 +141,7 @@ def _packet(doc: yamldoc.Doc, where: Where, raw: PacketFields, *, body: str | No
         source=doc.source,
         line=doc.line_of(where),
         lines={k: doc.key_line(where, k) for k in raw},
+        placeholders=template.found(doc, where, raw, body, body_line),
     )
 
 

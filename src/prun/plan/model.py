@@ -92,6 +92,8 @@ class Packet:
     source: str | None = None               # file the packet came from
     line: int | None = None                 # line of its front matter / mapping
     lines: dict[str, int] = field(default_factory=dict, compare=False, repr=False)  # field -> line
+    # ``file:line: field ...``: each placeholder of the packet template it still holds
+    placeholders: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def where(self, field_name: str | None = None) -> str:
         """``file:line`` of the packet, or of one of its fields."""

@@ -28,6 +28,12 @@ capacity it takes), its quota group for the model, and its ``model_fallback`` (a
 the Gemini default when its Claude-and-GPT group is empty, so that group alone being empty
 does not close the pool).
 
+Only executors that are here take units: ``missing`` (``prun.executors.missing``: name ->
+``not-installed`` or ``not-signed-in``) are passed over wherever routing chooses, and each
+decision says which it skipped (``Decision.skipped``, printed ``skipped=agy
+reason=not-installed``); a unit that names a missing executor, or whose every allowed choice is
+missing, is refused with one line naming what to install.
+
 A group the readings do not report is unknown, and unknown is never empty. A project-local
 policy file (``load_policy``) can change the split; see docs/routing.md.
 """
@@ -58,7 +64,7 @@ if TYPE_CHECKING:
         wait: int                   # units that wait
         executors: dict[str, int]   # executor -> units starting now on it, sorted by name
 
-__all__ = ["POLICY_FILE", "Decision", "Need", "Policy", "counts", "find_policy", "load_policy",
+__all__ = ["POLICY_FILE", "Decision", "Need", "Policy", "check", "counts", "find_policy", "load_policy",
            "members", "pools", "route", "summary", "takes_session_tools"]
 
 
@@ -79,6 +85,7 @@ class Need:
     model: str | None = None
     may_go_to: tuple[str, ...] = ()     # the data boundary; empty: none given
     source: str | None = None           # file:line of the boundary, for refusals
+    named_at: str | None = None         # file:line of the executor it names, for refusals
 
     @classmethod
     def of(cls, packet: Packet) -> Need:
@@ -87,7 +94,8 @@ class Need:
         return cls(id=packet.id, executor=packet.executor or "auto",
                    session_tools=bool(packet.session_tools),
                    kind=packet.kind or "read-only", model=packet.model, may_go_to=may_go_to,
-                   source=packet.where("data") if may_go_to and packet.source else None)
+                   source=packet.where("data") if may_go_to and packet.source else None,
+                   named_at=packet.where("executor") if packet.source else None)
 
     @property
     def named(self) -> str | None:
@@ -110,10 +118,16 @@ class Decision:
     pool: str | None = None
     group: str | None = None
     resets_at: str | None = None
+    skipped: tuple[tuple[str, str], ...] = ()   # (executor, why) passed over: it is missing
 
     @property
     def waits(self) -> bool:
         return self.action == "wait"
+
+    def skip_lines(self) -> list[str]:
+        """``SKIP <packet> skipped=agy reason=not-installed``: one per executor passed over."""
+        return [f"SKIP {quote(self.packet)} {word('skipped', name)} {word('reason', why)}"
+                for name, why in self.skipped]
 
     def line(self) -> str:
         kind = "WAIT" if self.waits else "ROUTE"
@@ -121,18 +135,31 @@ class Decision:
                 f"{word('model', self.model or '-')} action={self.action} "
                 f"reason={quote(self.reason, always=True)}")
 
-    def as_dict(self) -> dict[str, str | None]:
+    def as_dict(self) -> dict[str, object]:
         return {"packet": self.packet, "executor": self.executor, "model": self.model,
                 "action": self.action, "reason": self.reason, "pool": self.pool,
-                "group": self.group, "resets_at": self.resets_at}
+                "group": self.group, "resets_at": self.resets_at,
+                "skipped": [{"executor": name, "reason": why} for name, why in self.skipped]}
 
 
 def route(needs: Iterable[Need], states: Mapping[str, object] | None = None,
-          policy: Policy | None = None, env: Mapping[str, str] | None = None) -> list[Decision]:
-    """One decision per unit, in the order given. ``env`` only supplies default models."""
+          policy: Policy | None = None, env: Mapping[str, str] | None = None,
+          missing: Mapping[str, str] | None = None) -> list[Decision]:
+    """One decision per unit, in the order given. ``env`` only supplies default models;
+    ``missing``: executor -> why it cannot take a unit here (none by default)."""
     needs = list(needs)
     _check_units(needs)
-    return _Batch(needs, states or {}, policy or Policy(), env or {}).route()
+    return _Batch(needs, states or {}, policy or Policy(), env or {}, missing or {}).route()
+
+
+def check(packets: Iterable[Packet], env: Mapping[str, str]) -> None:
+    """Refuse (UsageError) what routing would refuse, before anything is made: a unit that can
+    go only to executors missing here, or outside its data boundary. Routes with the project's
+    policy and no quota readings (unknown is never empty), so nothing is probed."""
+    packets = list(packets)
+    if packets:
+        route([Need.of(p) for p in packets], {}, load_policy(find_policy(env)), env,
+              executors.missing(env))
 
 
 def _check_units(needs: list[Need]) -> None:
@@ -158,12 +185,14 @@ class _Batch:
     and the decisions made so far (by position in the batch)."""
 
     def __init__(self, needs: list[Need], states: Mapping[str, object], policy: Policy,
-                 env: Mapping[str, str]):
+                 env: Mapping[str, str], missing: Mapping[str, str]):
         self.needs = needs
         self.policy = policy
         self.env = env
+        self.missing = missing
         self.pools = Pools(states, policy)
         self.decisions: dict[int, Decision] = {}
+        self.skipped: dict[int, dict[str, str]] = {}   # unit -> executors passed over
 
     def route(self) -> list[Decision]:
         # 1. named executors first: they claim their pools' capacity before anything is moved
@@ -205,6 +234,24 @@ class _Batch:
         models = {self._target(name, need).model, self._model(name, need.model)}
         return all(boundary.allowed(need.may_go_to, name, m) for m in models)
 
+    def _here(self, i: int, name: str) -> bool:
+        """``name`` can take a unit on this machine; if not, unit ``i`` records it skipped."""
+        why = self.missing.get(name)
+        if why:
+            self.skipped.setdefault(i, {})[name] = why
+        return why is None
+
+    def _absent(self, need: Need, names: Iterable[str], at: str | None = None) -> UsageError:
+        """The refusal of a unit whose every allowed executor is missing here (``at``: the
+        file:line to name, else its data boundary's)."""
+        names = list(dict.fromkeys(names))
+        what = ", ".join(f"{x} ({self.missing[x]})" for x in names)
+        at = at or need.source
+        return UsageError((f"{at}: " if at else "") + f"packet {need.id} can go only to "
+                          f"{what}, missing on this machine",
+                          hint="; ".join(executors.get(x).install_hint() for x in names)
+                          + "; `prun doctor` shows what is here")
+
     def _decide(self, i: int, name: str, action: str, reason: str) -> None:
         need = self.needs[i]
         t = self._target(name, need)
@@ -213,8 +260,9 @@ class _Batch:
         if need.bounded:
             reason = f"{need.bounded}: {reason}"
         resets = self.pools.resets(t.group) if action == "wait" else None
+        skipped = tuple(self.skipped.get(i, {}).items())
         self.decisions[i] = Decision(need.id, name, t.model, action, reason, t.pool, t.group,
-                                     resets)
+                                     resets, skipped)
 
     # the three rules
 
@@ -223,6 +271,8 @@ class _Batch:
         t = self._target(name, n)
         if not self._may(name, n):
             raise boundary.outside(f"packet {n.id}", name, t.model, n.may_go_to, n.source)
+        if not self._here(i, name):
+            raise self._absent(n, [name], n.named_at)
         opening = "named in the packet"
         if n.session_tools and not t.executor.session_tools and t.executor.split_role == SONNET:
             opening = f"needs session tools; the packet allows headless {name}"
@@ -236,7 +286,10 @@ class _Batch:
 
     def _session_tools(self, i: int, n: Need, sonnets: tuple[str, ...]) -> None:
         """Rule 2: a unit needing session tools goes to Sonnet, or waits."""
-        name = next((x for x in (self.policy.session_tools, *sonnets) if self._may(x, n)), None)
+        allowed = [x for x in (self.policy.session_tools, *sonnets) if self._may(x, n)]
+        name = next((x for x in allowed if self._here(i, x)), None)
+        if name is None and allowed:
+            raise self._absent(n, allowed)
         if name is None:
             raise UsageError(_at(n) + f"packet {n.id} needs session tools, which only Sonnet "
                              f"has ({_reach(sonnets, n)}), but {n.bounded}",
@@ -260,8 +313,18 @@ class _Batch:
         """Rule 3 for the ``k``-th ordinary unit: among the policy's executors inside its
         boundary, its share's executor, else the other pool's, else it waits."""
         policy = self.policy
-        sonnet = next((x for x in (policy.sonnet, *sonnets) if self._may(x, n)), policy.sonnet)
+        allowed = [x for x in (policy.sonnet, *sonnets) if self._may(x, n)]
+        sonnet = next((x for x in allowed if self._here(i, x)), allowed[0] if allowed else
+                      policy.sonnet)
         inside = [x for x in (policy.ordinary, sonnet) if self._may(x, n)]
+        here = [x for x in inside if self._here(i, x)]
+        if inside and not here:
+            raise self._absent(n, [*inside, *allowed])
+        if len(here) < len(inside):
+            gone = next(x for x in inside if x not in here)
+            because = f"{gone} is {self.missing[gone]}"
+            self._only_inside(i, n, here[0], because, because)
+            return
         if not inside:
             raise UsageError(_at(n) + f"packet {n.id}: {n.bounded}, and no executor of the "
                              "routing policy is inside that ("
@@ -270,23 +333,24 @@ class _Batch:
                              "policy whose executors are (docs/routing.md)")
         if len(inside) == 1:
             barred = sonnet if inside[0] == policy.ordinary else policy.ordinary
-            self._only_inside(i, n, inside[0], barred)
+            self._only_inside(i, n, inside[0], f"its data may not go to {barred}",
+                              "the policy's only executor inside it")
         elif _to_ordinary(k, policy.ordinary_share):
             self._split(i, n, policy.ordinary, sonnet, to_ordinary=True)
         else:
             self._split(i, n, sonnet, policy.ordinary, to_ordinary=False)
 
-    def _only_inside(self, i: int, n: Need, only: str, barred: str) -> None:
-        """An ordinary unit whose boundary lets in one of the policy's executors: that one, or
-        it waits (never the ``barred`` one)."""
+    def _only_inside(self, i: int, n: Need, only: str, barred: str, chosen: str) -> None:
+        """An ordinary unit that only one of the policy's executors may take (its boundary, or
+        the other is missing here: ``barred`` says why, ``chosen`` why ``only``): that one,
+        or it waits."""
         t = self._target(only, n)
         why = self.pools.why_not(t)
         if why:
-            self._decide(i, only, "wait",
-                         f"ordinary unit: {why}, and its data may not go to {barred}: waits")
+            self._decide(i, only, "wait", f"ordinary unit: {why}, and {barred}: waits")
         else:
-            self._decide(i, only, "assign", f"ordinary unit: {only}, the policy's only executor "
-                                            f"inside it; {self.pools.health(t.executor, t.group)}")
+            self._decide(i, only, "assign", f"ordinary unit: {only}, {chosen}; "
+                                            f"{self.pools.health(t.executor, t.group)}")
 
     def _split(self, i: int, n: Need, first: str, other: str, *, to_ordinary: bool) -> None:
         """An ordinary unit for ``first`` by the policy's split; to ``other`` when ``first``'s

@@ -38,7 +38,8 @@ def route_all(packets: Sequence[Packet], env: Mapping[str, str]) -> dict[str, Ro
     """Each packet's executor and the reason, decided for the whole batch by
     ``prun.plan.routing`` (the seed's Executors rule, the project's policy, current quota).
     Quota is read only when a unit may draw on a metered pool: a batch whose every packet
-    names an executor without quota groups (command units) reads no snapshot and runs no probe."""
+    names an executor without quota groups (command units) reads no snapshot and runs no probe.
+    Executors missing here are never chosen; a unit that can go only to them is refused."""
     needs = [routing.Need.of(p) for p in packets]
     states: dict[str, GroupState] = {}
     if any(n.named is None or executors.get(n.named).quota_groups() for n in needs):
@@ -46,7 +47,7 @@ def route_all(packets: Sequence[Packet], env: Mapping[str, str]) -> dict[str, Ro
 
         states = dict(group_states(env, executors.quota_groups()))
     policy = routing.load_policy(routing.find_policy(env))
-    decisions = routing.route(needs, states, policy, env)
+    decisions = routing.route(needs, states, policy, env, executors.missing(env))
     return {d.packet: Route(d.executor, d.reason) for d in decisions}
 
 

@@ -1,0 +1,218 @@
+"""The checks of ``prun doctor``, one function per part of the machine, in ``CHECKS``'s order:
+each takes the ``Context`` and returns its facts (a later check is one function added to the
+list)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import time
+from pathlib import Path
+
+from .. import executors
+from .._util import bounded
+from .._util.gitcmd import toplevel
+from .._util.timeparse import epoch, format_duration
+from ..attempt import sandbox
+from ..errors import LaunchError, UsageError
+from ..executors.base import Executor
+from ..ledger import default_path
+from ..mcp import config as mcp_config
+from ..plan import routing
+from ..quota.snapshot import load as load_snapshot
+from ..quota.snapshot import snapshot_path
+from ..skill import install as skill_install
+from .facts import MISSING, OK, WARN, Check, Context, Fact
+
+VERSION_TIMEOUT_S = 10.0
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+DISTRIBUTION = "prun-agents"
+# extra -> (the modules it brings, what it is for)
+EXTRAS = {"mcp": (("mcp",), "prun mcp, the MCP server"),
+          "dask": (("distributed",), "prun run --cluster"),
+          "review": (("aiohttp", "markdown_it", "pygments"), "prun review, the review page")}
+
+
+def agents(ctx: Context) -> list[Fact]:
+    """Each executor's CLI: found (where), its version, signed in where that can be told
+    offline. Executors that launch no CLI of their own are always there."""
+    return [_agent(ex, ctx) for ex in executors.all()]
+
+
+def _agent(ex: Executor, ctx: Context) -> Fact:
+    if not (ex.launches_process and ex.program):
+        how = "run by the coordinator itself" if not ex.launches_process else \
+            "runs the packet's own command"
+        return Fact("executor", ex.name, OK, f"nothing to install: {how}")
+    try:
+        path = ex.binary(ctx.env)
+    except LaunchError as e:
+        return Fact("executor", ex.name, MISSING, f"{executors.base.NOT_INSTALLED}: {e.message}",
+                    ex.install_hint())
+    signed_in = ex.signed_in(ctx.env)
+    signed = {True: "yes", False: "no", None: "cannot be told offline"}[signed_in]
+    detail = f"{path}, version {_version(path, dict(ctx.env))}, signed in: {signed}"
+    if signed_in is False:
+        return Fact("executor", ex.name, MISSING, f"{executors.base.NOT_SIGNED_IN}: {detail}",
+                    f"sign in: run {ex.program} once by hand")
+    return Fact("executor", ex.name, OK, detail)
+
+
+def _version(path: str, env: dict[str, str]) -> str:
+    """The first line ``path --version`` prints, or ``unknown``."""
+    try:
+        done = bounded.run([path, "--version"], timeout=VERSION_TIMEOUT_S, env=env, limit=4096)
+    except OSError:
+        return "unknown"
+    text = (done.stdout or done.stderr).decode("utf-8", "replace").strip()
+    return text.splitlines()[0][:80] if done.returncode == 0 and text else "unknown"
+
+
+def sandboxing(ctx: Context) -> list[Fact]:
+    """The bubblewrap sandbox units run in: can one be made here, with its own /proc."""
+    why = sandbox.unavailable()
+    if why is not None:
+        return [Fact("sandbox", "bwrap", MISSING, why,
+                     "install bubblewrap and allow unprivileged user namespaces "
+                     "(docs/sandbox.md); until then units run without a sandbox")]
+    proc = "its own /proc" if sandbox.fresh_proc() else "the host's /proc (ps sees other processes)"
+    return [Fact("sandbox", "bwrap", OK, f"{shutil.which('bwrap') or 'bwrap'}: overlays of "
+                 f"the repository read-only, {proc}")]
+
+
+def limits(ctx: Context) -> list[Fact]:
+    """How resource limits would be enforced: a writable (delegated) cgroup v2 of this
+    process, or systemd-run to make one; else only per-process rlimits."""
+    runner = shutil.which("systemd-run", path=ctx.env.get("PATH"))
+    controllers = CGROUP_ROOT / "cgroup.controllers"
+    if not controllers.is_file():
+        cgroup = "no cgroup v2"
+        delegated = False
+    else:
+        own = _own_cgroup()
+        delegated = own is not None and os.access(own, os.W_OK)
+        names = controllers.read_text().split()
+        cgroup = (f"cgroup v2 ({', '.join(names) or 'no controllers'}), this process's group "
+                  + ("writable" if delegated else "not writable"))
+    tool = f"systemd-run at {runner}" if runner else "no systemd-run"
+    detail = f"{cgroup}; {tool}"
+    if delegated or runner:
+        return [Fact("limits", "enforcement", OK, detail)]
+    return [Fact("limits", "enforcement", WARN, detail + "; only per-process rlimits apply",
+                 "run prun in a systemd user session (systemd-run --user) or delegate a "
+                 "cgroup v2 subtree to this user")]
+
+
+def _own_cgroup() -> Path | None:
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            if line.startswith("0::"):
+                return CGROUP_ROOT / line[3:].lstrip("/")
+    except OSError:
+        return None
+    return None
+
+
+def quota(ctx: Context) -> list[Fact]:
+    """The quota snapshot routing and the gates read: its age, or why it cannot be read."""
+    path = snapshot_path(ctx.env)
+    snap = load_snapshot(path)
+    if snap.missing:
+        return [Fact("quota", "snapshot", OK, f"none yet at {path}: every pool counts as "
+                     "unknown (never empty)")]
+    if snap.problem:
+        return [Fact("quota", "snapshot", WARN, f"{path}: {snap.problem}",
+                     f"remove {path}; `prun quota` writes a new one")]
+    at = epoch(snap.updated_at)
+    age = f"updated {format_duration(time.time() - at)} ago" if at else "never updated"
+    return [Fact("quota", "snapshot", OK, f"{path}, {age}, {len(snap.groups)} group(s) read")]
+
+
+def ledger(ctx: Context) -> list[Fact]:
+    """The ledger this folder's runs are recorded in."""
+    path = default_path(ctx.cwd, create=False)
+    if path.is_file():
+        return [Fact("ledger", "ledger", OK, f"{path}, {path.stat().st_size} bytes")]
+    folder = next((p for p in path.parents if p.exists()), None)
+    if folder is not None and os.access(folder, os.W_OK):
+        return [Fact("ledger", "ledger", OK, f"{path}: made by the first run")]
+    return [Fact("ledger", "ledger", MISSING, f"{path}: its folder cannot be written",
+                 "set PRUN_LEDGER to a file in a folder you can write")]
+
+
+def extras(ctx: Context) -> list[Fact]:
+    """The optional extras installed (``pip install 'prun-agents[mcp]'``...)."""
+    out = []
+    for extra, (modules, what) in EXTRAS.items():
+        absent = [m for m in modules if importlib.util.find_spec(m) is None]
+        if absent:
+            out.append(Fact("extra", extra, MISSING, f"for {what}: {', '.join(absent)} not "
+                            "installed", f"pip install '{DISTRIBUTION}[{extra}]'"))
+        else:
+            out.append(Fact("extra", extra, OK, f"for {what}: installed"))
+    return out
+
+
+def installs(ctx: Context) -> list[Fact]:
+    """This project's skill and MCP installs (``prun skill install``, ``prun mcp install``)."""
+    top = toplevel(ctx.cwd)
+    if top is None:
+        return [Fact("skill", "project", WARN, "not inside a git repository",
+                     "run prun doctor in the project's repository")]
+    root = Path(top)
+    out = []
+    for loc in (skill_install.location(t, project=root) for t in skill_install.TARGETS):
+        state = skill_install.inspect(loc).state
+        fix = None if state == skill_install.CURRENT else \
+            f"prun skill install --for {loc.target}" + \
+            ("" if state == skill_install.ABSENT else " --force")
+        status = OK if fix is None else MISSING if state == skill_install.ABSENT else WARN
+        out.append(Fact("skill", loc.target, status, f"{loc.path}: {state}", fix))
+    for target in mcp_config.TARGETS:
+        cfg = mcp_config.config_file(target, project=root)
+        entry = mcp_config.current(cfg)
+        if entry is None:
+            out.append(Fact("mcp", target, MISSING, f"{cfg.path}: no prun server",
+                            f"prun mcp install --for {target}"))
+        else:
+            command = " ".join(str(a) for a in [entry.get("command"), *entry.get("args", [])])
+            out.append(Fact("mcp", target, OK, f"{cfg.path}: {command}"))
+    return out
+
+
+def plan(ctx: Context) -> list[Fact]:
+    """What the plan needs that routing can tell: each unit goes to an executor here, or the
+    plan is refused (the refusal's line and its fix)."""
+    if ctx.plan is None:
+        return []
+    try:
+        routing.check(ctx.plan.packets, ctx.env)
+    except UsageError as e:
+        return [Fact("plan", "routing", MISSING, e.message, e.hint, needed=True)]
+    return [Fact("plan", "routing", OK, f"each of its {len(ctx.plan.packets)} packet(s) goes "
+                 "to an executor found here")]
+
+
+def needs(ctx: Context) -> frozenset[str]:
+    """``Fact.key`` of each part the plan needs: the executors its units are routed to (no
+    quota read), the sandbox when a packet asks for ``sandbox: on``, Dask for a cluster."""
+    p = ctx.plan
+    if p is None:
+        return frozenset()
+    keys = set()
+    try:
+        decisions = routing.route([routing.Need.of(pk) for pk in p.packets], {},
+                                  routing.load_policy(routing.find_policy(ctx.env)), ctx.env,
+                                  executors.missing(ctx.env))
+        keys |= {f"executor:{d.executor}" for d in decisions}
+    except UsageError:
+        keys |= {f"executor:{pk.executor}" for pk in p.packets if pk.executor != "auto"}
+    if any((pk.sandbox or p.sandbox) == "on" for pk in p.packets):
+        keys.add("sandbox:bwrap")
+    if p.cluster:
+        keys.add("extra:dask")
+    return frozenset(keys)
+
+
+CHECKS: tuple[Check, ...] = (agents, sandboxing, limits, quota, ledger, extras, installs, plan)
