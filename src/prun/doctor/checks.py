@@ -22,11 +22,11 @@ from ..mcp import config as mcp_config
 from ..plan import routing
 from ..quota.snapshot import load as load_snapshot
 from ..quota.snapshot import snapshot_path
+from ..run.limits import enforcement
 from ..skill import install as skill_install
 from .facts import MISSING, OK, WARN, Check, Context, Fact
 
 VERSION_TIMEOUT_S = 10.0
-CGROUP_ROOT = Path("/sys/fs/cgroup")
 DISTRIBUTION = "prun-agents"
 # extra -> (the modules it brings, what it is for)
 EXTRAS = {"mcp": (("mcp",), "prun mcp, the MCP server"),
@@ -82,36 +82,17 @@ def sandboxing(ctx: Context) -> list[Fact]:
 
 
 def limits(ctx: Context) -> list[Fact]:
-    """How resource limits would be enforced: a writable (delegated) cgroup v2 of this
-    process, or systemd-run to make one; else only per-process rlimits."""
-    runner = shutil.which("systemd-run", path=ctx.env.get("PATH"))
-    controllers = CGROUP_ROOT / "cgroup.controllers"
-    if not controllers.is_file():
-        cgroup = "no cgroup v2"
-        delegated = False
-    else:
-        own = _own_cgroup()
-        delegated = own is not None and os.access(own, os.W_OK)
-        names = controllers.read_text().split()
-        cgroup = (f"cgroup v2 ({', '.join(names) or 'no controllers'}), this process's group "
-                  + ("writable" if delegated else "not writable"))
-    tool = f"systemd-run at {runner}" if runner else "no systemd-run"
-    detail = f"{cgroup}; {tool}"
-    if delegated or runner:
-        return [Fact("limits", "enforcement", OK, detail)]
-    return [Fact("limits", "enforcement", WARN, detail + "; only per-process rlimits apply",
-                 "run prun in a systemd user session (systemd-run --user) or delegate a "
-                 "cgroup v2 subtree to this user")]
-
-
-def _own_cgroup() -> Path | None:
-    try:
-        for line in Path("/proc/self/cgroup").read_text().splitlines():
-            if line.startswith("0::"):
-                return CGROUP_ROOT / line[3:].lstrip("/")
-    except OSError:
-        return None
-    return None
+    """How each per-unit limit of ``resources:`` is held here (``prun.run.limits``): one line
+    each, ``memory``, ``pids``, ``cpus``; a limit nothing holds is a warning with its fix."""
+    out = []
+    for e in enforcement():
+        if e.how != "none":
+            out.append(Fact("limits", e.name, OK, f"held by the {e.how}; {e.detail}"))
+        else:
+            out.append(Fact("limits", e.name, WARN, e.detail,
+                            "delegate a cgroup v2 subtree to this user, or leave the limit "
+                            "out (--allow-unenforced runs it unheld)"))
+    return out
 
 
 def quota(ctx: Context) -> list[Fact]:
@@ -196,7 +177,8 @@ def plan(ctx: Context) -> list[Fact]:
 
 def needs(ctx: Context) -> frozenset[str]:
     """``Fact.key`` of each part the plan needs: the executors its units are routed to (no
-    quota read), the sandbox when a packet asks for ``sandbox: on``, Dask for a cluster."""
+    quota read), the sandbox when a packet asks for ``sandbox: on``, Dask for a cluster, each
+    limit a packet's ``resources`` names."""
     p = ctx.plan
     if p is None:
         return frozenset()
@@ -212,6 +194,9 @@ def needs(ctx: Context) -> frozenset[str]:
         keys.add("sandbox:bwrap")
     if p.cluster:
         keys.add("extra:dask")
+    held = [pk.resources for pk in p.packets]
+    keys |= {f"limits:{name}" for name in ("memory", "pids", "cpus")
+             if any(getattr(r, name) is not None for r in held)}
     return frozenset(keys)
 
 
