@@ -137,6 +137,10 @@ MIGRATIONS: list[str] = [
     ALTER TABLE attempts ADD COLUMN accept_tail TEXT;
     ALTER TABLE attempts ADD COLUMN accept_log TEXT;
     """,
+    # 7: the plan's workspace: section (primed templates, prun.git.template) as JSON
+    """
+    ALTER TABLE runs ADD COLUMN workspace TEXT;
+    """,
 ]
 
 
