@@ -145,3 +145,41 @@ def test_a_failed_prime_fails_its_units_and_is_not_kept(lock_repo, tmp_path, bwr
     r2, _, _, status2, primes2 = _run(repo, tmp_path, units[:1])
     assert r2.returncode == 0, r2.stdout + r2.stderr
     assert status2 == {"a": "succeeded"} and len(primes2) == 2
+
+
+def test_a_unit_cannot_change_the_template_or_the_repository(lock_repo, tmp_path, monkeypatch,
+                                                               bwrap):
+    repo = lock_repo
+    shown = tmp_path / "shown"    # the prime's counter: nothing else of the test is writable
+    shown.mkdir()
+    monkeypatch.setenv("PRUN_SANDBOX_WRITABLE", str(shown))
+    hostile = _unit("h", """
+        import glob, os
+        here = os.getcwd()
+        tried = []
+        targets = [os.path.join(os.path.dirname(here), 'template.json'),
+                   os.path.join(os.path.dirname(here), 'stores'),
+                   os.environ['REPO'] + '/lock.txt', os.environ['REPO'] + '/deps']
+        for t in targets:
+            try:
+                with open(t if not t.endswith(('stores', 'deps')) else t + '/x', 'w') as f:
+                    f.write('hostile')
+                tried.append(t)
+            except OSError:
+                pass
+        assert not tried, tried
+        open('deps/lib.txt', 'w').write('mine')   # its own copy
+        open('lock.txt', 'w').write('v9')          # its change
+    """, owns=["lock.txt"])
+    counter = shown / "primes.log"
+    plan = write_plan(repo / "plan.yaml", [hostile],
+                      workspace={"prime": [sys.executable, "-c", PRIME, str(counter)],
+                                 "key": ["lock.txt"], "share": ["deps"]})
+    r = prun("run", str(plan), env={"REPO": str(repo)}, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    primed_at = Path(counter.read_text().split()[0])
+    assert (primed_at / "deps" / "lib.txt").read_text() == "lib v1\n"
+    assert (primed_at / "lock.txt").read_text() == "v1\n"
+    assert json.loads((primed_at.parent / "template.json").read_text())["share"] == ["deps"]
+    assert (repo / "lock.txt").read_text() == "v1\n" and not (repo / "deps").exists()
+    assert _git(repo, "status", "--porcelain") == "?? plan.yaml\n"
