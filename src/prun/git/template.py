@@ -40,6 +40,7 @@ FOLDER = "templates"          # under the workspace root
 TREE = "ws"                   # the clone the prime ran in
 STORES = "stores"             # the object store its clone borrows from (prun.git.store)
 READY = "template.json"       # written last: the template may be used
+LOG = "prime.log"             # the output of the prime that made it
 COPY_TIMEOUT_S = 1800.0
 
 
@@ -143,6 +144,7 @@ def _prime(prime: Prime, key: str, folder: str, *, repo_root: str, base: str,
     missing = [p for p in prime.share if not os.path.lexists(os.path.join(tree, p))]
     if missing:
         raise PrimeFailed(key, f"made no {missing[0]}", log=log)
+    os.replace(log, os.path.join(folder, LOG))   # kept with the template, not the run
     created = time.time()
     atomic_write_json(os.path.join(folder, READY),
                       {"key": key, "prime": prime.command, "share": list(prime.share),
