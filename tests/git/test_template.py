@@ -183,3 +183,20 @@ def test_a_unit_cannot_change_the_template_or_the_repository(lock_repo, tmp_path
     assert json.loads((primed_at.parent / "template.json").read_text())["share"] == ["deps"]
     assert (repo / "lock.txt").read_text() == "v1\n" and not (repo / "deps").exists()
     assert _git(repo, "status", "--porcelain") == "?? plan.yaml\n"
+
+
+def test_a_dependent_whose_predecessor_changed_the_key_gets_its_own_template(lock_repo,
+                                                                             tmp_path, bwrap):
+    units = [_unit("a", """
+                 assert open('deps/lib.txt').read() == 'lib v1\\n'
+                 open('lock.txt', 'w').write('v2\\n')
+             """, owns=["lock.txt"]),
+             _unit("b", """
+                 assert open('lock.txt').read() == 'v2\\n'
+                 assert open('deps/lib.txt').read() == 'lib v2\\n', open('deps/lib.txt').read()
+                 open('b.txt', 'w').write('b')
+             """, owns=["b.txt"], after=["a"])]
+    r, _run_id, _att, status, primes = _run(lock_repo, tmp_path, units)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert status == {"a": "succeeded", "b": "succeeded"}
+    assert len(primes) == 2 and primes[0] != primes[1]
