@@ -40,7 +40,7 @@ def make_repo(root: Path, files: int, packed: bool = True) -> None:
     (root / "assets").mkdir()
     (root / "assets" / "blob.bin").write_bytes(os.urandom(4096))
     git("add", "-A", cwd=root)
-    git("commit", "-q", "-m", "base", cwd=root)
+    git("-c", "gc.auto=0", "commit", "-q", "-m", "base", cwd=root)   # no gc in the background
     if packed:
         git("gc", "-q", cwd=root)
 

@@ -26,6 +26,7 @@ from ._util.timeparse import epoch
 from .attempt import identity
 from .attempt.statedir import StateDir
 from .errors import PrunError, UsageError
+from .git import template
 from .git.changes import Change, read_change
 from .git.journal import Journal
 from .git.reconcile import checked_snapshot, given_dirs, reconcile
@@ -376,3 +377,15 @@ def drop_empty_run_folders(view: RunView, rows: list[Row]) -> None:
         if os.path.basename(parent) == view.id and not evidence_folder:
             with contextlib.suppress(OSError):
                 os.rmdir(parent)
+
+
+def sweep_templates(root: str, *, dry_run: bool) -> list[Row]:
+    """Remove the primed templates kept under the workspace root ``root``
+    (``prun.git.template``), and the folders of primes that did not finish: one REMOVED row
+    each (packet ``template``, reason ``not-primed`` for a leftover)."""
+    rows = [Row("REMOVED", "template", t.folder) for t in template.templates(root)]
+    rows += [Row("REMOVED", "template", p, "not-primed") for p in template.leftovers(root)]
+    if not dry_run:
+        for r in rows:
+            template.remove(r.path)
+    return rows

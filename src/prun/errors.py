@@ -15,7 +15,8 @@ exit code; code branches on the attributes, never on the message text.
             │                  inconsistent
             ├── GitError       a git command failed (argv, returncode, stderr)
             ├── WorkspaceError a workspace could not be made, prepared or removed
-            │   └── SetupFailed       the plan's setup command failed or timed out (result)
+            │   ├── SetupFailed       the plan's setup command failed or timed out (result)
+            │   └── PrimeFailed       the plan's workspace prime failed or timed out (key, log)
             ├── PortsUnavailable      the ports a unit needs cannot be had now
             │   ├── PortBusy          a fixed port another live unit holds (port, wanted, holder)
             │   └── PortsExhausted    no free run of ports is left (count, start)
@@ -144,6 +145,18 @@ class SetupFailed(WorkspaceError):
         self.returncode = returncode
         self.timed_out = timed_out
         self.last_line = last_line
+        self.log = log
+
+
+class PrimeFailed(WorkspaceError):
+    """The plan's workspace ``prime`` failed or timed out in the template of ``key``; ``log``
+    holds its output. Its template is not kept: the next unit needing it primes again."""
+
+    def __init__(self, key: str, why: str, *, log: str):
+        super().__init__(f"prime {key[:12]} {why}", hint=f"see {log}; fix the plan's "
+                         "workspace prime")
+        self.key = key
+        self.why = why
         self.log = log
 
 

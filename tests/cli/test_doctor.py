@@ -46,8 +46,8 @@ def test_doctor_says_what_is_here_and_how_to_fix_what_is_not(repo, tmp_path):
         'executor claude status=missing detail="not-installed: claude not found on PATH" '
         'fix="install claude so that it is on PATH or set PRUN_CLAUDE_BIN to its path"')
     assert found["executor session"].startswith("executor session status=ok")
-    for key in ("sandbox bwrap", "limits memory", "limits pids", "limits cpus", "quota snapshot", "ledger ledger",
-                "extra mcp", "extra dask", "extra review", "skill claude", "mcp claude"):
+    for key in ("sandbox bwrap", "limits memory", "limits pids", "limits cpus", "quota snapshot",
+                "ledger ledger", "extra mcp", "extra dask", "extra review", "skill claude", "mcp claude"):
         assert key in found, r.stdout
     assert 'quota snapshot status=ok detail="none yet at ' in found["quota snapshot"]
     assert found["skill claude"].endswith('fix="prun skill install --for claude"')

@@ -123,7 +123,9 @@ class Places:
         a standalone unit's result folder), the rest read-only; the real repository and what
         the caller names read-only; the state dirs beside its own and every workspace hidden
         but for what is bound back; extra directories writable only in accept-edits mode; its
-        policy at ``/dev/prun-unit``; other agent CLIs masked when it may not start them."""
+        policy at ``/dev/prun-unit``; other agent CLIs masked when it may not start them; the
+        workspace also shown, and the unit started, where its primed template was primed
+        (``workspace_at``)."""
         from .._util.gitcmd import toplevel
         from .home import person_home
         from .sandbox import TMP_FOLDERS, wrap
@@ -157,8 +159,9 @@ class Places:
         gone = (*_real(*TMP_FOLDERS), *hidden)
         read_only += [k for k in keep if any(_within(k, g) for g in gone)]
         covers = [(self.policy, MARKER), *self._masks(program)]
+        at = (workspace, req.workspace_at) if req.workspace_at else None
         return wrap(argv, writable=writable, read_only=read_only, hidden=hidden, tmp=self.tmp,
-                    covers=covers)
+                    covers=covers, alias=at)
 
     def _masks(self, program: str) -> list[tuple[str, str]]:
         """(stub, file) for each other agent CLI on the person's PATH (or named by its

@@ -47,7 +47,7 @@ class Request:
                  writable: Sequence[str] = (), outbox: bool = False,
                  config: PrunSettings | None = None, git_wrapper: str | None = None,
                  prompt: str | None = None, hidden: Sequence[str] = (),
-                 subdispatch: bool = False):
+                 subdispatch: bool = False, workspace_at: str | None = None):
         self.executor = executor
         self.prompt_file = prompt_file
         self.prompt = prompt                # the prompt file's text, when the caller wrote it
@@ -61,6 +61,7 @@ class Request:
         self.effort = effort
         self.timeout_s = timeout_s
         self.workspace = workspace          # a caller-supplied workspace (else $PRUN_SCRATCH_CWD)
+        self.workspace_at = workspace_at    # the sandbox also shows it here, and starts there
         self.state_root = state_root
         self.env = env
         self.attempt_id = attempt_id

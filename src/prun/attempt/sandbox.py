@@ -19,6 +19,9 @@ Enforced (Linux, bwrap; as root too):
 - every path in ``read_only`` is a read-only mount, also inside a writable or hidden one, and
   so is what runs prun's own code there (``prun_runtime``: the interpreter's installation and
   this package's folder, also when they lie under ``/tmp``);
+- ``alias`` ``(source, destination)``: ``source`` (the unit's workspace) is also writable at
+  ``destination`` (where its primed template was primed, ``prun.git.template``), and the
+  process starts there;
 - every ``(source, destination)`` of ``covers`` is ``source`` mounted read-only over
   ``destination``, last (a refusing stub over a program, a marker file in ``/dev``); a
   destination the unit could not see anyway is skipped.
@@ -126,13 +129,16 @@ def fresh_proc() -> bool:
 
 def wrap(argv: Sequence[str], *, writable: Sequence[str], read_only: Sequence[str],
          hidden: Sequence[str] = (), tmp: str | None = None,
-         covers: Sequence[tuple[str, str]] = ()) -> list[str]:
+         covers: Sequence[tuple[str, str]] = (),
+         alias: tuple[str, str] | None = None) -> list[str]:
     """The argv that runs ``argv`` in a sandbox: the file system read-only, each path of
     ``writable`` writable, each of ``hidden`` an empty read-only folder, each of ``read_only``
     read-only (deeper paths over shallower ones); ``tmp`` (when given) writable at ``/tmp`` and
     ``/var/tmp``; each ``(source, destination)`` of ``covers`` read-only over its destination;
-    its own PID namespace, killed with its parent. Raises ``UsageError`` when no sandbox can be
-    made here or the program's name has a ``=`` (``env`` would take it for a variable)."""
+    ``alias`` ``(source, destination)``: ``source`` writable at ``destination`` too, where the
+    process starts; its own PID namespace, killed with its parent. Raises ``UsageError``
+    when no sandbox can be made here or the program's name has a ``=`` (``env`` would take it
+    for a variable)."""
     why = unavailable()
     if why is not None:
         raise UsageError(f"no sandbox can be made here: {why}",
@@ -143,7 +149,13 @@ def wrap(argv: Sequence[str], *, writable: Sequence[str], read_only: Sequence[st
                          hint="rename the program or call it through its folder on PATH")
     probe = _probed()
     mounts = _mounts(probe.fresh_proc, writable, (*read_only, *prun_runtime()), hidden, tmp)
-    return _argv(probe.bwrap, probe.env, list(argv), mounts, _covers(covers, mounts))
+    chdir: list[str] = []
+    if alias is not None:
+        source, dest = (os.path.realpath(p) for p in alias)
+        mounts.append((dest, _RW, source))
+        mounts.sort(key=lambda m: (_depth(m[0]), m[0], _ORDER[m[1]]))
+        chdir = ["--chdir", dest]
+    return _argv(probe.bwrap, probe.env, list(argv), mounts, _covers(covers, mounts), chdir)
 
 
 def prun_runtime() -> tuple[str, ...]:
@@ -221,7 +233,7 @@ def _visible(path: str, mounts: list[Mount]) -> bool:
 
 
 def _argv(bwrap: str, env: str, argv: list[str], mounts: list[Mount],
-          covers: list[tuple[str, str]]) -> list[str]:
+          covers: list[tuple[str, str]], chdir: Sequence[str] = ()) -> list[str]:
     out = [env, "--ignore-signal=TERM", bwrap, "--ro-bind", "/", "/"]
     for dest, kind, source in mounts:
         if kind == _DEV:
@@ -240,7 +252,7 @@ def _argv(bwrap: str, env: str, argv: list[str], mounts: list[Mount],
     if os.geteuid() == 0:
         for cap in ROOT_CAPS_DROPPED:
             out += ["--cap-drop", cap]
-    return [*out, "--unshare-pid", "--die-with-parent", "--",
+    return [*out, *chdir, "--unshare-pid", "--die-with-parent", "--",
             env, "--default-signal=TERM", *argv]
 
 

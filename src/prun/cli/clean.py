@@ -2,6 +2,7 @@
 packet's `data.retention` allows, never losing a change that is not integrated yet.
 
     prun clean [RUN] [--dry-run] [--force] [--json]
+    prun clean --templates [--dry-run] [--json]
 
 RUN defaults to the latest run of this repository. Only folders recorded as an attempt's
 workspace (or that workspace moved aside as `<path>.quarantined` when its attempt was cancelled
@@ -40,6 +41,15 @@ supervisor is alive with unfinished attempts).
 
 `--json` adds each packet's retention and the run's cancel owner (who decides about it).
 
+`--templates` removes the primed templates instead (a plan's `workspace:`, kept under the
+workspace root and reused across runs while their key holds; docs/workspaces.md), each with
+its key, its shared paths and when it was primed; and the folders of primes that did not
+finish (`reason=not-primed`). A later run primes again.
+
+    REMOVED template <path> key=<key> share=<paths> primed=<ISO time>
+    REMOVED template <path> reason=not-primed
+    CLEAN templates removed=<n> [dry-run=yes]
+
 exit codes: 0 done; 1 refused (a unit still runs; or done, but a `delete` retention was not
 honoured or a change could not be saved, and what it needed is kept); 2 bad usage or no such
 run.
@@ -52,6 +62,7 @@ import json
 import time
 from typing import TYPE_CHECKING
 
+from .._util.quoting import word
 from ..clean import (
     NOT_INTEGRATED,
     drop_empty_run_folders,
@@ -60,10 +71,13 @@ from ..clean import (
     retention,
     running_units,
     sweep,
+    sweep_templates,
     until_text,
 )
-from ..errors import StateError
-from ..ledger import Ledger
+from ..errors import StateError, UsageError
+from ..git.template import templates
+from ..ledger import Ledger, now_iso
+from ..settings import load
 from ..views.model import open_run
 from . import options
 
@@ -81,10 +95,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true",
                    help="remove the clones of changes not integrated yet too (each named LOST; "
                    "their changes are saved in the run dir, unless retention says delete)")
+    p.add_argument("--templates", action="store_true",
+                   help="remove the primed templates (the plan's workspace:) instead of a run's "
+                   "workspaces")
     p.add_argument("--json", action="store_true", help="the result as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.templates:
+        return _templates(args)
     with Ledger.open(create=False) as ledger:
         view = open_run(ledger, args.run_id)
         busy = running_units(view)
@@ -112,6 +131,29 @@ def run(args: argparse.Namespace) -> int:
               f"kept={done.count('KEPT')}" + (f" saved={saved}" if saved else "")
               + (f" lost={lost}" if lost else "") + (" dry-run=yes" if args.dry_run else ""))
     _refusals(view, done)
+    return 0
+
+
+def _templates(args: argparse.Namespace) -> int:
+    if args.run_id or args.force:
+        raise UsageError("--templates takes no RUN and no --force",
+                         hint="prun clean --templates [--dry-run] [--json]")
+    root = load().workspace_root
+    primed = {t.folder: t for t in templates(root)}
+    rows = sweep_templates(root, dry_run=args.dry_run)
+    if args.json:
+        listed = [{"path": r.path, "reason": r.reason,
+                   **({"key": t.key, "share": list(t.share), "prime": t.prime, "base": t.base,
+                       "primed": now_iso(t.created)} if (t := primed.get(r.path)) else {})}
+                  for r in rows]
+        print(json.dumps({"templates": listed, "removed": len(rows), "dry_run": args.dry_run},
+                         indent=2, sort_keys=True))
+        return 0
+    for r in rows:
+        t = primed.get(r.path)
+        print(r.line() + (f" key={t.key[:12]} {word('share', ','.join(t.share))} "
+                          f"primed={now_iso(t.created)}" if t else ""))
+    print(f"CLEAN templates removed={len(rows)}" + (" dry-run=yes" if args.dry_run else ""))
     return 0
 
 

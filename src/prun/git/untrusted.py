@@ -10,8 +10,9 @@ either:
   ``/dev/null``, no driver of any kind, commit graphs, multi-pack indexes, split and sparse
   indexes and the untracked cache off), ``info/attributes`` that sets every attribute which
   selects a driver or a conversion back to unspecified (it outranks every ``.gitattributes``),
-  ``info/exclude`` (a bounded copy of the clone's own, what the setup command left out, and
-  the paths the scan excluded), and ``objects/info/alternates`` naming the clone's store
+  ``info/exclude`` (a bounded copy of the clone's own, what the setup command left out, the
+  paths the clone was given from a primed template (``shared_paths``), and the paths the
+  scan excluded), and ``objects/info/alternates`` naming the clone's store
   (``prun.git.store``) and nothing the unit wrote;
 - the environment has no ``GIT_*`` variable but prun's: ``GIT_DIR``, ``GIT_WORK_TREE``,
   ``GIT_INDEX_FILE`` (a private index: prun's stat cache from checkout time, or a fresh
@@ -35,6 +36,7 @@ what it found) is a ``broken-clone`` finding, never a traceback.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -326,6 +328,32 @@ def _make_git_dir(reader: Reader, alternates: list[str], objects: str | None) ->
         own = b""   # the unit's exclude file is its own affair: without it, nothing is hidden
     with open(os.path.join(git_dir, "info", "exclude"), "wb") as f:
         f.write(own + (b"\n" if own and not own.endswith(b"\n") else b""))
+        f.writelines(("/" + pattern(p) + "\n").encode("utf-8", "surrogateescape")
+                     for p in shared_paths(reader.clone))
+
+
+def shared_list(clone: str | os.PathLike[str]) -> str:
+    """Where prun records what a clone was given from a primed template
+    (``prun.git.template``): ``<clone>.shared.json``, beside it and out of its unit's reach
+    (the run's folder of workspaces is read-only in the sandbox)."""
+    return os.path.abspath(os.fspath(clone)).rstrip(os.sep) + ".shared.json"
+
+
+def shared_record(clone: str | os.PathLike[str]) -> dict[str, object]:
+    """What a clone was given from a primed template: ``paths`` (never part of its change)
+    and ``at`` (where the template was primed); empty when nothing."""
+    try:
+        with open(shared_list(clone), encoding="utf-8", errors="surrogateescape") as f:
+            info = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+def shared_paths(clone: str | os.PathLike[str]) -> list[str]:
+    """The paths a clone was given from a primed template: never part of its change."""
+    paths = shared_record(clone).get("paths")
+    return [str(p) for p in paths] if isinstance(paths, list) else []
 
 
 def _write(path: str, text: str) -> None:
@@ -347,4 +375,4 @@ def _start_index(reader: Reader) -> None:
 
 
 __all__ = ["ALLOC_LIMIT", "ATTRIBUTES", "MAX_EXCLUDED", "NEUTRAL_ENV", "Reader", "pattern",
-           "reading"]
+           "reading", "shared_list", "shared_paths", "shared_record"]

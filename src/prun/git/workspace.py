@@ -40,7 +40,7 @@ from . import store as stores
 from .clonefiles import NotRegular, read_inside
 from .pushconfig import strip_push_config
 from .readonly import make_readonly
-from .untrusted import ATTRIBUTES, NEUTRAL_ENV
+from .untrusted import ATTRIBUTES, NEUTRAL_ENV, shared_list
 
 MARKER = ".prun-workspace.json"
 CLONE_MARKER = "prun-workspace.json"        # inside the clone's .git folder
@@ -316,12 +316,12 @@ def made_by_prun(path: str | os.PathLike[str]) -> bool:
 
 def _forget(path: str, kept: str | None) -> None:
     """Drop what prun kept of a removed workspace beside it: a clone's record in its store,
-    the setup command's log."""
+    the setup command's log, the list of paths it was given from a primed template."""
     if kept:
         stores.forget(kept, path)
-    log = setup_log(path)
-    if os.path.isfile(log) and not os.path.islink(log):
-        os.unlink(log)
+    for beside in (setup_log(path), shared_list(path)):
+        if os.path.isfile(beside) and not os.path.islink(beside):
+            os.unlink(beside)
 
 
 def setup_log(workspace: str | os.PathLike[str]) -> str:

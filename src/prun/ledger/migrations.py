@@ -147,6 +147,10 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE attempts ADD COLUMN candidate INTEGER;
     """,
+    # 9: the plan's workspace: section (primed templates, prun.git.template) as JSON
+    """
+    ALTER TABLE runs ADD COLUMN workspace TEXT;
+    """,
 ]
 
 

@@ -82,6 +82,14 @@ class PacketFields(TypedDict, total=False):
     prompt_file: str
 
 
+class WorkspaceFields(TypedDict, total=False):
+    """A plan's ``workspace`` mapping (plan.schema.json)."""
+
+    prime: str | list[str]
+    key: list[str]
+    share: list[str]
+
+
 class PlanFields(TypedDict, total=False):
     """A plan's keys once the schema has passed them (plan.schema.json)."""
 
@@ -98,6 +106,7 @@ class PlanFields(TypedDict, total=False):
     resources: ResourceFields
     on_event: str | list[str]
     setup: str | list[str]
+    workspace: WorkspaceFields
     cluster: str | dict[str, str]
     defaults: PacketFields
     packets: list[str | PacketFields]

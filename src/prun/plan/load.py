@@ -29,6 +29,7 @@ from .fields import (
     PlanFields,
     ResourceFields,
     Where,
+    WorkspaceFields,
     candidates,
     check_executor,
     check_runs_on,
@@ -42,7 +43,7 @@ from .fields import (
     shell_line,
     timeout,
 )
-from .model import Packet, Plan
+from .model import Packet, Plan, Prime
 from .validation import validate
 
 FRONT = "---"
@@ -220,6 +221,7 @@ def load_plan(path: str | os.PathLike[str]) -> Plan:
         parallel=data.get("parallel"),
         on_event=join_argv(data.get("on_event")),
         setup=join_argv(data.get("setup")),
+        workspace=_workspace(doc, data.get("workspace")),
         base=data.get("base"),
         sandbox=sandbox(doc, ["sandbox"], data.get("sandbox")),
         **_cluster(doc, data.get("cluster")),
@@ -235,6 +237,25 @@ def _plan_accept(packet: Packet, command: str | None, seconds: float | None) -> 
     return dataclasses.replace(
         packet, accept=packet.accept or (command if packet.writes_code else None),
         accept_timeout_s=packet.accept_timeout_s or seconds)
+
+
+def _workspace(doc: yamldoc.Doc, value: WorkspaceFields | None) -> Prime | None:
+    """A plan's ``workspace:`` section: its prime command (a shell line ``/bin/sh`` reads, or
+    an argv), and ``key`` and ``share`` paths relative to the repository, inside it, never in
+    ``.git``."""
+    if value is None:
+        return None
+    shell_line(doc, "workspace", value.get("prime"))
+    for field, paths in (("key", value.get("key") or []), ("share", value.get("share") or [])):
+        for i, path in enumerate(paths):
+            parts = path.replace("\\", "/").split("/")
+            if path.startswith("/") or ".." in parts or ".git" in parts or path.strip("/.") == "":
+                raise UsageError(f"{doc.where(['workspace', field, i])}: workspace.{field}: "
+                                 f"{path!r} is not a path inside the repository",
+                                 hint="give a path relative to the repository's top, outside "
+                                 ".git, such as node_modules")
+    return Prime(join_argv(value["prime"]) or "", tuple(value.get("key") or ()),
+                 tuple(p.strip("/") for p in value["share"]))
 
 
 def _cluster(doc: yamldoc.Doc, value: object) -> dict[str, str]:

@@ -8,6 +8,7 @@ docs/plans.md and the JSON Schemas in ``prun/plan/schemas``).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -25,7 +26,7 @@ KINDS = ("read-only", "code")
 # ``mode: plan`` is the strictly read-only opt-in.
 DEFAULT_MODE = {"read-only": "accept-edits", "code": "accept-edits"}
 
-__all__ = ["DEFAULT_MODE", "KINDS", "DataBoundary", "Packet", "Plan", "Resources"]
+__all__ = ["DEFAULT_MODE", "KINDS", "DataBoundary", "Packet", "Plan", "Prime", "Resources"]
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,29 @@ class Packet:
 
 
 @dataclass(frozen=True)
+class Prime:
+    """A plan's ``workspace:``: the command that installs the dependencies (shell words), the
+    files whose content decides whether its template is reused, and the untracked paths every
+    code unit gets copy-on-write (``prun.git.template``)."""
+
+    command: str
+    key: tuple[str, ...] = ()
+    share: tuple[str, ...] = ()
+
+    def to_json(self) -> str:
+        return json.dumps({"prime": self.command, "key": list(self.key),
+                           "share": list(self.share)})
+
+    @classmethod
+    def from_json(cls, text: str | None) -> Prime | None:
+        """The section as the run froze it (``to_json``), or None."""
+        if not text:
+            return None
+        data = json.loads(text)
+        return cls(data["prime"], tuple(data["key"]), tuple(data["share"]))
+
+
+@dataclass(frozen=True)
 class Plan:
     packets: tuple[Packet, ...]
     path: str | None = None
@@ -126,6 +150,7 @@ class Plan:
     parallel: int | str | None = None       # a count, or "auto" (from the machine)
     on_event: str | None = None
     setup: str | None = None                # runs in each fresh workspace before its unit
+    workspace: Prime | None = None          # primed templates for the code units
     base: str | None = None                 # default base revision
     sandbox: str | None = None              # auto | on | off for every packet that names none
     cluster: str | None = None              # a Dask scheduler's address (docs/cluster.md)

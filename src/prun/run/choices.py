@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING
 
 from .. import executors
 from ..errors import LaunchError, UsageError
+from ..git import template
 from ..git import workspace as ws
 from ..git.setup import run_setup, sandboxed
 from ..hooks.git_wrapper import git_wrapper_dir
-from ..plan import Packet, routing
+from ..plan import Packet, Prime, routing
 from ..quota.snapshot import parse_time
 
 if TYPE_CHECKING:
@@ -60,18 +61,22 @@ class Workspace:
     base: str | None                   # the commit its workspace starts from
     snapshot: str | None = None        # the run's read-only view of the code at its base
     applied: tuple[str, ...] = ()      # predecessors whose accepted changes it starts with
+    seen_at: str | None = None         # where its sandbox also shows it: its template's path
 
 
 def workspace(packet: Packet, *, root: str, seq: int, repo_root: str | None,
               base: str | None, setup: str | None, env: Mapping[str, str],
               snapshot_of: Callable[[str], str], start: Start | None = None,
               reuse: str | None = None, reuse_base: str | None = None,
-              scratch_ready: Callable[[], bool] | None = None) -> Workspace:
+              scratch_ready: Callable[[], bool] | None = None,
+              prime: Prime | None = None, templates: str | None = None) -> Workspace:
     """Make the unit's workspace in ``root`` (the run's folder of workspaces): a scratch dir
     for a read-only unit (with the run's read-only snapshot of the code at its base,
     ``snapshot_of(base)``, beside it), a throwaway clone at the frozen base for a code unit
     (for a dependent, at the commit of its predecessors' accepted changes, made in a store of
-    its own); then the plan's setup command, in the sandbox when the unit runs in one.
+    its own), given the shared paths of the plan's primed template (``prime``, kept under
+    ``templates``, the workspace root: ``prun.git.template``; primed first when there is none
+    for its key); then the plan's setup command, in the sandbox when the unit runs in one.
     ``reuse``: a follow-up keeps its predecessor's workspace, whose base the ledger recorded
     (``reuse_base``; never read from the workspace); ``scratch_ready()``: ``root`` is known to
     be outside any git work tree."""
@@ -81,9 +86,10 @@ def workspace(packet: Packet, *, root: str, seq: int, repo_root: str | None,
     if reuse and os.path.isdir(reuse):
         kind = "clone" if packet.writes_code else "scratch"
         return Workspace(reuse, kind, (reuse_base if packet.writes_code else None) or base,
-                         snapshot)
+                         snapshot, seen_at=template.primed_at(reuse) if kind == "clone" else None)
     name = f"{packet.id}.{seq}"
     applied: tuple[str, ...] = ()
+    seen_at = None
     if packet.writes_code:
         if not repo_root or not base:
             raise UsageError(f"packet {packet.id} writes code, but the run has no git base",
@@ -98,6 +104,12 @@ def workspace(packet: Packet, *, root: str, seq: int, repo_root: str | None,
         path = ws.make_clone(repo_root, base, os.path.join(root, name), store=store,
                              neutral=store is not None)
         kind = "clone"
+        if prime is not None:
+            primed = template.ensure(prime, root=templates or root, repo_root=repo_root,
+                                     base=base, store=store, env=env,
+                                     sandbox=sandboxed(packet.sandbox), logs=root)
+            template.give(primed, path)
+            seen_at = primed.tree
     else:
         path = ws.make_scratch(root, name,
                                parent_checked=bool(scratch_ready and scratch_ready()))
@@ -106,7 +118,7 @@ def workspace(packet: Packet, *, root: str, seq: int, repo_root: str | None,
         read_only = [p for p in (repo_root, root, snapshot) if p]
         run_setup(path, setup, env, sandbox=sandboxed(packet.sandbox), read_only=read_only,
                   base=base if packet.writes_code else None)
-    return Workspace(path, kind, base, snapshot, applied)
+    return Workspace(path, kind, base, snapshot, applied, seen_at)
 
 
 def git_wrapper(user_state: str) -> str | None:

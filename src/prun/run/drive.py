@@ -30,6 +30,7 @@ from ..git.reconcile import UnitInput, plan_scope
 from ..git.store import borrowed
 from ..git.verdict import AcceptCheck
 from ..ledger import PacketStatus
+from ..plan import Prime
 from ..ports.reserve import Reservation
 from . import brief, choices, schedule
 from .choices import Workspace
@@ -79,7 +80,8 @@ def brief_attempt(ctx: RunContext, u: UnitState, held: Reservation | None,
         p, root=ctx.workspaces, seq=u.seq, repo_root=ctx.run["repo_root"], base=u.base,
         setup=ctx.run["setup"], env={**ctx.env, **ids}, snapshot_of=ctx.snapshot_of,
         scratch_ready=ctx.scratch_ready,
-        start=begin, reuse=reuse, reuse_base=u.attempt_base)
+        start=begin, reuse=reuse, reuse_base=u.attempt_base,
+        prime=Prime.from_json(ctx.run.get("workspace")), templates=ctx.settings.workspace_root)
     u.workspace, u.attempt_base, u.result_file = place.path, place.base, result
     state = statedir.create(p.id, str(ctx.paths.state))
     bctx = brief.context(
@@ -102,7 +104,7 @@ def brief_attempt(ctx: RunContext, u: UnitState, held: Reservation | None,
         extra_env=extra, briefed=True, sandbox=ctx.sandbox.get(p.id), outbox=True,
         read_only=read_only(ctx, place, prompt_file), hidden=hidden(ctx),
         subdispatch=p.subdispatch, config=ctx.settings, git_wrapper=ctx.git_wrapper,
-        prompt=text)
+        prompt=text, workspace_at=place.seen_at)
     try:
         prepared = prepare(request)
     except PrunError:

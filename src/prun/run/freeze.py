@@ -158,7 +158,8 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | str | None = None,
            "cancel_owner": plan.cancel_owner or env.get("USER") or "the coordinator",
            "parallel": n_parallel, "run_dir": str(paths.root),
            "check_command": plan.check, "on_event": plan.on_event, "setup": plan.setup,
-           "admission": admission.as_json() if admission else None}
+           "admission": admission.as_json() if admission else None,
+           "workspace": plan.workspace.to_json() if plan.workspace else None}
     ledger.record_run(run, packets)
     if cluster is not None:
         ledger.record_event("cluster", run_id=run_id, cause=f"units run on {cluster.address}",

@@ -25,7 +25,7 @@ from ..attempt.dispatch import Dispatch, finish, start_async, wait_async
 from ..attempt.finishing import UNPUBLISHED
 from ..attempt.outcome import Outcome
 from ..errors import Blocked as BlockedError
-from ..errors import PortsUnavailable, PrunError
+from ..errors import PortsUnavailable, PrimeFailed, PrunError
 from ..executors.base import Executor
 from ..ledger import ATTEMPT_STATUS, PACKET_STATUS, PacketStatus, Status, now_iso
 from . import limits, schedule
@@ -79,6 +79,11 @@ async def life(ctx: RunContext, u: UnitState, pools: QuotaPools) -> End:
         ctx.ledger.update_attempt(aid, e.reason, status=Status.NOT_DISPATCHED,
                                   reason="blocked", error=e.reason, finished_at=now_iso())
         return Blocked(e.reason)
+    except PrimeFailed as e:   # its unit fails; the run goes on with the others
+        ctx.ledger.update_attempt(aid, e.message, status=Status.FAILED, reason="prime-failed",
+                                  error=e.line(), finished_at=now_iso())
+        return Settled(PacketStatus.FAILED, f"prime-failed: {e.message}",
+                       {"reason": "prime-failed", "log": e.log})
     except PrunError as e:
         return no_receipt(ctx, u, aid, action, e.line())
     except OSError as e:

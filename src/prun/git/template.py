@@ -1,0 +1,239 @@
+"""Primed templates: a plan's ``workspace:`` (``prime``, ``key``, ``share``) run once per key,
+its shared paths then given to every code unit copy-on-write.
+
+* ``key_of``: the template's key, a hash of the prime command, the shared paths and each key
+  file's content at the unit's base (its blob id, read from prun's object store).
+* ``ensure``: the ready template of a key, primed when there is none: a clone of the base at
+  ``<workspace root>/templates/<key>/ws`` (the path every unit's sandbox shows its workspace
+  at), the prime run there like the plan's ``setup`` (``prun.git.setup``: bounded, in the
+  sandbox). One caller primes a key (a ``flock`` on its folder: units of another key do not
+  wait); a failed prime leaves no template (``PrimeFailed``, its log beside the run's
+  workspaces, and later units of the run with that key fail at once).
+* ``give``: the template's shared paths copied into a fresh clone (``cp --reflink=auto -a``:
+  a reflink where the file system can, else a real copy; never a symbolic or hard link to the
+  template), listed beside the clone (``untrusted.shared_list``: prun's reads leave them out
+  of the unit's change) and in its ``info/exclude``.
+* ``templates`` and ``remove``: what ``prun clean --templates`` lists and removes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .._util import gitcmd
+from .._util.bounded import run
+from .._util.fsutil import atomic_write, atomic_write_json, read_json
+from ..errors import PrimeFailed, WorkspaceError
+from ..plan.model import Prime
+from .clonefiles import NotRegular, append_inside
+from .setup import run_setup
+from .store import discard, ensure_store, locked
+from .untrusted import pattern, shared_list, shared_record
+from .workspace import make_clone
+
+FOLDER = "templates"          # under the workspace root
+TREE = "ws"                   # the clone the prime ran in
+STORES = "stores"             # the object store its clone borrows from (prun.git.store)
+READY = "template.json"       # written last: the template may be used
+LOG = "prime.log"             # the output of the prime that made it
+COPY_TIMEOUT_S = 1800.0
+
+
+@dataclass(frozen=True)
+class Template:
+    """A primed template: its key, its folder, the clone the prime ran in (the path a unit's
+    sandbox shows its workspace at), the prime, the shared paths, when it was primed and the
+    base it was primed at."""
+
+    key: str
+    folder: str
+    tree: str
+    prime: str
+    share: tuple[str, ...]
+    created: float
+    base: str
+
+    def line(self) -> str:
+        return f"TEMPLATE {self.key[:12]} share={','.join(self.share)} at={self.tree}"
+
+
+def folder_of(root: str) -> str:
+    """Where templates live: ``<workspace root>/templates``."""
+    return os.path.join(root, FOLDER)
+
+
+def key_of(prime: Prime, objects: str, commit: str) -> str:
+    """The key of ``prime`` at ``commit`` (read in ``objects``, a repository or store holding
+    it): its command, its shared paths and each key file's blob id (``-`` when absent)."""
+    h = hashlib.sha256(json.dumps([prime.command, list(prime.share)]).encode())
+    for path in prime.key:
+        blob = gitcmd.git(["rev-parse", "--verify", "--quiet", f"{commit}:{path}"], objects,
+                          check=False).stdout.strip()
+        h.update(f"{path}\0{blob or '-'}\n".encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
+
+
+def ensure(prime: Prime, *, root: str, repo_root: str, base: str, store: str | None,
+           env: Mapping[str, str], sandbox: bool, logs: str) -> Template:
+    """The ready template of ``prime`` at ``base`` (a commit of ``store``, default
+    ``repo_root``), primed now when there is none. ``logs``: the run's folder of workspaces,
+    where a prime's log goes (``prime-<key>.log``). Raises ``PrimeFailed``."""
+    key = key_of(prime, store or repo_root, base)
+    short = key[:16]
+    log = os.path.join(logs, f"prime-{short}.log")
+    failed = log + ".failed"
+    folder = os.path.join(folder_of(root), short)
+    found = _ready(folder, key)
+    if found is not None:
+        return found
+    _failed_before(key, failed, log)
+    os.makedirs(folder, exist_ok=True)
+    with locked(folder):
+        found = _ready(folder, key)
+        if found is not None:
+            return found
+        _failed_before(key, failed, log)
+        try:
+            return _prime(prime, key, folder, repo_root=repo_root, base=base, store=store,
+                          env=env, sandbox=sandbox, log=log)
+        except PrimeFailed as e:
+            atomic_write(failed, e.why, durable=False)
+            _empty(folder)
+            raise
+
+
+def _failed_before(key: str, failed: str, log: str) -> None:
+    """Raise the failure of this key's prime earlier in the run, if there was one."""
+    try:
+        with open(failed, encoding="utf-8") as f:
+            why = f.read().strip()
+    except OSError:
+        return
+    raise PrimeFailed(key, why or "failed", log=log)
+
+
+def _prime(prime: Prime, key: str, folder: str, *, repo_root: str, base: str,
+           store: str | None, env: Mapping[str, str], sandbox: bool, log: str) -> Template:
+    _empty(folder)
+    objects = store or repo_root
+    tracked = gitcmd.git(["ls-tree", "-r", "--name-only", base, "--", *prime.share],
+                         objects).stdout.split()
+    os.makedirs(os.path.dirname(log), exist_ok=True)
+    if tracked:
+        atomic_write(log, f"tracked at the base, cannot be shared: {tracked[0]}\n", durable=False)
+        raise PrimeFailed(key, f"shares a tracked path: {tracked[0]}", log=log)
+    tree = os.path.join(folder, TREE)
+    try:
+        # its own store in a folder of its own (the template's folder is locked while it primes)
+        objects_from = store or ensure_store(os.path.join(folder, STORES), repo_root, base)
+        make_clone(repo_root, base, tree, store=objects_from, neutral=store is not None)
+    except WorkspaceError as e:
+        atomic_write(log, e.line() + "\n", durable=False)
+        raise PrimeFailed(key, "could not make its template workspace", log=log) from None
+    done = run_setup(tree, prime.command, env, log_path=log, check=False, sandbox=sandbox,
+                     read_only=[p for p in (repo_root, store) if p], base=base)
+    if not done.ok:
+        why = "timed out" if done.timed_out else f"exited with code {done.exit_code}"
+        last = (done.tail.strip().splitlines()[-1:] or [""])[0]
+        raise PrimeFailed(key, f"{why}: {last}".rstrip(": "), log=log)
+    missing = [p for p in prime.share if not os.path.lexists(os.path.join(tree, p))]
+    if missing:
+        raise PrimeFailed(key, f"made no {missing[0]}", log=log)
+    os.replace(log, os.path.join(folder, LOG))   # kept with the template, not the run
+    created = time.time()
+    atomic_write_json(os.path.join(folder, READY),
+                      {"key": key, "prime": prime.command, "share": list(prime.share),
+                       "created": created, "base": base, "tree": tree}, durable=False)
+    return Template(key, folder, tree, prime.command, prime.share, created, base)
+
+
+def _ready(folder: str, key: str | None = None) -> Template | None:
+    """The template in ``folder`` when its prime finished (and its key is ``key``)."""
+    try:
+        info = read_json(os.path.join(folder, READY), limit=64 * 1024)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict) or (key is not None and info.get("key") != key):
+        return None
+    return Template(str(info["key"]), folder, str(info["tree"]), str(info["prime"]),
+                    tuple(info["share"]), float(info["created"]), str(info["base"]))
+
+
+def give(template: Template, clone: str) -> None:
+    """Copy the template's shared paths into the fresh ``clone`` (its own copy: a unit's
+    write there changes nothing else), and leave them out of its change."""
+    for path in template.share:
+        src, dest = os.path.join(template.tree, path), os.path.join(clone, path)
+        if os.path.lexists(dest):
+            raise WorkspaceError(f"{dest} exists in a fresh clone: it is tracked at its base",
+                                 hint="share only untracked paths (workspace.share)")
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        done = run(["cp", "--reflink=auto", "-a", "--no-target-directory", src, dest],
+                   timeout=COPY_TIMEOUT_S)
+        if done.returncode != 0:
+            err = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise WorkspaceError(f"could not copy {path} from template {template.key[:12]}: "
+                                 f"{err[-1] if err else 'timed out'}",
+                                 hint="check the disk is not full")
+    atomic_write_json(shared_list(clone), {"key": template.key, "at": template.tree,
+                                           "paths": list(template.share)}, durable=False)
+    try:
+        append_inside(os.path.join(clone, ".git"), "info/exclude",
+                      "# shared from prun's primed template\n"
+                      + "".join("/" + pattern(p) + "\n" for p in template.share))
+    except NotRegular:
+        pass   # prun's own list beside the clone still leaves them out
+
+
+def primed_at(clone: str) -> str | None:
+    """Where the template a clone was given from was primed (a follow-up in the same clone
+    is shown its workspace there too), or None."""
+    at = shared_record(clone).get("at")
+    return at if isinstance(at, str) else None
+
+
+def templates(root: str) -> list[Template]:
+    """Every ready template under the workspace root, oldest first."""
+    base = folder_of(root)
+    try:
+        names = sorted(os.listdir(base))
+    except OSError:
+        return []
+    found = [t for t in (_ready(os.path.join(base, n)) for n in names) if t is not None]
+    return sorted(found, key=lambda t: t.created)
+
+
+def leftovers(root: str) -> list[str]:
+    """Folders under ``templates`` holding no ready template (a failed or broken prime)."""
+    base = folder_of(root)
+    try:
+        names = sorted(os.listdir(base))
+    except OSError:
+        return []
+    paths = [os.path.join(base, n) for n in names]
+    return [p for p in paths if os.path.isdir(p) and not os.path.islink(p) and _ready(p) is None]
+
+
+def remove(folder: str) -> None:
+    """Delete a template's folder (its clone and store are read-only in places)."""
+    with locked(folder):
+        _empty(folder)
+    os.rmdir(folder)
+
+
+def _empty(folder: str) -> None:
+    for name in os.listdir(folder):
+        path = os.path.join(folder, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            discard(path)
+        else:
+            os.unlink(path)
+
+
+__all__ = ["Template", "ensure", "folder_of", "give", "key_of", "leftovers", "primed_at",
+           "remove", "templates"]
