@@ -23,7 +23,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +42,10 @@ from .git.reconcile import REJECTED
 from .git.reconcile import reconcile as judge
 from .git.verdict import AcceptCheck, Report, UnitInput
 from .ledger import Ledger, RunStatus, default_path
-from .plan import Plan, load_plan
+from .plan import Budget, Plan, load_plan
 from .plan.independence import check as check_independence
 from .plan.pair_report import Report as CheckReport
+from .run.budget import standings_of
 from .run.detached import spawn_supervisor, supervisor_alive
 from .run.freeze import deadline_of, freeze, preflight
 from .run.paths import RunPaths
@@ -120,16 +121,20 @@ def check(plan: Plan | PathLike, *, repo: PathLike | None = None,
 
 def freeze_run(plan: Plan | PathLike, *, parallel: int | None = None,
                deadline: str | None = None, allow_overlap: bool = False,
-               cluster: str | None = None, repo: PathLike | None = None) -> Started:
+               cluster: str | None = None, repo: PathLike | None = None,
+               budget: Budget | None = None) -> Started:
     """Check ``plan`` and freeze it as a run in the ledger (nothing runs yet: ``run_plan``
     also starts its supervisor). Refused with ``NotIndependent`` (exit 1) when it fails the
     independence test and ``allow_overlap`` is not given, with ``UsageError`` (exit 2) for a
     bad plan, deadline, base, port or cluster: in every refusal nothing is made, not even
     the ledger. ``cluster`` is a Dask scheduler's address (default: the plan's, else
-    ``$PRUN_CLUSTER``)."""
+    ``$PRUN_CLUSTER``). ``budget``: the command line's limits, over the plan's ``budget:``."""
     if (refused := refusal()) is not None:   # inside a unit that may not start agents
         raise refused
     p = _plan(plan)
+    if budget is not None:
+        p = replace(p, budget=(p.budget or Budget()).given(budget.usd, budget.tokens,
+                                                           budget.hard))
     deadline_of(p, deadline)   # refused before the ledger is made
     report = check_independence(p)
     if not report.ok and not allow_overlap:
@@ -155,11 +160,13 @@ def freeze_run(plan: Plan | PathLike, *, parallel: int | None = None,
 
 def run_plan(plan: Plan | PathLike, *, parallel: int | None = None,
              deadline: str | None = None, allow_overlap: bool = False,
-             cluster: str | None = None, repo: PathLike | None = None) -> Started:
+             cluster: str | None = None, repo: PathLike | None = None,
+             budget: Budget | None = None) -> Started:
     """Freeze ``plan`` as a run (see ``freeze_run``) and drive it in the background (``prun
     run --detach``): returns once its supervisor holds the run. Follow it with ``wait``."""
     started = freeze_run(plan, parallel=parallel, deadline=deadline,
-                         allow_overlap=allow_overlap, cluster=cluster, repo=repo)
+                         allow_overlap=allow_overlap, cluster=cluster, repo=repo,
+                         budget=budget)
     spawn_supervisor(started.run_id, started.ledger, RunPaths(Path(started.run_dir)).log)
     return started
 
@@ -182,7 +189,9 @@ def status_document(run: str | None = None, *, repo: PathLike | None = None
         doc = {"run": v.run, "supervisor_alive": v.supervisor_alive, "counts": v.counts(),
                "units": [asdict(u) for u in v.units],
                "attempts": [dict(a) for a in ledger.attempts(v.id)],
-               "cost": {s.executor: cost_json(s) for s in v.spend()}}
+               "cost": {s.executor: cost_json(s) for s in v.spend()},
+               "budget": [s.to_json() | {"executor": s.executor}
+                          for s in standings_of(v.run, ledger, os.environ)]}
     return v, doc
 
 

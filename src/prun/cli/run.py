@@ -39,6 +39,7 @@ from ..api import freeze_run
 from ..api import run_plan as detached
 from ..errors import NotIndependent
 from ..ledger import Ledger
+from ..plan import Budget
 from . import options
 from .foreground import supervise
 
@@ -59,13 +60,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="run the units on the Dask cluster at ADDRESS (tcp://host:port or "
                         "tls://host:port; default: the plan's cluster:, else $PRUN_CLUSTER); "
                         "needs prun-agents[dask], see docs/cluster.md")
+    p.add_argument("--budget-usd", type=options.usd, metavar="USD",
+                   help="the run may spend this many US dollars (over the plan's budget:)")
+    p.add_argument("--budget-tokens", type=options.token_count, metavar="N",
+                   help="the run may spend this many tokens, in + out")
+    p.add_argument("--budget-hard", action="store_true",
+                   help="once the budget is reached, cancel the running units too")
 
 
 def run(args: argparse.Namespace) -> int:
     start = detached if args.detach else freeze_run
     try:
         r = start(args.plan, parallel=args.parallel, deadline=args.deadline,
-                  allow_overlap=args.allow_overlap, cluster=args.cluster)
+                  allow_overlap=args.allow_overlap, cluster=args.cluster,
+                  budget=Budget(args.budget_usd, args.budget_tokens, hard=args.budget_hard))
     except NotIndependent as e:
         sys.stdout.write("\n".join(e.lines) + "\n")
         print(f"prun: {e.line()}", file=sys.stderr)

@@ -164,6 +164,7 @@ class Agy(Executor):
     program = "agy"
     bin_env = "PRUN_AGY_BIN"
     can_resume = True
+    usage_default = (200_000, None)
     supports_effort = True
     read_only_mode = True
     reports_tool_use = True

@@ -136,6 +136,9 @@ class Executor:
     reports_tool_use: ClassVar[bool] = False
     takes_command: ClassVar[bool] = False   # runs the packet's ``command`` (argv) as the unit
     default_timeout_s: ClassVar[float] = 2700.0
+    # What one unit is projected to use with no history (tokens in + out, US dollars; None:
+    # unknown), the last resort of a run's budget and of ``prun estimate`` (docs/run.md).
+    usage_default: ClassVar[tuple[int | None, float | None]] = (None, None)
     # Extra time past the unit's timeout before prun ends the process group itself; executors
     # whose CLI enforces the timeout on its own (agy's --print-timeout) get it first.
     timeout_grace_s: ClassVar[float] = 0.0

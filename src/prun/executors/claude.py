@@ -213,6 +213,7 @@ class Claude(Executor):
     program = "claude"
     bin_env = "PRUN_CLAUDE_BIN"
     can_resume = True
+    usage_default = (200_000, 1.0)
     supports_effort = True
     read_only_mode = True
     reports_tool_use = True

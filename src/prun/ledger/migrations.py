@@ -137,6 +137,11 @@ MIGRATIONS: list[str] = [
     ALTER TABLE attempts ADD COLUMN accept_tail TEXT;
     ALTER TABLE attempts ADD COLUMN accept_log TEXT;
     """,
+    # 7: what the run may spend (the plan's budget:, --budget-usd/--budget-tokens/--budget-hard)
+    # as JSON (prun.plan.Budget.to_json), NULL: no budget
+    """
+    ALTER TABLE runs ADD COLUMN budget TEXT;
+    """,
 ]
 
 

@@ -31,6 +31,7 @@ class RunRecord(TypedDict, total=False):
     check_command: str | None
     on_event: str | None
     setup: str | None
+    budget: str | None                 # JSON (prun.plan.Budget.to_json)
     status: str
     supervisor_pid: int | None
     supervisor_started: float | None
@@ -61,14 +62,14 @@ class RunLog(EventLog):
         run_row = (
             "INSERT INTO runs (id, repo_root, plan_path, base, packet_ids, packet_count,"
             " deadline, cancel_action, cancel_owner, parallel, run_dir, check_command,"
-            " on_event, setup, status, supervisor_pid, supervisor_started, created_at)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " on_event, setup, budget, status, supervisor_pid, supervisor_started, created_at)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (run["id"], run.get("repo_root"), run.get("plan_path"), run.get("base"),
              json.dumps([p["id"] for p in packets]), len(packets), run.get("deadline"),
              run.get("cancel_action"), run.get("cancel_owner"), run.get("parallel"),
              run.get("run_dir"), run.get("check_command"), run.get("on_event"),
-             run.get("setup"), run.get("status", RunStatus.RUNNING), run.get("supervisor_pid"),
-             run.get("supervisor_started"), at), None)
+             run.get("setup"), run.get("budget"), run.get("status", RunStatus.RUNNING),
+             run.get("supervisor_pid"), run.get("supervisor_started"), at), None)
         packet_rows = [
             ("INSERT INTO packets (run_id, id, kind, executor, model, mode, base, after,"
              " timeout_s, spec, status) VALUES (?,?,?,?,?,?,?,?,?,?,?)",

@@ -69,6 +69,19 @@ class PacketFields(TypedDict, total=False):
     prompt_file: str
 
 
+class LimitFields(TypedDict, total=False):
+    """A budget's limits (``budget:`` and each of its ``executors``)."""
+
+    usd: int | float
+    tokens: int
+
+
+class BudgetFields(LimitFields, total=False):
+    """A plan's ``budget:`` (plan.schema.json)."""
+
+    executors: dict[str, LimitFields]
+
+
 class PlanFields(TypedDict, total=False):
     """A plan's keys once the schema has passed them (plan.schema.json)."""
 
@@ -82,6 +95,7 @@ class PlanFields(TypedDict, total=False):
     accept: str | list[str]
     accept_timeout: int | float | str
     parallel: int
+    budget: BudgetFields
     on_event: str | list[str]
     setup: str | list[str]
     cluster: str | dict[str, str]

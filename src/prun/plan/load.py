@@ -18,11 +18,13 @@ from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 from typing import cast
 
+from .. import executors
 from .._util import yamldoc
 from .._util.regular import MiB, read_regular
 from ..errors import UsageError
 from ..settings import parse_cluster_address
 from .fields import (
+    BudgetFields,
     PacketFields,
     PlanFields,
     Where,
@@ -37,7 +39,7 @@ from .fields import (
     shell_line,
     timeout,
 )
-from .model import Packet, Plan
+from .model import Budget, Packet, Plan
 from .validation import validate
 
 FRONT = "---"
@@ -208,6 +210,7 @@ def load_plan(path: str | os.PathLike[str]) -> Plan:
         base=data.get("base"),
         sandbox=sandbox(doc, ["sandbox"], data.get("sandbox")),
         **_cluster(doc, data.get("cluster")),
+        budget=budget(doc, data.get("budget")),
         lines={k: doc.key_line((), k) for k in data},
     )
     check_plan(plan)
@@ -220,6 +223,21 @@ def _plan_accept(packet: Packet, command: str | None, seconds: float | None) -> 
     return dataclasses.replace(
         packet, accept=packet.accept or (command if packet.writes_code else None),
         accept_timeout_s=packet.accept_timeout_s or seconds)
+
+
+def budget(doc: yamldoc.Doc, fields: BudgetFields | None) -> Budget | None:
+    """The plan's ``budget:`` (its shape checked by the schema), or None; an executor name
+    the registry does not know is refused at its line."""
+    if not fields:
+        return None
+    per = fields.get("executors") or {}
+    for name in per:
+        if not executors.known(name):
+            at = ["budget", "executors", name]
+            raise UsageError(f"{doc.where(at)}: budget.executors: unknown executor {name!r}",
+                             hint="choose one of " + ", ".join(executors.names()))
+    return Budget(fields.get("usd"), fields.get("tokens"), tuple(
+        (name, Budget(limit.get("usd"), limit.get("tokens"))) for name, limit in per.items()))
 
 
 def _cluster(doc: yamldoc.Doc, value: object) -> dict[str, str]:

@@ -143,7 +143,9 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | None = None,
            "cancel_action": plan.cancel_action or "cancel",
            "cancel_owner": plan.cancel_owner or env.get("USER") or "the coordinator",
            "parallel": n_parallel, "run_dir": str(paths.root),
-           "check_command": plan.check, "on_event": plan.on_event, "setup": plan.setup}
+           "check_command": plan.check, "on_event": plan.on_event, "setup": plan.setup,
+           "budget": json.dumps(plan.budget.to_json())
+           if plan.budget and plan.budget.limited else None}
     ledger.record_run(run, packets)
     if cluster is not None:
         ledger.record_event("cluster", run_id=run_id, cause=f"units run on {cluster.address}",

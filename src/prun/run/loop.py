@@ -42,7 +42,7 @@ from ..errors import PrunError
 from ..ledger import Ledger, PacketStatus, RunStatus, Status, now_iso
 from ..plan import Plan
 from ..plan.independence import ancestors
-from . import control, recovery, schedule
+from . import budget, control, recovery, schedule
 from .choices import QuotaPools, git_wrapper
 from .context import RunContext
 from .detached import supervisor_alive
@@ -91,6 +91,7 @@ class Loop:
             workspaces=os.path.join(user.workspace_root, run_id),
             cluster_config=cluster_config(str(paths.root)), tell=self.tell)
         self.ledger, self.run_id, self.emit_to = ledger, run_id, emit
+        self.budget = budget.gate_of(run, ledger, env)   # None: the run has no budget
         self.on_claimed = on_claimed   # told once this process holds the run
         self.tasks: dict[asyncio.Task[End], UnitState] = {}   # the units' tasks, running
         self.ended: list[tuple[UnitState, End]] = []          # their ends, to be applied
@@ -199,8 +200,12 @@ class Loop:
     def launch(self) -> None:
         """A task for each unit the scheduler chooses now."""
         pools = QuotaPools(self.ctx.env)   # read once for the units this pass launches
-        for u in schedule.ready(self.state, len(self.tasks)):
+        gate = self.budget
+        admit = None if gate is None else (lambda u: gate.admit_unit(self.state, u))
+        for u in schedule.ready(self.state, len(self.tasks), admit):
             self.start(u, life(self.ctx, u, pools))
+        if gate is not None and self.state.budget_reached and gate.budget.hard:
+            budget.cancel_running(self.state)
 
     def apply_ends(self) -> None:
         """What each ended task returned, applied to the run's state."""
