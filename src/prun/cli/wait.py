@@ -2,9 +2,10 @@
 
 Wakes on the first actionable event after the cursor: a unit failed, timed out, was
 cancelled or blocked, stalled (no output for PRUN_STALL_THRESHOLD, default 10 min), was
-parked (for quota, or by the run's budget: reason=budget), a session unit waits for the coordinator, the run stopped (no receipt)
-or finished, or its supervisor is gone. A run's end that a later re-opening (a follow-up, a
-resume) superseded is not reported: the wait goes on to the re-opened run's own events.
+parked (for quota, or by the run's budget: reason=budget), a session unit waits for the
+coordinator, the run stopped (no receipt) or finished, or its supervisor is gone. A run's
+end that a later re-opening (a follow-up, a resume) superseded is not reported: the wait
+goes on to the re-opened run's own events.
 `--any` also wakes on each unit that succeeded (to keep a pool busy with follow-ups).
 
     EVENT <seq> <kind> packet=<id> [reason=<quota|budget>] [status=<s>] [cause="..."]

@@ -300,8 +300,10 @@ def apply_end(state: RunState, ledger: Ledger, u: UnitState, end: End) -> None:
             state.emit(status.value, u, cause, **data)
             if u.followups:
                 control.follow_up(state, u, u.followups.pop(0))
-        case Parked(until, cause):
+        case Parked(until, cause, group):
             schedule.park(state, u, until, cause)
+            if group and u.park_until:   # no other unit starts on that pool until its reset
+                state.pools_hit[group] = max(u.park_until, state.pools_hit.get(group, 0.0))
         case Successor(cause):
             state.set_packet(u, PacketStatus.PENDING, cause)
         case Superseded(aid, quarantine):

@@ -42,6 +42,7 @@ class RunState:
     parked: set[str] = field(default_factory=set)
     stopped: str | None = None           # why the run stopped launching (no receipt)
     budget_reached: str | None = None    # why the budget let no more units start
+    pools_hit: dict[str, float] = field(default_factory=dict)  # quota group -> its reset
     cancelled: bool = False
     timed_out: bool = False
     told: list[Told] = field(default_factory=list)   # to be written and emitted, in order
