@@ -47,6 +47,8 @@ from .plan.independence import check as check_independence
 from .plan.pair_report import Report as CheckReport
 from .run.budget import standings_of
 from .run.detached import spawn_supervisor, supervisor_alive
+from .run.estimate import Estimate
+from .run.estimate import estimate as estimate_plan
 from .run.freeze import deadline_of, freeze, preflight
 from .run.paths import RunPaths
 from .settings import current
@@ -77,6 +79,8 @@ class Started:
     ledger: str
     overlap: tuple[str, ...] = ()
     """The independence test's failures an ``allow_overlap`` let through (FAIL lines)."""
+    warning: str | None = None
+    """Why the plan's projection exceeds a pool's headroom or the budget (``estimate``)."""
 
 
 @dataclass(frozen=True)
@@ -131,10 +135,7 @@ def freeze_run(plan: Plan | PathLike, *, parallel: int | None = None,
     ``$PRUN_CLUSTER``). ``budget``: the command line's limits, over the plan's ``budget:``."""
     if (refused := refusal()) is not None:   # inside a unit that may not start agents
         raise refused
-    p = _plan(plan)
-    if budget is not None:
-        p = replace(p, budget=(p.budget or Budget()).given(budget.usd, budget.tokens,
-                                                           budget.hard))
+    p = _budgeted(_plan(plan), budget)
     deadline_of(p, deadline)   # refused before the ledger is made
     report = check_independence(p)
     if not report.ok and not allow_overlap:
@@ -146,6 +147,7 @@ def freeze_run(plan: Plan | PathLike, *, parallel: int | None = None,
 
         probe(conf.address)
     with _ledger(repo, create=True) as ledger:
+        warning = estimate_plan(p, ledger, os.environ).warning()
         r = freeze(p, ledger, parallel=parallel, deadline=deadline, cluster=conf)
         overlap = tuple(f.line() for f in report.failures)
         if overlap:
@@ -155,7 +157,25 @@ def freeze_run(plan: Plan | PathLike, *, parallel: int | None = None,
         run_dir, n = r.get("run_dir"), r.get("parallel")
         assert run_dir and n, "freeze makes every run's folder and sets its parallelism"
         return Started(r["id"], len(p.packets), n, r["base"], r["deadline"],
-                       str(run_dir), str(ledger.path), overlap)
+                       str(run_dir), str(ledger.path), overlap, warning)
+
+
+def _budgeted(p: Plan, budget: Budget | None) -> Plan:
+    """``p`` with the command line's budget over its own ``budget:``."""
+    if budget is None:
+        return p
+    return replace(p, budget=(p.budget or Budget()).given(budget.usd, budget.tokens,
+                                                          budget.hard))
+
+
+def estimate(plan: Plan | PathLike, *, budget: Budget | None = None,
+             repo: PathLike | None = None) -> Estimate:
+    """What ``plan`` would spend (``prun estimate``): per executor and model, the projection
+    from the ledger's history, each quota pool's headroom and reset, and whether it passes
+    the budget (``budget``: the command line's, over the plan's)."""
+    p = _budgeted(_plan(plan), budget)
+    with _ledger(repo) as ledger:
+        return estimate_plan(p, ledger, os.environ)
 
 
 def run_plan(plan: Plan | PathLike, *, parallel: int | None = None,

@@ -78,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n".join(e.lines) + "\n")
         print(f"prun: {e.line()}", file=sys.stderr)
         return 1
+    if r.warning:
+        print(f"prun: warning: {r.warning}", file=sys.stderr, flush=True)
     if args.detach:
         print(f"RUN {r.run_id}")
         return 0
