@@ -39,6 +39,7 @@ Anything else: launch as asked.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping
 
 from ..errors import UsageError
@@ -191,6 +192,10 @@ class Agy(Executor):
 
     def quota_groups(self) -> tuple[str, ...]:
         return (GROUP_GEMINI, GROUP_CLAUDE_GPT)
+
+    def quota_probe(self, group: str) -> tuple[str, ...]:
+        """agy's print-mode ``/quota`` (``prun.executors.agy_quota``)."""
+        return (sys.executable, "-m", "prun.executors.agy_quota")
 
     def gate(self, settings: Settings, env: Mapping[str, str]) -> GateDecision | None:
         """agy's quota gate (the module's docstring has the rules)."""

@@ -188,6 +188,11 @@ class Executor:
         group = self.quota_group(None)
         return (group,) if group else ()
 
+    def quota_probe(self, group: str) -> tuple[str, ...] | None:
+        """The built-in probe of one of its quota groups (a command keeping the probe contract
+        of ``prun.quota.probes``), used where the config names none; None: it has none."""
+        return None
+
     def routing_pool(self) -> str | None:
         """``pool``, else the executor's name when it draws on a quota group, else None."""
         return self.pool or (self.name if self.quota_groups() else None)

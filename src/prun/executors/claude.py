@@ -246,6 +246,10 @@ class Claude(Executor):
     def quota_group(self, model: str | None) -> str | None:
         return GROUP
 
+    def quota_probe(self, group: str) -> tuple[str, ...]:
+        """Claude Code's rate-limit readout (``prun.executors.claude_quota``)."""
+        return (sys.executable, "-m", "prun.executors.claude_quota")
+
     def recipients(self, model: str | None) -> tuple[str, ...]:
         """Claude Code talks to Anthropic, whatever the model."""
         return ("claude", "anthropic")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from ..errors import PrunError
@@ -37,6 +37,7 @@ __all__ = [
 ]
 
 
+OFF = {"off", "0", "false", "no"}
 _warned: set[str] = set()
 
 
@@ -63,10 +64,34 @@ def _config(env: Mapping[str, str], strict: bool) -> QuotaConfig:
         return config.QuotaConfig()
 
 
+_builtin: Callable[[str], tuple[str, ...] | None] | None = None
+
+
+def builtin_probes(probe_of: Callable[[str], tuple[str, ...] | None]) -> None:
+    """Register the executors' built-in probes (``Executor.quota_probe``: a group's probe
+    command, or None), used for a group the config gives no probe of its own unless
+    ``PRUN_QUOTA_BUILTIN=off``. ``prun.executors`` registers them when it is imported."""
+    global _builtin
+    _builtin = probe_of
+
+
+def _probes(cfg: QuotaConfig, env: Mapping[str, str],
+            groups: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """The probe of each group: the configured one, else a built-in one of ``groups``."""
+    probes = dict(cfg.probes)
+    if _builtin is None or env.get("PRUN_QUOTA_BUILTIN", "").strip().lower() in OFF:
+        return probes
+    for group in groups:
+        if group not in probes and (argv := _builtin(group)):
+            probes[group] = argv
+    return probes
+
+
 def current(env: Mapping[str, str] | None = None, groups: Iterable[str] | None = None,
-            force: bool = False, strict: bool = False) -> Snapshot:
-    """The snapshot, after re-reading ``groups`` (default: every group with a probe) whose
-    reading is older than the TTL, or all of them when ``force``. Bounded by the probe timeout.
+            force: bool = False, strict: bool = False, also: Iterable[str] = ()) -> Snapshot:
+    """The snapshot, after re-reading ``groups`` (default: every group with a configured
+    probe, and those of ``also`` with a built-in one) whose reading is older than the TTL, or
+    all of them when ``force``. Bounded by the probe timeout.
 
     ``strict``: a bad config file raises ConfigError instead of being warned about.
     """
@@ -74,7 +99,9 @@ def current(env: Mapping[str, str] | None = None, groups: Iterable[str] | None =
     cfg = _config(env, strict)
     path = snapshot_path(env)
     snap = load(path)
-    wanted = [g for g in (cfg.probes if groups is None else groups) if g in cfg.probes]
+    groups = None if groups is None else tuple(groups)
+    probes = _probes(cfg, env, groups if groups is not None else also)
+    wanted = [g for g in (probes if groups is None else groups) if g in probes]
     due = [g for g in wanted if force or _due(snap, g, cfg.ttl_s)]
     if not due:
         return snap
@@ -91,7 +118,7 @@ def current(env: Mapping[str, str] | None = None, groups: Iterable[str] | None =
                 return snap
         from .probes import run_all
 
-        readings = run_all({g: cfg.probes[g] for g in due}, cfg.probe_timeout_s, env)
+        readings = run_all({g: probes[g] for g in due}, cfg.probe_timeout_s, env)
         return _merge(path, readings)
 
 
@@ -166,8 +193,9 @@ def group_states(env: Mapping[str, str] | None = None,
     snapshot or config names), after
     refreshing stale readings where probes exist. Never raises: trouble shows in ``error``."""
     env = os.environ if env is None else env
+    known = tuple(known)
     try:
-        snap = current(env)
+        snap = current(env, also=known)
     except Exception as e:
         return {g: GroupState(g, error=f"quota snapshot not available: {e}")
                 for g in known}

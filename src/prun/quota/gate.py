@@ -20,14 +20,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from . import current, warn
+from . import OFF, current, warn
 from .snapshot import normalise_time
 
 if TYPE_CHECKING:
     from ..executors.settings import Settings
     from .snapshot import GroupState
 
-OFF = {"off", "0", "false", "no"}
 ON = {"on", "1", "true", "yes", ""}
 
 
