@@ -36,7 +36,6 @@ from __future__ import annotations
 from functools import cache
 from importlib import import_module
 
-from .. import quota
 from ..errors import UsageError
 from .base import Executor
 
@@ -159,5 +158,3 @@ def quota_probe(group: str) -> tuple[str, ...] | None:
             return argv
     return None
 
-
-quota.builtin_probes(quota_probe)

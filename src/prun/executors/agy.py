@@ -205,7 +205,7 @@ class Agy(Executor):
         if switched_off(env, "PRUN_AGY_QUOTA_GATE"):
             return None
         requested = self.quota_group(settings.model)
-        states = readings((GROUP_GEMINI, GROUP_CLAUDE_GPT), env)
+        states = readings((GROUP_GEMINI, GROUP_CLAUDE_GPT), env, self.quota_probe)
         if states is None:
             return None
         gem, other = states[GROUP_GEMINI], states[GROUP_CLAUDE_GPT]

@@ -98,7 +98,7 @@ def estimate(plan: Plan, ledger: Ledger, env: Mapping[str, str]) -> Estimate:
             groups[group] = groups.get(group, 0) + 1
             routed.setdefault(group, found().routing_pool())
     entries = tuple(_entry(ledger, name, model, n) for (name, model), n in counts.items())
-    states = group_states(env, groups) if groups else {}
+    states = group_states(env, groups, executors.quota_probe) if groups else {}
     capacity = dict(routing.load_policy(routing.find_policy(env)).capacity)
     pools = tuple(_pool(g, states.get(g), n, capacity.get(routed.get(g) or ""))
                   for g, n in groups.items())
