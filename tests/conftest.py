@@ -32,6 +32,7 @@ def isolated_env(tmp_path, monkeypatch, cache_home):
     monkeypatch.setenv("PRUN_CONFIG", str(tmp_path / "config.toml"))
     monkeypatch.setenv("PRUN_LEDGER", str(tmp_path / "ledger.sqlite"))
     monkeypatch.setenv("PRUN_KILL_GRACE_SECONDS", "1")
+    monkeypatch.setenv("PRUN_QUOTA_BUILTIN", "off")   # the fake CLIs answer no /quota
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache_home))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))  # nothing in the home
     # what a test hands its units (fake CLIs' logs and sessions) stays writable in the sandbox;

@@ -23,7 +23,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,11 +43,14 @@ from .git.reconcile import REJECTED
 from .git.reconcile import reconcile as judge
 from .git.verdict import AcceptCheck, Candidacy, Report, UnitInput, Verdict
 from .ledger import Ledger, RunStatus, default_path
-from .plan import Plan, load_plan, routing, template
+from .plan import Budget, Plan, load_plan, routing, template
 from .plan.independence import check as check_independence
 from .plan.pair_report import Report as CheckReport
 from .run.admission import admission
+from .run.budget import standings_of
 from .run.detached import spawn_supervisor, supervisor_alive
+from .run.estimate import Estimate
+from .run.estimate import estimate as estimate_plan
 from .run.freeze import deadline_of, freeze, preflight
 from .run.limits import unenforced
 from .run.paths import RunPaths
@@ -82,6 +85,8 @@ class Started:
     unseen: int = 0
     """Uncommitted changes in the working tree that code units do not start from (their base
     is a commit, not ``worktree``)."""
+    warning: str | None = None
+    """Why the plan's projection exceeds a pool's headroom or the budget (``estimate``)."""
 
 
 @dataclass(frozen=True)
@@ -131,7 +136,8 @@ def freeze_run(plan: Plan | PathLike, *, parallel: int | str | None = None,
                deadline: str | None = None, allow_overlap: bool = False,
                cluster: str | None = None, repo: PathLike | None = None,
                memfree: str | None = None, load: str | None = None,
-               allow_unenforced: bool = False) -> Started:
+               allow_unenforced: bool = False,
+               budget: Budget | None = None) -> Started:
     """Check ``plan`` and freeze it as a run in the ledger (nothing runs yet: ``run_plan``
     also starts its supervisor). Refused with ``NotIndependent`` (exit 1) when it fails the
     independence test and ``allow_overlap`` is not given, with ``UsageError`` (exit 2) for a
@@ -143,7 +149,7 @@ def freeze_run(plan: Plan | PathLike, *, parallel: int | str | None = None,
     here can hold (recorded: an ``unenforced-allowed`` event)."""
     if (refused := refusal()) is not None:   # inside a unit that may not start agents
         raise refused
-    p = _plan(plan)
+    p = _budgeted(_plan(plan), budget)
     template.refuse(pl for pk in p.packets for pl in pk.placeholders)
     routing.check(p.packets, os.environ)
     deadline_of(p, deadline)   # refused before the ledger is made
@@ -159,6 +165,7 @@ def freeze_run(plan: Plan | PathLike, *, parallel: int | str | None = None,
 
         probe(conf.address)
     with _ledger(repo, create=True) as ledger:
+        warning = estimate_plan(p, ledger, os.environ).warning()
         r = freeze(p, ledger, parallel=parallel, deadline=deadline, cluster=conf,
                    admission=room)
         if loose:
@@ -173,7 +180,25 @@ def freeze_run(plan: Plan | PathLike, *, parallel: int | str | None = None,
         run_dir, n = r.get("run_dir"), r.get("parallel")
         assert run_dir and n, "freeze makes every run's folder and sets its parallelism"
         return Started(r["id"], len(p.packets), n, r["base"], r["deadline"],
-                       str(run_dir), str(ledger.path), overlap, _unseen(p))
+                       str(run_dir), str(ledger.path), overlap, _unseen(p), warning)
+
+
+def _budgeted(p: Plan, budget: Budget | None) -> Plan:
+    """``p`` with the command line's budget over its own ``budget:``."""
+    if budget is None:
+        return p
+    return replace(p, budget=(p.budget or Budget()).given(budget.usd, budget.tokens,
+                                                          budget.hard))
+
+
+def estimate(plan: Plan | PathLike, *, budget: Budget | None = None,
+             repo: PathLike | None = None) -> Estimate:
+    """What ``plan`` would spend (``prun estimate``): per executor and model, the projection
+    from the ledger's history, each quota pool's headroom and reset, and whether it passes
+    the budget (``budget``: the command line's, over the plan's)."""
+    p = _budgeted(_plan(plan), budget)
+    with _ledger(repo) as ledger:
+        return estimate_plan(p, ledger, os.environ)
 
 
 def _unseen(p: Plan) -> int:
@@ -188,12 +213,14 @@ def run_plan(plan: Plan | PathLike, *, parallel: int | str | None = None,
              deadline: str | None = None, allow_overlap: bool = False,
              cluster: str | None = None, repo: PathLike | None = None,
              memfree: str | None = None, load: str | None = None,
-             allow_unenforced: bool = False) -> Started:
+             allow_unenforced: bool = False,
+             budget: Budget | None = None) -> Started:
     """Freeze ``plan`` as a run (see ``freeze_run``) and drive it in the background (``prun
     run --detach``): returns once its supervisor holds the run. Follow it with ``wait``."""
     started = freeze_run(plan, parallel=parallel, deadline=deadline,
                          allow_overlap=allow_overlap, cluster=cluster, repo=repo,
-                         memfree=memfree, load=load, allow_unenforced=allow_unenforced)
+                         memfree=memfree, load=load, allow_unenforced=allow_unenforced,
+                         budget=budget)
     spawn_supervisor(started.run_id, started.ledger, RunPaths(Path(started.run_dir)).log)
     return started
 
@@ -219,7 +246,9 @@ def status_document(run: str | None = None, *, repo: PathLike | None = None
                "next": f"prun resume {v.id}" if gone else None, "counts": v.counts(),
                "units": [asdict(u) for u in v.units],
                "attempts": [dict(a) for a in ledger.attempts(v.id)],
-               "cost": {s.executor: cost_json(s) for s in v.spend()}}
+               "cost": {s.executor: cost_json(s) for s in v.spend()},
+               "budget": [s.to_json() | {"executor": s.executor}
+                          for s in standings_of(v.run, ledger, os.environ)]}
     return v, doc
 
 

@@ -1,5 +1,6 @@
 """A fake agy for quota tests: the first call (no --conversation) stops on a quota limit
-when FAKE_QUOTA_FIRST=1, a resumed call (--conversation) always succeeds.
+when FAKE_QUOTA_FIRST=1, a resumed call (--conversation) always succeeds; every call stops
+on a quota limit that resets in an hour when FAKE_QUOTA_ALWAYS=1.
 
 FAKE_QUOTA_EDIT=1: the first call also edits ``first-edit.txt`` in its working folder, and
 the resumed call says whether it found that edit (a follow-up must keep the workspace)."""
@@ -23,7 +24,11 @@ def emit(obj):
 
 edit = os.environ.get("FAKE_QUOTA_EDIT") == "1"
 emit({"event": "init", "conversation_id": "conv-1"})
-if os.environ.get("FAKE_QUOTA_FIRST") == "1" and not resumed:
+if os.environ.get("FAKE_QUOTA_ALWAYS") == "1":
+    emit({"event": "result", "result": {"conversation_id": "conv-1", "status": "ERROR",
+                                        "response": "",
+                                        "error": "Individual quota reached. Resets in 1h."}})
+elif os.environ.get("FAKE_QUOTA_FIRST") == "1" and not resumed:
     if edit:
         with open("first-edit.txt", "w") as f:
             f.write("made before the quota stop\n")

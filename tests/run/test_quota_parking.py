@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import calls, make_fake_cli, prun
+from helpers import calls, make_fake_cli, poll, prun
 from prun.ledger import Ledger
 from runkit import write_plan
 
@@ -73,3 +73,32 @@ def test_quota_stop_mid_run_is_followed_by_a_resumed_attempt(repo, agy, monkeypa
     argvs = [c["argv"] for c in calls(agy)]
     assert "--conversation" not in argvs[0] and argvs[1][argvs[1].index("--conversation") + 1] \
         == "conv-1"
+
+
+@pytest.mark.parametrize("snapshot", ["shared", "unwritable"])
+def test_one_quota_error_stops_the_pool(repo, agy, monkeypatch, tmp_path, snapshot):
+    """10 units on one pool at --parallel 2, every answer a quota error: only the two in
+    flight hit it, the other eight park without starting, and none fails; the run itself
+    remembers the hit when the quota snapshot cannot be written."""
+    monkeypatch.setenv("FAKE_QUOTA_ALWAYS", "1")
+    if snapshot == "unwritable":
+        (tmp_path / "a-file").write_text("")
+        monkeypatch.setenv("PRUN_QUOTA_SNAPSHOT", str(tmp_path / "a-file" / "quota.json"))
+    ids = [f"u{i}" for i in range(10)]
+    plan = write_plan(repo / "plan.yaml", [{"id": i, "executor": "agy", "prompt": f"look {i} up"}
+                                           for i in ids])
+    r = prun("run", str(plan), "--parallel", "2", "--detach")
+    assert r.returncode == 0, r.stderr
+    run_id = r.stdout.split()[1]
+    w = prun("wait", run_id)
+    assert w.returncode == 6 and " parked packet=" in w.stdout, w.stdout + w.stderr
+    poll(lambda: set(_rows(run_id)[0].values()) == {"parked"})
+    _, attempts, events = _rows(run_id)
+    assert len(calls(agy)) == 2                            # only the units in flight ran
+    hit = [a for a in attempts if a["status"] == "quota" and a["dispatched_at"]]
+    assert len(hit) == 2
+    assert not any(a["status"] == "failed" for a in attempts)
+    assert sorted(e["packet_id"] for e in events if e["kind"] == "parked") == sorted(ids)
+    assert prun("cancel", run_id).returncode == 0
+    poll(lambda: set(_rows(run_id)[0].values()) == {"cancelled"})
+    assert len(calls(agy)) == 2

@@ -141,7 +141,7 @@ def quota_after(d: Dispatch, verdict: str, exit_code: int | None, stream: Stream
     if verdict not in NO_QUOTA_REREAD and d.launch_error is None:
         from .. import quota
 
-        quota.after_backend_failure(ex.quota_groups(), d.p.env)
+        quota.after_backend_failure(ex.quota_groups(), d.p.env, ex.quota_probe)
     return hit
 
 

@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("prun.cli.check", "the independence test: may a plan's packets run side by side"),
     "route": ("prun.cli.route", "choose the executor of each packet, with a reason"),
     "doctor": ("prun.cli.doctor", "what this machine gives prun, with the fix for what is missing"),
+    "estimate": ("prun.cli.estimate", "what a plan would spend, beside the quota pools' headroom"),
     "run": ("prun.cli.run", "run a plan: every packet through one supervisor"),
     "status": ("prun.cli.status", "show a run: counts, and the units that need attention"),
     "top": ("prun.cli.status", "the live view of a run until it ends (prun status --watch)"),

@@ -16,6 +16,7 @@ argparse ``type``, before the command does anything. A refused value is one line
 from __future__ import annotations
 
 import argparse
+import math
 
 TYPE_CHECKING = False  # typing costs milliseconds on the dispatcher's fast path
 if TYPE_CHECKING:
@@ -123,6 +124,20 @@ def int_in(lo: int, hi: int, what: str = "") -> Callable[[str], int]:
 
 
 positive_int = int_in(1, PARALLEL_MAX, "units at once")   # --parallel, -j
+token_count = int_in(1, 10**15, "tokens")                  # --budget-tokens
+
+
+def usd(text: str) -> float:
+    """An argparse ``type``: an amount of US dollars above zero (--budget-usd)."""
+    try:
+        value = float(text.strip()) if len(text) <= 30 else None
+    except ValueError:
+        value = None
+    if value is None or not math.isfinite(value) or value <= 0:
+        shown = text if len(text) <= 30 else text[:30] + "..."
+        raise argparse.ArgumentTypeError(f"{shown!r} is not an amount of US dollars above 0 "
+                                         "(such as 2.50)")
+    return value
 
 
 def port(text: str) -> int:

@@ -57,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
     env = os.environ
     cfg = config.quota(env)  # a bad config file is exit 2 here, not a warning
     try:
-        snap = quota.current(env, force=args.refresh, strict=True)
+        snap = quota.current(env, force=args.refresh, strict=True,
+                             also=executors.quota_groups(), probe_of=executors.quota_probe)
     except OSError as e:
         raise StateError(f"cannot write the quota snapshot: {e}",
                          hint="check PRUN_QUOTA_SNAPSHOT and its folder's permissions")

@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
 def _group_states(env: Mapping[str, str]) -> dict[str, GroupState]:
     """The quota readings per group (stale ones refreshed where probes exist; never raises:
     an unreadable snapshot leaves every group unknown, with the reason in its ``error``)."""
-    return dict(group_states(env, executors.quota_groups()))
+    return dict(group_states(env, executors.quota_groups(), executors.quota_probe))
 
 
 def _needs_from_file(path: str) -> list[Need]:

@@ -50,6 +50,7 @@ from ..api import freeze_run
 from ..api import run_plan as detached
 from ..errors import NotIndependent
 from ..ledger import Ledger
+from ..plan import Budget
 from . import options
 from .foreground import supervise
 
@@ -79,6 +80,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="run the units on the Dask cluster at ADDRESS (tcp://host:port or "
                         "tls://host:port; default: the plan's cluster:, else $PRUN_CLUSTER); "
                         "needs prun-agents[dask], see docs/cluster.md")
+    p.add_argument("--budget-usd", type=options.usd, metavar="USD",
+                   help="the run may spend this many US dollars (over the plan's budget:)")
+    p.add_argument("--budget-tokens", type=options.token_count, metavar="N",
+                   help="the run may spend this many tokens, in + out")
+    p.add_argument("--budget-hard", action="store_true",
+                   help="once the budget is reached, cancel the running units too")
 
 
 def parallel(text: str) -> int | str:
@@ -92,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
         r = start(args.plan, parallel=args.parallel, deadline=args.deadline,
                   allow_overlap=args.allow_overlap, cluster=args.cluster,
                   memfree=args.memfree, load=args.load,
-                  allow_unenforced=args.allow_unenforced)
+                  allow_unenforced=args.allow_unenforced,
+                  budget=Budget(args.budget_usd, args.budget_tokens, hard=args.budget_hard))
     except NotIndependent as e:
         sys.stdout.write("\n".join(e.lines) + "\n")
         print(f"prun: {e.line()}", file=sys.stderr)
@@ -101,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"prun: {r.unseen} uncommitted change{'s' if r.unseen > 1 else ''} in the working "
               "tree will not be seen by code units, which start from the base commit (commit "
               "them first, or set base: worktree in the plan)", file=sys.stderr, flush=True)
+    if r.warning:
+        print(f"prun: warning: {r.warning}", file=sys.stderr, flush=True)
     if args.detach:
         print(f"RUN {r.run_id}")
         return 0

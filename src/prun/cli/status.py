@@ -6,6 +6,8 @@ units used, and where the results are. Without RUN: the latest run of this repos
          [note=..] [result=..] [parked_until=..] [waiting=receipt] [accept=<status>]
     COST <executor> attempts=<n> tokens_in=<n> tokens_out=<n> cached=<n> usd=<x> [<total>_unknown=<k>]...
     RESULTS <folder>
+    BUDGET [executor=<x>] spent_tokens=<n> spent_usd=<x> projected_tokens=<n> projected_usd=<x>
+           budget_tokens=<n|none> budget_usd=<x|none>     (a run with a budget)
 
 A unit whose acceptance check (run by `prun reconcile`) did not pass is listed too.
 `--all` prints every packet; `--json` prints the run, its units (each with its `tokens` and
@@ -27,8 +29,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from .._util.quoting import word
 from ..api import status_document
 from ..errors import ExitCode, UsageError
 from ..ledger import Ledger
@@ -67,9 +70,25 @@ def run(args: argparse.Namespace) -> int:
         return 0
     for line in summary_lines(v, everything=args.all):
         print(line)
+    for standing in doc["budget"]:
+        print(budget_line(standing))
     if v.run["status"] == "running" and not v.supervisor_alive:
         print(gone_line(v.id), file=sys.stderr)
     return 0
+
+
+def budget_line(s: dict[str, Any]) -> str:
+    """``BUDGET [executor=<x>] spent_tokens=.. spent_usd=.. projected_tokens=..
+    projected_usd=.. budget_tokens=.. budget_usd=..`` (``none``: no such limit)."""
+    limit = s["budget"]
+    words = ["BUDGET", *([word("executor", s["executor"])] if s["executor"] else []),
+             word("spent_tokens", s["spent"]["tokens"]),
+             word("spent_usd", f"{s['spent']['usd']:.4f}"),
+             word("projected_tokens", s["projected"]["tokens"]),
+             word("projected_usd", f"{s['projected']['usd']:.4f}"),
+             word("budget_tokens", "none" if limit["tokens"] is None else limit["tokens"]),
+             word("budget_usd", "none" if limit["usd"] is None else f"{limit['usd']:g}")]
+    return " ".join(words)
 
 
 def _watch(ledger: Ledger, run_id: str, *, everything: bool, plain: bool) -> int:

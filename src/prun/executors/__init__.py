@@ -160,3 +160,13 @@ def _load(name: str) -> type[Executor]:
                          "subclass of prun.executors.base.Executor whose name is the same")
     _classes[name] = cls
     return cls
+
+
+def quota_probe(group: str) -> tuple[str, ...] | None:
+    """The built-in probe of ``group``: that of the first executor drawing on it that has one
+    (``Executor.quota_probe``), or None."""
+    for ex in all():
+        if group in ex.quota_groups() and (argv := ex.quota_probe(group)):
+            return argv
+    return None
+

@@ -39,6 +39,7 @@ Anything else: launch as asked.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping
 
 from ..errors import UsageError
@@ -164,6 +165,7 @@ class Agy(Executor):
     program = "agy"
     bin_env = "PRUN_AGY_BIN"
     can_resume = True
+    usage_default = (200_000, None)
     supports_effort = True
     read_only_mode = True
     reports_tool_use = True
@@ -191,6 +193,10 @@ class Agy(Executor):
     def quota_groups(self) -> tuple[str, ...]:
         return (GROUP_GEMINI, GROUP_CLAUDE_GPT)
 
+    def quota_probe(self, group: str) -> tuple[str, ...]:
+        """agy's print-mode ``/quota`` (``prun.executors.agy_quota``)."""
+        return (sys.executable, "-m", "prun.executors.agy_quota")
+
     def gate(self, settings: Settings, env: Mapping[str, str]) -> GateDecision | None:
         """agy's quota gate (the module's docstring has the rules)."""
         from ..errors import GateRefusal
@@ -199,7 +205,7 @@ class Agy(Executor):
         if switched_off(env, "PRUN_AGY_QUOTA_GATE"):
             return None
         requested = self.quota_group(settings.model)
-        states = readings((GROUP_GEMINI, GROUP_CLAUDE_GPT), env)
+        states = readings((GROUP_GEMINI, GROUP_CLAUDE_GPT), env, self.quota_probe)
         if states is None:
             return None
         gem, other = states[GROUP_GEMINI], states[GROUP_CLAUDE_GPT]

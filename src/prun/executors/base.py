@@ -140,6 +140,9 @@ class Executor:
     reports_tool_use: ClassVar[bool] = False
     takes_command: ClassVar[bool] = False   # runs the packet's ``command`` (argv) as the unit
     default_timeout_s: ClassVar[float] = 2700.0
+    # What one unit is projected to use with no history (tokens in + out, US dollars; None:
+    # unknown), the last resort of a run's budget and of ``prun estimate`` (docs/run.md).
+    usage_default: ClassVar[tuple[int | None, float | None]] = (None, None)
     # Extra time past the unit's timeout before prun ends the process group itself; executors
     # whose CLI enforces the timeout on its own (agy's --print-timeout) get it first.
     timeout_grace_s: ClassVar[float] = 0.0
@@ -188,6 +191,11 @@ class Executor:
         ``prun quota`` reports and what a backend failure re-reads."""
         group = self.quota_group(None)
         return (group,) if group else ()
+
+    def quota_probe(self, group: str) -> tuple[str, ...] | None:
+        """The built-in probe of one of its quota groups (a command keeping the probe contract
+        of ``prun.quota.probes``), used where the config names none; None: it has none."""
+        return None
 
     def routing_pool(self) -> str | None:
         """``pool``, else the executor's name when it draws on a quota group, else None."""

@@ -213,6 +213,7 @@ class Claude(Executor):
     program = "claude"
     bin_env = "PRUN_CLAUDE_BIN"
     can_resume = True
+    usage_default = (200_000, 1.0)
     supports_effort = True
     read_only_mode = True
     reports_tool_use = True
@@ -244,6 +245,10 @@ class Claude(Executor):
 
     def quota_group(self, model: str | None) -> str | None:
         return GROUP
+
+    def quota_probe(self, group: str) -> tuple[str, ...]:
+        """Claude Code's rate-limit readout (``prun.executors.claude_quota``)."""
+        return (sys.executable, "-m", "prun.executors.claude_quota")
 
     def recipients(self, model: str | None) -> tuple[str, ...]:
         """Claude Code talks to Anthropic, whatever the model."""

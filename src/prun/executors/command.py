@@ -45,6 +45,7 @@ class CommandReader(StreamReader):
 
 class Command(Executor):
     name = "command"
+    usage_default = (0, 0.0)
     program = ""
     event_stream = False   # stdout is the response, read whole at the end
     takes_command = True

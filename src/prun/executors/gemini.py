@@ -155,6 +155,7 @@ class Gemini(Executor):
     program = "gemini"
     bin_env = "PRUN_GEMINI_BIN"
     can_resume = True
+    usage_default = (200_000, None)
     read_only_mode = True
     reports_tool_use = True
     prompt_in_argv = True

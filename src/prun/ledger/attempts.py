@@ -119,6 +119,23 @@ class AttemptLog(EventLog):
         return self.conn.execute(f"SELECT * FROM attempts WHERE {where} ORDER BY rowid",
                                  args).fetchall()
 
+    def usage(self, executor: str, model: str | None,
+              run_id: str | None = None) -> list[sqlite3.Row]:
+        """What the finished attempts of ``executor`` running ``model`` (the model asked for)
+        reported they used, oldest first (``run_id``: that run's only, else every run's):
+        rows of ``tokens`` (in + out, NULL when not reported) and ``cost_usd``; attempts
+        that reported nothing at all are left out."""
+        where = "executor = ? AND requested_model IS ? AND finished_at IS NOT NULL" \
+                " AND (tokens_in IS NOT NULL OR tokens_out IS NOT NULL OR cost_usd IS NOT NULL)"
+        args: list[str | None] = [executor, model]
+        if run_id is not None:
+            where += " AND run_id = ?"
+            args.append(run_id)
+        return self.conn.execute(
+            "SELECT id, run_id, CASE WHEN tokens_in IS NULL AND tokens_out IS NULL THEN NULL"
+            " ELSE COALESCE(tokens_in, 0) + COALESCE(tokens_out, 0) END AS tokens, cost_usd"
+            f" FROM attempts WHERE {where} ORDER BY rowid", args).fetchall()
+
     def attempt(self, attempt_id: str) -> sqlite3.Row | None:
         row: sqlite3.Row | None = self.conn.execute("SELECT * FROM attempts WHERE id = ?",
                                                     (attempt_id,)).fetchone()

@@ -151,6 +151,11 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE runs ADD COLUMN workspace TEXT;
     """,
+    # 10: what the run may spend (the plan's budget:, --budget-usd/--budget-tokens/--budget-hard)
+    # as JSON (prun.plan.Budget.to_json), NULL: no budget
+    """
+    ALTER TABLE runs ADD COLUMN budget TEXT;
+    """,
 ]
 
 

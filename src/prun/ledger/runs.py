@@ -33,6 +33,7 @@ class RunRecord(TypedDict, total=False):
     setup: str | None
     admission: Mapping[str, object] | None   # what a unit needs of the machine to start
     workspace: str | None              # the plan's workspace: section as JSON (plan.Prime)
+    budget: str | None                 # JSON (prun.plan.Budget.to_json)
     status: str
     supervisor_pid: int | None
     supervisor_started: float | None
@@ -63,13 +64,14 @@ class RunLog(EventLog):
         run_row = (
             "INSERT INTO runs (id, repo_root, plan_path, base, packet_ids, packet_count,"
             " deadline, cancel_action, cancel_owner, parallel, run_dir, check_command,"
-            " on_event, setup, workspace, status, supervisor_pid, supervisor_started,"
-            " created_at, admission) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " on_event, setup, workspace, budget, status, supervisor_pid, supervisor_started,"
+            " created_at, admission) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (run["id"], run.get("repo_root"), run.get("plan_path"), run.get("base"),
              json.dumps([p["id"] for p in packets]), len(packets), run.get("deadline"),
              run.get("cancel_action"), run.get("cancel_owner"), run.get("parallel"),
              run.get("run_dir"), run.get("check_command"), run.get("on_event"),
-             run.get("setup"), run.get("workspace"), run.get("status", RunStatus.RUNNING),
+             run.get("setup"), run.get("workspace"), run.get("budget"),
+             run.get("status", RunStatus.RUNNING),
              run.get("supervisor_pid"), run.get("supervisor_started"), at,
              json.dumps(run["admission"]) if run.get("admission") else None), None)
         packet_rows = [

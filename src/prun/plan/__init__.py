@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .model import DEFAULT_MODE, KINDS, DataBoundary, Packet, Plan, Prime
+from .model import DEFAULT_MODE, KINDS, Budget, DataBoundary, Packet, Plan, Prime
 
 if TYPE_CHECKING:
     import os
@@ -30,5 +30,5 @@ def load_plan(path: str | os.PathLike[str]) -> Plan:
     return _load(path)
 
 
-__all__ = ["DEFAULT_MODE", "KINDS", "DataBoundary", "Packet", "Plan", "Prime", "load_packet",
-           "load_plan"]
+__all__ = ["DEFAULT_MODE", "KINDS", "Budget", "DataBoundary", "Packet", "Plan", "Prime",
+           "load_packet", "load_plan"]

@@ -90,6 +90,19 @@ class WorkspaceFields(TypedDict, total=False):
     share: list[str]
 
 
+class LimitFields(TypedDict, total=False):
+    """A budget's limits (``budget:`` and each of its ``executors``)."""
+
+    usd: int | float
+    tokens: int
+
+
+class BudgetFields(LimitFields, total=False):
+    """A plan's ``budget:`` (plan.schema.json)."""
+
+    executors: dict[str, LimitFields]
+
+
 class PlanFields(TypedDict, total=False):
     """A plan's keys once the schema has passed them (plan.schema.json)."""
 
@@ -104,6 +117,7 @@ class PlanFields(TypedDict, total=False):
     accept_timeout: int | float | str
     parallel: int | str
     resources: ResourceFields
+    budget: BudgetFields
     on_event: str | list[str]
     setup: str | list[str]
     workspace: WorkspaceFields

@@ -18,6 +18,7 @@ from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 from typing import cast
 
+from .. import executors
 from .._util import yamldoc
 from .._util.regular import MiB, read_regular
 from ..errors import UsageError
@@ -25,6 +26,7 @@ from ..settings import parse_cluster_address
 from . import template
 from .candidates import unit_id
 from .fields import (
+    BudgetFields,
     PacketFields,
     PlanFields,
     ResourceFields,
@@ -43,7 +45,7 @@ from .fields import (
     shell_line,
     timeout,
 )
-from .model import Packet, Plan, Prime
+from .model import Budget, Packet, Plan, Prime
 from .validation import validate
 
 FRONT = "---"
@@ -225,6 +227,7 @@ def load_plan(path: str | os.PathLike[str]) -> Plan:
         base=data.get("base"),
         sandbox=sandbox(doc, ["sandbox"], data.get("sandbox")),
         **_cluster(doc, data.get("cluster")),
+        budget=budget(doc, data.get("budget")),
         lines={k: doc.key_line((), k) for k in data},
     )
     check_plan(plan)
@@ -256,6 +259,21 @@ def _workspace(doc: yamldoc.Doc, value: WorkspaceFields | None) -> Prime | None:
                                  ".git, such as node_modules")
     return Prime(join_argv(value["prime"]) or "", tuple(value.get("key") or ()),
                  tuple(p.strip("/") for p in value["share"]))
+
+
+def budget(doc: yamldoc.Doc, fields: BudgetFields | None) -> Budget | None:
+    """The plan's ``budget:`` (its shape checked by the schema), or None; an executor name
+    the registry does not know is refused at its line."""
+    if not fields:
+        return None
+    per = fields.get("executors") or {}
+    for name in per:
+        if not executors.known(name):
+            at = ["budget", "executors", name]
+            raise UsageError(f"{doc.where(at)}: budget.executors: unknown executor {name!r}",
+                             hint="choose one of " + ", ".join(executors.names()))
+    return Budget(fields.get("usd"), fields.get("tokens"), tuple(
+        (name, Budget(limit.get("usd"), limit.get("tokens"))) for name, limit in per.items()))
 
 
 def _cluster(doc: yamldoc.Doc, value: object) -> dict[str, str]:

@@ -26,7 +26,54 @@ KINDS = ("read-only", "code")
 # ``mode: plan`` is the strictly read-only opt-in.
 DEFAULT_MODE = {"read-only": "accept-edits", "code": "accept-edits"}
 
-__all__ = ["DEFAULT_MODE", "KINDS", "DataBoundary", "Packet", "Plan", "Prime", "Resources"]
+__all__ = ["DEFAULT_MODE", "KINDS", "Budget", "DataBoundary", "Packet", "Plan", "Prime", "Resources"]
+
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What a run may spend (``budget:``, ``--budget-usd``, ``--budget-tokens``): US dollars
+    and/or tokens (in + out) for the whole run, and optionally per executor (``executors``:
+    executor name -> its own limit). None: no limit of that kind."""
+
+    usd: float | None = None
+    tokens: int | None = None
+    executors: tuple[tuple[str, Budget], ...] = ()
+    hard: bool = False            # reached: the running units are cancelled too
+
+    @property
+    def limited(self) -> bool:
+        return self.usd is not None or self.tokens is not None or bool(self.executors)
+
+    def of(self, executor: str) -> Budget | None:
+        """The executor's own limit, if the budget gives one."""
+        return dict(self.executors).get(executor)
+
+    def given(self, usd: float | None, tokens: int | None, hard: bool) -> Budget:
+        """This budget with the command line's limits (``--budget-usd``, ``--budget-tokens``
+        replace the plan's run-wide ones) and ``--budget-hard``."""
+        return Budget(self.usd if usd is None else usd,
+                      self.tokens if tokens is None else tokens, self.executors,
+                      self.hard or hard)
+
+    def to_json(self) -> dict[str, object]:
+        return {"usd": self.usd, "tokens": self.tokens, "hard": self.hard,
+                "executors": {name: {"usd": b.usd, "tokens": b.tokens}
+                              for name, b in self.executors}}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, object]) -> Budget:
+        """A budget as ``to_json`` wrote it (the run's frozen record)."""
+        def limits(o: object) -> tuple[float | None, int | None]:
+            d = o if isinstance(o, dict) else {}
+            usd, tokens = d.get("usd"), d.get("tokens")
+            return (float(usd) if isinstance(usd, int | float) else None,
+                    int(tokens) if isinstance(tokens, int) else None)
+
+        per = obj.get("executors")
+        return cls(*limits(obj), executors=tuple(
+            (str(name), cls(*limits(v))) for name, v in (per.items() if isinstance(per, dict)
+                                                         else ())), hard=obj.get("hard") is True)
 
 
 @dataclass(frozen=True)
@@ -155,6 +202,7 @@ class Plan:
     sandbox: str | None = None              # auto | on | off for every packet that names none
     cluster: str | None = None              # a Dask scheduler's address (docs/cluster.md)
     worker_lost: str = "fail"               # fail | retry: after a cluster worker died mid-unit
+    budget: Budget | None = None            # what the run may spend (docs/run.md, "Budget")
     lines: dict[str, int] = field(default_factory=dict, compare=False, repr=False)  # key -> line
 
     def where(self, key: str | None = None) -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from ..errors import PrunError
@@ -37,6 +37,7 @@ __all__ = [
 ]
 
 
+OFF = {"off", "0", "false", "no"}
 _warned: set[str] = set()
 
 
@@ -63,10 +64,29 @@ def _config(env: Mapping[str, str], strict: bool) -> QuotaConfig:
         return config.QuotaConfig()
 
 
+ProbeOf = Callable[[str], "tuple[str, ...] | None"]   # a group's built-in probe command
+
+
+def _probes(cfg: QuotaConfig, env: Mapping[str, str], groups: Iterable[str],
+            probe_of: ProbeOf | None) -> dict[str, tuple[str, ...]]:
+    """The probe of each group: the configured one, else the built-in one ``probe_of`` gives
+    for a group of ``groups`` (the executors' ``quota_probe``; none with
+    ``PRUN_QUOTA_BUILTIN=off``)."""
+    probes = dict(cfg.probes)
+    if probe_of is None or env.get("PRUN_QUOTA_BUILTIN", "").strip().lower() in OFF:
+        return probes
+    for group in groups:
+        if group not in probes and (argv := probe_of(group)):
+            probes[group] = argv
+    return probes
+
+
 def current(env: Mapping[str, str] | None = None, groups: Iterable[str] | None = None,
-            force: bool = False, strict: bool = False) -> Snapshot:
-    """The snapshot, after re-reading ``groups`` (default: every group with a probe) whose
-    reading is older than the TTL, or all of them when ``force``. Bounded by the probe timeout.
+            force: bool = False, strict: bool = False, also: Iterable[str] = (),
+            probe_of: ProbeOf | None = None) -> Snapshot:
+    """The snapshot, after re-reading ``groups`` (default: every group with a configured
+    probe, and those of ``also`` with a built-in one, ``probe_of``) whose reading is older
+    than the TTL, or all of them when ``force``. Bounded by the probe timeout.
 
     ``strict``: a bad config file raises ConfigError instead of being warned about.
     """
@@ -74,7 +94,9 @@ def current(env: Mapping[str, str] | None = None, groups: Iterable[str] | None =
     cfg = _config(env, strict)
     path = snapshot_path(env)
     snap = load(path)
-    wanted = [g for g in (cfg.probes if groups is None else groups) if g in cfg.probes]
+    groups = None if groups is None else tuple(groups)
+    probes = _probes(cfg, env, groups if groups is not None else also, probe_of)
+    wanted = [g for g in (probes if groups is None else groups) if g in probes]
     due = [g for g in wanted if force or _due(snap, g, cfg.ttl_s)]
     if not due:
         return snap
@@ -91,7 +113,7 @@ def current(env: Mapping[str, str] | None = None, groups: Iterable[str] | None =
                 return snap
         from .probes import run_all
 
-        readings = run_all({g: cfg.probes[g] for g in due}, cfg.probe_timeout_s, env)
+        readings = run_all({g: probes[g] for g in due}, cfg.probe_timeout_s, env)
         return _merge(path, readings)
 
 
@@ -146,7 +168,8 @@ def record_hit(group: str | None, resets_at: str | None, message: str,
         warn(f"could not record the quota error in the snapshot: {e}")
 
 
-def after_backend_failure(groups: Iterable[str], env: Mapping[str, str] | None = None) -> None:
+def after_backend_failure(groups: Iterable[str], env: Mapping[str, str] | None = None,
+                          probe_of: ProbeOf | None = None) -> None:
     """Re-read an executor's quota ``groups`` now, past the TTL (bounded by the probe timeout).
 
     Never raises; does nothing when no probe is configured for those groups.
@@ -155,19 +178,20 @@ def after_backend_failure(groups: Iterable[str], env: Mapping[str, str] | None =
     try:
         groups = list(groups)
         if groups:
-            current(env, groups, force=True)
+            current(env, groups, force=True, probe_of=probe_of)
     except Exception as e:
         warn(f"quota refresh after the failure did not complete: {e}")
 
 
-def group_states(env: Mapping[str, str] | None = None,
-                 known: Iterable[str] = ()) -> dict[str, GroupState]:
+def group_states(env: Mapping[str, str] | None = None, known: Iterable[str] = (),
+                 probe_of: ProbeOf | None = None) -> dict[str, GroupState]:
     """Every quota group (the ``known`` ones, ``executors.quota_groups()``, and any the
     snapshot or config names), after
     refreshing stale readings where probes exist. Never raises: trouble shows in ``error``."""
     env = os.environ if env is None else env
+    known = tuple(known)
     try:
-        snap = current(env)
+        snap = current(env, also=known, probe_of=probe_of)
     except Exception as e:
         return {g: GroupState(g, error=f"quota snapshot not available: {e}")
                 for g in known}

@@ -20,14 +20,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from . import current, warn
+from . import OFF, ProbeOf, current, warn
 from .snapshot import normalise_time
 
 if TYPE_CHECKING:
     from ..executors.settings import Settings
     from .snapshot import GroupState
 
-OFF = {"off", "0", "false", "no"}
 ON = {"on", "1", "true", "yes", ""}
 
 
@@ -50,12 +49,13 @@ def switched_off(env: Mapping[str, str], variable: str) -> bool:
     return False
 
 
-def readings(groups: Iterable[str], env: Mapping[str, str]) -> dict[str, GroupState] | None:
+def readings(groups: Iterable[str], env: Mapping[str, str],
+             probe_of: ProbeOf | None = None) -> dict[str, GroupState] | None:
     """The snapshot's state of each of ``groups`` (stale ones re-read where probes exist), or
     None when the snapshot cannot be trusted: the gate is skipped, with one warning line."""
     groups = tuple(groups)
     try:
-        snap = current(env, groups)
+        snap = current(env, groups, probe_of=probe_of)
     except Exception as e:  # the gate never stops a dispatch by breaking (a cancel is no Exception)
         warn(f"quota snapshot not read ({e}); quota gate skipped")
         return None

@@ -46,7 +46,7 @@ def route_all(packets: Sequence[Packet], env: Mapping[str, str]) -> dict[str, Ro
     if any(n.named is None or executors.get(n.named).quota_groups() for n in needs):
         from ..quota import group_states
 
-        states = dict(group_states(env, executors.quota_groups()))
+        states = dict(group_states(env, executors.quota_groups(), executors.quota_probe))
     policy = routing.load_policy(routing.find_policy(env))
     decisions = routing.route(needs, states, policy, env, executors.missing(env))
     return {d.packet: Route(d.executor, d.reason) for d in decisions}
@@ -165,5 +165,6 @@ class QuotaPools:
                 from ..quota import group_states
 
                 self._states = await asyncio.to_thread(group_states, self.env,
-                                                       executors.quota_groups())
+                                                       executors.quota_groups(),
+                                                       executors.quota_probe)
             return self._states

@@ -29,10 +29,13 @@ class Settled:
 
 @dataclass(frozen=True)
 class Parked:
-    """Its quota pool is empty: it waits until ``until`` (None: reset unknown)."""
+    """Its quota pool is empty: it waits until ``until`` (None: reset unknown). ``group``: the
+    pool a quota error of its attempt named, which no other unit of the run starts on until
+    then."""
 
     until: float | None
     cause: str
+    group: str | None = None
 
 
 @dataclass(frozen=True)

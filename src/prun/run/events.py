@@ -44,6 +44,8 @@ class Event:
 
 def event_line(ev: Event) -> str:
     words = ["UNIT", quote(ev.packet_id or "-"), ev.kind]
+    if ev.kind == "parked" and ev.data.get("reason"):
+        words.append(word("reason", ev.data["reason"]))
     if ev.attempt_id:
         words.append(word("attempt", ev.attempt_id))
     if ev.executor:

@@ -159,7 +159,9 @@ def freeze(plan: Plan, ledger: Ledger, *, parallel: int | str | None = None,
            "parallel": n_parallel, "run_dir": str(paths.root),
            "check_command": plan.check, "on_event": plan.on_event, "setup": plan.setup,
            "admission": admission.as_json() if admission else None,
-           "workspace": plan.workspace.to_json() if plan.workspace else None}
+           "workspace": plan.workspace.to_json() if plan.workspace else None,
+           "budget": json.dumps(plan.budget.to_json())
+           if plan.budget and plan.budget.limited else None}
     ledger.record_run(run, packets)
     if cluster is not None:
         ledger.record_event("cluster", run_id=run_id, cause=f"units run on {cluster.address}",

@@ -51,9 +51,11 @@ async def life(ctx: RunContext, u: UnitState, pools: QuotaPools) -> End:
         settings = ex.settings(ctx.env, model=p.model, effort=p.effort, timeout_s=p.timeout_s)
     except PrunError as e:
         return no_receipt(ctx, u, None, f"choose the {name} executor for {p.id}", e.line())
-    reset = await pools.reset_of(ex, settings.model)
+    group = ex.quota_group(settings.model)
+    hit = ctx.state.pools_hit.get(group or "")   # a unit of this run hit its limit
+    reset = hit if hit and hit > time.time() else await pools.reset_of(ex, settings.model)
     if reset is not None and reset > time.time():
-        return Parked(reset, f"the {ex.quota_group(settings.model)} quota pool is empty")
+        return Parked(reset, f"the {group} quota pool is empty")
     aid = f"{ctx.run_id}:{p.id}:{u.seq + 1}"
     held = None   # a cluster's unit: reserved on the worker that runs it (ports.PortsThere)
     if ctx.cluster is None:
@@ -203,7 +205,8 @@ def settle(ctx: RunContext, u: UnitState, outcome: Outcome, why: str | None, *,
     if status == Status.QUOTA:
         u.carry_on(executor, None, because=f"A quota limit stopped your earlier attempt {aid}.")
         return Parked(parse_time(quota.resets_at if quota else None),
-                      (quota.message if quota else "") or "quota reached mid-run")
+                      (quota.message if quota else "") or "quota reached mid-run",
+                      quota.group if quota else None)
     if outcome.reason == "resume-refused" and not u.cancel_requested:
         return fresh_start(ctx, u, executor, outcome.error)
     if outcome.reason == "worker-lost" and not u.cancel_requested and may_retry_lost(ctx, u):

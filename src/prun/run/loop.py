@@ -42,7 +42,7 @@ from ..errors import PrunError
 from ..ledger import Ledger, PacketStatus, RunStatus, Status, now_iso
 from ..plan import Plan
 from ..plan.independence import ancestors
-from . import control, recovery, schedule
+from . import budget, control, recovery, schedule
 from .admission import Admission
 from .choices import QuotaPools, git_wrapper
 from .context import RunContext
@@ -95,6 +95,7 @@ class Loop:
             workspaces=os.path.join(user.workspace_root, run_id),
             cluster_config=cluster_config(str(paths.root)), tell=self.tell)
         self.ledger, self.run_id, self.emit_to = ledger, run_id, emit
+        self.budget = budget.gate_of(run, ledger, env)   # None: the run has no budget
         self.on_claimed = on_claimed   # told once this process holds the run
         self.tasks: dict[asyncio.Task[End], UnitState] = {}   # the units' tasks, running
         self.ended: list[tuple[UnitState, End]] = []          # their ends, to be applied
@@ -203,8 +204,12 @@ class Loop:
     def launch(self) -> None:
         """A task for each unit the scheduler chooses now."""
         pools = QuotaPools(self.ctx.env)   # read once for the units this pass launches
-        for u in schedule.ready(self.state, len(self.tasks)):
+        gate = self.budget
+        admit = None if gate is None else (lambda u: gate.admit_unit(self.state, u))
+        for u in schedule.ready(self.state, len(self.tasks), admit):
             self.start(u, life(self.ctx, u, pools))
+        if gate is not None and self.state.budget_reached and gate.budget.hard:
+            budget.cancel_running(self.state)
 
     def apply_ends(self) -> None:
         """What each ended task returned, applied to the run's state."""
@@ -301,8 +306,10 @@ def apply_end(state: RunState, ledger: Ledger, u: UnitState, end: End) -> None:
                 control.follow_up(state, u, followup, cause=AUTO)
             elif u.followups:
                 control.follow_up(state, u, u.followups.pop(0))
-        case Parked(until, cause):
+        case Parked(until, cause, group):
             schedule.park(state, u, until, cause)
+            if group and u.park_until:   # no other unit starts on that pool until its reset
+                state.pools_hit[group] = max(u.park_until, state.pools_hit.get(group, 0.0))
         case Successor(cause):
             state.set_packet(u, PacketStatus.PENDING, cause)
         case Superseded(aid, quarantine):

@@ -14,9 +14,11 @@ ports' functions are what a unit's task uses of the run's ports (``RunContext``)
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import sys
 import time
+from collections.abc import Callable
 
 from ..errors import PrunError
 from ..ledger import PacketStatus, now_iso
@@ -32,10 +34,14 @@ PORT_RETRY_S = 1.0  # a unit whose fixed port is held looks again this often
 UNKNOWN_RESET_S = 300.0
 
 
-def ready(state: RunState, running: int) -> list[UnitState]:
+Admit = Callable[[UnitState], str | None]   # a launch gate: None, or why the unit may not start
+
+
+def ready(state: RunState, running: int, budget: Admit | None = None) -> list[UnitState]:
     """The packets to launch now (``running``: how many units' tasks run), each marked
-    running; blocks those whose ``after`` failed."""
-    if state.stopped or state.cancelled or state.timed_out:
+    running; blocks those whose ``after`` failed. ``budget``: the run's budget gate; the first
+    unit it refuses stops the launching (``hold_for_budget``)."""
+    if state.stopped or state.cancelled or state.timed_out or state.budget_reached:
         return []
     now = time.time()
     order, units = state.order, state.units
@@ -66,6 +72,9 @@ def ready(state: RunState, running: int) -> list[UnitState]:
             if note is not None:
                 hold(state, u, note)
                 continue
+        if budget is not None and (why := budget(u)) is not None:
+            hold_for_budget(state, why)
+            break
         u.held = None
         state.set_packet(u, PacketStatus.RUNNING, "launching")
         chosen.append(u)
@@ -77,8 +86,19 @@ def park(state: RunState, u: UnitState, until: float | None, cause: str) -> None
     until = until if until and until > time.time() else time.time() + UNKNOWN_RESET_S
     u.park_until = until
     cause = f"{cause} (parked until {now_iso(until)})"
-    state.set_packet(u, PacketStatus.PARKED, cause, resets_at=now_iso(until))
-    state.emit("parked", u, cause, resets_at=now_iso(until))
+    state.set_packet(u, PacketStatus.PARKED, cause, resets_at=now_iso(until), reason="quota")
+    state.emit("parked", u, cause, resets_at=now_iso(until), reason="quota")
+
+
+def hold_for_budget(state: RunState, why: str) -> None:
+    """The budget lets no more units start: every unit not yet started is parked with
+    ``reason=budget`` (never failed); the running ones finish, and the run stops launching."""
+    state.budget_reached = why
+    for u in state.order:
+        if u.status in (PacketStatus.PENDING, PacketStatus.PARKED):
+            u.park_until = math.inf
+            state.set_packet(u, PacketStatus.PARKED, why, reason="budget")
+            state.emit("parked", u, why, reason="budget")
 
 
 def hold(state: RunState, u: UnitState, note: str) -> None:

@@ -43,6 +43,8 @@ class RunState:
     cursor: int = 0                      # every unit before it is finished
     parked: set[str] = field(default_factory=set)
     stopped: str | None = None           # why the run stopped launching (no receipt)
+    budget_reached: str | None = None    # why the budget let no more units start
+    pools_hit: dict[str, float] = field(default_factory=dict)  # quota group -> its reset
     cancelled: bool = False
     timed_out: bool = False
     told: list[Told] = field(default_factory=list)   # to be written and emitted, in order
@@ -73,7 +75,7 @@ class RunState:
 
     def settled(self, running: int) -> bool:
         """Whether the run is over: no unit's task runs (``running``) and every unit is
-        finished, or pending behind a stop, a cancel or the deadline."""
+        finished, or pending (or parked) behind a stop, a cancel, the deadline or the budget."""
         if running:
             return False
         for u in self.units.values():
@@ -81,7 +83,7 @@ class RunState:
                 continue
             if u.status == PacketStatus.RUNNING:
                 return False
-            if not (self.stopped or self.cancelled or self.timed_out):
+            if not (self.stopped or self.cancelled or self.timed_out or self.budget_reached):
                 return False
         return True
 
@@ -90,7 +92,7 @@ class RunState:
             return RunStatus.CANCELLED
         if self.timed_out:
             return RunStatus.TIMEOUT
-        if self.stopped:
+        if self.stopped or self.budget_reached:
             return RunStatus.STOPPED
         if all(u.status == PacketStatus.SUCCEEDED for u in self.units.values()):
             return RunStatus.SUCCEEDED
