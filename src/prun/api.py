@@ -202,11 +202,13 @@ def estimate(plan: Plan | PathLike, *, budget: Budget | None = None,
 
 
 def _unseen(p: Plan) -> int:
-    """How many uncommitted changes the plan's code units will not see: 0 when none starts
-    from a commit, or the plan is in no repository."""
+    """How many uncommitted changes the plan's code units will not see (the plan's own files
+    are not counted: a unit is not told of them): 0 when none starts from a commit, or the plan
+    is in no repository."""
     root = toplevel(p.root)
     blind = any(x.writes_code and p.base_of(x) != WORKTREE for x in p.packets)
-    return uncommitted(root) if root and blind else 0
+    own = [f for f in (p.path, *(x.source for x in p.packets)) if f]
+    return uncommitted(root, besides=own) if root and blind else 0
 
 
 def run_plan(plan: Plan | PathLike, *, parallel: int | str | None = None,

@@ -38,6 +38,20 @@ COPY = ("import os; open('{pid}.txt', 'w').write(open('notes.txt').read() "
         "if os.path.exists('notes.txt') else 'none')\n")
 
 
+def test_the_plans_own_uncommitted_files_are_not_counted(repo):
+    # the plan and its packet files, new and untracked, are not work a unit misses
+    (repo / "packets").mkdir()
+    (repo / "packets" / "a.md").write_text(
+        "---\nid: a\nkind: code\nexecutor: command\nsandbox: 'off'\nowns: [a.txt]\n"
+        f"command: [{sys.executable!r}, -c, \"open('a.txt', 'w').write('x'); "
+        "print('wrote a.txt as the packet asked, and nothing else')\"]\n---\n"
+        "Write a.txt.\n")
+    (repo / "plan.yaml").write_text("packets: [packets/*.md]\n")
+    r = prun("run", "plan.yaml")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "uncommitted" not in r.stderr, r.stderr
+
+
 def test_a_dirty_tree_is_said_and_base_worktree_starts_from_it(repo):
     write_plan(repo / "plan.yaml", [code_unit("a", COPY.format(pid="a"))], sandbox="off")
     git(repo, "add", "plan.yaml")

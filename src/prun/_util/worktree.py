@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable
 
 from ..errors import GitError, UsageError
 from . import gitcmd
@@ -25,16 +26,19 @@ from .gitcmd import AUTHOR
 WORKTREE = "worktree"      # the base that names the working tree as it is
 
 
-def uncommitted(root: str | os.PathLike[str]) -> int:
+def uncommitted(root: str | os.PathLike[str], *, besides: Iterable[str] = ()) -> int:
     """How many paths of the working tree at ``root`` differ from ``HEAD`` (staged or not,
-    untracked files that are not ignored included)."""
+    untracked files that are not ignored included), ``besides`` (files, such as the plan's
+    own, that are not counted)."""
+    top = os.path.realpath(root)
+    skip = {os.path.relpath(os.path.realpath(f), top).replace(os.sep, "/") for f in besides}
     entries = iter(gitcmd.git(["status", "--porcelain=v1", "-z", "--untracked-files=all"],
                               root).stdout.split("\0"))
     count = 0
     for entry in entries:
         if not entry:
             continue
-        count += 1
+        count += entry[3:] not in skip
         if "R" in entry[:2] or "C" in entry[:2]:   # a rename's or copy's source path follows
             next(entries, None)
     return count
