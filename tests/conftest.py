@@ -17,6 +17,18 @@ UNDER_TMP = any(str(TESTS).startswith(t + "/") for t in sandbox.TMP_FOLDERS)
 if UNDER_TMP:
     os.environ.setdefault("PRUN_SANDBOX_WRITABLE", str(TESTS))
 
+# End-to-end tests of seconds each (faults injected into whole runs, the Dask cluster, the
+# benchmarks, the real agent CLIs, the browser, output in the tens of MB): `pytest -m "not
+# slow"` leaves them out for a quick pass (about 40% of the suite's time); CI runs them all.
+SLOW = ("faults/", "cluster/", "bench/", "executors/test_real_clis.py", "test_first_fan_out.py",
+        "review/test_review_browser.py", "attempt/test_command_output_memory.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.relative_to(TESTS).as_posix().startswith(SLOW):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(scope="session")
 def cache_home(tmp_path_factory):
