@@ -12,7 +12,7 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..attempt.sandbox import unavailable, wrap
+from ..attempt.sandbox import Overlay, unavailable, wrap
 from ..errors import SetupFailed
 from ..settings import load
 from .clonefiles import BrokenClone, NotRegular, append_inside
@@ -48,14 +48,15 @@ def run_setup(workspace: str | os.PathLike[str], command: str | Sequence[str],
               env: Mapping[str, str] | None = None, timeout: float | None = None, *,
               log_path: str | os.PathLike[str] | None = None, check: bool = True,
               sandbox: bool = False, read_only: Sequence[str] = (),
-              base: str | None = None) -> SetupResult:
+              base: str | None = None, overlays: Sequence[Overlay] = ()) -> SetupResult:
     """Run the plan's ``setup`` command in ``workspace`` before its unit starts.
 
     A string runs through ``/bin/sh -c`` (it is the plan author's shell line); a list runs as
     argv. It gets its own process group, stdin closed, and ``timeout`` seconds (default 600);
     past that its whole group is ended. With ``sandbox`` it runs in the sandbox its units run
     in (``prun.attempt.sandbox.wrap``): the workspace writable (and a temporary folder of its
-    own, its ``HOME`` too), ``read_only`` read-only, so
+    own, its ``HOME`` too), ``read_only`` read-only, ``overlays`` mounted (a primed template's
+    shared folders, as its unit sees them), so
     nothing in a workspace (a predecessor's change, a follow-up's earlier work) runs on the
     host. Output goes to ``log_path`` (default: ``setup_log``). In a clone (at ``base``,
     default the one its marker recorded when prun made it), untracked files it made are
@@ -72,7 +73,7 @@ def run_setup(workspace: str | os.PathLike[str], command: str | Sequence[str],
     before = _untracked(workspace, base) if is_clone and base else set()
     wrapped = None
     if sandbox:
-        wrapped, env = _in_sandbox(shell_argv(command), workspace, env, read_only)
+        wrapped, env = _in_sandbox(shell_argv(command), workspace, env, read_only, overlays)
     try:
         ran = run_bounded(wrapped or command, workspace, env,
                           SETUP_TIMEOUT_DEFAULT if timeout is None else timeout, log_path)
@@ -99,7 +100,8 @@ def run_setup(workspace: str | os.PathLike[str], command: str | Sequence[str],
 
 
 def _in_sandbox(argv: list[str], workspace: str, env: Mapping[str, str] | None,
-                read_only: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+                read_only: Sequence[str],
+                overlays: Sequence[Overlay] = ()) -> tuple[list[str], dict[str, str]]:
     """The setup's argv in the sandbox, and its environment: like a unit, it writes only its
     workspace, a temporary folder of its own (``<workspace>.setup-tmp``, its ``/tmp``, ``TMPDIR``
     and ``HOME``) and the folders every sandboxed unit may also write
@@ -108,7 +110,8 @@ def _in_sandbox(argv: list[str], workspace: str, env: Mapping[str, str] | None,
     tmp = workspace + ".setup-tmp"
     os.makedirs(tmp, exist_ok=True)
     extra = load(given).sandbox_writable
-    argv = wrap(argv, writable=[workspace, *extra], read_only=list(read_only), tmp=tmp)
+    argv = wrap(argv, writable=[workspace, *extra], read_only=list(read_only), tmp=tmp,
+                overlays=overlays)
     return argv, {**given, "HOME": tmp, "TMPDIR": tmp}
 
 
