@@ -44,9 +44,9 @@ def _unit(pid: str, code: str, **fields) -> dict:
             "prompt": f"unit {pid}", "kind": "code", **fields}
 
 
-def _run(repo: Path, tmp_path: Path, packets: list[dict], env: dict | None = None):
+def _run(repo: Path, tmp_path: Path, packets: list[dict], env: dict | None = None, **settings):
     counter = tmp_path / "primes.log"
-    plan = write_plan(repo / "plan.yaml", packets, parallel=4,
+    plan = write_plan(repo / "plan.yaml", packets, parallel=4, **settings,
                       workspace={"prime": [sys.executable, "-c", PRIME, str(counter)],
                                  "key": ["lock.txt"], "share": ["deps"]})
     r = prun("run", str(plan), env=env, timeout=120)
@@ -229,7 +229,10 @@ def test_a_dependent_whose_predecessor_changed_the_key_gets_its_own_template(loc
 def test_a_units_write_and_delete_in_an_overlay_are_invisible_to_a_later_sibling(
         lock_repo, tmp_path, overlay):
     units = [_unit("a", """
-                 import os
+                 import os, subprocess
+                 assert open('setup-saw.txt').read() == 'lib v1\\n'   # the setup saw the deps
+                 gone = subprocess.run(['umount', 'deps'], capture_output=True)
+                 assert gone.returncode != 0 and os.path.exists('deps/lib.txt')
                  open('deps/lib.txt', 'w').write('mine')
                  os.remove('deps/bin/where')
                  open('deps/new.txt', 'w').write('new')
@@ -242,9 +245,14 @@ def test_a_units_write_and_delete_in_an_overlay_are_invisible_to_a_later_sibling
                  assert open('a.txt').read() == 'a'
                  open('b.txt', 'w').write('b')
              """, owns=["b.txt"], after=["a"])]
-    r, _run_id, att, status, primes = _run(lock_repo, tmp_path, units)
+    r, run_id, att, status, primes = _run(lock_repo, tmp_path, units,
+                                          setup="cat deps/lib.txt > setup-saw.txt")
     assert r.returncode == 0, r.stdout + r.stderr
     assert status == {"a": "succeeded", "b": "succeeded"} and len(primes) == 1
+    rec = prun("reconcile", run_id, "--json", timeout=120)
+    files = {p["packet"]: [f["path"] for f in p["change"]["files"]]
+             for p in json.loads(rec.stdout)["packets"]}
+    assert files == {"a": ["a.txt"], "b": ["b.txt"]}
     assert sorted(q.name for q in _upper(Path(att["a"]["workspace"])).rglob("*")) == [
         "bin", "lib.txt", "new.txt", "where"]
     assert list(_upper(Path(att["b"]["workspace"])).iterdir()) == []
