@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from helpers import prun
-from prun.attempt import sandbox
+from prun.attempt.overlay import overlays_unavailable
 from prun.ledger import Ledger
 from runkit import write_plan
 
@@ -80,7 +80,7 @@ def lock_repo(tmp_path, monkeypatch):
 @pytest.fixture
 def overlay(tmp_path, bwrap) -> None:
     """Skip where the kernel mounts no unprivileged overlay for a unit's sandbox."""
-    why = sandbox.overlays_unavailable(str(tmp_path / "workspaces"))
+    why = overlays_unavailable(str(tmp_path / "workspaces"))
     if why is not None:
         pytest.skip(f"no overlay here: {why}")
 

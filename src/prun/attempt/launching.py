@@ -161,7 +161,8 @@ class Places:
         covers = [(self.policy, MARKER), *self._masks(program)]
         at = (workspace, req.workspace_at) if req.workspace_at else None
         return wrap(argv, writable=writable, read_only=read_only, hidden=hidden, tmp=self.tmp,
-                    covers=covers, alias=at, overlays=req.overlays)
+                    covers=covers, alias=at,
+                    overlays=[o.paths for o in req.overlays])
 
     def _masks(self, program: str) -> list[tuple[str, str]]:
         """(stub, file) for each other agent CLI on the person's PATH (or named by its

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ..executors.base import Executor
     from ..executors.settings import Settings
     from ..settings import Settings as PrunSettings
-    from .sandbox import Overlay
+    from .overlay import Overlay
 
 # A prompt travels in argv for agy, claude and gemini; Linux caps one argument at 128 KiB.
 MAX_ARGV_PROMPT_BYTES = 120_000

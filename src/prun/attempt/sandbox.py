@@ -22,14 +22,15 @@ Enforced (Linux, bwrap; as root too):
 - ``alias`` ``(source, destination)``: ``source`` (the unit's workspace) is also writable at
   ``destination`` (where its primed template was primed, ``prun.git.template``), and the
   process starts there;
-- each ``Overlay`` of ``overlays`` (a primed template's shared path, ``prun.git.template``)
-  is an overlay mounted at its ``target`` before bwrap starts: ``lower`` read-only below, the
-  unit's own ``upper`` above, so a write there lands in ``upper`` only. prun mounts it itself
+- each ``(lower, upper, work, target)`` of ``overlays`` (a primed template's shared folder,
+  ``prun.attempt.overlay``, ``prun.git.template``) is an overlay mounted at its ``target``
+  before bwrap starts: ``lower`` read-only below, the unit's own ``upper`` above, so a write
+  there lands in ``upper`` only. prun mounts it itself
   (bubblewrap 0.8 has no ``--overlay``) in a user and mount namespace of the unit's own
   (``unshare -Urm``: unprivileged overlayfs, Linux 5.11+, ``userxattr``); bwrap then runs in
   a user namespace of its own, as the person's uid and gid, with every capability dropped, so
-  nothing inside can unmount or remount what it sees. ``overlays_unavailable(folder)`` says
-  why that cannot be done here (probed once per process);
+  nothing inside can unmount or remount what it sees (``prun.attempt.overlay`` says whether
+  that can be done here);
 - every ``(source, destination)`` of ``covers`` is ``source`` mounted read-only over
   ``destination``, last (a refusing stub over a program, a marker file in ``/dev``); a
   destination the unit could not see anyway is skipped.
@@ -85,13 +86,10 @@ that attacks the kernel: that needs more namespaces and seccomp, which agents co
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import sys
-import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from ..errors import UsageError
 
@@ -124,19 +122,7 @@ class Probe:
         self.reason, self.bwrap, self.env, self.fresh_proc = reason, bwrap, env, fresh_proc
 
 
-@dataclass(frozen=True)
-class Overlay:
-    """An overlay a unit sees at ``target``: ``lower`` read-only below, its own ``upper``
-    (and ``work``, overlayfs's scratch folder on the same file system) above."""
-
-    lower: str
-    upper: str
-    work: str
-    target: str
-
-
 _probe: Probe | None = None   # once per process
-_overlay_probe: dict[str, str | None] = {}   # by folder, once per process
 
 
 def _probed() -> Probe:
@@ -160,13 +146,14 @@ def wrap(argv: Sequence[str], *, writable: Sequence[str], read_only: Sequence[st
          hidden: Sequence[str] = (), tmp: str | None = None,
          covers: Sequence[tuple[str, str]] = (),
          alias: tuple[str, str] | None = None,
-         overlays: Sequence[Overlay] = ()) -> list[str]:
+         overlays: Sequence[tuple[str, str, str, str]] = ()) -> list[str]:
     """The argv that runs ``argv`` in a sandbox: the file system read-only, each path of
     ``writable`` writable, each of ``hidden`` an empty read-only folder, each of ``read_only``
     read-only (deeper paths over shallower ones); ``tmp`` (when given) writable at ``/tmp`` and
     ``/var/tmp``; each ``(source, destination)`` of ``covers`` read-only over its destination;
     ``alias`` ``(source, destination)``: ``source`` writable at ``destination`` too, where the
-    process starts; each of ``overlays`` mounted first, in user and mount namespaces of the
+    process starts; each ``(lower, upper, work, target)`` of ``overlays``
+    (``prun.attempt.overlay``) mounted first, in user and mount namespaces of the
     unit's own; its own PID namespace, killed with its parent. Raises ``UsageError``
     when no sandbox can be made here or the program's name has a ``=`` (``env`` would take it
     for a variable)."""
@@ -190,12 +177,12 @@ def wrap(argv: Sequence[str], *, writable: Sequence[str], read_only: Sequence[st
     return _overlaid(out, overlays) if overlays else out
 
 
-def _overlaid(argv: list[str], overlays: Sequence[Overlay]) -> list[str]:
+def _overlaid(argv: list[str], overlays: Sequence[tuple[str, str, str, str]]) -> list[str]:
     """``argv`` (``env --ignore-signal=TERM bwrap ...``) with ``overlays`` mounted first in
     a user and mount namespace of its own, bwrap in a nested user namespace as the person,
     without capabilities."""
     unshare = shutil.which("unshare") or "unshare"
-    paths = [p for o in overlays for p in (o.lower, o.upper, o.work, o.target)]
+    paths = [p for o in overlays for p in o]
     bad = [p for p in paths if any(c in p for c in OVERLAY_UNSAFE)]
     if bad:
         raise UsageError(f"cannot mount an overlay at {bad[0]!r}: an overlay's path must not "
@@ -206,52 +193,6 @@ def _overlaid(argv: list[str], overlays: Sequence[Overlay]) -> list[str]:
     env, ignore, bwrap, *rest = argv
     return [env, ignore, unshare, "-Urm", "--", "sh", "-c", _MOUNT_OVERLAYS, "sh",
             str(len(overlays)), *paths, bwrap, *person, *rest]
-
-
-def overlays_unavailable(folder: str) -> str | None:
-    """None when a unit's sandbox can mount an overlay whose upper layer is in ``folder`` (a
-    write inside lands in the upper layer only), else a one-line reason. Probed once per
-    process and folder, in a temporary folder inside it."""
-    folder = os.path.realpath(folder)
-    if folder not in _overlay_probe:
-        _overlay_probe[folder] = _probe_overlay(folder)
-    return _overlay_probe[folder]
-
-
-def _probe_overlay(folder: str) -> str | None:
-    from .._util.bounded import run as bounded
-
-    why = unavailable()
-    if why is not None:
-        return f"no sandbox: {why}"
-    if shutil.which("unshare") is None:
-        return "no unshare on PATH (util-linux)"
-    if any(c in folder for c in OVERLAY_UNSAFE):
-        return f"the workspace root {folder!r} holds ',', ':', '\\' or a newline"
-    try:
-        os.makedirs(folder, exist_ok=True)
-        probe = tempfile.mkdtemp(prefix=".overlay-probe-", dir=folder)
-    except OSError as e:
-        return f"cannot make a folder in {folder}: {e.strerror or e}"
-    try:
-        lower, upper, work, target = (os.path.join(probe, n) for n in ("l", "u", "w", "t"))
-        for d in (lower, upper, work, target):
-            os.mkdir(d)
-        argv = wrap(["sh", "-c", f"echo x > {target}/written"], writable=[target],
-                    read_only=[], overlays=[Overlay(lower, upper, work, target)])
-        p = bounded(argv, timeout=PROBE_TIMEOUT_S)
-        if p.returncode != 0:
-            lines = p.stderr.decode(errors="replace").strip().splitlines()
-            return f"the overlay was refused: {lines[-1] if lines else p.returncode}"
-        if not os.path.isfile(os.path.join(upper, "written")) or os.listdir(lower):
-            return "a write in the overlay did not land in its upper layer"
-        return None
-    except (OSError, UsageError) as e:
-        return f"the overlay could not be tried: {e}"
-    finally:   # overlayfs leaves ``work/work`` with no permission bits
-        with contextlib.suppress(OSError):
-            os.chmod(os.path.join(probe, "w", "work"), 0o700)
-        shutil.rmtree(probe, ignore_errors=True)
 
 
 def prun_runtime() -> tuple[str, ...]:

@@ -12,7 +12,8 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..attempt.sandbox import Overlay, unavailable, wrap
+from ..attempt.overlay import Overlay
+from ..attempt.sandbox import unavailable, wrap
 from ..errors import SetupFailed
 from ..settings import load
 from .clonefiles import BrokenClone, NotRegular, append_inside
@@ -111,7 +112,7 @@ def _in_sandbox(argv: list[str], workspace: str, env: Mapping[str, str] | None,
     os.makedirs(tmp, exist_ok=True)
     extra = load(given).sandbox_writable
     argv = wrap(argv, writable=[workspace, *extra], read_only=list(read_only), tmp=tmp,
-                overlays=overlays)
+                overlays=[o.paths for o in overlays])
     return argv, {**given, "HOME": tmp, "TMPDIR": tmp}
 
 

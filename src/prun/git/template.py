@@ -33,7 +33,8 @@ from .._util import gitcmd
 from .._util.bounded import run
 from .._util.fsutil import atomic_write, atomic_write_json, read_json
 from .._util.say import say_once
-from ..attempt.sandbox import OVERLAY_UNSAFE, Overlay, overlays_unavailable
+from ..attempt.overlay import Overlay, overlays_unavailable
+from ..attempt.sandbox import OVERLAY_UNSAFE
 from ..errors import PrimeFailed, WorkspaceError
 from ..plan.model import Prime
 from .clonefiles import NotRegular, append_inside

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import executors
-from ..attempt.sandbox import Overlay
+from ..attempt.overlay import Overlay
 from ..errors import LaunchError, UsageError
 from ..git import template
 from ..git import workspace as ws
