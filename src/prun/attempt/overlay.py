@@ -53,8 +53,9 @@ def _probe_overlay(folder: str) -> str | None:
     why = unavailable()
     if why is not None:
         return f"no sandbox: {why}"
-    if shutil.which("unshare") is None:
-        return "no unshare on PATH (util-linux)"
+    missing = [p for p in ("unshare", "mount") if shutil.which(p) is None]
+    if missing:
+        return f"no {missing[0]} on PATH (util-linux)"
     if any(c in folder for c in OVERLAY_UNSAFE):
         return f"the workspace root {folder!r} holds ',', ':', '\\' or a newline"
     try:

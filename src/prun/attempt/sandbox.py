@@ -99,8 +99,9 @@ ROOT_CAPS_DROPPED = ("CAP_SYS_ADMIN", "CAP_DAC_READ_SEARCH", "CAP_SYS_MODULE", "
                      "CAP_MKNOD")
 TMP_FOLDERS = ("/tmp", "/var/tmp")   # where a unit's own ``tmp`` is mounted
 OVERLAY_UNSAFE = ",:\\\n"    # characters an overlay's mount options cannot carry
-# Mounts each overlay (4 arguments: lower, upper, work, target), then execs the rest.
-_MOUNT_OVERLAYS = ('n=$1; shift; while [ "$n" -gt 0 ]; do mount -t overlay overlay -o '
+# Mounts each overlay (4 arguments: lower, upper, work, target) with mount(8) ($1), then execs
+# the rest.
+_MOUNT_OVERLAYS = ('m=$1; n=$2; shift 2; while [ "$n" -gt 0 ]; do "$m" -t overlay overlay -o '
                    '"lowerdir=$1,upperdir=$2,workdir=$3,userxattr" "$4" || exit 1; shift 4; '
                    'n=$((n-1)); done; exec "$@"')
 
@@ -181,7 +182,7 @@ def _overlaid(argv: list[str], overlays: Sequence[tuple[str, str, str, str]]) ->
     """``argv`` (``env --ignore-signal=TERM bwrap ...``) with ``overlays`` mounted first in
     a user and mount namespace of its own, bwrap in a nested user namespace as the person,
     without capabilities."""
-    unshare = shutil.which("unshare") or "unshare"
+    unshare, sh, mount = (shutil.which(p) or p for p in ("unshare", "sh", "mount"))
     paths = [p for o in overlays for p in o]
     bad = [p for p in paths if any(c in p for c in OVERLAY_UNSAFE)]
     if bad:
@@ -191,7 +192,7 @@ def _overlaid(argv: list[str], overlays: Sequence[tuple[str, str, str, str]]) ->
     person = ["--unshare-user", "--uid", str(os.getuid()), "--gid", str(os.getgid()),
               "--cap-drop", "ALL"]
     env, ignore, bwrap, *rest = argv
-    return [env, ignore, unshare, "-Urm", "--", "sh", "-c", _MOUNT_OVERLAYS, "sh",
+    return [env, ignore, unshare, "-Urm", "--", sh, "-c", _MOUNT_OVERLAYS, "sh", mount,
             str(len(overlays)), *paths, bwrap, *person, *rest]
 
 
