@@ -72,7 +72,8 @@ Not enforced, by design or by limit:
 - Reading: whatever the user can read outside ``hidden`` stays readable (the home folder, where
   interpreters and tools are often installed, included). The network is as the user has it;
   other users' processes can be signalled where the user could (outside the PID namespace they
-  cannot be named by PID). Nothing but the PID and mount namespaces is unshared.
+  cannot be named by PID). Nothing but the PID and mount namespaces is unshared (and, with
+  ``overlays``, the user namespace).
 - A folder *above* a writable path's mount can be renamed only where it is itself writable.
 - Where a fresh ``/proc`` cannot be mounted, ``/proc/<pid>/root`` of any process outside leads
   to the machine's file system as that process sees it (read-only is the mount's, not the
