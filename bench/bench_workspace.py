@@ -198,7 +198,7 @@ def main() -> None:
         after = ours["after_prime_s"]
         assert isinstance(after, list)
         print(f"\nprun's units started {min(after):.2f} to {max(after):.2f} s after the prime "
-              "ended\n")
+              f"ended ({', '.join(f'{a:.2f}' for a in after)})\n")
         print("| tracked files | one more unit's workspace (clone + its deps) |")
         print("| ---: | ---: |")
         for n in (int(x) for x in args.scale.split(",")):

@@ -49,7 +49,8 @@ def run_setup(workspace: str | os.PathLike[str], command: str | Sequence[str],
               env: Mapping[str, str] | None = None, timeout: float | None = None, *,
               log_path: str | os.PathLike[str] | None = None, check: bool = True,
               sandbox: bool = False, read_only: Sequence[str] = (),
-              base: str | None = None, overlays: Sequence[Overlay] = ()) -> SetupResult:
+              base: str | None = None, overlays: Sequence[Overlay] = (),
+              exclude_new: bool = True) -> SetupResult:
     """Run the plan's ``setup`` command in ``workspace`` before its unit starts.
 
     A string runs through ``/bin/sh -c`` (it is the plan author's shell line); a list runs as
@@ -61,17 +62,18 @@ def run_setup(workspace: str | os.PathLike[str], command: str | Sequence[str],
     nothing in a workspace (a predecessor's change, a follow-up's earlier work) runs on the
     host. Output goes to ``log_path`` (default: ``setup_log``). In a clone (at ``base``,
     default the one its marker recorded when prun made it), untracked files it made are
-    added to ``.git/info/exclude`` so they never count as the unit's change.
+    added to ``.git/info/exclude`` so they never count as the unit's change (not with
+    ``exclude_new`` false: a primed template's clone, which is never read as a change).
     Raises ``SetupFailed`` on failure when ``check``.
     """
     workspace = os.path.abspath(os.fspath(workspace))
     git_dir = os.path.join(workspace, ".git")
-    is_clone = os.path.isdir(git_dir) and not os.path.islink(git_dir)
+    excluding = exclude_new and os.path.isdir(git_dir) and not os.path.islink(git_dir)
     if log_path is None:
         log_path = setup_log(workspace)
-    if is_clone and base is None:
+    if excluding and base is None:
         base = clone_base(workspace)   # prun's own, read before the setup runs
-    before = _untracked(workspace, base) if is_clone and base else set()
+    before = _untracked(workspace, base) if excluding and base else set()
     wrapped = None
     if sandbox:
         wrapped, env = _in_sandbox(shell_argv(command), workspace, env, read_only, overlays)
@@ -82,7 +84,7 @@ def run_setup(workspace: str | os.PathLike[str], command: str | Sequence[str],
         if wrapped:   # its temporary folder goes with it
             shutil.rmtree(workspace + ".setup-tmp", ignore_errors=True)
     excluded: tuple[str, ...] = ()
-    if ran.ok and is_clone and base:
+    if ran.ok and excluding and base:
         excluded = tuple(sorted(_untracked(workspace, base) - before))
         if excluded:
             try:

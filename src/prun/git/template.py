@@ -144,7 +144,8 @@ def _prime(prime: Prime, key: str, folder: str, *, repo_root: str, base: str,
         atomic_write(log, e.line() + "\n", durable=False)
         raise PrimeFailed(key, "could not make its template workspace", log=log) from None
     done = run_setup(tree, prime.command, env, log_path=log, check=False, sandbox=sandbox,
-                     read_only=[p for p in (repo_root, store) if p], base=base)
+                     read_only=[p for p in (repo_root, store) if p], base=base,
+                     exclude_new=False)   # the template is never read as a change
     if not done.ok:
         why = "timed out" if done.timed_out else f"exited with code {done.exit_code}"
         last = (done.tail.strip().splitlines()[-1:] or [""])[0]
