@@ -10,11 +10,15 @@
    ``workspace:`` whose prime writes a DEP_MB, DEP_FILES-file ``deps`` folder and takes about
    PRIME_SECONDS: the wall time from ``prun run`` until every unit has started with ``deps``
    in place, how many times the prime ran, how long after the prime ended each unit started,
-   and the disk each unit's workspace takes (``du``: its clone and its copy of ``deps``).
+   and the disk each unit's workspace takes (``du``: its clone and its copy of ``deps``, or
+   the upper layer of its overlay over the template's ``deps``).
    Beside it, in the same run, what a person does today: ``git worktree add`` then the same
    prime in each worktree, UNITS at once.
 2. prun's workspace time (``make_clone`` plus ``template.give`` of an already primed
-   template) at each repository size of SCALE.
+   template, as an overlay where the kernel mounts one, as the run does) at each repository
+   size of SCALE.
+
+``PRUN_OVERLAY=off`` measures the copy instead of the overlay.
 
 Prints Markdown tables.
 """
@@ -96,10 +100,13 @@ def prun_units(repo: Path, root: Path, args: argparse.Namespace) -> dict[str, ob
     lines = [line.split() for line in stamps.read_text().splitlines()]
     prime_end = [float(w[1]) for w in lines if w[0] == "prime-end"]
     starts = [float(w[2]) for w in lines if w[0] == "unit"]
-    clones = [p for p in (root / "workspaces").glob("*/u*") if p.is_dir()]
+    clones = [p for p in (root / "workspaces").glob("*/u*")
+              if p.is_dir() and p.suffix != ".overlay"]
     return {"all_started_s": max(starts) - t0, "primes": len(prime_end),
             "after_prime_s": sorted(s - prime_end[0] for s in starts),
-            "disk_per_unit": sorted(du(c) for c in clones)}
+            "disk_per_unit": sorted(du(c) + du(Path(f"{c}.overlay")) for c in clones),
+            "deps_per_unit": sorted(du(Path(f"{c}.overlay")) or du(c / "deps") for c in clones),
+            "overlay": any(Path(f"{c}.overlay").is_dir() for c in clones)}
 
 
 def worktrees(repo: Path, root: Path, args: argparse.Namespace) -> dict[str, object]:
@@ -123,8 +130,9 @@ def worktrees(repo: Path, root: Path, args: argparse.Namespace) -> dict[str, obj
 
 
 def workspace_time(files: int, root: Path, args: argparse.Namespace) -> float:
-    """Seconds for one more unit's workspace (clone + its copy of an already primed
-    template's deps) in a FILES-file repository (median of 3)."""
+    """Seconds for one more unit's workspace (clone + its deps from an already primed
+    template: an overlay's layers where one can be mounted, else a copy) in a FILES-file
+    repository (median of 3)."""
     repo = root / f"scale-{files}"
     make_repo(repo, files)
     (repo / "lock.txt").write_text("v1\n")
@@ -139,11 +147,12 @@ def workspace_time(files: int, root: Path, args: argparse.Namespace) -> float:
     primed = template.ensure(prime, root=str(ws_root), repo_root=str(repo), base=base,
                              store=None, env=os.environ, sandbox=False, logs=str(ws_root))
     workspace.make_clone(repo, base, ws_root / "run" / "warm")   # the run's store, made once
+    overlay = template.overlay_here(str(ws_root / "run"), os.environ, sandbox=True)
     times = []
     for i in range(3):
         t = time.perf_counter()
         clone = workspace.make_clone(repo, base, ws_root / "run" / f"u{i}")
-        template.give(primed, clone)
+        template.give(primed, clone, overlay=overlay)
         times.append(time.perf_counter() - t)
     return sorted(times)[1]
 
@@ -182,11 +191,15 @@ def main() -> None:
             assert isinstance(disk, list)
             print(f"| {name} | {r['all_started_s']:.1f} s | {r['primes']} | "
                   f"{min(disk) / mib:.1f} to {max(disk) / mib:.1f} |")
+        deps = ours["deps_per_unit"]
+        assert isinstance(deps, list)
+        print(f"\nprun's units' deps: {'an overlay each' if ours['overlay'] else 'a copy each'}, "
+              f"{min(deps) / mib:.2f} to {max(deps) / mib:.2f} MiB of each unit's disk")
         after = ours["after_prime_s"]
         assert isinstance(after, list)
         print(f"\nprun's units started {min(after):.2f} to {max(after):.2f} s after the prime "
-              "ended\n")
-        print("| tracked files | one more unit's workspace (clone + its deps copy) |")
+              f"ended ({', '.join(f'{a:.2f}' for a in after)})\n")
+        print("| tracked files | one more unit's workspace (clone + its deps) |")
         print("| ---: | ---: |")
         for n in (int(x) for x in args.scale.split(",")):
             print(f"| {n} | {workspace_time(n, root, args) * 1000:.0f} ms |")

@@ -1,8 +1,10 @@
 """Primed templates through the real `prun run` (real git, real bubblewrap): the plan's
 `workspace:` prime runs once per key across units and runs, again when the key changes; each
-code unit gets the shared paths as its own copy at the path the template was primed at;
-shared paths are never part of a change; a failed prime fails its units and is not kept;
-`prun clean --templates` lists and removes templates."""
+code unit gets the shared paths copy-on-write (an overlay where the kernel mounts one, its
+writes in its own upper layer beside its clone; a copy with PRUN_OVERLAY=off) at the path the
+template was primed at; shared paths are never part of a change; a failed prime fails its
+units and is not kept; `prun clean` removes a unit's upper layers, `prun clean --templates`
+lists and removes templates."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from helpers import prun
+from prun.attempt.overlay import overlays_unavailable
 from prun.ledger import Ledger
 from runkit import write_plan
 
@@ -41,9 +44,9 @@ def _unit(pid: str, code: str, **fields) -> dict:
             "prompt": f"unit {pid}", "kind": "code", **fields}
 
 
-def _run(repo: Path, tmp_path: Path, packets: list[dict], env: dict | None = None):
+def _run(repo: Path, tmp_path: Path, packets: list[dict], env: dict | None = None, **settings):
     counter = tmp_path / "primes.log"
-    plan = write_plan(repo / "plan.yaml", packets, parallel=4,
+    plan = write_plan(repo / "plan.yaml", packets, parallel=4, **settings,
                       workspace={"prime": [sys.executable, "-c", PRIME, str(counter)],
                                  "key": ["lock.txt"], "share": ["deps"]})
     r = prun("run", str(plan), env=env, timeout=120)
@@ -74,8 +77,21 @@ def lock_repo(tmp_path, monkeypatch):
     return working_repo(tmp_path, monkeypatch, {"lock.txt": "v1\n", "README": "r\n"})
 
 
+@pytest.fixture
+def overlay(tmp_path, bwrap) -> None:
+    """Skip where the kernel mounts no unprivileged overlay for a unit's sandbox."""
+    why = overlays_unavailable(str(tmp_path / "workspaces"))
+    if why is not None:
+        pytest.skip(f"no overlay here: {why}")
+
+
+def _upper(ws: Path) -> Path:
+    """The unit's own upper layer over the template's deps."""
+    return Path(f"{ws}.overlay") / "0" / "upper"
+
+
 def test_prime_runs_once_units_get_own_copies_and_changes_leave_shared_paths_out(
-        lock_repo, tmp_path, bwrap):
+        lock_repo, tmp_path, overlay):
     repo = lock_repo
     units = [_unit(p, SIBLING.format(pid=p), owns=[f"{p}.txt"]) for p in ("a", "b", "c")]
     r, run_id, att, status, primes = _run(repo, tmp_path, units)
@@ -86,12 +102,14 @@ def test_prime_runs_once_units_get_own_copies_and_changes_leave_shared_paths_out
     # the template is untouched by what the units wrote in their copies
     assert Path(primed_at, "deps", "lib.txt").read_text() == "lib v1\n"
     assert Path(primed_at, "deps", "bin", "where").exists()
-    for p in "abc":   # each unit's own copy, no link to the template
+    for p in "abc":   # each unit's writes in its own upper layer, not a full copy
         ws = Path(att[p]["workspace"])
-        assert (ws / "deps" / "lib.txt").read_text() == f"changed by {p}"
+        upper = _upper(ws)
+        assert (upper / "lib.txt").read_text() == f"changed by {p}"
+        assert (upper / "bin" / "where").is_char_device()   # the deletion: a whiteout
+        assert sorted(q.name for q in upper.rglob("*")) == ["bin", "lib.txt", "where"]
+        assert list((ws / "deps").iterdir()) == []          # the host sees a mount point
         assert not (ws / "deps").is_symlink()
-        assert (ws / "deps" / "lib.txt").stat().st_ino != Path(primed_at, "deps",
-                                                                "lib.txt").stat().st_ino
     rec = prun("reconcile", run_id, "--json", timeout=120)
     assert rec.returncode == 0, rec.stdout + rec.stderr
     files = {p["packet"]: [f["path"] for f in p["change"]["files"]]
@@ -100,6 +118,12 @@ def test_prime_runs_once_units_get_own_copies_and_changes_leave_shared_paths_out
     done = prun("integrate", run_id, "--no-check", timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (repo / "a.txt").read_text() == "a" and not (repo / "deps").exists()
+    # prun clean removes the clones and their upper layers
+    cleaned = prun("clean", run_id, timeout=120)
+    assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
+    for p in "abc":
+        ws = Path(att[p]["workspace"])
+        assert not ws.exists() and not Path(f"{ws}.overlay").exists()
     # the next run reuses the template while its key holds
     r2, _, _, status2, primes2 = _run(repo, tmp_path, [_unit("d", SIBLING.format(pid="d"),
                                                               owns=["d.txt"])])
@@ -200,3 +224,54 @@ def test_a_dependent_whose_predecessor_changed_the_key_gets_its_own_template(loc
     assert r.returncode == 0, r.stdout + r.stderr
     assert status == {"a": "succeeded", "b": "succeeded"}
     assert len(primes) == 2 and primes[0] != primes[1]
+
+
+def test_a_units_write_and_delete_in_an_overlay_are_invisible_to_a_later_sibling(
+        lock_repo, tmp_path, overlay):
+    units = [_unit("a", """
+                 import os, subprocess
+                 assert open('setup-saw.txt').read() == 'lib v1\\n'   # the setup saw the deps
+                 gone = subprocess.run(['umount', 'deps'], capture_output=True)
+                 assert gone.returncode != 0 and os.path.exists('deps/lib.txt')
+                 open('deps/lib.txt', 'w').write('mine')
+                 os.remove('deps/bin/where')
+                 open('deps/new.txt', 'w').write('new')
+                 open('a.txt', 'w').write('a')
+             """, owns=["a.txt"]),
+             _unit("b", """
+                 import os
+                 assert open('deps/lib.txt').read() == 'lib v1\\n', open('deps/lib.txt').read()
+                 assert os.path.exists('deps/bin/where') and not os.path.exists('deps/new.txt')
+                 assert open('a.txt').read() == 'a'
+                 open('b.txt', 'w').write('b')
+             """, owns=["b.txt"], after=["a"])]
+    r, run_id, att, status, primes = _run(lock_repo, tmp_path, units,
+                                          setup="cat deps/lib.txt > setup-saw.txt")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert status == {"a": "succeeded", "b": "succeeded"} and len(primes) == 1
+    rec = prun("reconcile", run_id, "--json", timeout=120)
+    files = {p["packet"]: [f["path"] for f in p["change"]["files"]]
+             for p in json.loads(rec.stdout)["packets"]}
+    assert files == {"a": ["a.txt"], "b": ["b.txt"]}
+    assert sorted(q.name for q in _upper(Path(att["a"]["workspace"])).rglob("*")) == [
+        "bin", "lib.txt", "new.txt", "where"]
+    assert list(_upper(Path(att["b"]["workspace"])).iterdir()) == []
+    template = Path(primes[0], "deps")
+    assert (template / "lib.txt").read_text() == "lib v1\n"
+    assert (template / "bin" / "where").exists() and not (template / "new.txt").exists()
+
+
+def test_with_prun_overlay_off_each_unit_gets_a_copy(lock_repo, tmp_path, bwrap):
+    units = [_unit(p, SIBLING.format(pid=p), owns=[f"{p}.txt"]) for p in ("a", "b")]
+    r, _run_id, att, status, primes = _run(lock_repo, tmp_path, units,
+                                           env={"PRUN_OVERLAY": "off"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert status == {"a": "succeeded", "b": "succeeded"} and len(primes) == 1
+    primed_at = primes[0]
+    assert Path(primed_at, "deps", "lib.txt").read_text() == "lib v1\n"
+    for p in "ab":   # each unit's own copy, no link to the template, no overlay
+        ws = Path(att[p]["workspace"])
+        assert (ws / "deps" / "lib.txt").read_text() == f"changed by {p}"
+        assert not (ws / "deps").is_symlink() and not Path(f"{ws}.overlay").exists()
+        assert (ws / "deps" / "lib.txt").stat().st_ino != Path(primed_at, "deps",
+                                                                "lib.txt").stat().st_ino

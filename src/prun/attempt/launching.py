@@ -125,7 +125,7 @@ class Places:
         but for what is bound back; extra directories writable only in accept-edits mode; its
         policy at ``/dev/prun-unit``; other agent CLIs masked when it may not start them; the
         workspace also shown, and the unit started, where its primed template was primed
-        (``workspace_at``)."""
+        (``workspace_at``), its template's shared folders mounted as overlays (``overlays``)."""
         from .._util.gitcmd import toplevel
         from .home import person_home
         from .sandbox import TMP_FOLDERS, wrap
@@ -161,7 +161,8 @@ class Places:
         covers = [(self.policy, MARKER), *self._masks(program)]
         at = (workspace, req.workspace_at) if req.workspace_at else None
         return wrap(argv, writable=writable, read_only=read_only, hidden=hidden, tmp=self.tmp,
-                    covers=covers, alias=at)
+                    covers=covers, alias=at,
+                    overlays=[o.paths for o in req.overlays])
 
     def _masks(self, program: str) -> list[tuple[str, str]]:
         """(stub, file) for each other agent CLI on the person's PATH (or named by its

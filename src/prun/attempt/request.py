@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..executors.base import Executor
     from ..executors.settings import Settings
     from ..settings import Settings as PrunSettings
+    from .overlay import Overlay
 
 # A prompt travels in argv for agy, claude and gemini; Linux caps one argument at 128 KiB.
 MAX_ARGV_PROMPT_BYTES = 120_000
@@ -47,7 +48,8 @@ class Request:
                  writable: Sequence[str] = (), outbox: bool = False,
                  config: PrunSettings | None = None, git_wrapper: str | None = None,
                  prompt: str | None = None, hidden: Sequence[str] = (),
-                 subdispatch: bool = False, workspace_at: str | None = None):
+                 subdispatch: bool = False, workspace_at: str | None = None,
+                 overlays: Sequence[Overlay] = ()):
         self.executor = executor
         self.prompt_file = prompt_file
         self.prompt = prompt                # the prompt file's text, when the caller wrote it
@@ -62,6 +64,7 @@ class Request:
         self.timeout_s = timeout_s
         self.workspace = workspace          # a caller-supplied workspace (else $PRUN_SCRATCH_CWD)
         self.workspace_at = workspace_at    # the sandbox also shows it here, and starts there
+        self.overlays = tuple(overlays)     # its template's shared folders, in its sandbox
         self.state_root = state_root
         self.env = env
         self.attempt_id = attempt_id

@@ -22,6 +22,15 @@ Enforced (Linux, bwrap; as root too):
 - ``alias`` ``(source, destination)``: ``source`` (the unit's workspace) is also writable at
   ``destination`` (where its primed template was primed, ``prun.git.template``), and the
   process starts there;
+- each ``(lower, upper, work, target)`` of ``overlays`` (a primed template's shared folder,
+  ``prun.attempt.overlay``, ``prun.git.template``) is an overlay mounted at its ``target``
+  before bwrap starts: ``lower`` read-only below, the unit's own ``upper`` above, so a write
+  there lands in ``upper`` only. prun mounts it itself
+  (bubblewrap 0.8 has no ``--overlay``) in a user and mount namespace of the unit's own
+  (``unshare -Urm``: unprivileged overlayfs, Linux 5.11+, ``userxattr``); bwrap then runs in
+  a user namespace of its own, as the person's uid and gid, with every capability dropped, so
+  nothing inside can unmount or remount what it sees (``prun.attempt.overlay`` says whether
+  that can be done here);
 - every ``(source, destination)`` of ``covers`` is ``source`` mounted read-only over
   ``destination``, last (a refusing stub over a program, a marker file in ``/dev``); a
   destination the unit could not see anyway is skipped.
@@ -63,7 +72,8 @@ Not enforced, by design or by limit:
 - Reading: whatever the user can read outside ``hidden`` stays readable (the home folder, where
   interpreters and tools are often installed, included). The network is as the user has it;
   other users' processes can be signalled where the user could (outside the PID namespace they
-  cannot be named by PID). Nothing but the PID and mount namespaces is unshared.
+  cannot be named by PID). Nothing but the PID and mount namespaces is unshared (and, with
+  ``overlays``, the user namespace).
 - A folder *above* a writable path's mount can be renamed only where it is itself writable.
 - Where a fresh ``/proc`` cannot be mounted, ``/proc/<pid>/root`` of any process outside leads
   to the machine's file system as that process sees it (read-only is the mount's, not the
@@ -78,6 +88,7 @@ that attacks the kernel: that needs more namespaces and seccomp, which agents co
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 
@@ -88,6 +99,12 @@ PROBE_TIMEOUT_S = 10.0
 ROOT_CAPS_DROPPED = ("CAP_SYS_ADMIN", "CAP_DAC_READ_SEARCH", "CAP_SYS_MODULE", "CAP_SYS_RAWIO",
                      "CAP_MKNOD")
 TMP_FOLDERS = ("/tmp", "/var/tmp")   # where a unit's own ``tmp`` is mounted
+OVERLAY_UNSAFE = ",:\\\n"    # characters an overlay's mount options cannot carry
+# Mounts each overlay (4 arguments: lower, upper, work, target) with mount(8) ($1), then execs
+# the rest.
+_MOUNT_OVERLAYS = ('m=$1; n=$2; shift 2; while [ "$n" -gt 0 ]; do "$m" -t overlay overlay -o '
+                   '"lowerdir=$1,upperdir=$2,workdir=$3,userxattr" "$4" || exit 1; shift 4; '
+                   'n=$((n-1)); done; exec "$@"')
 
 # A mount: (destination, kind, source); kinds in the order they apply at one path
 _DEV, _PROC, _TMPFS, _RW, _RO = "dev", "proc", "tmpfs", "rw", "ro"
@@ -130,13 +147,16 @@ def fresh_proc() -> bool:
 def wrap(argv: Sequence[str], *, writable: Sequence[str], read_only: Sequence[str],
          hidden: Sequence[str] = (), tmp: str | None = None,
          covers: Sequence[tuple[str, str]] = (),
-         alias: tuple[str, str] | None = None) -> list[str]:
+         alias: tuple[str, str] | None = None,
+         overlays: Sequence[tuple[str, str, str, str]] = ()) -> list[str]:
     """The argv that runs ``argv`` in a sandbox: the file system read-only, each path of
     ``writable`` writable, each of ``hidden`` an empty read-only folder, each of ``read_only``
     read-only (deeper paths over shallower ones); ``tmp`` (when given) writable at ``/tmp`` and
     ``/var/tmp``; each ``(source, destination)`` of ``covers`` read-only over its destination;
     ``alias`` ``(source, destination)``: ``source`` writable at ``destination`` too, where the
-    process starts; its own PID namespace, killed with its parent. Raises ``UsageError``
+    process starts; each ``(lower, upper, work, target)`` of ``overlays``
+    (``prun.attempt.overlay``) mounted first, in user and mount namespaces of the
+    unit's own; its own PID namespace, killed with its parent. Raises ``UsageError``
     when no sandbox can be made here or the program's name has a ``=`` (``env`` would take it
     for a variable)."""
     why = unavailable()
@@ -155,7 +175,26 @@ def wrap(argv: Sequence[str], *, writable: Sequence[str], read_only: Sequence[st
         mounts.append((dest, _RW, source))
         mounts.sort(key=lambda m: (_depth(m[0]), m[0], _ORDER[m[1]]))
         chdir = ["--chdir", dest]
-    return _argv(probe.bwrap, probe.env, list(argv), mounts, _covers(covers, mounts), chdir)
+    out = _argv(probe.bwrap, probe.env, list(argv), mounts, _covers(covers, mounts), chdir)
+    return _overlaid(out, overlays) if overlays else out
+
+
+def _overlaid(argv: list[str], overlays: Sequence[tuple[str, str, str, str]]) -> list[str]:
+    """``argv`` (``env --ignore-signal=TERM bwrap ...``) with ``overlays`` mounted first in
+    a user and mount namespace of its own, bwrap in a nested user namespace as the person,
+    without capabilities."""
+    unshare, sh, mount = (shutil.which(p) or p for p in ("unshare", "sh", "mount"))
+    paths = [p for o in overlays for p in o]
+    bad = [p for p in paths if any(c in p for c in OVERLAY_UNSAFE)]
+    if bad:
+        raise UsageError(f"cannot mount an overlay at {bad[0]!r}: an overlay's path must not "
+                         "hold ',', ':', '\\' or a newline",
+                         hint="set PRUN_WORKSPACE_ROOT to a plain path, or PRUN_OVERLAY=off")
+    person = ["--unshare-user", "--uid", str(os.getuid()), "--gid", str(os.getgid()),
+              "--cap-drop", "ALL"]
+    env, ignore, bwrap, *rest = argv
+    return [env, ignore, unshare, "-Urm", "--", sh, "-c", _MOUNT_OVERLAYS, "sh", mount,
+            str(len(overlays)), *paths, bwrap, *person, *rest]
 
 
 def prun_runtime() -> tuple[str, ...]:

@@ -12,6 +12,7 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ..attempt.overlay import Overlay
 from ..attempt.sandbox import unavailable, wrap
 from ..errors import SetupFailed
 from ..settings import load
@@ -48,31 +49,34 @@ def run_setup(workspace: str | os.PathLike[str], command: str | Sequence[str],
               env: Mapping[str, str] | None = None, timeout: float | None = None, *,
               log_path: str | os.PathLike[str] | None = None, check: bool = True,
               sandbox: bool = False, read_only: Sequence[str] = (),
-              base: str | None = None) -> SetupResult:
+              base: str | None = None, overlays: Sequence[Overlay] = (),
+              exclude_new: bool = True) -> SetupResult:
     """Run the plan's ``setup`` command in ``workspace`` before its unit starts.
 
     A string runs through ``/bin/sh -c`` (it is the plan author's shell line); a list runs as
     argv. It gets its own process group, stdin closed, and ``timeout`` seconds (default 600);
     past that its whole group is ended. With ``sandbox`` it runs in the sandbox its units run
     in (``prun.attempt.sandbox.wrap``): the workspace writable (and a temporary folder of its
-    own, its ``HOME`` too), ``read_only`` read-only, so
+    own, its ``HOME`` too), ``read_only`` read-only, ``overlays`` mounted (a primed template's
+    shared folders, as its unit sees them), so
     nothing in a workspace (a predecessor's change, a follow-up's earlier work) runs on the
     host. Output goes to ``log_path`` (default: ``setup_log``). In a clone (at ``base``,
     default the one its marker recorded when prun made it), untracked files it made are
-    added to ``.git/info/exclude`` so they never count as the unit's change.
+    added to ``.git/info/exclude`` so they never count as the unit's change (not with
+    ``exclude_new`` false: a primed template's clone, which is never read as a change).
     Raises ``SetupFailed`` on failure when ``check``.
     """
     workspace = os.path.abspath(os.fspath(workspace))
     git_dir = os.path.join(workspace, ".git")
-    is_clone = os.path.isdir(git_dir) and not os.path.islink(git_dir)
+    excluding = exclude_new and os.path.isdir(git_dir) and not os.path.islink(git_dir)
     if log_path is None:
         log_path = setup_log(workspace)
-    if is_clone and base is None:
+    if excluding and base is None:
         base = clone_base(workspace)   # prun's own, read before the setup runs
-    before = _untracked(workspace, base) if is_clone and base else set()
+    before = _untracked(workspace, base) if excluding and base else set()
     wrapped = None
     if sandbox:
-        wrapped, env = _in_sandbox(shell_argv(command), workspace, env, read_only)
+        wrapped, env = _in_sandbox(shell_argv(command), workspace, env, read_only, overlays)
     try:
         ran = run_bounded(wrapped or command, workspace, env,
                           SETUP_TIMEOUT_DEFAULT if timeout is None else timeout, log_path)
@@ -80,7 +84,7 @@ def run_setup(workspace: str | os.PathLike[str], command: str | Sequence[str],
         if wrapped:   # its temporary folder goes with it
             shutil.rmtree(workspace + ".setup-tmp", ignore_errors=True)
     excluded: tuple[str, ...] = ()
-    if ran.ok and is_clone and base:
+    if ran.ok and excluding and base:
         excluded = tuple(sorted(_untracked(workspace, base) - before))
         if excluded:
             try:
@@ -99,7 +103,8 @@ def run_setup(workspace: str | os.PathLike[str], command: str | Sequence[str],
 
 
 def _in_sandbox(argv: list[str], workspace: str, env: Mapping[str, str] | None,
-                read_only: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+                read_only: Sequence[str],
+                overlays: Sequence[Overlay] = ()) -> tuple[list[str], dict[str, str]]:
     """The setup's argv in the sandbox, and its environment: like a unit, it writes only its
     workspace, a temporary folder of its own (``<workspace>.setup-tmp``, its ``/tmp``, ``TMPDIR``
     and ``HOME``) and the folders every sandboxed unit may also write
@@ -108,7 +113,8 @@ def _in_sandbox(argv: list[str], workspace: str, env: Mapping[str, str] | None,
     tmp = workspace + ".setup-tmp"
     os.makedirs(tmp, exist_ok=True)
     extra = load(given).sandbox_writable
-    argv = wrap(argv, writable=[workspace, *extra], read_only=list(read_only), tmp=tmp)
+    argv = wrap(argv, writable=[workspace, *extra], read_only=list(read_only), tmp=tmp,
+                overlays=[o.paths for o in overlays])
     return argv, {**given, "HOME": tmp, "TMPDIR": tmp}
 
 

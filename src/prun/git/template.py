@@ -9,10 +9,14 @@ its shared paths then given to every code unit copy-on-write.
   sandbox). One caller primes a key (a ``flock`` on its folder: units of another key do not
   wait); a failed prime leaves no template (``PrimeFailed``, its log beside the run's
   workspaces, and later units of the run with that key fail at once).
-* ``give``: the template's shared paths copied into a fresh clone (``cp --reflink=auto -a``:
-  a reflink where the file system can, else a real copy; never a symbolic or hard link to the
-  template), listed beside the clone (``untrusted.shared_list``: prun's reads leave them out
-  of the unit's change) and in its ``info/exclude``.
+* ``give``: the template's shared paths given to a fresh clone copy-on-write: where its unit
+  runs in the sandbox and the kernel can (``overlay_here``), each shared folder is an overlay
+  (``sandbox.Overlay``: the template's folder read-only below, the unit's own upper layer in
+  ``<clone>.overlay/``) that the unit's sandbox mounts at the same path (``overlays_of``), in
+  constant time and disk; elsewhere a copy (``cp --reflink=auto -a``: a reflink where the file
+  system can, else a real copy). Never a symbolic or hard link to the template. Listed beside
+  the clone (``untrusted.shared_list``: prun's reads leave them out of the unit's change) and
+  in its ``info/exclude``.
 * ``templates`` and ``remove``: what ``prun clean --templates`` lists and removes.
 """
 
@@ -28,13 +32,16 @@ from dataclasses import dataclass
 from .._util import gitcmd
 from .._util.bounded import run
 from .._util.fsutil import atomic_write, atomic_write_json, read_json
+from .._util.say import say_once
+from ..attempt.overlay import Overlay, overlays_unavailable
+from ..attempt.sandbox import OVERLAY_UNSAFE
 from ..errors import PrimeFailed, WorkspaceError
 from ..plan.model import Prime
 from .clonefiles import NotRegular, append_inside
 from .setup import run_setup
 from .store import discard, ensure_store, locked
 from .untrusted import pattern, shared_list, shared_record
-from .workspace import make_clone
+from .workspace import make_clone, overlay_dir
 
 FOLDER = "templates"          # under the workspace root
 TREE = "ws"                   # the clone the prime ran in
@@ -42,6 +49,7 @@ STORES = "stores"             # the object store its clone borrows from (prun.gi
 READY = "template.json"       # written last: the template may be used
 LOG = "prime.log"             # the output of the prime that made it
 COPY_TIMEOUT_S = 1800.0
+OVERLAY_SETTING = "PRUN_OVERLAY"   # "off": shared paths are copied even where an overlay works
 
 
 @dataclass(frozen=True)
@@ -136,7 +144,8 @@ def _prime(prime: Prime, key: str, folder: str, *, repo_root: str, base: str,
         atomic_write(log, e.line() + "\n", durable=False)
         raise PrimeFailed(key, "could not make its template workspace", log=log) from None
     done = run_setup(tree, prime.command, env, log_path=log, check=False, sandbox=sandbox,
-                     read_only=[p for p in (repo_root, store) if p], base=base)
+                     read_only=[p for p in (repo_root, store) if p], base=base,
+                     exclude_new=False)   # the template is never read as a change
     if not done.ok:
         why = "timed out" if done.timed_out else f"exited with code {done.exit_code}"
         last = (done.tail.strip().splitlines()[-1:] or [""])[0]
@@ -164,30 +173,74 @@ def _ready(folder: str, key: str | None = None) -> Template | None:
                     tuple(info["share"]), float(info["created"]), str(info["base"]))
 
 
-def give(template: Template, clone: str) -> None:
-    """Copy the template's shared paths into the fresh ``clone`` (its own copy: a unit's
-    write there changes nothing else), and leave them out of its change."""
-    for path in template.share:
+def overlay_here(root: str, env: Mapping[str, str], *, sandbox: bool) -> bool:
+    """Whether a clone under ``root`` (the workspace root) gets its shared folders as overlays:
+    its unit runs in the sandbox, ``PRUN_OVERLAY`` is not ``off`` and the kernel mounts an
+    unprivileged overlay there (probed once per process; said once when it cannot)."""
+    if not sandbox or env.get(OVERLAY_SETTING, "").strip().lower() == "off":
+        return False
+    why = overlays_unavailable(root)
+    if why is not None:
+        say_once(f"prun: shared paths are copied into each unit, not overlaid: {why}")
+    return why is None
+
+
+def give(template: Template, clone: str, *, overlay: bool = False) -> None:
+    """Give the fresh ``clone`` the template's shared paths as its own (a unit's write there
+    changes nothing else), and leave them out of its change. With ``overlay`` each shared
+    folder is an empty mount point in the clone and an upper layer in ``<clone>.overlay/``
+    (its unit's sandbox mounts the overlay, ``overlays_of``); a shared file, or a path an
+    overlay cannot name, is copied."""
+    layers: list[list[str]] = []
+    for n, path in enumerate(template.share):
         src, dest = os.path.join(template.tree, path), os.path.join(clone, path)
         if os.path.lexists(dest):
             raise WorkspaceError(f"{dest} exists in a fresh clone: it is tracked at its base",
                                  hint="share only untracked paths (workspace.share)")
         os.makedirs(os.path.dirname(dest), exist_ok=True)
-        done = run(["cp", "--reflink=auto", "-a", "--no-target-directory", src, dest],
-                   timeout=COPY_TIMEOUT_S)
-        if done.returncode != 0:
-            err = done.stderr.decode("utf-8", "replace").strip().splitlines()
-            raise WorkspaceError(f"could not copy {path} from template {template.key[:12]}: "
-                                 f"{err[-1] if err else 'timed out'}",
-                                 hint="check the disk is not full")
+        if overlay and _overlayable(src, dest):
+            upper, work = (os.path.join(overlay_dir(clone), str(n), d) for d in ("upper", "work"))
+            for d in (upper, work, dest):
+                os.makedirs(d)
+            layers.append([os.path.realpath(src), upper, work, path])
+            continue
+        _copy(template, path, src, dest)
     atomic_write_json(shared_list(clone), {"key": template.key, "at": template.tree,
-                                           "paths": list(template.share)}, durable=False)
+                                           "paths": list(template.share),
+                                           "overlays": layers}, durable=False)
     try:
         append_inside(os.path.join(clone, ".git"), "info/exclude",
                       "# shared from prun's primed template\n"
                       + "".join("/" + pattern(p) + "\n" for p in template.share))
     except NotRegular:
         pass   # prun's own list beside the clone still leaves them out
+
+
+def _overlayable(src: str, dest: str) -> bool:
+    return (os.path.isdir(src) and not os.path.islink(src)
+            and not any(c in p for p in (os.path.realpath(src), dest) for c in OVERLAY_UNSAFE))
+
+
+def _copy(template: Template, path: str, src: str, dest: str) -> None:
+    done = run(["cp", "--reflink=auto", "-a", "--no-target-directory", src, dest],
+               timeout=COPY_TIMEOUT_S)
+    if done.returncode != 0:
+        err = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise WorkspaceError(f"could not copy {path} from template {template.key[:12]}: "
+                             f"{err[-1] if err else 'timed out'}",
+                             hint="check the disk is not full")
+
+
+def overlays_of(clone: str) -> tuple[Overlay, ...]:
+    """The overlays a clone's sandbox mounts (none when its shared paths were copied), read
+    from prun's list beside it (never from the clone)."""
+    entries = shared_record(clone).get("overlays")
+    out = []
+    for entry in entries if isinstance(entries, list) else ():
+        if isinstance(entry, list) and len(entry) == 4 and all(isinstance(e, str) for e in entry):
+            lower, upper, work, path = entry
+            out.append(Overlay(lower, upper, work, os.path.join(os.path.abspath(clone), path)))
+    return tuple(out)
 
 
 def primed_at(clone: str) -> str | None:
@@ -235,5 +288,5 @@ def _empty(folder: str) -> None:
             os.unlink(path)
 
 
-__all__ = ["Template", "ensure", "folder_of", "give", "key_of", "leftovers", "primed_at",
-           "remove", "templates"]
+__all__ = ["OVERLAY_SETTING", "Template", "ensure", "folder_of", "give", "key_of", "leftovers",
+           "overlay_here", "overlays_of", "primed_at", "remove", "templates"]

@@ -316,12 +316,16 @@ def made_by_prun(path: str | os.PathLike[str]) -> bool:
 
 def _forget(path: str, kept: str | None) -> None:
     """Drop what prun kept of a removed workspace beside it: a clone's record in its store,
-    the setup command's log, the list of paths it was given from a primed template."""
+    the setup command's log, the list of paths it was given from a primed template and the
+    upper layers of its overlays."""
     if kept:
         stores.forget(kept, path)
     for beside in (setup_log(path), shared_list(path)):
         if os.path.isfile(beside) and not os.path.islink(beside):
             os.unlink(beside)
+    layers = overlay_dir(path)
+    if os.path.isdir(layers) and not os.path.islink(layers):
+        stores.discard(layers)   # overlayfs leaves its ``work/work`` with no permission bits
 
 
 def setup_log(workspace: str | os.PathLike[str]) -> str:
@@ -330,5 +334,11 @@ def setup_log(workspace: str | os.PathLike[str]) -> str:
     return os.path.abspath(os.fspath(workspace)).rstrip(os.sep) + ".setup.log"
 
 
+def overlay_dir(workspace: str | os.PathLike[str]) -> str:
+    """Where a clone's overlays keep their upper layers (``prun.git.template``):
+    ``<workspace>.overlay``, beside it, out of its unit's reach, removed with it."""
+    return os.path.abspath(os.fspath(workspace)).rstrip(os.sep) + ".overlay"
+
+
 __all__ = ["Marker", "clone_base", "default_root", "made_by_prun", "make_clone", "make_scratch",
-           "marker", "remove", "set_clone_base", "setup_log", "snapshot_readonly"]
+           "marker", "overlay_dir", "remove", "set_clone_base", "setup_log", "snapshot_readonly"]

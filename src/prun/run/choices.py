@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import executors
+from ..attempt.overlay import Overlay
 from ..errors import LaunchError, UsageError
 from ..git import template
 from ..git import workspace as ws
@@ -62,6 +63,7 @@ class Workspace:
     snapshot: str | None = None        # the run's read-only view of the code at its base
     applied: tuple[str, ...] = ()      # predecessors whose accepted changes it starts with
     seen_at: str | None = None         # where its sandbox also shows it: its template's path
+    overlays: tuple[Overlay, ...] = ()  # its template's shared folders, mounted in its sandbox
 
 
 def workspace(packet: Packet, *, root: str, seq: int, repo_root: str | None,
@@ -76,7 +78,8 @@ def workspace(packet: Packet, *, root: str, seq: int, repo_root: str | None,
     (for a dependent, at the commit of its predecessors' accepted changes, made in a store of
     its own), given the shared paths of the plan's primed template (``prime``, kept under
     ``templates``, the workspace root: ``prun.git.template``; primed first when there is none
-    for its key); then the plan's setup command, in the sandbox when the unit runs in one.
+    for its key; as overlays where its sandbox can mount them, else copies); then the plan's
+    setup command, in the sandbox when the unit runs in one.
     ``reuse``: a follow-up keeps its predecessor's workspace, whose base the ledger recorded
     (``reuse_base``; never read from the workspace); ``scratch_ready()``: ``root`` is known to
     be outside any git work tree."""
@@ -85,8 +88,10 @@ def workspace(packet: Packet, *, root: str, seq: int, repo_root: str | None,
         snapshot = snapshot_of(base)
     if reuse and os.path.isdir(reuse):
         kind = "clone" if packet.writes_code else "scratch"
+        clone = kind == "clone"
         return Workspace(reuse, kind, (reuse_base if packet.writes_code else None) or base,
-                         snapshot, seen_at=template.primed_at(reuse) if kind == "clone" else None)
+                         snapshot, seen_at=template.primed_at(reuse) if clone else None,
+                         overlays=template.overlays_of(reuse) if clone else ())
     name = f"{packet.id}.{seq}"
     applied: tuple[str, ...] = ()
     seen_at = None
@@ -105,10 +110,12 @@ def workspace(packet: Packet, *, root: str, seq: int, repo_root: str | None,
                              neutral=store is not None)
         kind = "clone"
         if prime is not None:
+            in_sandbox = sandboxed(packet.sandbox)
             primed = template.ensure(prime, root=templates or root, repo_root=repo_root,
-                                     base=base, store=store, env=env,
-                                     sandbox=sandboxed(packet.sandbox), logs=root)
-            template.give(primed, path)
+                                     base=base, store=store, env=env, sandbox=in_sandbox,
+                                     logs=root)
+            template.give(primed, path, overlay=template.overlay_here(root, env,
+                                                                      sandbox=in_sandbox))
             seen_at = primed.tree
     else:
         path = ws.make_scratch(root, name,
@@ -117,8 +124,10 @@ def workspace(packet: Packet, *, root: str, seq: int, repo_root: str | None,
     if setup:
         read_only = [p for p in (repo_root, root, snapshot) if p]
         run_setup(path, setup, env, sandbox=sandboxed(packet.sandbox), read_only=read_only,
-                  base=base if packet.writes_code else None)
-    return Workspace(path, kind, base, snapshot, applied, seen_at)
+                  base=base if packet.writes_code else None,
+                  overlays=template.overlays_of(path) if kind == "clone" else ())
+    return Workspace(path, kind, base, snapshot, applied, seen_at,
+                     template.overlays_of(path) if kind == "clone" else ())
 
 
 def git_wrapper(user_state: str) -> str | None:

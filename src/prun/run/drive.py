@@ -104,7 +104,7 @@ def brief_attempt(ctx: RunContext, u: UnitState, held: Reservation | None,
         extra_env=extra, briefed=True, sandbox=ctx.sandbox.get(p.id), outbox=True,
         read_only=read_only(ctx, place, prompt_file), hidden=hidden(ctx),
         subdispatch=p.subdispatch, config=ctx.settings, git_wrapper=ctx.git_wrapper,
-        prompt=text, workspace_at=place.seen_at)
+        prompt=text, workspace_at=place.seen_at, overlays=place.overlays)
     try:
         prepared = prepare(request)
     except PrunError:
