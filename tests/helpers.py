@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -19,6 +20,36 @@ def make_fake_cli(folder: Path, name: str, source: Path) -> Path:
     path.write_text(f"#!{sys.executable}\n" + source.read_text())
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return path
+
+
+AGENT_CLIS = ("agy", "claude", "gemini")
+# what each fake Claude Code unit reports in its stream's result (200 + 1000 cached in, 30 out)
+CLAUDE_USAGE = {"input_tokens": 200, "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 1000, "output_tokens": 30}
+CLAUDE_COST = "0.0125"
+
+
+def fake_claude_reporting_usage(tmp_path: Path, monkeypatch) -> None:
+    """The fake Claude Code at ``PRUN_CLAUDE_BIN``, each run reporting ``CLAUDE_USAGE`` and
+    ``CLAUDE_COST`` as the real CLI's stream does."""
+    monkeypatch.setenv("PRUN_CLAUDE_BIN",
+                       str(make_fake_cli(tmp_path / "bin", "claude", FAKES / "fake_claude.py")))
+    monkeypatch.setenv("FAKE_CLAUDE_HOME", str(tmp_path / "claude-home"))
+    monkeypatch.setenv("IS_SANDBOX", "1")
+    report_claude_usage(monkeypatch)
+
+
+def report_claude_usage(monkeypatch) -> None:
+    monkeypatch.setenv("FAKE_CLAUDE_USAGE", json.dumps(CLAUDE_USAGE))
+    monkeypatch.setenv("FAKE_CLAUDE_COST", CLAUDE_COST)
+
+
+def without_agent_clis(monkeypatch) -> None:
+    """A PATH on which none of the agent CLIs is found (the real ones may be installed here)."""
+    folders = [d for d in os.environ.get("PATH", "").split(os.pathsep)
+               if d and not any(os.path.exists(os.path.join(d, c)) for c in AGENT_CLIS)]
+    monkeypatch.setenv("PATH", os.pathsep.join(folders))
+    assert not any(shutil.which(c) for c in AGENT_CLIS)
 
 
 def calls(log: Path) -> list[dict]:

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
-from helpers import FAKES, make_fake_cli, prun
+from helpers import FAKES, make_fake_cli, prun, without_agent_clis
 from prun.doctor import CHECKS, Context, Fact, examine
 
 CLIS = ("agy", "claude", "gemini")
@@ -18,11 +17,7 @@ CLIS = ("agy", "claude", "gemini")
 
 @pytest.fixture(autouse=True)
 def bare_path(monkeypatch):
-    """None of the agent CLIs is found on this PATH (the real ones may be installed here)."""
-    folders = [d for d in os.environ.get("PATH", "").split(os.pathsep)
-               if d and not any(os.path.exists(os.path.join(d, c)) for c in CLIS)]
-    monkeypatch.setenv("PATH", os.pathsep.join(folders))
-    assert not any(shutil.which(c) for c in CLIS)
+    without_agent_clis(monkeypatch)
 
 
 def with_agy(tmp_path) -> dict[str, str]:

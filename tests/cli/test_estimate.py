@@ -9,19 +9,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from helpers import FAKES, make_fake_cli, prun, write_plan
+from helpers import fake_claude_reporting_usage, prun, write_plan
 
 
 @pytest.fixture
 def claude(tmp_path, monkeypatch):
-    monkeypatch.setenv("PRUN_CLAUDE_BIN",
-                       str(make_fake_cli(tmp_path / "bin", "claude", FAKES / "fake_claude.py")))
-    monkeypatch.setenv("FAKE_CLAUDE_HOME", str(tmp_path / "claude-home"))
-    monkeypatch.setenv("IS_SANDBOX", "1")
-    monkeypatch.setenv("FAKE_CLAUDE_USAGE", json.dumps(
-        {"input_tokens": 200, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 1000,
-         "output_tokens": 30}))
-    monkeypatch.setenv("FAKE_CLAUDE_COST", "0.0125")
+    fake_claude_reporting_usage(tmp_path, monkeypatch)
 
 
 def _plan(repo, name, n):

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 
 import pytest
 
-from helpers import FAKES, make_fake_cli, prun
+from helpers import FAKES, make_fake_cli, prun, without_agent_clis
 from prun.ledger import Ledger
 
 CLIS = ("agy", "claude", "gemini")
@@ -19,11 +18,7 @@ CLIS = ("agy", "claude", "gemini")
 
 @pytest.fixture(autouse=True)
 def bare_path(monkeypatch):
-    """None of the agent CLIs is found on this PATH (the real ones may be installed here)."""
-    folders = [d for d in os.environ.get("PATH", "").split(os.pathsep)
-               if d and not any(os.path.exists(os.path.join(d, c)) for c in CLIS)]
-    monkeypatch.setenv("PATH", os.pathsep.join(folders))
-    assert not any(shutil.which(c) for c in CLIS)
+    without_agent_clis(monkeypatch)
 
 
 def on_path(tmp_path, name: str) -> dict[str, str]:

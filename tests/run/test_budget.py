@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from helpers import FAKES, make_fake_cli, poll, prun
+from helpers import fake_claude_reporting_usage, poll, prun
 from prun.ledger import Ledger
 from runkit import write_plan
 
@@ -18,14 +18,7 @@ UNIT_TOKENS = 1230   # 200 + 1000 cached in, 30 out: what each fake unit reports
 
 @pytest.fixture
 def claude(tmp_path, monkeypatch):
-    monkeypatch.setenv("PRUN_CLAUDE_BIN",
-                       str(make_fake_cli(tmp_path / "bin", "claude", FAKES / "fake_claude.py")))
-    monkeypatch.setenv("FAKE_CLAUDE_HOME", str(tmp_path / "claude-home"))
-    monkeypatch.setenv("IS_SANDBOX", "1")
-    monkeypatch.setenv("FAKE_CLAUDE_USAGE", json.dumps(
-        {"input_tokens": 200, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 1000,
-         "output_tokens": 30}))
-    monkeypatch.setenv("FAKE_CLAUDE_COST", "0.0125")
+    fake_claude_reporting_usage(tmp_path, monkeypatch)
     monkeypatch.setenv("FAKE_CLAUDE_IF", json.dumps({"HANG": {"FAKE_CLAUDE_SCENARIO": "hang"}}))
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import FAKES, make_fake_cli, prun
+from helpers import FAKES, make_fake_cli, prun, report_claude_usage
 from prun.ledger import Ledger
 from runkit import py_unit, write_plan
 
@@ -23,10 +23,7 @@ def agents(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_CLAUDE_HOME", str(tmp_path / "claude-home"))
     monkeypatch.setenv("FAKE_GEMINI_HOME", str(tmp_path / "gemini-home"))
     monkeypatch.setenv("IS_SANDBOX", "1")
-    monkeypatch.setenv("FAKE_CLAUDE_USAGE", json.dumps(
-        {"input_tokens": 200, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 1000,
-         "output_tokens": 30}))
-    monkeypatch.setenv("FAKE_CLAUDE_COST", "0.0125")
+    report_claude_usage(monkeypatch)
 
 
 def _cost(lines: list[str]) -> dict[str, dict[str, str]]:
