@@ -61,10 +61,7 @@ async def life(ctx: RunContext, u: UnitState, pools: QuotaPools) -> End:
     if ctx.cluster is None:
         block = schedule.ranges_of(ctx, u)
         try:
-            if schedule.reserve_touches_registry(block, u, ctx.env):
-                held = await asyncio.to_thread(schedule.reserve_ports, ctx, block, u, aid)
-            else:
-                held = schedule.reserve_ports(ctx, block, u, aid)
+            held = await asyncio.to_thread(schedule.reserve_ports, ctx, block, u, aid)
         except PortsUnavailable as e:
             return WaitingForPorts(f"waiting for its ports: {e.message}")
     u.seq += 1

@@ -18,7 +18,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from ..errors import PrunError
 from ..ledger import PacketStatus, now_iso
@@ -132,13 +132,6 @@ def ranges_of(ctx: RunContext, u: UnitState) -> RunRanges:
         ctx.ranges = RunRanges(ctx.run_id, pid, started, request.count, ctx.env,
                                block=ctx.state.parallel)
     return ctx.ranges
-
-
-def reserve_touches_registry(block: RunRanges, u: UnitState, env: Mapping[str, str]) -> bool:
-    """Whether reserving ``u``'s ports touches the registry (a port it names or fixes, or a
-    new block to lease): then it runs in a worker thread; else it is a step in memory."""
-    request = ports.port_request(u.packet.state, env, where=u.packet.where("state"))
-    return bool(request.fixed or request.names) or not block.at_hand()
 
 
 def reserve_ports(ctx: RunContext, block: RunRanges, u: UnitState, aid: str) -> Reservation:
