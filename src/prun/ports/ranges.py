@@ -45,11 +45,6 @@ class RunRanges:
             self._free.extend(got[1:])
             return got[0]
 
-    def at_hand(self) -> bool:
-        """Whether a range is free in memory (``take`` may still lease when all are in use)."""
-        with self._lock:
-            return bool(self._free)
-
     def give_back(self, r: PortRange) -> None:
         with self._lock:
             self._free.append(r)
