@@ -252,24 +252,23 @@ def primed_at(clone: str) -> str | None:
 
 def templates(root: str) -> list[Template]:
     """Every ready template under the workspace root, oldest first."""
-    base = folder_of(root)
-    try:
-        names = sorted(os.listdir(base))
-    except OSError:
-        return []
-    found = [t for t in (_ready(os.path.join(base, n)) for n in names) if t is not None]
+    found = [t for t in map(_ready, _folders(root)) if t is not None]
     return sorted(found, key=lambda t: t.created)
 
 
 def leftovers(root: str) -> list[str]:
     """Folders under ``templates`` holding no ready template (a failed or broken prime)."""
+    return [p for p in _folders(root)
+            if os.path.isdir(p) and not os.path.islink(p) and _ready(p) is None]
+
+
+def _folders(root: str) -> list[str]:
+    """The entries of the workspace root's ``templates`` folder, by name (none when absent)."""
     base = folder_of(root)
     try:
-        names = sorted(os.listdir(base))
+        return [os.path.join(base, n) for n in sorted(os.listdir(base))]
     except OSError:
         return []
-    paths = [os.path.join(base, n) for n in names]
-    return [p for p in paths if os.path.isdir(p) and not os.path.islink(p) and _ready(p) is None]
 
 
 def remove(folder: str) -> None:

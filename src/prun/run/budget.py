@@ -184,18 +184,14 @@ class BudgetGate:
             if s.executor is not None and s.executor != executor:
                 continue
             scope = f"the {s.executor} budget" if s.executor else "the budget"
-            if s.limit.tokens is not None:
-                total = s.spent_tokens + s.projected_tokens + (own.tokens or 0)
-                if total > s.limit.tokens:
-                    return (f"{scope} of {s.limit.tokens} tokens would be passed: "
-                            f"{s.spent_tokens} spent + {s.projected_tokens} projected for the "
-                            f"running units + {own.tokens or 0} for this one")
-            if s.limit.usd is not None:
-                total_usd = s.spent_usd + s.projected_usd + (own.usd or 0.0)
-                if total_usd > s.limit.usd:
-                    return (f"{scope} of {s.limit.usd:g} USD would be passed: "
-                            f"{s.spent_usd:.4f} spent + {s.projected_usd:.4f} projected for "
-                            f"the running units + {own.usd or 0.0:.4f} for this one")
+            for limit, spent, projected, mine, unit, fmt in (
+                    (s.limit.tokens, s.spent_tokens, s.projected_tokens, own.tokens or 0,
+                     "tokens", "d"),
+                    (s.limit.usd, s.spent_usd, s.projected_usd, own.usd or 0.0, "USD", ".4f")):
+                if limit is not None and spent + projected + mine > limit:
+                    return (f"{scope} of {limit:{'d' if unit == 'tokens' else 'g'}} {unit} "
+                            f"would be passed: {spent:{fmt}} spent + {projected:{fmt}} projected "
+                            f"for the running units + {mine:{fmt}} for this one")
         return None
 
     def admit_unit(self, state: RunState, u: UnitState) -> str | None:
