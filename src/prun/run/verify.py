@@ -26,7 +26,7 @@ from ..errors import PrunError
 from ..executors.base import Executor
 from ..git import accept, claims
 from ..git.reconcile import judge
-from ..git.verdict import AcceptCheck, Reason
+from ..git.verdict import AcceptCheck, Reason, UnitInput
 from ..ledger import PacketStatus
 from ..plan import Packet
 from .choices import QuotaPools
@@ -56,7 +56,10 @@ async def verified(ctx: RunContext, u: UnitState, end: End, executor: Executor,
     if (not isinstance(end, Settled) or end.status != PacketStatus.SUCCEEDED
             or ctx.cluster is not None or u.cancel_requested):
         return end
-    found = await asyncio.to_thread(judged, ctx, u)
+    unit = unit_input(ctx, u, "succeeded")
+    if not (accept.due(unit, "succeeded", {}) or executor.reports_tool_use):
+        return end    # no check to run, no stream of tool calls to read its claims against
+    found = await asyncio.to_thread(judged, ctx, u, unit)
     aid = u.current_attempt
     data = dict(end.data)
     if found.check is not None:
@@ -80,9 +83,9 @@ async def verified(ctx: RunContext, u: UnitState, end: End, executor: Executor,
     return replace(end, followup=asked)
 
 
-def judged(ctx: RunContext, u: UnitState) -> Judged:
-    """Run ``u``'s check (when its packet has one) and read its claims, in a worker thread."""
-    unit = unit_input(ctx, u, "succeeded")
+def judged(ctx: RunContext, u: UnitState, unit: UnitInput) -> Judged:
+    """Run ``u``'s check (when its packet has one) and read its claims (``unit``: its
+    attempt as reconcile reads it), in a worker thread."""
     check = None
     if accept.due(unit, "succeeded", {}):
         log = accept.log_path(str(ctx.paths.root), u.packet.id, u.seq)
