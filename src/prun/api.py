@@ -421,9 +421,9 @@ def integrate(run: str | None = None, *, include: Iterable[str] = (),
         units = v.unit_inputs()
         report = judge(units, run_id=v.id, with_patch=True, tree=root)
         _accept_checks(ledger, v, units, report)
-        _choose(ledger, v, report)
         decided = ledger.current_decisions(v.id, {x.packet_id: x.attempt_id
                                                   for x in report.verdicts})
+        v.choose(report, decided.values())    # the person's picks among candidates too
         decisions = {pid: row["decision"] for pid, row in decided.items()}
         unknown = sorted(set(include) - {p.id for p in v.packets})
         if unknown:

@@ -275,3 +275,22 @@ def test_with_prun_overlay_off_each_unit_gets_a_copy(lock_repo, tmp_path, bwrap)
         assert not (ws / "deps").is_symlink() and not Path(f"{ws}.overlay").exists()
         assert (ws / "deps" / "lib.txt").stat().st_ino != Path(primed_at, "deps",
                                                                 "lib.txt").stat().st_ino
+
+
+def test_a_shared_path_under_a_link_is_refused_never_written_through(tmp_path):
+    # a tracked link (a predecessor's accepted change) on the way to a shared path would send
+    # the copy or the overlay's mount point out of the clone
+    from prun.errors import WorkspaceError
+    from prun.git.template import Template, give
+
+    tree, clone, outside = tmp_path / "ws", tmp_path / "clone", tmp_path / "outside"
+    (tree / "frontend" / "node_modules").mkdir(parents=True)
+    (tree / "frontend" / "node_modules" / "dep.js").write_text("dep\n")
+    clone.mkdir()
+    outside.mkdir()
+    (clone / "frontend").symlink_to(outside)
+    t = Template("k" * 64, str(tmp_path), str(tree), "true", ("frontend/node_modules",), 0.0,
+                 "HEAD")
+    with pytest.raises(WorkspaceError, match="is not a folder"):
+        give(t, str(clone))
+    assert list(outside.iterdir()) == []

@@ -77,3 +77,16 @@ def test_a_configured_probe_wins_and_off_turns_them_off(agy, monkeypatch, tmp_pa
 
 def calls_made(log: Path) -> list[dict]:
     return calls(log) if log.exists() else []
+
+
+def test_a_probe_that_reads_nothing_leaves_a_quota_hit_standing(monkeypatch):
+    # Claude Code's built-in probe always reads "unknown": re-reading after a quota error must
+    # not erase the hit the run just recorded (its reset estimated: none in the error)
+    from prun import executors
+    from prun.quota import after_backend_failure, record_hit
+
+    monkeypatch.setenv("PRUN_QUOTA_BUILTIN", "on")
+    record_hit("claude", None, "usage limit reached")
+    after_backend_failure(["claude"], probe_of=executors.quota_probe)
+    claude = _groups()["claude"]
+    assert claude["left"] == 0.0 and claude["source"] == "hit", claude

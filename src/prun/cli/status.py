@@ -11,7 +11,8 @@ units used, and where the results are. Without RUN: the latest run of this repos
 
 A unit whose acceptance check (run by `prun reconcile`) did not pass is listed too.
 `--all` prints every packet; `--json` prints the run, its units (each with its `tokens` and
-`cost_usd`), their attempts and each executor's totals (`cost`). A run whose status is running
+`cost_usd`), their attempts, each executor's totals (`cost`) and, with a budget, `budget` (spent,
+projected and the limit of each scope). A run whose status is running
 while its supervisor is gone needs `prun resume RUN`: a line on stderr says so (`next` in
 --json).
 

@@ -90,8 +90,8 @@ def limits(ctx: Context) -> list[Fact]:
             out.append(Fact("limits", e.name, OK, f"held by the {e.how}; {e.detail}"))
         else:
             out.append(Fact("limits", e.name, WARN, e.detail,
-                            "delegate a cgroup v2 subtree to this user, or leave the limit "
-                            "out (--allow-unenforced runs it unheld)"))
+                            "leave the limit out, or run with --allow-unenforced (it runs "
+                            "unheld: prun makes no cgroups yet)"))
     return out
 
 

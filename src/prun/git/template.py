@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -194,6 +195,8 @@ def give(template: Template, clone: str, *, overlay: bool = False) -> None:
     layers: list[list[str]] = []
     for n, path in enumerate(template.share):
         src, dest = os.path.join(template.tree, path), os.path.join(clone, path)
+        _no_link_on_the_way(clone, path, "the unit's clone")
+        _no_link_on_the_way(template.tree, path, "the template")
         if os.path.lexists(dest):
             raise WorkspaceError(f"{dest} exists in a fresh clone: it is tracked at its base",
                                  hint="share only untracked paths (workspace.share)")
@@ -214,6 +217,22 @@ def give(template: Template, clone: str, *, overlay: bool = False) -> None:
                       + "".join("/" + pattern(p) + "\n" for p in template.share))
     except NotRegular:
         pass   # prun's own list beside the clone still leaves them out
+
+
+def _no_link_on_the_way(top: str, path: str, what: str) -> None:
+    """Refuse a shared ``path`` whose folders under ``top`` hold a link or a non-folder (a
+    tracked link ``frontend -> /elsewhere`` would send ``frontend/node_modules`` out of it)."""
+    at = top
+    for part in path.split("/")[:-1]:
+        at = os.path.join(at, part)
+        try:
+            mode = os.lstat(at).st_mode
+        except FileNotFoundError:
+            return
+        if not stat.S_ISDIR(mode):
+            raise WorkspaceError(f"shared path {path}: {at} in {what} is not a folder (a link?)",
+                                 hint="share only paths whose folders are plain folders at the "
+                                 "base (workspace.share)")
 
 
 def _overlayable(src: str, dest: str) -> bool:

@@ -128,14 +128,19 @@ def _merge(path: str, readings: list[GroupState]) -> Snapshot:
             if _hit_stands(old) and not reading.empty:
                 # The meter a run just hit is better evidence than a probe until it resets.
                 continue
+            if _is_hit(old) and not reading.known:
+                continue    # a probe that read nothing says nothing against a hit, estimated or not
             groups[reading.group] = reading
 
     return update(path, change)
 
 
+def _is_hit(state: GroupState | None) -> bool:
+    return state is not None and state.source == "hit" and state.empty
+
+
 def _hit_stands(state: GroupState | None) -> bool:
-    return (state is not None and state.source == "hit" and state.empty
-            and not state.reset_estimated)
+    return state is not None and _is_hit(state) and not state.reset_estimated
 
 
 def record_hit(group: str | None, resets_at: str | None, message: str,

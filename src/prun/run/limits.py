@@ -116,8 +116,8 @@ def unenforced(packets: Iterable[Packet], allowed: bool) -> list[str]:
     ids = [p for p in packets if p.resources.cpus is not None] if not cpus_held() else []
     if ids and not allowed:
         raise UsageError(f"{ids[0].where('resources')}: packet {ids[0].id!r} asks for "
-                         f"resources.cpus {ids[0].resources.cpus:g}, which needs a cgroup of "
-                         "its own and none is delegated to prun here",
+                         f"resources.cpus {ids[0].resources.cpus:g}, which nothing here holds "
+                         "(prun makes no cgroups yet)",
                          hint="remove cpus, or run with --allow-unenforced (recorded in the run)")
     return [p.id for p in ids]
 

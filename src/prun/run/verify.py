@@ -73,12 +73,11 @@ async def verified(ctx: RunContext, u: UnitState, end: End, executor: Executor,
         ctx.emit("unverified", u, "; ".join(r.text() for r in found.unverified))
     end = replace(end, data=data)
     asked = request(u.packet, found)
-    if asked is None or not await _may_follow_up(ctx, u, executor, model):
+    if asked is None or (turn := await _next_turn(ctx, u, executor, model)) is None:
         return end
-    turns = _turns(ctx, u.packet.id) + 1
     ctx.ledger.record_event("followup", run_id=ctx.run_id, packet_id=u.packet.id,
                             attempt_id=aid, status="followup", cause=AUTO,
-                            data={"turn": turns, "of": u.packet.followup_max,
+                            data={"turn": turn, "of": u.packet.followup_max,
                                   "reasons": [r.code for r in _reasons(found)]})
     return replace(end, followup=asked)
 
@@ -140,22 +139,24 @@ def _check_cause(c: AcceptCheck) -> str:
     return f"its acceptance check {verb}{how}; its output: {c.log}"
 
 
-async def _may_follow_up(ctx: RunContext, u: UnitState, executor: Executor,
-                         model: str | None) -> bool:
-    """Turns left, the run still launching and the unit's quota pool not empty."""
+async def _next_turn(ctx: RunContext, u: UnitState, executor: Executor,
+                     model: str | None) -> int | None:
+    """The number of the automatic follow-up turn ``u`` may start now; None when none may:
+    no turn left, the run no longer launching or the unit's quota pool empty."""
     state = ctx.state
     if state.stopped or state.cancelled or state.timed_out:
-        return False
-    if _turns(ctx, u.packet.id) >= u.packet.followup_max:
-        return False
+        return None
+    turns = _turns(ctx, u.packet.id)
+    if turns >= u.packet.followup_max:
+        return None
     reset = await QuotaPools(ctx.env).reset_of(executor, model)
     if reset is not None:
         ctx.ledger.record_event("followup", run_id=ctx.run_id, packet_id=u.packet.id,
                                 attempt_id=u.attempt_id, status="not-started", cause=AUTO,
                                 data={"why": f"the {executor.quota_group(model)} quota pool "
                                       "is empty"})
-        return False
-    return True
+        return None
+    return turns + 1
 
 
 def _turns(ctx: RunContext, packet_id: str) -> int:
