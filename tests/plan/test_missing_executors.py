@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -66,6 +67,19 @@ def test_a_plan_only_missing_executors_can_take_is_refused_before_anything_is_ma
     assert not (repo / ".prun").exists()
     with Ledger.open() as ledger:
         assert ledger.latest_run() is None
+
+
+def test_a_candidate_only_a_missing_executor_can_take_is_refused_before_anything_is_made(repo):
+    # candidates are routed as the units they run as: the second one's agy is not here
+    plan_naming(repo, "executor: command\ncommand: [echo, done]\ncandidates: [command, agy]")
+    for args in (["check", "plan.yaml"], ["run", "plan.yaml"]):
+        r = prun(*args, cwd=repo)
+        assert (r.returncode, r.stdout) == (2, ""), r.stdout + r.stderr
+        assert "p.c2 can go only to agy (not-installed)" in r.stderr, r.stderr
+    assert not (repo / ".prun").exists()
+    assert not Path(os.environ["PRUN_LEDGER"]).exists()
+    r = prun("doctor", "plan.yaml", cwd=repo)
+    assert r.returncode == 1 and "executor agy status=missing" in r.stdout, r.stdout
 
 
 def test_a_named_executor_found_on_path_passes(repo, tmp_path):

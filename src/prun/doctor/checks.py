@@ -19,7 +19,7 @@ from ..errors import LaunchError, UsageError
 from ..executors.base import Executor
 from ..ledger import default_path
 from ..mcp import config as mcp_config
-from ..plan import routing
+from ..plan import candidates, routing
 from ..quota.snapshot import load as load_snapshot
 from ..quota.snapshot import snapshot_path
 from ..run.limits import enforcement
@@ -184,12 +184,14 @@ def needs(ctx: Context) -> frozenset[str]:
         return frozenset()
     keys = set()
     try:
-        decisions = routing.route([routing.Need.of(pk) for pk in p.packets], {},
+        units = [u for pk in p.packets for u in candidates.units(pk)]
+        decisions = routing.route([routing.Need.of(u) for u in units], {},
                                   routing.load_policy(routing.find_policy(ctx.env)), ctx.env,
                                   executors.missing(ctx.env))
         keys |= {f"executor:{d.executor}" for d in decisions}
     except UsageError:
-        keys |= {f"executor:{pk.executor}" for pk in p.packets if pk.executor != "auto"}
+        keys |= {f"executor:{u.executor}" for pk in p.packets for u in candidates.units(pk)
+                 if u.executor != "auto"}
     if any((pk.sandbox or p.sandbox) == "on" for pk in p.packets):
         keys.add("sandbox:bwrap")
     if p.cluster:

@@ -25,12 +25,13 @@ def expand(plan: Plan) -> Plan:
     place (plan order kept)."""
     if not any(p.candidates for p in plan.packets):
         return plan
-    packets: list[Packet] = []
-    for p in plan.packets:
-        if not p.candidates:
-            packets.append(p)
-            continue
-        packets += [dataclasses.replace(p, id=unit_id(p.id, k), executor=executor, candidate=k,
-                                        candidate_of=p.id)
-                    for k, executor in enumerate(p.candidates, 1)]
-    return dataclasses.replace(plan, packets=tuple(packets))
+    return dataclasses.replace(plan, packets=tuple(u for p in plan.packets for u in units(p)))
+
+
+def units(p: Packet) -> list[Packet]:
+    """The units packet ``p`` runs as: its candidates', or itself."""
+    if not p.candidates:
+        return [p]
+    return [dataclasses.replace(p, id=unit_id(p.id, k), executor=executor, candidate=k,
+                                candidate_of=p.id)
+            for k, executor in enumerate(p.candidates, 1)]

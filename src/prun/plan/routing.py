@@ -48,7 +48,7 @@ from .. import executors
 from .._util.quoting import quote, word
 from ..errors import UsageError
 from ..executors.base import SONNET
-from . import boundary
+from . import boundary, candidates
 from .capacity import Pools, Target
 from .model import Packet
 from .policy import POLICY_FILE, Policy, find_policy, load_policy, members, pools
@@ -155,8 +155,9 @@ def route(needs: Iterable[Need], states: Mapping[str, object] | None = None,
 def check(packets: Iterable[Packet], env: Mapping[str, str]) -> None:
     """Refuse (UsageError) what routing would refuse, before anything is made: a unit that can
     go only to executors missing here, or outside its data boundary. Routes with the project's
-    policy and no quota readings (unknown is never empty), so nothing is probed."""
-    packets = list(packets)
+    policy and no quota readings (unknown is never empty), so nothing is probed. A packet
+    with candidates is routed as its candidates' units, each on its own executor."""
+    packets = [u for p in packets for u in candidates.units(p)]
     if packets:
         route([Need.of(p) for p in packets], {}, load_policy(find_policy(env)), env,
               executors.missing(env))
