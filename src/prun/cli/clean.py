@@ -97,7 +97,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "their changes are saved in the run dir, unless retention says delete)")
     p.add_argument("--templates", action="store_true",
                    help="remove the primed templates (the plan's workspace:) instead of a run's "
-                   "workspaces")
+                   "workspaces; with no run going (live runs are not looked for)")
     p.add_argument("--json", action="store_true", help="the result as JSON")
 
 
