@@ -1,9 +1,10 @@
 """Opening one attempt of a packet (``open_attempt``, in one worker thread): its workspace,
 its brief and its request (``brief_attempt``), then its ``Dispatch`` built with its launcher
 (the launch seam: ``launcher`` is the one place that chooses how an attempt's process is
-started) and planned. The unit's task (``prun.run.life``) records the attempt in the ledger
-before it and starts the worker after it, so that a worker starts only once its attempt's row
-is committed.
+started) and planned. The unit's task (``prun.run.life``) then records the attempt in the
+ledger, with its workspace and state dir, and only then starts the worker: a worker starts only
+once its attempt's row is committed. (An attempt opened but never recorded, its supervisor
+killed in between, started nothing: its state dir and workspace hold no work.)
 """
 
 from __future__ import annotations
@@ -118,8 +119,8 @@ def open_attempt(ctx: RunContext, u: UnitState, held: Reservation | None, execut
     """Everything before an attempt's worker starts, in one worker thread: its workspace,
     brief and request (``brief_attempt``), then its ``Dispatch`` with its launcher (the run's
     keeper; a Dask worker for a cluster run; the coordinator for a session unit), its opening
-    files, the quota gate and the launch's file work. Its ledger row is committed already; the
-    loop records what this gives, then starts the worker (``start_async``). Raises what
+    files, the quota gate and the launch's file work. The unit's task records what this gives
+    in the ledger, then starts the worker (``start_async``). Raises what
     ``brief_attempt`` raises."""
     b = brief_attempt(ctx, u, held, executor_name, result, latest)
     d = Dispatch(b.prepared, launcher(ctx, u, b), b.state, dispatcher_pid=os.getpid(),

@@ -1,12 +1,12 @@
 """One unit's life in a run, from scheduled to settled: its task.
 
 ``life`` is the task the run loop starts for a unit the scheduler chose: it picks the
-executor, parks the unit if its quota pool is empty, reserves its ports, records the attempt
-(its row committed before anything is launched), opens it (``prun.run.drive``: workspace,
-brief, then the launch seam), watches its worker, ends it when asked and judges it. It records
-the attempt in the ledger as it goes and tells of what happens mid-attempt (``ctx.emit``), and
-returns what happened to the unit as an end (``prun.run.ends``); the loop applies that to the
-run's state. Blocking work (files, git, the ports' registry, judging) runs in worker threads.
+executor, parks the unit if its quota pool is empty, reserves its ports, opens the attempt
+(``prun.run.drive``: workspace, brief, then the launch seam), records it with where it works
+(its row committed before its worker starts), starts and watches its worker, ends it when asked
+and judges it. It records the attempt in the ledger as it goes and tells of what happens
+mid-attempt (``ctx.emit``), and returns what happened to the unit as an end
+(``prun.run.ends``); the loop applies that to the run's state. Blocking work (files, git, the ports' registry, judging) runs in worker threads.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ..attempt.outcome import Outcome
 from ..errors import Blocked as BlockedError
 from ..errors import PortsUnavailable, PrimeFailed, PrunError
 from ..executors.base import Executor
-from ..ledger import ATTEMPT_STATUS, PACKET_STATUS, PacketStatus, Status, now_iso
+from ..ledger import ATTEMPT_STATUS, PACKET_STATUS, AttemptFields, PacketStatus, Status, now_iso
 from . import limits, schedule
 from .choices import QuotaPools
 from .context import RunContext
@@ -67,32 +67,36 @@ async def life(ctx: RunContext, u: UnitState, pools: QuotaPools) -> End:
     u.seq += 1
     u.attempt_id, u.ports = aid, held
     result = str(ctx.paths.results / f"{p.id}.{u.seq}.md")
-    ctx.ledger.record_attempt(   # committed here: its worker starts only after this
-        aid, "queued" if not u.predecessor else f"follows {u.predecessor}",
-        run_id=ctx.run_id, packet_id=p.id, seq=u.seq, executor=name,
-        requested_model=settings.model, model=settings.model, routing_reason=u.reason,
-        base=u.base, result_path=result, predecessor=u.predecessor,
-        continue_from=u.continue_from, candidate=p.candidate)
+    row = AttemptFields(run_id=ctx.run_id, packet_id=p.id, seq=u.seq, executor=name,
+                        requested_model=settings.model, model=settings.model,
+                        routing_reason=u.reason, base=u.base, result_path=result,
+                        predecessor=u.predecessor, continue_from=u.continue_from,
+                        candidate=p.candidate)
+    cause = "queued" if not u.predecessor else f"follows {u.predecessor}"
     latest = latest_inputs(ctx, u) if p.after else {}
     action = f"prepare packet {p.id} for {name}"
     try:
         opened = await asyncio.to_thread(open_attempt, ctx, u, held, name, result, latest)
     except BlockedError as e:
-        ctx.ledger.update_attempt(aid, e.reason, status=Status.NOT_DISPATCHED,
-                                  reason="blocked", error=e.reason, finished_at=now_iso())
+        ctx.ledger.record_attempt(aid, e.reason, **row | AttemptFields(
+            status=Status.NOT_DISPATCHED, reason="blocked", error=e.reason,
+            finished_at=now_iso()))
         return Blocked(e.reason)
     except PrimeFailed as e:   # its unit fails; the run goes on with the others
-        ctx.ledger.update_attempt(aid, e.message, status=Status.FAILED, reason="prime-failed",
-                                  error=e.line(), finished_at=now_iso())
+        ctx.ledger.record_attempt(aid, e.message, **row | AttemptFields(
+            status=Status.FAILED, reason="prime-failed", error=e.line(), finished_at=now_iso()))
         return Settled(PacketStatus.FAILED, f"prime-failed: {e.message}",
                        {"reason": "prime-failed", "log": e.log})
     except PrunError as e:
+        ctx.ledger.record_attempt(aid, cause, **row)
         return no_receipt(ctx, u, aid, action, e.line())
     except OSError as e:
+        ctx.ledger.record_attempt(aid, cause, **row)
         return no_receipt(ctx, u, aid, action, _os_error(e))
     b = opened.briefed
-    ctx.ledger.update_attempt(aid, None, brief=b.brief, base=b.place.base,
-                              workspace=b.place.path, state_dir=b.state.path)
+    # committed here, with where it works: its worker starts only after this
+    ctx.ledger.record_attempt(aid, cause, **row | AttemptFields(
+        base=b.place.base, brief=b.brief, workspace=b.place.path, state_dir=b.state.path))
     u.state_dir = b.state.path
     if b.place.applied:
         ctx.emit("based", u, "starts from the accepted changes of "
