@@ -45,20 +45,32 @@ class Admission:
         data = data or {}
         return cls(data.get("memfree"), data.get("load"))
 
-    def held(self, unit_memory: int | None) -> str | None:
-        """Why a unit (its ``resources.memory``) may not start now: a note starting with
-        ``HELD`` and the reason word, or None when the machine has room."""
-        need = max(self.memfree or 0, unit_memory or 0) if self.memfree is not None else None
-        if need is not None:
-            available = psutil.virtual_memory().available
-            if available <= need:
-                return (f"{HELD}memfree available={format_size(available)} "
+    def look(self) -> Machine:
+        """The machine as the run's admission sees it now (read once per launch pass: a
+        pass may ask about a thousand waiting units)."""
+        return Machine(psutil.virtual_memory().available if self.memfree is not None else None,
+                       os.getloadavg()[0] if self.load is not None else None)
+
+    def held(self, unit_memory: int | None, machine: Machine) -> str | None:
+        """Why a unit (its ``resources.memory``) may not start on ``machine``: a note
+        starting with ``HELD`` and the reason word, or None when the machine has room."""
+        if self.memfree is not None and machine.available is not None:
+            need = max(self.memfree, unit_memory or 0)
+            if machine.available <= need:
+                return (f"{HELD}memfree available={format_size(machine.available)} "
                         f"needs={format_size(need)}")
-        if self.load is not None:
-            load = os.getloadavg()[0]
-            if load >= self.load:
-                return f"{HELD}load load={load:.2f} limit={self.load:g}"
+        if self.load is not None and machine.load is not None and machine.load >= self.load:
+            return f"{HELD}load load={machine.load:.2f} limit={self.load:g}"
         return None
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What the machine has now: ``available`` memory in bytes and the one-minute ``load``
+    (None: not looked at)."""
+
+    available: int | None
+    load: float | None
 
 
 def parse_load(text: str, *, what: str = "--load") -> float:

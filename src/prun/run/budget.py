@@ -135,13 +135,34 @@ class BudgetGate:
 
     def __init__(self, budget: Budget, ledger: Ledger, run_id: str, env: Mapping[str, str]):
         self.budget, self.ledger, self.run_id, self.env = budget, ledger, run_id, env
+        # what the ledger said, kept until ``refresh``: one read per launch pass, not one per
+        # unit asked about and running unit
+        self._projections: dict[tuple[str, str | None], Projection] = {}
+        self._spent: dict[str, tuple[int, float]] | None = None
+
+    def refresh(self) -> None:
+        """Read the ledger again at the next question (the run loop calls it before each
+        launch pass: no attempt finishes within one)."""
+        self._projections.clear()
+        self._spent = None
 
     def projection(self, p: Packet, executor: str) -> Projection:
-        return project(self.ledger, executor, model_of(p, executor, self.env), self.run_id)
+        return self._project(executor, model_of(p, executor, self.env))
+
+    def _project(self, executor: str, model: str | None) -> Projection:
+        key = (executor, model)
+        if key not in self._projections:
+            self._projections[key] = project(self.ledger, executor, model, self.run_id)
+        return self._projections[key]
 
     def spent(self) -> dict[str, tuple[int, float]]:
         """What the run's finished attempts spent, per executor (an unreported figure counts
         as the attempt's projection)."""
+        if self._spent is None:
+            self._spent = self._read_spent()
+        return self._spent
+
+    def _read_spent(self) -> dict[str, tuple[int, float]]:
         out: dict[str, tuple[int, float]] = {}
         for a in self.ledger.attempts(self.run_id):
             if not a["finished_at"] or not a["dispatched_at"] or not a["executor"]:
@@ -150,7 +171,7 @@ class BudgetGate:
                 if a["tokens_in"] is not None or a["tokens_out"] is not None else None
             usd = a["cost_usd"]
             if tokens is None or usd is None:
-                guess = project(self.ledger, a["executor"], a["requested_model"], self.run_id)
+                guess = self._project(a["executor"], a["requested_model"])
                 tokens = guess.tokens or 0 if tokens is None else tokens
                 usd = guess.usd or 0.0 if usd is None else usd
             was = out.get(a["executor"], (0, 0.0))

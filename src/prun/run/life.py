@@ -6,7 +6,8 @@ executor, parks the unit if its quota pool is empty, reserves its ports, opens t
 (its row committed before its worker starts), starts and watches its worker, ends it when asked
 and judges it. It records the attempt in the ledger as it goes and tells of what happens
 mid-attempt (``ctx.emit``), and returns what happened to the unit as an end
-(``prun.run.ends``); the loop applies that to the run's state. Blocking work (files, git, the ports' registry, judging) runs in worker threads.
+(``prun.run.ends``); the loop applies that to the run's state. Blocking work (files, git, the
+ports' registry, judging) runs in worker threads.
 """
 
 from __future__ import annotations

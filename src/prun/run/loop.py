@@ -205,6 +205,8 @@ class Loop:
         """A task for each unit the scheduler chooses now."""
         pools = QuotaPools(self.ctx.env)   # read once for the units this pass launches
         gate = self.budget
+        if gate is not None:
+            gate.refresh()
         admit = None if gate is None else (lambda u: gate.admit_unit(self.state, u))
         for u in schedule.ready(self.state, len(self.tasks), admit):
             self.start(u, life(self.ctx, u, pools))

@@ -49,6 +49,7 @@ def ready(state: RunState, running: int, budget: Admit | None = None) -> list[Un
         state.cursor += 1  # everything before the cursor is finished
     room = state.parallel - running
     chosen: list[UnitState] = []
+    machine: admission.Machine | None = None   # looked at once, when a unit needs it
     for u in order[state.cursor:]:
         if len(chosen) >= room:
             break
@@ -68,7 +69,8 @@ def ready(state: RunState, running: int, budget: Admit | None = None) -> list[Un
         if any(s != PacketStatus.SUCCEEDED for s in deps):
             continue
         if state.admission and running + len(chosen) > 0:   # one may always start alone
-            note = state.admission.held(u.packet.resources.memory)
+            machine = machine or state.admission.look()
+            note = state.admission.held(u.packet.resources.memory, machine)
             if note is not None:
                 hold(state, u, note)
                 continue
