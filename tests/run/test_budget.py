@@ -106,3 +106,27 @@ def test_a_bad_budget_is_refused_in_one_line(repo, claude):
                       budget={"executors": {"nosuch": {"usd": 1}}})
     r = prun("run", str(plan))
     assert r.returncode == 2 and "budget.executors: unknown executor 'nosuch'" in r.stderr
+
+
+def test_the_launch_gate_reads_the_ledger_once_per_pass_whatever_the_units(repo, claude):
+    """Asked about many units beside many running ones, the gate reads each projection once
+    per launch pass (a run of a thousand units under a budget stays linear)."""
+    from prun.plan import Budget
+    from prun.run.budget import BudgetGate
+    from prun.run.freeze import packet_from_spec
+
+    _history(repo)
+    with Ledger.open() as led:
+        run_id = led.conn.execute("SELECT id FROM runs ORDER BY rowid DESC LIMIT 1").fetchone()[0]
+        packet = packet_from_spec(led.packets(run_id)[0]["spec"], led.packets(run_id)[0])
+        reads = []
+        usage = led.usage
+        led.usage = lambda *a, **k: reads.append(a) or usage(*a, **k)   # type: ignore[method-assign]
+        gate = BudgetGate(Budget(tokens=10**9), led, run_id, {})
+        for n in range(40):
+            assert gate.admit(packet, "claude", [(packet, "claude")] * n) is None
+        first = len(reads)
+        assert 0 < first <= 2        # this run's finished attempts, then the history
+        gate.refresh()               # the next pass reads again
+        assert gate.admit(packet, "claude", [(packet, "claude")] * 40) is None
+        assert len(reads) == 2 * first
