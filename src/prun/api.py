@@ -304,13 +304,17 @@ def wait(run: str | None = None, *, since: int = 0, timeout: float | None = None
 def foreseen_rejections(run: str | None = None, *, repo: PathLike | None = None
                         ) -> list[Verdict]:
     """The code packets ``prun reconcile`` would reject as the run stands now (a scope leak,
-    a missing section...), judged as it judges them but without the acceptance checks and
-    without recording anything: what a run whose units all succeeded says at its end. Only
-    code packets: a run of many read-only units ends without reading every result again."""
+    a missing section, an acceptance check that failed in the run...), judged as it judges
+    them, with the checks the run recorded (none is run here) and the candidates' choice
+    (a losing candidate is not chosen, not rejected), without recording anything: what a run
+    whose units all succeeded says at its end. Only code packets: a run of many read-only
+    units ends without reading every result again."""
     with _ledger(repo) as ledger:
         v = view(ledger, find_run(ledger, run, _cwd(repo))["id"])
         code = [u for u in v.unit_inputs() if u.packet.writes_code]
         report = judge(code, run_id=v.id, tree=v.repo_root)
+        accept.apply(report, v.accept_checks())
+        _choose(ledger, v, report)
     return [x for x in report.verdicts if x.verdict == REJECTED]
 
 

@@ -148,3 +148,15 @@ def test_bad_candidates_are_refused_in_one_line(repo):
     r = prun("run", "plan.yaml", cwd=repo)
     assert r.returncode == 2 and "which has candidates" in r.stderr, r.stderr
     assert not (repo / ".prun" / "runs").exists()
+
+
+def test_a_run_does_not_foresee_a_losing_candidate_rejected(repo):
+    """The end of a run lists what reconcile will reject: a candidate that loses (here by a
+    scope leak) is not chosen, not rejected, so it is not listed."""
+    (repo / "plan.yaml").write_text(json.dumps({"packets": [candidates_unit("fix", {
+        1: {"out/fix/a.txt": "one\n", "elsewhere.txt": "leak\n"},
+        2: {"out/fix/a.txt": "two\n"}})]}))
+    r = prun("run", "plan.yaml", cwd=repo, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not [ln for ln in r.stdout.splitlines() if ln.startswith("REJECTED")], r.stdout
+    assert "will reject" not in r.stderr
