@@ -34,16 +34,25 @@ class RunRanges:
         self._lock = threading.Lock()
 
     def take(self) -> PortRange:
+        """The least recently used free range none of whose ports is in use, else one of a
+        new block leased from the registry. The lock guards only the list: the ports are
+        probed and the registry written without it, so giving a range back (the run loop
+        does it) never waits for either."""
         with self._lock:
-            for _ in range(len(self._free)):
+            tries = len(self._free)
+        for _ in range(tries):
+            with self._lock:
+                if not self._free:
+                    break
                 r = self._free.pop(0)
-                if not any(in_use(p) for p in r.ports):
-                    return r
-                self._free.append(r)
-            got = lease(self.holder, self.block, self.size, self.env)
+            if not any(in_use(p) for p in r.ports):
+                return r
+            self.give_back(r)          # in use now: it waits its turn again
+        got = lease(self.holder, self.block, self.size, self.env)
+        with self._lock:
             self._leased += len(got)
             self._free.extend(got[1:])
-            return got[0]
+        return got[0]
 
     def give_back(self, r: PortRange) -> None:
         with self._lock:
