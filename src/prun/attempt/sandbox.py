@@ -183,6 +183,17 @@ def _overlaid(argv: list[str], overlays: Sequence[tuple[str, str, str, str]]) ->
     """``argv`` (``env --ignore-signal=TERM bwrap ...``) with ``overlays`` mounted first in
     a user and mount namespace of its own, bwrap in a nested user namespace as the person,
     without capabilities."""
+    person = ["--unshare-user", "--uid", str(os.getuid()), "--gid", str(os.getgid()),
+              "--cap-drop", "ALL"]
+    env, ignore, bwrap, *rest = argv
+    return [env, ignore, *mounting(overlays), bwrap, *person, *rest]
+
+
+def mounting(overlays: Sequence[tuple[str, str, str, str]]) -> list[str]:
+    """The argv prefix that mounts ``overlays`` (each ``(lower, upper, work, target)``, in
+    order) in a user and mount namespace of its own, then execs the argv that follows it
+    (exit 1 and one ``mount: ...`` line when a mount is refused). ``UsageError`` for a path
+    an overlay's options cannot carry."""
     unshare, sh, mount = (shutil.which(p) or p for p in ("unshare", "sh", "mount"))
     paths = [p for o in overlays for p in o]
     bad = [p for p in paths if any(c in p for c in OVERLAY_UNSAFE)]
@@ -190,11 +201,8 @@ def _overlaid(argv: list[str], overlays: Sequence[tuple[str, str, str, str]]) ->
         raise UsageError(f"cannot mount an overlay at {bad[0]!r}: an overlay's path must not "
                          "hold ',', ':', '\\' or a newline",
                          hint="set PRUN_WORKSPACE_ROOT to a plain path, or PRUN_OVERLAY=off")
-    person = ["--unshare-user", "--uid", str(os.getuid()), "--gid", str(os.getgid()),
-              "--cap-drop", "ALL"]
-    env, ignore, bwrap, *rest = argv
-    return [env, ignore, unshare, "-Urm", "--", sh, "-c", _MOUNT_OVERLAYS, "sh", mount,
-            str(len(overlays)), *paths, bwrap, *person, *rest]
+    return [unshare, "-Urm", "--", sh, "-c", _MOUNT_OVERLAYS, "sh", mount, str(len(overlays)),
+            *paths]
 
 
 def prun_runtime() -> tuple[str, ...]:
