@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import prun, seen, working_repo, write_plan
-from prun.attempt.overlay import overlays_unavailable
+from helpers import poll, prun, seen, working_repo, write_plan
 from prun.ledger import Ledger
 
 BINARY = bytes(range(256)) * 4
@@ -99,14 +98,6 @@ def _tree(folder: Path) -> dict[str, tuple[int, bytes]]:
 @pytest.fixture
 def repo(tmp_path, monkeypatch):
     return working_repo(tmp_path, monkeypatch, FILES)
-
-
-@pytest.fixture
-def overlay(tmp_path, bwrap) -> None:
-    """Skip where the kernel mounts no unprivileged overlay for a unit's sandbox."""
-    why = overlays_unavailable(str(tmp_path / "workspaces"))
-    if why is not None:
-        pytest.skip(f"no overlay here: {why}")
 
 
 def _lower(ws: str) -> Path:
@@ -200,7 +191,7 @@ def test_a_follow_up_resumes_in_the_same_upper_layer(repo, overlay):
     assert sorted(files) == ["turn-0.txt", "turn-1.txt"]
 
 
-def test_with_overlays_off_each_unit_gets_a_clone(repo, bwrap):
+def test_with_overlays_off_each_unit_gets_a_clone(repo, overlay):
     r, run_id, att, status = _run(repo, [_unit("edit", EDITS)],
                                   env={**os.environ, "PRUN_OVERLAY": "off"})
     assert status == {"edit": "succeeded"}, r.stdout + r.stderr
@@ -220,3 +211,53 @@ def test_the_merged_view_of_an_overlay_workspace_ends_with_its_holder(repo, over
         assert (tree / "x.txt").read_text() == "x" and (tree / "keep.txt").exists()
         assert holder.isdigit() and os.path.exists(f"/proc/{holder}")
     assert not os.path.exists(f"/proc/{holder}")
+
+
+def test_a_dependent_gets_an_overlay_over_a_checkout_of_its_own_start(repo, overlay):
+    r, run_id, att, status = _run(repo, [
+        _unit("a", "open('a.txt', 'w').write('from a\\n')", owns=["a.txt"]),
+        _unit("b", """
+            assert open('a.txt').read() == 'from a\\n', 'b must start from a'
+            open('b.txt', 'w').write('b saw: ' + open('a.txt').read())
+        """, owns=["b.txt"], after=["a"])])
+    assert status == {"a": "succeeded", "b": "succeeded"}, r.stdout + r.stderr
+    start = att["b"]["base"]
+    assert start != att["a"]["base"]
+    assert _lower(att["a"]["workspace"]).name == f"checkout-{att['a']['base'][:12]}"
+    assert _lower(att["b"]["workspace"]).name == f"checkout-{start[:12]}"
+    assert {p: sorted(f) for p, f in _files(run_id).items()} == {"a": ["a.txt"], "b": ["b.txt"]}
+    done = prun("integrate", run_id, "--no-check", timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (repo / "b.txt").read_text() == "b saw: from a\n"
+
+
+def test_pause_reads_a_live_overlay_unit(repo, overlay):
+    code = ("import pathlib, time; pathlib.Path('keep.txt').write_text('half');"
+            " pathlib.Path('extra.txt').write_text('X = 1\\n'); time.sleep(300)")
+    plan = write_plan(repo / "plan.json", [{
+        "id": "slow", "kind": "code", "executor": "command", "owns": ["*.txt"],
+        "command": [sys.executable, "-c", code], "prompt": "p"}])
+    r = prun("run", str(plan), "--detach")
+    assert r.returncode == 0, r.stderr
+    run_id = r.stdout.split()[1]
+
+    def attempt():
+        with Ledger.open() as ledger:
+            rows = ledger.attempts(run_id, "slow")
+            return dict(rows[-1]) if rows else None
+
+    a = poll(lambda: (x := attempt()) and x["status"] == "dispatched" and x["workspace"]
+             and Path(f"{x['workspace']}.overlay", "ws", "upper", "extra.txt").exists() and x)
+    r = prun("pause", "slow", timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith(f"PAUSED slow attempt={a['id']} stopped=stopped files=2 patch=")
+    patch = Path(a["state_dir"], "paused.patch").read_text()
+    assert "+half" in patch and "+X = 1" in patch
+    assert poll(lambda: attempt()["status"] == "cancelled")
+    with Ledger.open() as ledger:
+        poll(lambda: ledger.run(run_id)["status"] != "running")
+    cleaned = prun("clean", run_id)
+    assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
+    for path in (a["workspace"], a["workspace"] + ".quarantined"):
+        assert not os.path.exists(path) and not os.path.exists(path + ".overlay")
+    assert not list(Path(a["workspace"]).parent.glob("checkout-*"))

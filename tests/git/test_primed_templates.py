@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from helpers import prun
-from prun.attempt.overlay import overlays_unavailable
 from prun.ledger import Ledger
 from runkit import write_plan
 
@@ -75,14 +74,6 @@ def lock_repo(tmp_path, monkeypatch):
     from helpers import working_repo
 
     return working_repo(tmp_path, monkeypatch, {"lock.txt": "v1\n", "README": "r\n"})
-
-
-@pytest.fixture
-def overlay(tmp_path, bwrap) -> None:
-    """Skip where the kernel mounts no unprivileged overlay for a unit's sandbox."""
-    why = overlays_unavailable(str(tmp_path / "workspaces"))
-    if why is not None:
-        pytest.skip(f"no overlay here: {why}")
 
 
 def _upper(ws: Path) -> Path:
