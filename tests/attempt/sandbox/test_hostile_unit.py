@@ -241,12 +241,14 @@ def test_a_hostile_unit_writes_only_its_own_places_and_starts_no_agent(bwrap, tm
     assert not (home / ".ssh" / "authorized_keys").exists()
     assert not (home / ".claude" / "settings.json").exists()
     assert not Path("/tmp", token).exists() and not (tmp_path / token).exists()
-    assert (sibling_ws / "secret.txt").read_text() == "the sibling's own work\n"
-    assert not (sibling_ws / "new.txt").exists()
+    with seen(sibling_ws) as tree:
+        assert (tree / "secret.txt").read_text() == "the sibling's own work\n"
+        assert not (tree / "new.txt").exists()
     unit = json.loads((state / "unit.json").read_text())
     assert unit["worker"]["pid"] and unit["home"] == str(state / "home")
     assert json.loads((state / "outcome.json").read_text())["outcome"] == "succeeded"
-    allowed = [hostile_ws, state / "tmp", state / "home", state / "outbox"]
+    allowed = [hostile_ws, Path(f"{hostile_ws}.overlay"),   # (an overlay's own layer)
+               state / "tmp", state / "home", state / "outbox"]
     assert files_holding(tmp_path, token, allowed) == [str(home / "token")]
     assert [p for p in Path("/tmp").iterdir() if token in p.name] == []
     rec = prun("reconcile", run_id)
