@@ -261,3 +261,19 @@ def test_pause_reads_a_live_overlay_unit(repo, overlay):
     for path in (a["workspace"], a["workspace"] + ".quarantined"):
         assert not os.path.exists(path) and not os.path.exists(path + ".overlay")
     assert not list(Path(a["workspace"]).parent.glob("checkout-*"))
+
+
+def test_a_link_out_of_an_overlay_workspace_is_found_as_in_a_clone(repo, overlay):
+    code = """
+        import os
+        os.symlink('../../../etc', 'escape')
+        os.symlink('keep.txt', 'inner')
+        os.makedirs('sub')
+        os.symlink('../inner', 'sub/chained')
+        os.symlink('../escape', 'sub/through')
+    """
+    _, run_id, _, _ = _run(repo, [_unit("links", code, owns=["**"])])
+    rec = prun("reconcile", run_id, "--json", timeout=120)
+    (packet,) = json.loads(rec.stdout)["packets"]
+    outside = sorted(r["path"] for r in packet["reasons"] if r["code"] == "link-outside")
+    assert outside == ["escape", "sub/through"], packet["reasons"]
