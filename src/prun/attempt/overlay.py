@@ -1,4 +1,5 @@
-"""Overlays for a unit's sandbox: a primed template's shared folder, read-only below, and the
+"""Overlays for a unit's sandbox: the run's checkout of the base (an overlay workspace,
+``prun.git.layered``) or a primed template's shared folder, read-only below, and the
 unit's own upper layer above it, mounted by ``prun.attempt.sandbox.wrap`` (``overlays=``) in
 the unit's own user and mount namespaces before bwrap starts.
 

@@ -22,7 +22,8 @@ Enforced (Linux, bwrap; as root too):
 - ``alias`` ``(source, destination)``: ``source`` (the unit's workspace) is also writable at
   ``destination`` (where its primed template was primed, ``prun.git.template``), and the
   process starts there;
-- each ``(lower, upper, work, target)`` of ``overlays`` (a primed template's shared folder,
+- each ``(lower, upper, work, target)`` of ``overlays`` (an overlay workspace,
+  ``prun.git.layered``, then a primed template's shared folder,
   ``prun.attempt.overlay``, ``prun.git.template``) is an overlay mounted at its ``target``
   before bwrap starts: ``lower`` read-only below, the unit's own ``upper`` above, so a write
   there lands in ``upper`` only. prun mounts it itself

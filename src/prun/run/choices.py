@@ -63,7 +63,7 @@ class Workspace:
     snapshot: str | None = None        # the run's read-only view of the code at its base
     applied: tuple[str, ...] = ()      # predecessors whose accepted changes it starts with
     seen_at: str | None = None         # where its sandbox also shows it: its template's path
-    overlays: tuple[Overlay, ...] = ()  # its template's shared folders, mounted in its sandbox
+    overlays: tuple[Overlay, ...] = ()  # its own (an overlay workspace), then its template's
 
 
 def workspace(packet: Packet, *, root: str, seq: int, repo_root: str | None,
