@@ -103,13 +103,11 @@ def read_change(clone: str | os.PathLike[str], base: str, *, with_patch: bool = 
                 base = head
             with reading(clone, base, store=store, view=view) as r:
                 return _read(r, head, with_patch)
-    except WorkspaceError as e:   # its overlay cannot be mounted
-        return Change(clone, base, "", findings=(BrokenClone(e.message).finding(),),
-                      complete=False)
-    except BrokenClone as e:
+    except (BrokenClone, WorkspaceError) as e:   # WorkspaceError: its overlay cannot be mounted
         if not os.path.lexists(clone):   # gone (moved aside meanwhile): not a broken clone
             raise GitError(["read", clone], 128, "no clone there any more") from None
-        return Change(clone, base, "", findings=(e.finding(),), complete=False)
+        broken = e if isinstance(e, BrokenClone) else BrokenClone(e.message)
+        return Change(clone, base, "", findings=(broken.finding(),), complete=False)
 
 
 def _read(r: Reader, head: str, with_patch: bool) -> Change:
