@@ -11,14 +11,16 @@
    PRIME_SECONDS: the wall time from ``prun run`` until every unit has started with ``deps``
    in place, how many times the prime ran, how long after the prime ended each unit started,
    and the disk each unit's workspace takes (``du``: its clone and its copy of ``deps``, or
-   the upper layer of its overlay over the template's ``deps``).
+   the upper layers of its overlays: over the run's one checkout of the base, shared and
+   counted once, and over the template's ``deps``).
    Beside it, in the same run, what a person does today: ``git worktree add`` then the same
    prime in each worktree, UNITS at once.
-2. prun's workspace time (``make_clone`` plus ``template.give`` of an already primed
-   template, as an overlay where the kernel mounts one, as the run does) at each repository
-   size of SCALE.
+2. prun's workspace time at each repository size of SCALE, made as the run makes it: an
+   overlay over the run's checkout where the kernel mounts one (``prun.git.layered``), else
+   a clone (``make_clone``), plus ``template.give`` of an already primed template; beside
+   it the run's one-off cost (its store and checkout) and a fresh unit's disk.
 
-``PRUN_OVERLAY=off`` measures the copy instead of the overlay.
+``PRUN_OVERLAY=off`` measures clones and copies instead of overlays.
 
 Prints Markdown tables.
 """
@@ -42,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from benchkit import compile_prun, git, make_repo
 
-from prun.git import template, workspace
+from prun.git import layered, template, workspace
 from prun.plan import Prime
 
 PRIME = textwrap.dedent("""
@@ -102,11 +104,14 @@ def prun_units(repo: Path, root: Path, args: argparse.Namespace) -> dict[str, ob
     starts = [float(w[2]) for w in lines if w[0] == "unit"]
     clones = [p for p in (root / "workspaces").glob("*/u*")
               if p.is_dir() and p.suffix != ".overlay"]
+    checkouts = list((root / "workspaces").glob(f"*/{layered.PREFIX}*"))
     return {"all_started_s": max(starts) - t0, "primes": len(prime_end),
             "after_prime_s": sorted(s - prime_end[0] for s in starts),
             "disk_per_unit": sorted(du(c) + du(Path(f"{c}.overlay")) for c in clones),
-            "deps_per_unit": sorted(du(Path(f"{c}.overlay")) or du(c / "deps") for c in clones),
-            "overlay": any(Path(f"{c}.overlay").is_dir() for c in clones)}
+            "deps_per_unit": sorted(du(Path(f"{c}.overlay", "0")) or du(c / "deps")
+                                    for c in clones),
+            "overlay": any(Path(f"{c}.overlay").is_dir() for c in clones),
+            "checkout": sum(du(c) for c in checkouts)}
 
 
 def worktrees(repo: Path, root: Path, args: argparse.Namespace) -> dict[str, object]:
@@ -129,10 +134,12 @@ def worktrees(repo: Path, root: Path, args: argparse.Namespace) -> dict[str, obj
     return {"all_started_s": max(ready) - t0, "primes": args.units, "disk_per_unit": disk}
 
 
-def workspace_time(files: int, root: Path, args: argparse.Namespace) -> float:
-    """Seconds for one more unit's workspace (clone + its deps from an already primed
-    template: an overlay's layers where one can be mounted, else a copy) in a FILES-file
-    repository (median of 3)."""
+def workspace_time(files: int, root: Path, args: argparse.Namespace) -> dict[str, float]:
+    """One more unit's workspace in a FILES-file repository, made as the run makes it: an
+    overlay over the run's checkout (``prun.git.layered``) where the kernel mounts one, else a
+    clone; then its deps from an already primed template (an overlay's layers, else a copy).
+    Seconds (median of 3), the run's own first cost (its store, and its checkout or first
+    clone, made once) and the disk of the last unit's workspace before it writes anything."""
     repo = root / f"scale-{files}"
     make_repo(repo, files)
     (repo / "lock.txt").write_text("v1\n")
@@ -146,15 +153,25 @@ def workspace_time(files: int, root: Path, args: argparse.Namespace) -> float:
                   ("lock.txt",), ("deps",))
     primed = template.ensure(prime, root=str(ws_root), repo_root=str(repo), base=base,
                              store=None, env=os.environ, sandbox=False, logs=str(ws_root))
-    workspace.make_clone(repo, base, ws_root / "run" / "warm")   # the run's store, made once
-    overlay = template.overlay_here(str(ws_root / "run"), os.environ, sandbox=True)
-    times = []
+    run = ws_root / "run"
+    layers = layered.wanted(str(run / "u0"), os.environ, sandbox=True)
+    t = time.perf_counter()
+    if layers:   # the run's store and its one checkout of the base
+        layered.ensure_lower(str(run), str(repo), base)
+    else:        # the run's store and a first clone
+        workspace.make_clone(repo, base, run / "warm")
+    once = time.perf_counter() - t
+    overlay = template.overlay_here(str(run), os.environ, sandbox=True)
+    times, dest = [], run
     for i in range(3):
+        dest = run / f"u{i}"
         t = time.perf_counter()
-        clone = workspace.make_clone(repo, base, ws_root / "run" / f"u{i}")
-        template.give(primed, clone, overlay=overlay)
+        made = (layered.make(str(repo), base, str(dest)) if layers
+                else workspace.make_clone(repo, base, dest))
+        template.give(primed, made, overlay=overlay)
         times.append(time.perf_counter() - t)
-    return sorted(times)[1]
+    return {"seconds": sorted(times)[1], "once": once, "overlay": float(layers),
+            "disk": float(du(dest) + du(Path(f"{dest}.overlay")))}
 
 
 def main() -> None:
@@ -191,6 +208,11 @@ def main() -> None:
             assert isinstance(disk, list)
             print(f"| {name} | {r['all_started_s']:.1f} s | {r['primes']} | "
                   f"{min(disk) / mib:.1f} to {max(disk) / mib:.1f} |")
+        checkout = ours["checkout"]
+        assert isinstance(checkout, int)
+        if checkout:
+            print(f"\nprun's units' workspaces: overlays over the run's one checkout of the base "
+                  f"({checkout / mib:.1f} MiB, shared)")
         deps = ours["deps_per_unit"]
         assert isinstance(deps, list)
         print(f"\nprun's units' deps: {'an overlay each' if ours['overlay'] else 'a copy each'}, "
@@ -199,10 +221,14 @@ def main() -> None:
         assert isinstance(after, list)
         print(f"\nprun's units started {min(after):.2f} to {max(after):.2f} s after the prime "
               f"ended ({', '.join(f'{a:.2f}' for a in after)})\n")
-        print("| tracked files | one more unit's workspace (clone + its deps) |")
-        print("| ---: | ---: |")
+        print("| tracked files | one more unit's workspace (with its deps) | as | the run's "
+              "checkout or first clone, once | a unit's disk before it writes |")
+        print("| ---: | ---: | --- | ---: | ---: |")
         for n in (int(x) for x in args.scale.split(",")):
-            print(f"| {n} | {workspace_time(n, root, args) * 1000:.0f} ms |")
+            w = workspace_time(n, root, args)
+            print(f"| {n} | {w['seconds'] * 1000:.0f} ms | "
+                  f"{'overlay' if w['overlay'] else 'clone'} | {w['once']:.1f} s | "
+                  f"{w['disk'] / 1024:.0f} KiB |")
     finally:
         shutil.rmtree(root, ignore_errors=True)
         subprocess.run(["chmod", "-R", "u+w", str(root)], capture_output=True)

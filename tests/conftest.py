@@ -9,6 +9,7 @@ import pytest
 
 from helpers import FAKES, make_fake_cli, working_repo
 from prun.attempt import sandbox
+from prun.attempt.overlay import overlays_unavailable
 
 TESTS = Path(__file__).resolve().parent
 # When this checkout lies under /tmp, which a unit's own tmp hides, the sandboxed units of the
@@ -47,6 +48,9 @@ def isolated_env(tmp_path, monkeypatch, cache_home):
     monkeypatch.setenv("PRUN_QUOTA_BUILTIN", "off")   # the fake CLIs answer no /quota
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache_home))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))  # nothing in the home
+    # code units get clones, which a test can read on the host; the `overlay` fixture
+    # (tests/git/test_overlay_workspace.py, test_primed_templates.py) turns overlays back on
+    monkeypatch.setenv("PRUN_OVERLAY", "off")
     # what a test hands its units (fake CLIs' logs and sessions) stays writable in the sandbox;
     # a containment test removes it
     shown = [str(tmp_path), *([str(TESTS)] if UNDER_TMP else [])]
@@ -82,3 +86,13 @@ def bwrap() -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI must have the sandbox: {why}")
     pytest.skip(f"no sandbox here: {why}")
+
+
+@pytest.fixture
+def overlay(tmp_path, bwrap, monkeypatch) -> None:
+    """Overlays on (code units' workspaces, primed templates' shared paths); skip where the
+    kernel mounts no unprivileged overlay for a unit's sandbox."""
+    why = overlays_unavailable(str(tmp_path / "workspaces"))
+    if why is not None:
+        pytest.skip(f"no overlay here: {why}")
+    monkeypatch.delenv("PRUN_OVERLAY", raising=False)

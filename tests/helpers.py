@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import stat
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 FAKES = Path(__file__).parent / "fakes"
@@ -104,6 +106,16 @@ def write_plan(path: Path, packets: list[dict], **settings) -> Path:
     """A plan file: ``settings`` beside its ``packets``, as JSON (YAML reads it)."""
     path.write_text(json.dumps({**settings, "packets": packets}, indent=1))
     return path
+
+
+@contextlib.contextmanager
+def seen(workspace) -> Iterator[Path]:
+    """A code unit's workspace as its unit saw it: an overlay workspace's merged view (for the
+    time of the ``with``), a clone itself."""
+    from prun.git.overlayview import merged
+
+    with merged(workspace) as view:
+        yield Path(view.path)
 
 
 def poll(check, limit: float = 60.0):

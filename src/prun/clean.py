@@ -29,6 +29,7 @@ from .errors import PrunError, UsageError
 from .git import template
 from .git.changes import Change, read_change
 from .git.journal import Journal
+from .git.layered import lowers_in
 from .git.reconcile import checked_snapshot, given_dirs, reconcile
 from .git.saved import Place, save, save_snapshots, waiting
 from .git.snapshot import remove_snapshot
@@ -347,8 +348,9 @@ def _save_checks(view: RunView, out: Sweep, rules: Mapping[str, Retention], snap
 
 def _stores(view: RunView, rows: list[Row], rules: Mapping[str, Retention], finished: float,
             now: float, dry_run: bool) -> list[Row]:
-    """The run's object stores (beside its clones, which borrow their objects from them):
-    kept while a code packet's retention keeps its workspace, or a clone is kept because its
+    """The run's object stores (beside its clones, which borrow their objects from them) and
+    its checkouts (below its overlay workspaces, ``prun.git.layered``): kept while a code
+    packet's retention keeps its workspace, or a clone is kept because its
     change is not integrated (or could not be saved), else removed."""
     folders = {os.path.dirname(a["workspace"]) for attempts in view.attempts.values()
                for a in attempts if a.get("workspace")}
@@ -361,7 +363,7 @@ def _stores(view: RunView, rows: list[Row], rules: Mapping[str, Retention], fini
     for folder in sorted(folders):
         if os.path.basename(folder) != view.id:
             continue
-        for path in stores_in(folder):
+        for path in [*stores_in(folder), *lowers_in(folder)]:
             if why is None and not dry_run:
                 discard(path)
             out.append(Row("KEPT", "-", path, why) if why else Row("REMOVED", "-", path))

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 from gitrepo import commit_all, write
 
 from helpers import prun
@@ -40,7 +41,11 @@ def reconcile(repo: Path) -> tuple[int, list[str], dict[str, dict]]:
     return r.returncode, r.stdout.splitlines(), {p["packet"]: p for p in j["packets"]}
 
 
-def test_checks_pass_fail_err_and_time_out_each_recorded_with_its_attempt(repo, tmp_path):
+@pytest.mark.parametrize("overlays", [False, True], ids=["clones", "overlay-workspaces"])
+def test_checks_pass_fail_err_and_time_out_each_recorded_with_its_attempt(repo, tmp_path, request,
+                                                                          overlays):
+    if overlays:   # each code unit's workspace an overlay over the run's checkout
+        request.getfixturevalue("overlay")
     check_a = [PY, "-c", "import sys; sys.exit(open('out/pass/a.txt').read() != 'A')"]
     run_id = run(repo, [
         code_unit("pass", {"out/pass/a.txt": "A"}, accept=check_a),

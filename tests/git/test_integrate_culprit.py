@@ -8,6 +8,7 @@ import json
 import math
 import sys
 
+import pytest
 from gitrepo import gout
 
 from helpers import prun
@@ -64,7 +65,11 @@ def _runs(tmp_path) -> int:
     return len((tmp_path / "runs.txt").read_text().splitlines())
 
 
-def test_one_unit_breaking_the_check_among_six_is_found_held_and_followed_up(repo, tmp_path):
+@pytest.mark.parametrize("overlays", [False, True], ids=["clones", "overlay-workspaces"])
+def test_one_unit_breaking_the_check_among_six_is_found_held_and_followed_up(repo, tmp_path, request,
+                                                                             overlays):
+    if overlays:   # each code unit's workspace an overlay over the run's checkout
+        request.getfixturevalue("overlay")
     texts = {f"u{i}": "fine" for i in range(1, 7)}
     texts["u4"] = "BREAK"
     run_id = _run(repo, tmp_path, texts)

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from helpers import prun
-from prun.attempt.overlay import overlays_unavailable
 from prun.ledger import Ledger
 from runkit import write_plan
 
@@ -77,14 +76,6 @@ def lock_repo(tmp_path, monkeypatch):
     return working_repo(tmp_path, monkeypatch, {"lock.txt": "v1\n", "README": "r\n"})
 
 
-@pytest.fixture
-def overlay(tmp_path, bwrap) -> None:
-    """Skip where the kernel mounts no unprivileged overlay for a unit's sandbox."""
-    why = overlays_unavailable(str(tmp_path / "workspaces"))
-    if why is not None:
-        pytest.skip(f"no overlay here: {why}")
-
-
 def _upper(ws: Path) -> Path:
     """The unit's own upper layer over the template's deps."""
     return Path(f"{ws}.overlay") / "0" / "upper"
@@ -108,8 +99,11 @@ def test_prime_runs_once_units_get_own_copies_and_changes_leave_shared_paths_out
         assert (upper / "lib.txt").read_text() == f"changed by {p}"
         assert (upper / "bin" / "where").is_char_device()   # the deletion: a whiteout
         assert sorted(q.name for q in upper.rglob("*")) == ["bin", "lib.txt", "where"]
-        assert list((ws / "deps").iterdir()) == []          # the host sees a mount point
-        assert not (ws / "deps").is_symlink()
+        # the workspace is an overlay too: the mount point is in its own layer, and the host
+        # sees the workspace itself as an empty folder
+        mount_point = Path(f"{ws}.overlay") / "ws" / "upper" / "deps"
+        assert mount_point.is_dir() and not mount_point.is_symlink()
+        assert list(mount_point.iterdir()) == [] and list(ws.iterdir()) == []
     rec = prun("reconcile", run_id, "--json", timeout=120)
     assert rec.returncode == 0, rec.stdout + rec.stderr
     files = {p["packet"]: [f["path"] for f in p["change"]["files"]]

@@ -51,23 +51,25 @@ def git_env(extra: Mapping[str, str] | None = None, *,
 def git(args: Sequence[str], cwd: str | os.PathLike[str] | None = None, *, check: bool = True,
         env: Mapping[str, str] | None = None, input: bytes | None = None,
         text: Literal[True] = True, timeout: float = GIT_TIMEOUT_S,
-        isolated: bool = False) -> Ran[str]: ...
+        isolated: bool = False, through: Sequence[str] = ()) -> Ran[str]: ...
 
 
 @overload
 def git(args: Sequence[str], cwd: str | os.PathLike[str] | None = None, *, check: bool = True,
         env: Mapping[str, str] | None = None, input: bytes | None = None,
         text: Literal[False], timeout: float = GIT_TIMEOUT_S,
-        isolated: bool = False) -> Ran[bytes]: ...
+        isolated: bool = False, through: Sequence[str] = ()) -> Ran[bytes]: ...
 
 
 def git(args: Sequence[str], cwd: str | os.PathLike[str] | None = None, *, check: bool = True,
         env: Mapping[str, str] | None = None, input: bytes | None = None,
         text: bool = True, timeout: float = GIT_TIMEOUT_S,
-        isolated: bool = False) -> Ran[str] | Ran[bytes]:
-    """Run ``git -C cwd args...`` (bounded: ``process.run``); stdout and stderr captured.
-    Raises ``GitError`` when ``check`` and git exits non-zero."""
-    argv = ["git"]
+        isolated: bool = False, through: Sequence[str] = ()) -> Ran[str] | Ran[bytes]:
+    """Run ``git -C cwd args...`` (bounded: ``process.run``); stdout and stderr captured;
+    ``through``: the argv that runs git (``nsenter ... --``: git in the namespaces where an
+    overlay workspace is mounted, ``prun.git.overlayview``). Raises ``GitError`` when
+    ``check`` and git exits non-zero."""
+    argv = [*through, "git"]
     if cwd is not None:
         argv += ["-C", os.fspath(cwd)]
     argv += list(args)

@@ -1,10 +1,12 @@
-"""Overlays for a unit's sandbox: a primed template's shared folder, read-only below, and the
+"""Overlays for a unit's sandbox: the run's checkout of the base (an overlay workspace,
+``prun.git.layered``) or a primed template's shared folder, read-only below, and the
 unit's own upper layer above it, mounted by ``prun.attempt.sandbox.wrap`` (``overlays=``) in
 the unit's own user and mount namespaces before bwrap starts.
 
 ``Overlay`` is one; ``overlays_unavailable(folder)`` says why none can be mounted with its
 upper layer in ``folder`` (None when one can: a write inside lands in the upper layer only),
-probed once per process and folder.
+probed once per process and folder; ``overlay_here`` decides for a unit (and says once why
+not).
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ import contextlib
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .._util.bounded import run as bounded
+from .._util.say import say_once
 from ..errors import UsageError
 from .sandbox import OVERLAY_UNSAFE, PROBE_TIMEOUT_S, unavailable, wrap
 
@@ -36,7 +40,23 @@ class Overlay:
         return self.lower, self.upper, self.work, self.target
 
 
+SETTING = "PRUN_OVERLAY"   # "off": no overlay anywhere (copies and clones instead)
 _probed: dict[str, str | None] = {}   # by folder, once per process
+
+
+def overlay_here(root: str, env: Mapping[str, str], *, sandbox: bool, instead: str,
+                 needs: tuple[str, ...] = ()) -> bool:
+    """Whether a unit whose layers go in ``root`` gets an overlay: it runs in the sandbox,
+    ``PRUN_OVERLAY`` is not ``off``, every program of ``needs`` is on PATH and the kernel
+    mounts an unprivileged overlay there (probed once per process). When it cannot, says once
+    ``prun: <instead>, not overlaid: <why>``."""
+    if not sandbox or env.get(SETTING, "").strip().lower() == "off":
+        return False
+    missing = [p for p in needs if shutil.which(p) is None]
+    why = f"no {missing[0]} on PATH (util-linux)" if missing else overlays_unavailable(root)
+    if why is not None:
+        say_once(f"prun: {instead}, not overlaid: {why}")
+    return why is None
 
 
 def overlays_unavailable(folder: str) -> str | None:
@@ -84,4 +104,4 @@ def _probe_overlay(folder: str) -> str | None:
         shutil.rmtree(probe, ignore_errors=True)
 
 
-__all__ = ["Overlay", "overlays_unavailable"]
+__all__ = ["SETTING", "Overlay", "overlay_here", "overlays_unavailable"]

@@ -64,7 +64,7 @@ class Request:
         self.timeout_s = timeout_s
         self.workspace = workspace          # a caller-supplied workspace (else $PRUN_SCRATCH_CWD)
         self.workspace_at = workspace_at    # the sandbox also shows it here, and starts there
-        self.overlays = tuple(overlays)     # its template's shared folders, in its sandbox
+        self.overlays = tuple(overlays)     # its workspace's, its template's, in its sandbox
         self.state_root = state_root
         self.env = env
         self.attempt_id = attempt_id

@@ -22,7 +22,8 @@ Enforced (Linux, bwrap; as root too):
 - ``alias`` ``(source, destination)``: ``source`` (the unit's workspace) is also writable at
   ``destination`` (where its primed template was primed, ``prun.git.template``), and the
   process starts there;
-- each ``(lower, upper, work, target)`` of ``overlays`` (a primed template's shared folder,
+- each ``(lower, upper, work, target)`` of ``overlays`` (an overlay workspace,
+  ``prun.git.layered``, then a primed template's shared folder,
   ``prun.attempt.overlay``, ``prun.git.template``) is an overlay mounted at its ``target``
   before bwrap starts: ``lower`` read-only below, the unit's own ``upper`` above, so a write
   there lands in ``upper`` only. prun mounts it itself
@@ -183,6 +184,17 @@ def _overlaid(argv: list[str], overlays: Sequence[tuple[str, str, str, str]]) ->
     """``argv`` (``env --ignore-signal=TERM bwrap ...``) with ``overlays`` mounted first in
     a user and mount namespace of its own, bwrap in a nested user namespace as the person,
     without capabilities."""
+    person = ["--unshare-user", "--uid", str(os.getuid()), "--gid", str(os.getgid()),
+              "--cap-drop", "ALL"]
+    env, ignore, bwrap, *rest = argv
+    return [env, ignore, *mounting(overlays), bwrap, *person, *rest]
+
+
+def mounting(overlays: Sequence[tuple[str, str, str, str]]) -> list[str]:
+    """The argv prefix that mounts ``overlays`` (each ``(lower, upper, work, target)``, in
+    order) in a user and mount namespace of its own, then execs the argv that follows it
+    (exit 1 and one ``mount: ...`` line when a mount is refused). ``UsageError`` for a path
+    an overlay's options cannot carry."""
     unshare, sh, mount = (shutil.which(p) or p for p in ("unshare", "sh", "mount"))
     paths = [p for o in overlays for p in o]
     bad = [p for p in paths if any(c in p for c in OVERLAY_UNSAFE)]
@@ -190,11 +202,8 @@ def _overlaid(argv: list[str], overlays: Sequence[tuple[str, str, str, str]]) ->
         raise UsageError(f"cannot mount an overlay at {bad[0]!r}: an overlay's path must not "
                          "hold ',', ':', '\\' or a newline",
                          hint="set PRUN_WORKSPACE_ROOT to a plain path, or PRUN_OVERLAY=off")
-    person = ["--unshare-user", "--uid", str(os.getuid()), "--gid", str(os.getgid()),
-              "--cap-drop", "ALL"]
-    env, ignore, bwrap, *rest = argv
-    return [env, ignore, unshare, "-Urm", "--", sh, "-c", _MOUNT_OVERLAYS, "sh", mount,
-            str(len(overlays)), *paths, bwrap, *person, *rest]
+    return [unshare, "-Urm", "--", sh, "-c", _MOUNT_OVERLAYS, "sh", mount, str(len(overlays)),
+            *paths]
 
 
 def prun_runtime() -> tuple[str, ...]:

@@ -20,6 +20,7 @@ from typing import Any
 from .._util.fsutil import atomic_write
 from ..attempt.statedir import StateDir
 from ..errors import PrunError, StateError, UsageError
+from ..git.workspace import is_clone
 from . import claim
 from .bundle import apply
 from .connect import connect_client
@@ -94,6 +95,6 @@ def land_patch(state_dir: str, workspace: str | None, patch: bytes) -> str | Non
     """Write the unit's diff as ``remote.patch`` and apply it to its local clone; None, or
     why it did not apply (it stays in ``remote.patch``)."""
     atomic_write(os.path.join(state_dir, PATCH_FILE), patch)
-    if not workspace or not os.path.isdir(os.path.join(workspace, ".git")):
+    if not workspace or not is_clone(workspace):
         return f"no clone at {workspace} to apply it to"
     return apply(workspace, patch)

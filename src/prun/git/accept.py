@@ -36,7 +36,7 @@ from .changes import patch_of
 from .setup import run_setup, sandboxed
 from .store import store_of
 from .verdict import ACCEPTED, NEEDS_REVIEW, REJECTED, AcceptCheck, Reason, Report, UnitInput
-from .workspace import default_root, made_by_prun, make_clone, neutral_git, remove
+from .workspace import default_root, is_clone, made_by_prun, make_clone, neutral_git, remove
 
 if TYPE_CHECKING:
     from ..ledger import Ledger
@@ -131,7 +131,7 @@ def record(ledger: Ledger, attempt_id: str, c: AcceptCheck) -> None:
 def _patch(unit: UnitInput) -> bytes:
     """The attempt's change as a binary patch: read from its clone, else from the change
     ``prun clean`` saved."""
-    if unit.workspace and os.path.isdir(os.path.join(unit.workspace, ".git")):
+    if unit.workspace and is_clone(unit.workspace):
         return patch_of(unit.workspace, unit.base or "")
     if unit.saved and os.path.lexists(unit.saved):
         return saved.load(unit.saved).patch or b""

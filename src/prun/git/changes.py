@@ -17,8 +17,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import GitError
+from ..errors import GitError, WorkspaceError
 from .clonefiles import BrokenClone, read_head
+from .overlayview import merged
 from .scan import Finding
 from .untrusted import Reader, reading
 
@@ -96,15 +97,17 @@ def read_change(clone: str | os.PathLike[str], base: str, *, with_patch: bool = 
     if not base or base.startswith("-"):
         raise GitError(["rev-parse", base], 128, f"bad revision {base!r}")
     try:
-        head = read_head(clone)
-        if base == "HEAD":
-            base = head
-        with reading(clone, base, store=store) as r:
-            return _read(r, head, with_patch)
-    except BrokenClone as e:
+        with merged(clone) as view:
+            head = read_head(view.path)
+            if base == "HEAD":
+                base = head
+            with reading(clone, base, store=store, view=view) as r:
+                return _read(r, head, with_patch)
+    except (BrokenClone, WorkspaceError) as e:   # WorkspaceError: its overlay cannot be mounted
         if not os.path.lexists(clone):   # gone (moved aside meanwhile): not a broken clone
             raise GitError(["read", clone], 128, "no clone there any more") from None
-        return Change(clone, base, "", findings=(e.finding(),), complete=False)
+        broken = e if isinstance(e, BrokenClone) else BrokenClone(e.message)
+        return Change(clone, base, "", findings=(broken.finding(),), complete=False)
 
 
 def _read(r: Reader, head: str, with_patch: bool) -> Change:

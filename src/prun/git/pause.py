@@ -23,7 +23,7 @@ from .._util.process import same_process_alive
 from ..errors import GitError, StateError
 from ..settings import current
 from .changes import read_change
-from .workspace import clone_base
+from .workspace import clone_base, is_clone
 
 if TYPE_CHECKING:
     import psutil
@@ -120,7 +120,7 @@ def _save_patch(result: PauseResult, workspace: str | None, base: str | None) ->
     """Write the clone's change as ``paused.patch``; False when the clone cannot be read
     (gone, or moved to ``<clone>.quarantined`` by the supervisor meanwhile)."""
     for path in (workspace, f"{workspace}.quarantined" if workspace else None):
-        if not path or not os.path.isdir(os.path.join(path, ".git")):
+        if not path or not is_clone(path):
             continue
         try:
             change = read_change(path, base or clone_base(path) or "HEAD", with_patch=True)

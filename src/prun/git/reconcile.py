@@ -49,7 +49,7 @@ from .verdict import (
     UnitInput,
     Verdict,
 )
-from .workspace import marker
+from .workspace import is_clone, marker
 
 RECOVERED_RESULT = "recovered-result.md"    # written in the state dir by the FALLBACK salvage
 TAIL_SALVAGE_BYTES = 200_000
@@ -275,7 +275,7 @@ def _change_reasons(unit: UnitInput, status: str | None, with_patch: bool,
     workspace = unit.workspace
     vanished = False
     change = None
-    if workspace and os.path.isdir(os.path.join(workspace, ".git")):
+    if workspace and is_clone(workspace):
         if not unit.base:
             found.rejected.append(Reason("no-base", {"path": workspace}))
             return None

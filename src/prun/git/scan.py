@@ -38,6 +38,7 @@ MAX_FILE_BYTES = 100 * 1024 * 1024      # one file (GitHub refuses files past 10
 SPARSE_MIN_BYTES = 1024 * 1024          # smaller files are never called sparse
 MAX_GIT_FILE_BYTES = 1024 * 1024        # a .gitignore, .gitattributes or .gitmodules
 GIT_FILES = (".gitignore", ".gitattributes", ".gitmodules")
+MAX_LINK_HOPS = 40                     # links followed resolving one link (the kernel's bound)
 
 _KINDS = ((stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "char-device"),
           (stat.S_ISBLK, "block-device"))
@@ -91,7 +92,6 @@ def scan(root: str | os.PathLike[str], *, max_entries: int = MAX_ENTRIES,
          max_file: int = MAX_FILE_BYTES) -> Scan:
     """Walk the tree at ``root`` (its ``.git`` aside) and say what must not be read."""
     root = os.path.abspath(os.fspath(root))
-    real_root = os.path.realpath(root)
     findings: list[Finding] = []
     links: dict[str, str] = {}
     count = 0
@@ -123,17 +123,17 @@ def scan(root: str | os.PathLike[str], *, max_entries: int = MAX_ENTRIES,
                 st = entry.stat(follow_symlinks=False)
             except OSError:   # gone meanwhile
                 continue
-            findings.extend(_entry(entry.path, rel, st, real_root, links, max_file))
+            findings.extend(_entry(entry.path, rel, st, root, links, max_file))
     findings.sort(key=lambda f: (f.path or "", f.code))
     return Scan(root, tuple(findings), links, count)
 
 
-def _entry(path: str, rel: str, st: os.stat_result, real_root: str, links: dict[str, str],
+def _entry(path: str, rel: str, st: os.stat_result, root: str, links: dict[str, str],
            max_file: int) -> list[Finding]:
     """What is wrong with one entry that is not a folder."""
     found: list[Finding | None] = []
     if stat.S_ISLNK(st.st_mode):
-        found.append(_link(path, rel, real_root, links))
+        found.append(_link(path, rel, root, links))
     elif stat.S_ISREG(st.st_mode):
         found.append(_regular(path, rel, st, max_file))
     else:
@@ -147,25 +147,42 @@ def _kind(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "other")
 
 
-def _link(path: str, rel: str, real_root: str, links: dict[str, str]) -> Finding | None:
+def _link(path: str, rel: str, root: str, links: dict[str, str]) -> Finding | None:
     try:
         target = os.readlink(path)
     except OSError:
         return None
     links[rel] = target
-    if os.path.isabs(target) or not _inside(os.path.realpath(path), real_root):
+    if os.path.isabs(target) or not _resolves_inside(root, rel):
         return Finding("link-outside", rel, {"target": target})
     return None
 
 
-def _inside(real: str, real_root: str) -> bool:
-    """Whether ``real`` is the root or below it, and not in a ``.git`` of any folder."""
-    if real == real_root:
-        return True
-    if not real.startswith(real_root.rstrip(os.sep) + os.sep):
-        return False
-    parts = real[len(real_root):].strip(os.sep).split(os.sep)
-    return not any(p.lower() == ".git" for p in parts)
+def _resolves_inside(root: str, rel: str) -> bool:
+    """Whether the link at ``rel`` resolves to the root or below it, and not into a ``.git``
+    of any folder: resolved one part at a time inside ``root``, following the links on the
+    way (not ``realpath``: ``root`` may be an overlay workspace's view,
+    ``/proc/<pid>/root/...``, which ``realpath`` would leave)."""
+    todo, done, hops = rel.split("/"), list[str](), 0
+    while todo:
+        part = todo.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not done:
+                return False
+            done.pop()
+            continue
+        try:
+            target = os.readlink(os.path.join(root, *done, part))
+        except OSError:   # not a link (or not there): a plain part
+            done.append(part)
+            continue
+        hops += 1
+        if os.path.isabs(target) or hops > MAX_LINK_HOPS:
+            return False
+        todo = target.split("/") + todo
+    return not any(p.lower() == ".git" for p in done)
 
 
 def _regular(path: str, rel: str, st: os.stat_result, max_file: int) -> Finding | None:

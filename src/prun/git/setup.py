@@ -18,6 +18,7 @@ from ..errors import SetupFailed
 from ..settings import load
 from .clonefiles import BrokenClone, NotRegular, append_inside
 from .commands import run_bounded, shell_argv
+from .overlayview import layer, merged
 from .untrusted import pattern, reading
 from .workspace import clone_base, setup_log
 
@@ -68,7 +69,8 @@ def run_setup(workspace: str | os.PathLike[str], command: str | Sequence[str],
     """
     workspace = os.path.abspath(os.fspath(workspace))
     git_dir = os.path.join(workspace, ".git")
-    excluding = exclude_new and os.path.isdir(git_dir) and not os.path.islink(git_dir)
+    excluding = exclude_new and (layer(workspace) is not None or (
+        os.path.isdir(git_dir) and not os.path.islink(git_dir)))
     if log_path is None:
         log_path = setup_log(workspace)
     if excluding and base is None:
@@ -88,9 +90,10 @@ def run_setup(workspace: str | os.PathLike[str], command: str | Sequence[str],
         excluded = tuple(sorted(_untracked(workspace, base) - before))
         if excluded:
             try:
-                append_inside(git_dir, "info/exclude",
-                              "# made by the plan's setup command (prun)\n"
-                              + "".join("/" + _escape_glob(p) + "\n" for p in excluded))
+                with merged(workspace) as view:   # an overlay workspace: through its view
+                    append_inside(os.path.join(view.path, ".git"), "info/exclude",
+                                  "# made by the plan's setup command (prun)\n"
+                                  + "".join("/" + _escape_glob(p) + "\n" for p in excluded))
             except NotRegular:   # the setup made it something else: nothing is left out
                 excluded = ()
     result = SetupResult(ran.ok, ran.exit_code, ran.timed_out, ran.duration_s, ran.log,

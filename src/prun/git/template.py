@@ -33,16 +33,17 @@ from dataclasses import dataclass
 from .._util import gitcmd
 from .._util.bounded import run
 from .._util.fsutil import atomic_write, atomic_write_json, read_json
-from .._util.say import say_once
-from ..attempt.overlay import Overlay, overlays_unavailable
+from ..attempt import overlay as overlays
+from ..attempt.overlay import Overlay
 from ..attempt.sandbox import OVERLAY_UNSAFE
 from ..errors import PrimeFailed, WorkspaceError
 from ..plan.model import Prime
 from .clonefiles import NotRegular, append_inside
+from .overlayview import merged, overlay_dir, overlay_of
 from .setup import run_setup
 from .store import discard, ensure_store, locked
 from .untrusted import pattern, shared_list, shared_record
-from .workspace import make_clone, overlay_dir
+from .workspace import make_clone
 
 FOLDER = "templates"          # under the workspace root
 TREE = "ws"                   # the clone the prime ran in
@@ -50,7 +51,6 @@ STORES = "stores"             # the object store its clone borrows from (prun.gi
 READY = "template.json"       # written last: the template may be used
 LOG = "prime.log"             # the output of the prime that made it
 COPY_TIMEOUT_S = 1800.0
-OVERLAY_SETTING = "PRUN_OVERLAY"   # "off": shared paths are copied even where an overlay works
 
 
 @dataclass(frozen=True)
@@ -178,12 +178,8 @@ def overlay_here(root: str, env: Mapping[str, str], *, sandbox: bool) -> bool:
     """Whether a clone under ``root`` (the workspace root) gets its shared folders as overlays:
     its unit runs in the sandbox, ``PRUN_OVERLAY`` is not ``off`` and the kernel mounts an
     unprivileged overlay there (probed once per process; said once when it cannot)."""
-    if not sandbox or env.get(OVERLAY_SETTING, "").strip().lower() == "off":
-        return False
-    why = overlays_unavailable(root)
-    if why is not None:
-        say_once(f"prun: shared paths are copied into each unit, not overlaid: {why}")
-    return why is None
+    return overlays.overlay_here(root, env, sandbox=sandbox,
+                                 instead="shared paths are copied into each unit")
 
 
 def give(template: Template, clone: str, *, overlay: bool = False) -> None:
@@ -192,31 +188,40 @@ def give(template: Template, clone: str, *, overlay: bool = False) -> None:
     folder is an empty mount point in the clone and an upper layer in ``<clone>.overlay/``
     (its unit's sandbox mounts the overlay, ``overlays_of``); a shared file, or a path an
     overlay cannot name, is copied."""
+    with merged(clone) as view:   # an overlay workspace: written through its merged view
+        layers = _give(template, clone, view.path, overlay)
+        atomic_write_json(shared_list(clone), {"key": template.key, "at": template.tree,
+                                               "paths": list(template.share),
+                                               "overlays": layers}, durable=False)
+        try:
+            append_inside(os.path.join(view.path, ".git"), "info/exclude",
+                          "# shared from prun's primed template\n"
+                          + "".join("/" + pattern(p) + "\n" for p in template.share))
+        except NotRegular:
+            pass   # prun's own list beside the clone still leaves them out
+
+
+def _give(template: Template, clone: str, seen: str, overlay: bool) -> list[list[str]]:
+    """Each shared path made in the clone (``seen``: where prun writes it), as a mount point
+    of an overlay or as a copy; the overlays, as ``overlays_of`` reads them."""
     layers: list[list[str]] = []
     for n, path in enumerate(template.share):
-        src, dest = os.path.join(template.tree, path), os.path.join(clone, path)
-        _no_link_on_the_way(clone, path, "the unit's clone")
+        src, dest = os.path.join(template.tree, path), os.path.join(seen, path)
+        _no_link_on_the_way(seen, path, "the unit's clone")
         _no_link_on_the_way(template.tree, path, "the template")
         if os.path.lexists(dest):
-            raise WorkspaceError(f"{dest} exists in a fresh clone: it is tracked at its base",
+            raise WorkspaceError(f"{os.path.join(clone, path)} exists in a fresh clone: it is "
+                                 "tracked at its base",
                                  hint="share only untracked paths (workspace.share)")
         os.makedirs(os.path.dirname(dest), exist_ok=True)
-        if overlay and _overlayable(src, dest):
+        if overlay and _overlayable(src, os.path.join(clone, path)):
             upper, work = (os.path.join(overlay_dir(clone), str(n), d) for d in ("upper", "work"))
             for d in (upper, work, dest):
                 os.makedirs(d)
             layers.append([os.path.realpath(src), upper, work, path])
             continue
         _copy(template, path, src, dest)
-    atomic_write_json(shared_list(clone), {"key": template.key, "at": template.tree,
-                                           "paths": list(template.share),
-                                           "overlays": layers}, durable=False)
-    try:
-        append_inside(os.path.join(clone, ".git"), "info/exclude",
-                      "# shared from prun's primed template\n"
-                      + "".join("/" + pattern(p) + "\n" for p in template.share))
-    except NotRegular:
-        pass   # prun's own list beside the clone still leaves them out
+    return layers
 
 
 def _no_link_on_the_way(top: str, path: str, what: str) -> None:
@@ -251,10 +256,12 @@ def _copy(template: Template, path: str, src: str, dest: str) -> None:
 
 
 def overlays_of(clone: str) -> tuple[Overlay, ...]:
-    """The overlays a clone's sandbox mounts (none when its shared paths were copied), read
-    from prun's list beside it (never from the clone)."""
+    """The overlays a clone's sandbox mounts, in order: an overlay workspace's own
+    (``prun.git.layered``), then its shared folders' (none when they were copied), read from
+    prun's records beside it (never from the clone)."""
     entries = shared_record(clone).get("overlays")
-    out = []
+    own = overlay_of(clone)
+    out = [own] if own else []
     for entry in entries if isinstance(entries, list) else ():
         if isinstance(entry, list) and len(entry) == 4 and all(isinstance(e, str) for e in entry):
             lower, upper, work, path = entry
@@ -306,5 +313,5 @@ def _empty(folder: str) -> None:
             os.unlink(path)
 
 
-__all__ = ["OVERLAY_SETTING", "Template", "ensure", "folder_of", "give", "key_of", "leftovers",
+__all__ = ["Template", "ensure", "folder_of", "give", "key_of", "leftovers",
            "overlay_here", "overlays_of", "primed_at", "remove", "templates"]

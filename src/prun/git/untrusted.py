@@ -31,6 +31,10 @@ either:
 
 Anything else (a ``.git`` that is a file or a link, a ``HEAD`` that is a FIFO, git failing on
 what it found) is a ``broken-clone`` finding, never a traceback.
+
+An overlay workspace (``prun.git.layered``) is read exactly as a clone, through its merged
+view (``prun.git.overlayview.merged``): Python reads ``Reader.view``, git runs where the
+workspace's own path shows it.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from .clonefiles import (
     odd_git_files,
     read_inside,
 )
+from .overlayview import View, layer, merged
 from .scan import Finding, Scan, scan
 from .store import cache_is_fresh, keep_stat_cache, stat_cache, store_of
 
@@ -111,8 +116,10 @@ CONFIG = """[core]
 class Reader:
     """One read of a clone through a private ``GIT_DIR`` (made by ``reading``)."""
 
-    def __init__(self, clone: str, base: str, store: str | None, tmp: str, tree: Scan | None):
+    def __init__(self, clone: str, base: str, store: str | None, tmp: str, tree: Scan | None,
+                 view: View | None = None):
         self.clone, self.base, self.store, self.tmp = clone, base, store, tmp
+        self.view = view or View(clone)    # where prun's own reads see the clone
         self.git_dir = os.path.join(tmp, "git")
         self.hooks = os.devnull            # core.hooksPath: no hook is found under it
         self.scan = tree
@@ -136,11 +143,12 @@ class Reader:
             check: bool = True) -> gitcmd.Ran[str] | gitcmd.Ran[bytes]:
         """git on the clone through the private ``GIT_DIR``."""
         argv = ["-c", "core.fsmonitor=false", "-c", f"core.hooksPath={self.hooks}", *args]
+        through = self.view.through
         if text:
             return gitcmd.git(argv, self.clone, env=self.env, input=input, check=check,
-                              isolated=True)
+                              isolated=True, through=through)
         return gitcmd.git(argv, self.clone, env=self.env, input=input, check=check,
-                          isolated=True, text=False)
+                          isolated=True, text=False, through=through)
 
     @property
     def complete(self) -> bool:
@@ -222,7 +230,7 @@ class Reader:
         nor a descendant of it, read with the unit's own objects borrowed (checked first)."""
         if head == self.base:
             return (), False
-        why = objects_ok(self.clone, self.store)
+        why = objects_ok(self.view.path, self.store)
         if why is not None:
             raise BrokenClone(why)
         own = os.path.join(os.path.realpath(self.clone), ".git", "objects")
@@ -272,28 +280,43 @@ def _last(stderr: str) -> str:
 @contextlib.contextmanager
 def reading(clone: str | os.PathLike[str], base: str | None, *, store: str | None = None,
             walk: bool = True, objects: str | None = None,
-            borrow: Sequence[str] = ()) -> Iterator[Reader]:
+            borrow: Sequence[str] = (), view: View | None = None) -> Iterator[Reader]:
     """A private ``GIT_DIR`` over ``clone`` for one read against ``base`` (a full commit or
     tree id the store holds; None: no objects and no index, for ``git apply`` into the work
     tree). ``store``: the store the clone borrows from (default: found beside it,
     ``store.store_of``; a clone made before stores borrows its own objects, once checked).
     ``walk``: scan the tree first. ``objects``: keep the objects git writes in this folder
     (default: thrown away with the read). ``borrow``: more prun-owned object folders to read.
-    Raises ``BrokenClone`` when the clone is not one, or git fails on what it holds."""
+    ``view``: the clone's merged view when the caller holds one already (default: opened for
+    the read, ``overlayview.merged``). Raises ``BrokenClone`` when the clone is not one, or git
+    fails on what it holds."""
     clone = os.path.abspath(os.fspath(clone))
-    check_clone(clone)
-    odd = odd_git_files(clone)
+    with contextlib.ExitStack() as held:
+        if view is None:
+            try:
+                view = held.enter_context(merged(clone))
+            except PrunError as e:
+                raise BrokenClone(e.message) from None
+        with _reading(clone, base, store, walk, objects, borrow, view) as reader:
+            yield reader
+
+
+@contextlib.contextmanager
+def _reading(clone: str, base: str | None, store: str | None, walk: bool, objects: str | None,
+             borrow: Sequence[str], view: View) -> Iterator[Reader]:
+    check_clone(view.path)
+    odd = odd_git_files(view.path)
     if base is not None:
         store = store or store_of(clone, base)
     tmp = tempfile.mkdtemp(prefix="prun-read-")
     try:
-        tree = scan(clone) if walk else None
-        reader = Reader(clone, base or "", store, tmp, tree)
+        tree = scan(view.path) if walk else None
+        reader = Reader(clone, base or "", store, tmp, tree, view)
         reader.findings += odd
         alternates = [alternate(store)] if store else []
         alternates += [os.path.realpath(b) for b in borrow]
         if store is None and base is not None:   # a clone made before stores
-            why = objects_ok(clone, None)
+            why = objects_ok(view.path, None)
             if why is not None:
                 raise BrokenClone(why)
             alternates.append(os.path.join(os.path.realpath(clone), ".git", "objects"))
@@ -322,7 +345,7 @@ def _make_git_dir(reader: Reader, alternates: list[str], objects: str | None) ->
     _write(os.path.join(git_dir, "objects", "info", "alternates"),
            "".join(a + "\n" for a in alternates if "\n" not in a))
     try:
-        own = read_inside(os.path.join(reader.clone, ".git"), "info/exclude",
+        own = read_inside(os.path.join(reader.view.path, ".git"), "info/exclude",
                           EXCLUDE_MAX_BYTES) or b""
     except NotRegular:
         own = b""   # the unit's exclude file is its own affair: without it, nothing is hidden
@@ -365,8 +388,11 @@ def _start_index(reader: Reader) -> None:
     """The private index: a copy of prun's stat cache when it was taken at the base (files
     the unit left alone are not read again), else the base read fresh."""
     index = reader.env["GIT_INDEX_FILE"]
-    if reader.store is not None:
-        cache, commit = stat_cache(reader.store, reader.clone)
+    over = layer(reader.clone)   # an overlay workspace: its own cache, else its checkout's
+    for tree in (reader.clone, *([over["lower"]] if over else [])):
+        if reader.store is None:
+            break
+        cache, commit = stat_cache(reader.store, tree)
         if commit == reader.base:
             with contextlib.suppress(OSError):
                 shutil.copy2(cache, index)   # its mtime too: git's racy-clean check

@@ -38,6 +38,7 @@ from ..errors import GitError, UsageError, WorkspaceError
 from ..settings import load
 from . import store as stores
 from .clonefiles import NotRegular, read_inside
+from .overlayview import layer, overlay_dir
 from .pushconfig import strip_push_config
 from .readonly import make_readonly
 from .untrusted import ATTRIBUTES, NEUTRAL_ENV, shared_list
@@ -243,9 +244,20 @@ def neutral_git(clone: str, args: list[str], *, input: bytes | None = None,
 
 
 def clone_base(clone: str | os.PathLike[str]) -> str | None:
-    """The base commit recorded when the clone was made."""
+    """The base commit recorded when the clone was made (an overlay workspace's: in prun's
+    record beside it)."""
     info = _read_marker(os.path.join(os.fspath(clone), ".git", CLONE_MARKER))
-    return info.get("base") if info is not None else None
+    if info is not None:
+        return info.get("base")
+    over = layer(clone)
+    return over["base"] if over else None
+
+
+def is_clone(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a code unit's workspace to read a change from: a clone (its
+    ``.git`` a folder) or an overlay workspace (seen from the host as an empty folder)."""
+    return os.path.isdir(os.path.join(os.fspath(path), ".git")) or (
+        os.path.isdir(path) and layer(path) is not None)
 
 
 def set_clone_base(clone: str | os.PathLike[str], commit: str) -> None:
@@ -307,11 +319,13 @@ def remove(path: str | os.PathLike[str]) -> bool:
 
 def made_by_prun(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is a workspace prun made: a real folder with prun's marker, or a clone
-    its store keeps a record of (a unit may have broken its clone's marker)."""
+    its store keeps a record of (a unit may have broken its clone's marker), or an overlay
+    workspace prun recorded."""
     path = os.path.abspath(os.fspath(path))
     if not os.path.isdir(path) or os.path.islink(path):
         return False
-    return marker(path) is not None or stores.keeper_of(path) is not None
+    return (marker(path) is not None or stores.keeper_of(path) is not None
+            or layer(path) is not None)
 
 
 def _forget(path: str, kept: str | None) -> None:
@@ -334,11 +348,6 @@ def setup_log(workspace: str | os.PathLike[str]) -> str:
     return os.path.abspath(os.fspath(workspace)).rstrip(os.sep) + ".setup.log"
 
 
-def overlay_dir(workspace: str | os.PathLike[str]) -> str:
-    """Where a clone's overlays keep their upper layers (``prun.git.template``):
-    ``<workspace>.overlay``, beside it, out of its unit's reach, removed with it."""
-    return os.path.abspath(os.fspath(workspace)).rstrip(os.sep) + ".overlay"
-
-
-__all__ = ["Marker", "clone_base", "default_root", "made_by_prun", "make_clone", "make_scratch",
-           "marker", "overlay_dir", "remove", "set_clone_base", "setup_log", "snapshot_readonly"]
+__all__ = ["Marker", "clone_base", "default_root", "is_clone", "made_by_prun", "make_clone",
+           "make_scratch", "marker", "overlay_dir", "remove", "set_clone_base", "setup_log",
+           "snapshot_readonly"]

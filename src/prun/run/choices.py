@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from .. import executors
 from ..attempt.overlay import Overlay
 from ..errors import LaunchError, UsageError
-from ..git import template
+from ..git import layered, template
 from ..git import workspace as ws
 from ..git.setup import run_setup, sandboxed
 from ..hooks.git_wrapper import git_wrapper_dir
@@ -63,7 +63,7 @@ class Workspace:
     snapshot: str | None = None        # the run's read-only view of the code at its base
     applied: tuple[str, ...] = ()      # predecessors whose accepted changes it starts with
     seen_at: str | None = None         # where its sandbox also shows it: its template's path
-    overlays: tuple[Overlay, ...] = ()  # its template's shared folders, mounted in its sandbox
+    overlays: tuple[Overlay, ...] = ()  # its own (an overlay workspace), then its template's
 
 
 def workspace(packet: Packet, *, root: str, seq: int, repo_root: str | None,
@@ -78,8 +78,10 @@ def workspace(packet: Packet, *, root: str, seq: int, repo_root: str | None,
     (for a dependent, at the commit of its predecessors' accepted changes, made in a store of
     its own), given the shared paths of the plan's primed template (``prime``, kept under
     ``templates``, the workspace root: ``prun.git.template``; primed first when there is none
-    for its key; as overlays where its sandbox can mount them, else copies); then the plan's
-    setup command, in the sandbox when the unit runs in one.
+    for its key; as overlays where its sandbox can mount them, else copies); where its sandbox
+    can mount an overlay, the clone itself is one (``prun.git.layered``: the run's one
+    checkout of the base below, the unit's own layer above); then the plan's setup command,
+    in the sandbox when the unit runs in one.
     ``reuse``: a follow-up keeps its predecessor's workspace, whose base the ledger recorded
     (``reuse_base``; never read from the workspace); ``scratch_ready()``: ``root`` is known to
     be outside any git work tree."""
@@ -106,11 +108,12 @@ def workspace(packet: Packet, *, root: str, seq: int, repo_root: str | None,
 
             base = start_commit(root, repo_root, base, start) or base
             store, applied = store_path(root, base), start.applied
-        path = ws.make_clone(repo_root, base, os.path.join(root, name), store=store,
-                             neutral=store is not None)
+        in_sandbox = sandboxed(packet.sandbox)
+        dest = os.path.join(root, name)
+        make = layered.make if layered.wanted(dest, env, sandbox=in_sandbox) else ws.make_clone
+        path = make(repo_root, base, dest, store=store, neutral=store is not None)
         kind = "clone"
         if prime is not None:
-            in_sandbox = sandboxed(packet.sandbox)
             primed = template.ensure(prime, root=templates or root, repo_root=repo_root,
                                      base=base, store=store, env=env, sandbox=in_sandbox,
                                      logs=root)

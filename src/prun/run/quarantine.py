@@ -8,6 +8,8 @@ import contextlib
 import os
 import shutil
 
+from ..git.overlayview import overlay_dir
+from ..git.untrusted import shared_list
 from .paths import RunPaths
 from .unit import UnitState
 
@@ -33,6 +35,9 @@ def quarantine(paths: RunPaths, u: UnitState, workspace: str | None, *,
         target = ws.rstrip(os.sep) + ".quarantined"
         with contextlib.suppress(OSError):
             os.rename(ws, target)
+            for beside in (overlay_dir, shared_list):   # its layers and records go with it
+                if os.path.lexists(beside(ws)):
+                    os.rename(beside(ws), beside(target))
             dest.mkdir(parents=True, exist_ok=True)
             (dest / "workspace").write_text(target + "\n")
             moved.append("workspace")

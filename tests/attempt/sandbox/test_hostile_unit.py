@@ -15,7 +15,9 @@ import textwrap
 import uuid
 from pathlib import Path
 
-from helpers import prun, working_repo, write_plan
+import pytest
+
+from helpers import prun, seen, working_repo, write_plan
 from prun.ledger import Ledger
 
 AGENT = """#!{python}
@@ -163,8 +165,12 @@ def files_holding(root: Path, token: str, allowed: list[Path]) -> list[str]:
     return found
 
 
+@pytest.mark.parametrize("overlays", [False, True], ids=["clones", "overlay-workspaces"])
 def test_a_hostile_unit_writes_only_its_own_places_and_starts_no_agent(bwrap, tmp_path,
-                                                                       monkeypatch):
+                                                                       monkeypatch, request,
+                                                                       overlays):
+    if overlays:   # each code unit's workspace an overlay over the run's checkout
+        request.getfixturevalue("overlay")
     monkeypatch.delenv("PRUN_SANDBOX_WRITABLE", raising=False)   # nothing granted
     token = f"prun-hostile-{uuid.uuid4().hex}"
     home = person_home(tmp_path, token)
@@ -204,8 +210,8 @@ def test_a_hostile_unit_writes_only_its_own_places_and_starts_no_agent(bwrap, tm
         assert report[name] != "done", (name, report)
     sibling_ws, hostile_ws = Path(att["sibling"]["workspace"]), Path(att["hostile"]["workspace"])
     # no other workspace, not even named; only the object stores its clone borrows from
-    seen = [n for n in report["workspaces_seen"] if n != hostile_ws.name]
-    assert all(n.startswith("objects-") and n.endswith(".git") for n in seen), report
+    others = [n for n in report["workspaces_seen"] if n != hostile_ws.name]
+    assert all(n.startswith("objects-") and n.endswith(".git") for n in others), report
     assert hostile_ws.name in report["workspaces_seen"]
     for name in ("prun_run", "prun_dispatch", "python_prun_run", "python_prun_dispatch"):
         code, err = runs[name]
@@ -224,7 +230,8 @@ def test_a_hostile_unit_writes_only_its_own_places_and_starts_no_agent(bwrap, tm
                  "tmp_file", "beside_home", "stdin_reopened"):   # the last three: its own tmp
         assert report[name] == "done", (name, report)
     state = Path(att["hostile"]["state_dir"])
-    assert (hostile_ws / "hostile.txt").read_text() == token + "\n"
+    with seen(hostile_ws) as tree:
+        assert (tree / "hostile.txt").read_text() == token + "\n"
     assert (state / "tmp" / "own.txt").exists() and (state / "tmp" / "own2.txt").exists()
     assert (state / "tmp" / token).exists()
 
@@ -234,12 +241,14 @@ def test_a_hostile_unit_writes_only_its_own_places_and_starts_no_agent(bwrap, tm
     assert not (home / ".ssh" / "authorized_keys").exists()
     assert not (home / ".claude" / "settings.json").exists()
     assert not Path("/tmp", token).exists() and not (tmp_path / token).exists()
-    assert (sibling_ws / "secret.txt").read_text() == "the sibling's own work\n"
-    assert not (sibling_ws / "new.txt").exists()
+    with seen(sibling_ws) as tree:
+        assert (tree / "secret.txt").read_text() == "the sibling's own work\n"
+        assert not (tree / "new.txt").exists()
     unit = json.loads((state / "unit.json").read_text())
     assert unit["worker"]["pid"] and unit["home"] == str(state / "home")
     assert json.loads((state / "outcome.json").read_text())["outcome"] == "succeeded"
-    allowed = [hostile_ws, state / "tmp", state / "home", state / "outbox"]
+    allowed = [hostile_ws, Path(f"{hostile_ws}.overlay"),   # (an overlay's own layer)
+               state / "tmp", state / "home", state / "outbox"]
     assert files_holding(tmp_path, token, allowed) == [str(home / "token")]
     assert [p for p in Path("/tmp").iterdir() if token in p.name] == []
     rec = prun("reconcile", run_id)
