@@ -20,7 +20,9 @@
    a clone (``make_clone``), plus ``template.give`` of an already primed template; beside
    it the run's one-off cost (its store and checkout) and a fresh unit's disk.
 
-``PRUN_OVERLAY=off`` measures clones and copies instead of overlays.
+``PRUN_OVERLAY=off`` measures clones and copies instead of overlays. Otherwise the bench sets
+``PRUN_OVERLAY=on``, so that the overlay is measured at every size (a run overlays a code
+unit's checkout only from ``prun.git.layered.MIN_FILES`` tracked files at its base).
 
 Prints Markdown tables.
 """
@@ -154,7 +156,8 @@ def workspace_time(files: int, root: Path, args: argparse.Namespace) -> dict[str
     primed = template.ensure(prime, root=str(ws_root), repo_root=str(repo), base=base,
                              store=None, env=os.environ, sandbox=False, logs=str(ws_root))
     run = ws_root / "run"
-    layers = layered.wanted(str(run / "u0"), os.environ, sandbox=True)
+    layers = layered.wanted(str(run / "u0"), os.environ, sandbox=True, base=base,
+                            objects=str(repo))
     t = time.perf_counter()
     if layers:   # the run's store and its one checkout of the base
         layered.ensure_lower(str(run), str(repo), base)
@@ -187,6 +190,7 @@ def main() -> None:
     if args.full:
         args.files, args.dep_files, args.dep_mb, args.prime_seconds = 30000, 30000, 300, 20.0
         args.scale = "3000,300000"
+    os.environ.setdefault("PRUN_OVERLAY", "on")   # the overlay at every size (see above)
     compile_prun()
     root = Path(tempfile.mkdtemp(prefix="prun-bench-ws-"))
     try:

@@ -48,9 +48,9 @@ def isolated_env(tmp_path, monkeypatch, cache_home):
     monkeypatch.setenv("PRUN_QUOTA_BUILTIN", "off")   # the fake CLIs answer no /quota
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache_home))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))  # nothing in the home
-    # code units get clones, which a test can read on the host; the `overlay` fixture
-    # (tests/git/test_overlay_workspace.py, test_primed_templates.py) turns overlays back on
-    monkeypatch.setenv("PRUN_OVERLAY", "off")
+    # overlays as a run makes them (a test's small repository: code units get clones, which
+    # a test reads on the host); the `overlay` fixture overlays code units' checkouts too
+    monkeypatch.delenv("PRUN_OVERLAY", raising=False)
     # what a test hands its units (fake CLIs' logs and sessions) stays writable in the sandbox;
     # a containment test removes it
     shown = [str(tmp_path), *([str(TESTS)] if UNDER_TMP else [])]
@@ -95,4 +95,4 @@ def overlay(tmp_path, bwrap, monkeypatch) -> None:
     why = overlays_unavailable(str(tmp_path / "workspaces"))
     if why is not None:
         pytest.skip(f"no overlay here: {why}")
-    monkeypatch.delenv("PRUN_OVERLAY", raising=False)
+    monkeypatch.setenv("PRUN_OVERLAY", "on")   # whatever the size of the test's repository

@@ -111,3 +111,21 @@ def test_doctor_tells_a_signed_in_claude_where_its_files_say_so(repo, tmp_path):
     (tmp_path / "claude-config" / ".credentials.json").write_text("{}")
     line = facts(prun("doctor", cwd=repo, env=env).stdout)["executor claude"]
     assert line.startswith("executor claude status=ok") and "signed in: yes" in line
+
+
+def test_doctor_says_whether_workspaces_are_overlaid_here(repo, bwrap, monkeypatch):
+    from prun.attempt.overlay import overlays_unavailable
+
+    monkeypatch.setenv("PRUN_WORKSPACE_ROOT", str(repo.parent / "ws"))
+    line = facts(prun("doctor", cwd=repo).stdout)["sandbox overlay"]
+    if overlays_unavailable(str(repo.parent / "ws")) is None:
+        assert line.startswith("sandbox overlay status=ok"), line
+        assert "from 10000 tracked files at the base" in line
+        on = facts(prun("doctor", cwd=repo, env={"PRUN_OVERLAY": "on"}).stdout)
+        assert on["sandbox overlay"].endswith("code units' checkouts overlays\""), on
+    else:
+        assert line.startswith("sandbox overlay status=warn"), line
+    off = facts(prun("doctor", cwd=repo, env={"PRUN_OVERLAY": "off"}).stdout)["sandbox overlay"]
+    assert off == ('sandbox overlay status=warn detail="PRUN_OVERLAY=off: clones and copies" '
+                   'fix="unset PRUN_OVERLAY for copy-on-write workspaces"')
+    assert not list((repo.parent / "ws").glob(".overlay-probe-*"))   # the probe cleaned up

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -201,6 +202,37 @@ def test_with_overlays_off_each_unit_gets_a_clone(repo, overlay):
     assert not list(ws.parent.glob("checkout-*"))
     assert sorted(_files(run_id)["edit"]) == ["added.bin", "bin.dat", "deep/er/added.txt",
                                               "gone.txt", "keep.txt", "new.txt", "tool.sh"]
+
+
+def test_by_default_a_small_base_gets_a_clone_a_person_can_open(repo, overlay, monkeypatch):
+    """Unless PRUN_OVERLAY=on, a code unit's checkout is overlaid only from MIN_FILES
+    tracked files: a small repository's units get clones, readable on the host as they are."""
+    monkeypatch.delenv("PRUN_OVERLAY")
+    r, _, att, status = _run(repo, [_unit("edit", EDITS)])
+    assert status == {"edit": "succeeded"}, r.stdout + r.stderr
+    ws = Path(att["edit"]["workspace"])
+    assert (ws / ".git").is_dir() and (ws / "new.txt").read_text() == RENAMED
+    assert not Path(f"{ws}.overlay", "ws").exists()
+
+
+def test_the_default_overlays_a_checkout_from_min_files_tracked(repo, overlay, monkeypatch):
+    from prun.git import layered
+
+    base = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    count = layered.tracked_files(str(repo), base)
+    assert count == len(FILES)
+    auto = {k: v for k, v in os.environ.items() if k != "PRUN_OVERLAY"}
+    dest = str(repo.parent / "workspaces" / "u.1")
+    monkeypatch.setattr(layered, "MIN_FILES", count + 1)
+    assert not layered.wanted(dest, auto, sandbox=True, base=base, objects=str(repo))
+    assert layered.wanted(dest, {**auto, "PRUN_OVERLAY": "on"}, sandbox=True,
+                          base=base, objects=str(repo))
+    monkeypatch.setattr(layered, "MIN_FILES", count)
+    assert layered.wanted(dest, auto, sandbox=True, base=base, objects=str(repo))
+    assert not layered.wanted(dest, {**auto, "PRUN_OVERLAY": "off"}, sandbox=True,
+                              base=base, objects=str(repo))
+    assert not layered.wanted(dest, auto, sandbox=False, base=base, objects=str(repo))
 
 
 def test_the_merged_view_of_an_overlay_workspace_ends_with_its_holder(repo, overlay):

@@ -40,7 +40,8 @@ class Overlay:
         return self.lower, self.upper, self.work, self.target
 
 
-SETTING = "PRUN_OVERLAY"   # "off": no overlay anywhere (copies and clones instead)
+SETTING = "PRUN_OVERLAY"   # "off": no overlay anywhere (copies and clones instead); "on": a
+                           # code unit's checkout too, whatever its size (``prun.git.layered``)
 _probed: dict[str, str | None] = {}   # by folder, once per process
 
 

@@ -14,15 +14,17 @@ from .. import executors
 from .._util import bounded
 from .._util.gitcmd import toplevel
 from .._util.timeparse import epoch, format_duration
-from ..attempt import sandbox
+from ..attempt import overlay, sandbox
 from ..errors import LaunchError, UsageError
 from ..executors.base import Executor
+from ..git import layered
 from ..ledger import default_path
 from ..mcp import config as mcp_config
 from ..plan import candidates, routing
 from ..quota.snapshot import load as load_snapshot
 from ..quota.snapshot import snapshot_path
 from ..run.limits import enforcement
+from ..settings import load as load_settings
 from ..skill import install as skill_install
 from .facts import MISSING, OK, WARN, Check, Context, Fact
 
@@ -78,7 +80,25 @@ def sandboxing(ctx: Context) -> list[Fact]:
                      "(docs/sandbox.md); until then units run without a sandbox")]
     proc = "its own /proc" if sandbox.fresh_proc() else "the host's /proc (ps sees other processes)"
     return [Fact("sandbox", "bwrap", OK, f"{shutil.which('bwrap') or 'bwrap'}: overlays of "
-                 f"the repository read-only, {proc}")]
+                 f"the repository read-only, {proc}"), overlays(ctx)]
+
+
+def overlays(ctx: Context) -> Fact:
+    """Whether a unit's sandbox can mount an overlay in the workspace root: copy-on-write
+    shared paths, and code units' checkouts over one checkout per run (docs/workspaces.md)."""
+    setting = ctx.env.get(overlay.SETTING, "").strip().lower()
+    if setting == "off":
+        return Fact("sandbox", "overlay", WARN, f"{overlay.SETTING}=off: clones and copies",
+                    f"unset {overlay.SETTING} for copy-on-write workspaces")
+    root = load_settings(ctx.env).workspace_root
+    why = overlay.overlays_unavailable(root) or (
+        None if shutil.which("nsenter") else "no nsenter on PATH (util-linux)")
+    if why is not None:
+        return Fact("sandbox", "overlay", WARN, f"{why}: code units get clones, shared paths "
+                    "copies", "Linux 5.11+ with unprivileged user namespaces, util-linux")
+    size = "" if setting == "on" else f" from {layered.MIN_FILES} tracked files at the base"
+    return Fact("sandbox", "overlay", OK, f"in {root}: shared paths copy-on-write, code "
+                f"units' checkouts overlays{size}")
 
 
 def limits(ctx: Context) -> list[Fact]:

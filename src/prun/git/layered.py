@@ -2,11 +2,15 @@
 shared by the run, so that making it costs the same for 3,000 files and for 300,000, and its
 disk is its own changes.
 
-* ``wanted(dest, env, sandbox=)``: whether a code unit at ``dest`` gets one: it runs in the
-  sandbox (nothing else would mount it), ``PRUN_OVERLAY`` is not ``off``, ``nsenter`` is on
-  PATH (prun's reads, ``prun.git.overlayview``) and the kernel mounts an unprivileged overlay
-  in the run's folder of workspaces (``prun.attempt.overlay``, said once when it cannot:
-  each unit then gets a clone, ``prun.git.workspace.make_clone``).
+* ``wanted(dest, env, sandbox=, base=, objects=)``: whether a code unit at ``dest`` gets
+  one: it runs in the sandbox (nothing else would mount it), the base is large enough for a
+  clone's checkout to be felt (``MIN_FILES`` tracked files; ``PRUN_OVERLAY=on``: any base;
+  ``off``: never), ``nsenter`` is on PATH (prun's reads, ``prun.git.overlayview``) and the
+  kernel mounts an unprivileged overlay in the run's folder of workspaces
+  (``prun.attempt.overlay``, said once when it cannot: each unit then gets a clone,
+  ``prun.git.workspace.make_clone``). Below ``MIN_FILES`` a clone costs well under a second
+  and a person can open it on the host as it is; an overlay workspace is an empty folder there
+  (``prun.git.overlayview`` shows it).
 * ``ensure_lower``: the run's checkout of a base, ``<run's folder>/checkout-<base[:12]>``, a
   clone made like a unit's (its ``.git`` too, so the unit's git works) once per run and base
   under a ``flock`` on the folder, its top folder without write bits. Nothing of prun writes
@@ -21,12 +25,14 @@ disk is its own changes.
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 from collections.abc import Mapping
 
+from .._util import gitcmd
 from .._util.fsutil import atomic_write_json
-from ..attempt.overlay import overlay_here
+from ..attempt.overlay import SETTING, overlay_here
 from ..attempt.sandbox import OVERLAY_UNSAFE
 from ..errors import WorkspaceError
 from . import store as stores
@@ -36,13 +42,31 @@ from .workspace import make_clone
 PREFIX = "checkout-"
 
 
-def wanted(dest: str, env: Mapping[str, str], *, sandbox: bool) -> bool:
-    """Whether the code unit whose workspace goes at ``dest`` gets an overlay workspace."""
+MIN_FILES = 10_000   # tracked files at the base from which a code unit's checkout is overlaid
+
+
+def wanted(dest: str, env: Mapping[str, str], *, sandbox: bool, base: str,
+           objects: str) -> bool:
+    """Whether the code unit whose workspace goes at ``dest`` (a checkout of ``base``, whose
+    objects are in ``objects``: the repository, or the store a dependent's start was made in)
+    gets an overlay workspace."""
     dest = os.path.abspath(dest)
-    if any(c in dest for c in OVERLAY_UNSAFE):
+    if not sandbox or any(c in dest for c in OVERLAY_UNSAFE):
+        return False
+    setting = env.get(SETTING, "").strip().lower()
+    if setting != "on" and (setting == "off" or tracked_files(objects, base) < MIN_FILES):
         return False
     return overlay_here(os.path.dirname(dest), env, sandbox=sandbox,
                         instead="each code unit gets a clone of its own", needs=("nsenter",))
+
+
+@functools.cache
+def tracked_files(objects: str, base: str) -> int:
+    """How many files ``base`` (a full commit id, in the repository or store ``objects``)
+    tracks (once per process and base)."""
+    listing = gitcmd.git(["ls-tree", "-r", "-z", "--name-only", base], objects, text=False,
+                         isolated=True).stdout
+    return listing.count(b"\0")
 
 
 def lower_path(folder: str, base: str) -> str:
@@ -103,4 +127,5 @@ def lowers_in(folder: str) -> list[str]:
             and os.path.isdir(os.path.join(folder, n))]
 
 
-__all__ = ["PREFIX", "ensure_lower", "lower_path", "lowers_in", "make", "wanted"]
+__all__ = ["MIN_FILES", "PREFIX", "ensure_lower", "lower_path", "lowers_in", "make",
+           "tracked_files", "wanted"]

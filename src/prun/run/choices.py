@@ -79,9 +79,9 @@ def workspace(packet: Packet, *, root: str, seq: int, repo_root: str | None,
     its own), given the shared paths of the plan's primed template (``prime``, kept under
     ``templates``, the workspace root: ``prun.git.template``; primed first when there is none
     for its key; as overlays where its sandbox can mount them, else copies); where its sandbox
-    can mount an overlay, the clone itself is one (``prun.git.layered``: the run's one
-    checkout of the base below, the unit's own layer above); then the plan's setup command,
-    in the sandbox when the unit runs in one.
+    can mount an overlay and the base is large (``prun.git.layered.wanted``), the clone itself
+    is one (the run's one checkout of the base below, the unit's own layer above); then the
+    plan's setup command, in the sandbox when the unit runs in one.
     ``reuse``: a follow-up keeps its predecessor's workspace, whose base the ledger recorded
     (``reuse_base``; never read from the workspace); ``scratch_ready()``: ``root`` is known to
     be outside any git work tree."""
@@ -110,7 +110,9 @@ def workspace(packet: Packet, *, root: str, seq: int, repo_root: str | None,
             store, applied = store_path(root, base), start.applied
         in_sandbox = sandboxed(packet.sandbox)
         dest = os.path.join(root, name)
-        make = layered.make if layered.wanted(dest, env, sandbox=in_sandbox) else ws.make_clone
+        layers = layered.wanted(dest, env, sandbox=in_sandbox, base=base,
+                                objects=store or repo_root)
+        make = layered.make if layers else ws.make_clone
         path = make(repo_root, base, dest, store=store, neutral=store is not None)
         kind = "clone"
         if prime is not None:
