@@ -13,8 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import fastjsonschema
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
 
 from .._util import yamldoc
 from .._util.quoting import quote
@@ -43,6 +41,11 @@ def validate(doc: yamldoc.Doc, schema_name: str) -> None:
     if _compiled(schema_name)(doc.data):
         check_text(doc)
         return
+
+    # jsonschema (a tenth of a second to import) only for a document the compiled validator
+    # refused: its errors say which field and why
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import best_match
 
     root = schema(schema_name)
     validator = Draft202012Validator(root, format_checker=Draft202012Validator.FORMAT_CHECKER)
