@@ -118,6 +118,15 @@ def seen(workspace) -> Iterator[Path]:
         yield Path(view.path)
 
 
+def last_attempt(run_id: str, packet_id: str) -> dict | None:
+    """The packet's latest attempt row in the ledger (None: none yet)."""
+    from prun.ledger import Ledger
+
+    with Ledger.open() as ledger:
+        rows = ledger.attempts(run_id, packet_id)
+        return dict(rows[-1]) if rows else None
+
+
 def poll(check, limit: float = 60.0):
     """Wait (bounded) for ``check()`` to return something truthy, and return it."""
     import time

@@ -8,7 +8,7 @@ import sys
 
 from gitrepo import gout, poll
 
-from helpers import prun
+from helpers import last_attempt, prun
 
 WRITE = "import pathlib,sys; p=pathlib.Path(sys.argv[1]); p.write_text(sys.argv[2]); " \
         "print('wrote ' + sys.argv[1] + ' as asked, nothing else')"
@@ -69,19 +69,15 @@ def test_pause_a_unit_of_a_live_run(repo, tmp_path):
     assert r.returncode == 0, r.stderr
     run_id = r.stdout.split()[1]
 
-    def attempt():
-        with Ledger.open() as ledger:
-            rows = ledger.attempts(run_id, "slow")
-            return dict(rows[-1]) if rows else None
-
-    a = poll(lambda: (x := attempt()) and x["status"] == "dispatched" and x["workspace"]
+    a = poll(lambda: (x := last_attempt(run_id, "slow")) and x["status"] == "dispatched"
+             and x["workspace"]
              and os.path.exists(os.path.join(x["workspace"], "src/app/extra.py")) and x)
     r = prun("pause", "slow", cwd=repo, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.startswith(f"PAUSED slow attempt={a['id']} stopped=stopped files=2 patch=")
     patch = open(os.path.join(a["state_dir"], "paused.patch")).read()
     assert "+half" in patch and "+X = 1" in patch
-    assert poll(lambda: attempt()["status"] == "cancelled")
+    assert poll(lambda: last_attempt(run_id, "slow")["status"] == "cancelled")
     with Ledger.open() as ledger:
         assert any(e["kind"] == "pause" for e in ledger.events(run_id))
     with Ledger.open() as ledger:

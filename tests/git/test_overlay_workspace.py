@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import poll, prun, seen, working_repo, write_plan
+from helpers import last_attempt, poll, prun, seen, working_repo, write_plan
 from prun.ledger import Ledger
 
 BINARY = bytes(range(256)) * 4
@@ -273,19 +273,15 @@ def test_pause_reads_a_live_overlay_unit(repo, overlay):
     assert r.returncode == 0, r.stderr
     run_id = r.stdout.split()[1]
 
-    def attempt():
-        with Ledger.open() as ledger:
-            rows = ledger.attempts(run_id, "slow")
-            return dict(rows[-1]) if rows else None
-
-    a = poll(lambda: (x := attempt()) and x["status"] == "dispatched" and x["workspace"]
+    a = poll(lambda: (x := last_attempt(run_id, "slow")) and x["status"] == "dispatched"
+             and x["workspace"]
              and Path(f"{x['workspace']}.overlay", "ws", "upper", "extra.txt").exists() and x)
     r = prun("pause", "slow", timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.startswith(f"PAUSED slow attempt={a['id']} stopped=stopped files=2 patch=")
     patch = Path(a["state_dir"], "paused.patch").read_text()
     assert "+half" in patch and "+X = 1" in patch
-    assert poll(lambda: attempt()["status"] == "cancelled")
+    assert poll(lambda: last_attempt(run_id, "slow")["status"] == "cancelled")
     with Ledger.open() as ledger:
         poll(lambda: ledger.run(run_id)["status"] != "running")
     cleaned = prun("clean", run_id)

@@ -349,5 +349,5 @@ def setup_log(workspace: str | os.PathLike[str]) -> str:
 
 
 __all__ = ["Marker", "clone_base", "default_root", "is_clone", "made_by_prun", "make_clone",
-           "make_scratch", "marker", "overlay_dir", "remove", "set_clone_base", "setup_log",
+           "make_scratch", "marker", "remove", "set_clone_base", "setup_log",
            "snapshot_readonly"]
